@@ -1,0 +1,159 @@
+// The typed settings of DESIGN section 9: one struct, units in the names, a default for every
+// key but the calibration paths. Loaded from YAML by load_settings(); every refusal names the
+// key's path and the reason.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "proto/datagram.h"
+
+namespace petdaq {
+
+// A refused configuration: what() is "<key.path>: <reason>" (or several such lines).
+class SettingsError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ScannerSettings {
+  std::uint32_t bdm_transaxial = 12;
+  std::uint32_t bdm_axial = 2;
+  std::uint32_t du_transaxial = 2;
+  std::uint32_t du_axial = 2;
+  std::uint32_t crystal_transaxial = 13;
+  std::uint32_t crystal_axial = 13;
+  std::uint32_t position_size = 256;
+  double tick_ps = 15.625;
+  // Physical dimensions (used by the simulator and for documentation).
+  double ring_radius_mm = 80.0;
+  double crystal_pitch_transaxial_mm = 1.6;
+  double crystal_pitch_axial_mm = 1.6;
+  double crystal_depth_mm = 10.0;
+  double du_gap_mm = 0.4;   // between neighbouring DUs on a board
+  double bdm_gap_mm = 1.0;  // between neighbouring boards (axially)
+};
+
+struct CalibrationSettings {
+  std::filesystem::path position_lut;       // required
+  std::filesystem::path energy_correction;  // required
+  std::uint32_t energy_bin_width = 10;      // ADC units per table bin
+  std::filesystem::path time_offsets;       // optional; empty = none
+};
+
+struct FrameSettings {
+  bool check_markers = true;
+  std::uint8_t head_marker = 0xA;
+  std::uint8_t tail_marker = 0x5;
+};
+
+struct EnergyWindowSettings {
+  double low_keV = 350.0;
+  double high_keV = 650.0;
+};
+
+enum class WindowEdge : std::uint8_t { closed, half_open };
+enum class WindowMode : std::uint8_t { first_open, every_single };
+enum class Policy : std::uint8_t {
+  kill_multiples,
+  take_all_goods,
+  take_winner_of_goods,
+  take_winner_if_good,
+  take_winner_if_all_good,
+  kill_all_if_multiple_goods,
+};
+
+struct DelayedSettings {
+  bool enabled = true;
+  double offset_ps = 100'000.0;
+};
+
+struct CoincidenceSettings {
+  double window_ps = 4'000.0;
+  WindowEdge window_edge = WindowEdge::closed;
+  WindowMode window_mode = WindowMode::first_open;
+  Policy policy = Policy::kill_multiples;
+  std::uint32_t min_sector_difference = 0;
+  DelayedSettings delayed;
+};
+
+struct StreamSettings {
+  double max_disorder_ps = 2'000'000.0;     // 2 µs of per-source disorder
+  double source_idle_ms = 200.0;            // wall clock
+  double max_future_ps = 10'000'000'000.0;  // 10 ms ahead of the horizon is a time jump
+  double max_slice_ms = 10.0;               // wall clock: a slice at least this often
+  std::uint64_t max_slice_frames = 4u << 20;     // new frames in one slice
+  std::uint64_t max_pending_frames = 16u << 20;  // frames waiting for the horizon
+  std::uint64_t max_carry_singles = 1u << 20;    // carry-over a backend keeps between slices
+  std::uint32_t max_records_per_single = 2;      // sizes the record buffers of a slice
+};
+
+struct InputSettings {
+  std::vector<std::string> endpoints = {"127.0.0.1:5600"};  // "address:port"
+  Framing framing = Framing::raw;
+  std::vector<std::string> allowed_sources = {"127.0.0.0/8"};  // CIDR networks
+  std::uint64_t receive_buffer_bytes = 64u << 20;
+  double flush_ms = 2.0;
+  std::uint32_t receiver_threads = 1;
+  std::uint64_t ring_chunk_bytes = 4u << 20;
+  std::uint32_t ring_chunks = 64;
+};
+
+struct ZmqSettings {
+  std::string endpoint = "tcp://127.0.0.1:5556";
+  std::int32_t send_hwm = 1000;
+};
+
+struct FileSinkSettings {
+  bool enabled = false;
+  std::filesystem::path directory = "/var/lib/petdaq";
+  std::uint64_t rotate_bytes = 1ull << 30;
+};
+
+struct OutputSettings {
+  ZmqSettings zmq;
+  FileSinkSettings file;
+  double rates_interval_ms = 1000.0;
+};
+
+enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };
+
+struct LogSettings {
+  std::string level = "info";  // trace, debug, info, warn, error
+};
+
+struct Settings {
+  ScannerSettings scanner;
+  CalibrationSettings calibration;
+  FrameSettings frame;
+  EnergyWindowSettings energy_window;
+  CoincidenceSettings coincidence;
+  StreamSettings stream;
+  InputSettings input;
+  OutputSettings output;
+  BackendKind backend = BackendKind::auto_select;
+  LogSettings log;
+  std::filesystem::path source_file;  // the file these settings came from (if any)
+};
+
+// Reads and validates a YAML file. Relative calibration paths are made relative to the file.
+Settings load_settings(const std::filesystem::path& file);
+// The same from YAML text; relative paths are relative to `base_dir`.
+Settings parse_settings(const std::string& yaml_text, const std::filesystem::path& base_dir);
+
+// Duration in ps to ticks, rounded to the nearest tick (DESIGN section 5).
+std::uint64_t ps_to_ticks(double ps, double tick_ps);
+
+// A stable hash of the settings that shape the coincidence output (for the .plm header).
+std::uint64_t output_settings_hash(const Settings& s);
+
+const char* to_string(WindowEdge);
+const char* to_string(WindowMode);
+const char* to_string(Policy);
+const char* to_string(BackendKind);
+const char* to_string(Framing);
+
+}  // namespace petdaq
