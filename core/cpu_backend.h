@@ -1,0 +1,32 @@
+// The CPU reference backend: convert, order and coincidence of one slice on the calling
+// thread, with the carry-over kept between slices. Every buffer is sized at construction.
+#pragma once
+
+#include <memory>
+
+#include "core/backend.h"
+
+namespace petdaq {
+
+struct Settings;
+struct Calibration;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Settings& settings, const Calibration& calibration);
+  ~CpuBackend() override;
+
+  const char* name() const override { return "cpu"; }
+  std::size_t max_slice_frames() const override;
+  std::size_t max_in_flight() const override { return 1; }
+  RawFrame* input_buffer() override;
+  void submit(const SliceRequest& request) override;
+  const SliceResult& collect() override;
+  std::size_t in_flight() const override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace petdaq

@@ -1,0 +1,42 @@
+#include "gpu/select_backend.h"
+
+#include "core/calibration.h"
+#include "core/cpu_backend.h"
+#if PETDAQ_HAVE_CUDA
+#include "gpu/gpu_backend.h"
+#endif
+
+namespace petdaq {
+
+bool gpu_backend_usable(std::string& reason) {
+#if PETDAQ_HAVE_CUDA
+  return gpu_device_usable(reason);
+#else
+  reason = "this build has no GPU backend (no CUDA toolkit when it was built)";
+  return false;
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
+                                      const Calibration& calibration, std::string& explanation) {
+  if (kind == BackendKind::cpu) {
+    explanation = "backend cpu (asked for)";
+    return std::make_unique<CpuBackend>(settings, calibration);
+  }
+  std::string reason;
+  const bool usable = gpu_backend_usable(reason);
+  if (!usable) {
+    if (kind == BackendKind::gpu) throw BackendUnavailable("backend gpu unavailable: " + reason);
+    explanation = "backend cpu (auto: " + reason + ")";
+    return std::make_unique<CpuBackend>(settings, calibration);
+  }
+#if PETDAQ_HAVE_CUDA
+  explanation = std::string("backend gpu (") + (kind == BackendKind::gpu ? "asked for" : "auto") +
+                ": " + reason + ")";
+  return make_gpu_backend(settings, calibration);
+#else
+  throw BackendUnavailable("backend gpu unavailable: " + reason);
+#endif
+}
+
+}  // namespace petdaq

@@ -1,0 +1,30 @@
+// Chooses the backend the configuration or the command line asks for: `gpu` when a CUDA
+// device is usable, `cpu` otherwise under `auto`.
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "core/backend.h"
+#include "core/settings.h"
+
+namespace petdaq {
+
+struct Calibration;
+
+class BackendUnavailable : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Is the GPU backend compiled in and is a CUDA device usable? `reason` says why not.
+bool gpu_backend_usable(std::string& reason);
+
+// `explanation` receives one line for the log ("backend gpu: NVIDIA H100 ..." or
+// "backend cpu: auto, no CUDA device: ..."). Throws BackendUnavailable when `gpu` is asked
+// for and cannot be had.
+std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
+                                      const Calibration& calibration, std::string& explanation);
+
+}  // namespace petdaq
