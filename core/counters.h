@@ -14,7 +14,7 @@ namespace petdaq {
 #define PETDAQ_COUNTERS(X)                                                      \
   X(rx_datagrams, "rx.datagrams") X(rx_bytes, "rx.bytes") X(rx_frames, "rx.frames") \
   X(rx_trailing_bytes, "rx.trailing_bytes") X(rx_bad_header, "rx.bad_header")   \
-  X(rx_empty, "rx.empty") X(rx_kernel_drops, "rx.kernel_drops")                 \
+  X(rx_empty, "rx.empty") X(rx_oversize, "rx.oversize") X(rx_kernel_drops, "rx.kernel_drops") \
   X(rx_ring_full, "rx.ring_full") X(rx_seq_missing, "rx.seq_missing")           \
   X(rx_seq_duplicate, "rx.seq_duplicate") X(rx_seq_reordered, "rx.seq_reordered") \
   X(rx_foreign_source, "rx.foreign_source") X(frame_bad_marker, "frame.bad_marker") \
