@@ -1,0 +1,83 @@
+// The CPU coincidence engine (DESIGN sections 5 and 6): one walk over the sorted singles with
+// three monotone cursors (end of the prompt window, start and end of the delayed interval),
+// so the cost is linear in the singles plus the candidate pairs. The per-window decision is
+// core/window_policy.h, shared with the GPU backend.
+#include "core/coincidence.h"
+
+#include "core/window_policy.h"
+
+namespace petdaq {
+
+CoincidenceParams CoincidenceParams::from(const Settings& s) {
+  const Geometry g = Geometry::from(s.scanner);
+  CoincidenceParams p;
+  p.window_ticks = ps_to_ticks(s.coincidence.window_ps, s.scanner.tick_ps);
+  p.closed = s.coincidence.window_edge == WindowEdge::closed;
+  p.mode = s.coincidence.window_mode;
+  p.policy = s.coincidence.policy;
+  p.min_sector_difference = s.coincidence.min_sector_difference;
+  p.delayed = s.coincidence.delayed.enabled;
+  p.delayed_offset_ticks = ps_to_ticks(s.coincidence.delayed.offset_ps, s.scanner.tick_ps);
+  p.crystals_per_ring = g.crystals_per_ring();
+  p.crystals_per_sector = g.crystals_per_bdm_transaxial();
+  p.sectors = g.bdm_transaxial;
+  return p;
+}
+
+namespace {
+struct BufferSink {
+  RecordBuffer& buffer;
+  void operator()(const CoincRecord& r) { buffer.push(r); }
+};
+}  // namespace
+
+// counts.prompts and counts.delayed count the records the policy emitted, including any the
+// buffers had no room for (those are in RecordBuffer::overflow as well).
+std::size_t find_coincidences(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                              std::uint64_t horizon, bool final, RecordBuffer& prompts,
+                              RecordBuffer& delayed, CoincidenceCounts& counts) {
+  const PairSet prompt_set = prompt_pair_set(p.mode);
+  const bool every_single = p.mode == WindowMode::every_single;
+  BufferSink prompt_sink{prompts};
+  BufferSink delayed_sink{delayed};
+
+  std::size_t window_end = 0;     // first single past the current prompt window
+  std::size_t delayed_begin = 0;  // first single at or after t_open + D
+  std::size_t delayed_end = 0;    // first single past the delayed interval
+  std::size_t open = 0;
+  while (open < n) {
+    const std::uint64_t t_open = singles[open].time;
+    if (!final && !p.resolvable(t_open, horizon)) return open;
+
+    // Window ends only move forward: a later opener's window reaches at least as far.
+    if (window_end <= open) window_end = open + 1;
+    while (window_end < n && p.within(t_open, singles[window_end].time)) ++window_end;
+    const std::size_t others = window_end - open - 1;
+    if (others >= 2) ++counts.multiples;
+    if (others >= 1) {
+      const WindowMembers w{singles + open, singles + open + 1,
+                            static_cast<std::uint32_t>(others)};
+      counts.prompts += apply_window_policy(p, w, prompt_set, false, prompt_sink);
+    }
+
+    if (p.delayed) {
+      const std::uint64_t start = t_open + p.delayed_offset_ticks;
+      if (delayed_begin <= open) delayed_begin = open + 1;
+      while (delayed_begin < n && singles[delayed_begin].time < start) ++delayed_begin;
+      if (delayed_end < delayed_begin) delayed_end = delayed_begin;
+      while (delayed_end < n && p.within(start, singles[delayed_end].time)) ++delayed_end;
+      const std::size_t members = delayed_end - delayed_begin;
+      if (members >= 2) ++counts.delayed_multiples;
+      if (members >= 1) {
+        const WindowMembers w{singles + open, singles + delayed_begin,
+                              static_cast<std::uint32_t>(members)};
+        counts.delayed += apply_window_policy(p, w, PairSet::opener_pairs, true, delayed_sink);
+      }
+    }
+
+    open = every_single ? open + 1 : window_end;
+  }
+  return n;
+}
+
+}  // namespace petdaq

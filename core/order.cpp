@@ -1,0 +1,114 @@
+// sort_singles: the (time, crystal, energy) order of DESIGN section 5.
+//
+// The input is a sorted carry-over followed by a few dozen nearly time-ordered per-BDM
+// streams interleaved packet by packet, so natural runs are short (one packet) and a merge
+// of runs would need many passes. Instead: a stable LSD radix sort on (time - min_time),
+// with just enough 8- to 11-bit digits to cover the slice's time range (3 for a 10 ms
+// slice), all histograms taken in one read; then equal-time runs, which are rare and short,
+// are put in (crystal, energy) order. Already-sorted input costs one read.
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <cstring>
+
+#include "core/coincidence.h"
+
+namespace petdaq {
+
+namespace {
+
+constexpr unsigned kMaxDigitBits = 11;  // 2048 buckets: histograms stay in L1
+constexpr unsigned kMaxPasses = (64 + kMaxDigitBits - 1) / kMaxDigitBits;
+constexpr std::size_t kInsertionSortMax = 32;
+
+void insertion_sort(Single* s, std::size_t n) {
+  for (std::size_t i = 1; i < n; ++i) {
+    const Single v = s[i];
+    std::size_t j = i;
+    for (; j > 0 && single_less(v, s[j - 1]); --j) s[j] = s[j - 1];
+    s[j] = v;
+  }
+}
+
+void sort_small(Single* s, std::size_t n) {
+  if (n <= kInsertionSortMax)
+    insertion_sort(s, n);
+  else
+    std::sort(s, s + n, [](const Single& a, const Single& b) { return single_less(a, b); });
+}
+
+// Singles of equal time are adjacent after the time sort; order each such run by the rest
+// of the key. Long runs (pathological input) go to an O(n log n) sort.
+void order_equal_times(Single* s, std::size_t n) {
+  std::size_t i = 0;
+  while (i + 1 < n) {
+    if (s[i + 1].time != s[i].time) {
+      ++i;
+      continue;
+    }
+    std::size_t j = i + 2;
+    while (j < n && s[j].time == s[i].time) ++j;
+    sort_small(s + i, j - i);
+    i = j;
+  }
+}
+
+}  // namespace
+
+void sort_singles(Single* singles, std::size_t n, Single* scratch) {
+  if (n < 2) return;
+
+  std::uint64_t min_time = singles[0].time;
+  std::uint64_t max_time = min_time;
+  bool sorted = true;
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::uint64_t t = singles[i].time;
+    min_time = t < min_time ? t : min_time;
+    max_time = t > max_time ? t : max_time;
+    sorted &= !single_less(singles[i], singles[i - 1]);
+  }
+  if (sorted) return;
+  if (n <= kInsertionSortMax || n > UINT32_MAX) {
+    sort_small(singles, n);
+    return;
+  }
+
+  const unsigned key_bits = static_cast<unsigned>(std::bit_width(max_time - min_time));
+  if (key_bits > 0) {
+    const unsigned passes = (key_bits + kMaxDigitBits - 1) / kMaxDigitBits;
+    const unsigned digit_bits = (key_bits + passes - 1) / passes;
+    const std::uint64_t digit_mask = (std::uint64_t{1} << digit_bits) - 1;
+
+    std::uint32_t histogram[kMaxPasses][std::size_t{1} << kMaxDigitBits];
+    for (unsigned d = 0; d < passes; ++d)
+      std::memset(histogram[d], 0, sizeof(std::uint32_t) << digit_bits);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t key = singles[i].time - min_time;
+      for (unsigned d = 0; d < passes; ++d) ++histogram[d][(key >> (d * digit_bits)) & digit_mask];
+    }
+
+    Single* src = singles;
+    Single* dst = scratch;
+    for (unsigned d = 0; d < passes; ++d) {
+      std::uint32_t* offset = histogram[d];
+      const unsigned shift = d * digit_bits;
+      // A digit that every key shares would move nothing.
+      if (offset[(src[0].time - min_time) >> shift & digit_mask] == n) continue;
+      std::uint32_t sum = 0;
+      for (std::size_t b = 0; b <= digit_mask; ++b) {
+        const std::uint32_t c = offset[b];
+        offset[b] = sum;
+        sum += c;
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const Single& v = src[i];
+        dst[offset[((v.time - min_time) >> shift) & digit_mask]++] = v;
+      }
+      std::swap(src, dst);
+    }
+    if (src != singles) std::memcpy(singles, src, n * sizeof(Single));
+  }
+  order_equal_times(singles, n);
+}
+
+}  // namespace petdaq
