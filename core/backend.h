@@ -38,6 +38,12 @@ struct SliceResult {
   std::size_t delayed_count = 0;
   std::size_t carry_count = 0;  // singles kept for the next slice
   // frame.*, single.*, coinc.*, stream.carry_overflow of this slice.
+  //
+  // Carry overflow, the same on every backend: when the carry-over left after resolving a
+  // non-final slice would exceed stream.max_carry_singles, that slice is resolved as if it
+  // were final (every window resolved, nothing carried, t_end as for a final slice) and
+  // stream.carry_overflow is counted once. The run goes on: the next slice is not run_start
+  // and its t_begin is this t_end.
   CounterDelta counters;
   // Per-BDM accepted singles and energy-rejected singles of this slice (bdm_count each).
   const std::uint64_t* bdm_singles = nullptr;

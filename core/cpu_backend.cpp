@@ -1,0 +1,174 @@
+#include "core/cpu_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/coincidence.h"
+#include "core/convert.h"
+#include "core/settings.h"
+
+namespace petdaq {
+
+struct CpuBackend::Impl {
+  ConvertTables tables;
+  CoincidenceParams params;
+  std::size_t max_slice_frames = 0;
+  std::size_t max_carry_singles = 0;
+  std::uint32_t bdm_count = 0;
+
+  std::vector<RawFrame> input;
+  // Two singles buffers of max_carry + max_slice: the carry-over sits at the front of
+  // `singles`, the slice's new singles follow it; `scratch` is the sort's and the merge's
+  // second buffer, and the two swap roles after a merge.
+  std::vector<Single> singles_a;
+  std::vector<Single> singles_b;
+  Single* singles = nullptr;
+  Single* scratch = nullptr;
+  std::size_t carry_count = 0;
+  std::uint64_t next_t_begin = 0;
+
+  std::vector<CoincRecord> prompt_storage;
+  std::vector<CoincRecord> delayed_storage;
+  RecordBuffer prompts;
+  RecordBuffer delayed;
+  std::vector<std::uint64_t> bdm_singles;
+  std::vector<std::uint64_t> bdm_energy_rejected;
+
+  SliceRequest pending;
+  bool has_pending = false;
+  SliceResult result;
+
+  Impl(const Settings& s, const Calibration& cal)
+      : tables(make_convert_tables(s, cal)),
+        params(CoincidenceParams::from(s)),
+        max_slice_frames(s.stream.max_slice_frames),
+        max_carry_singles(s.stream.max_carry_singles),
+        bdm_count(tables.geometry.bdm_count()) {
+    if (max_slice_frames == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+    const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
+    input.resize(max_slice_frames);
+    singles_a.resize(singles_capacity);
+    singles_b.resize(singles_capacity);
+    singles = singles_a.data();
+    scratch = singles_b.data();
+    const std::size_t record_capacity =
+        singles_capacity * std::max<std::size_t>(1, s.stream.max_records_per_single);
+    prompt_storage.resize(record_capacity);
+    delayed_storage.resize(params.delayed ? record_capacity : 0);
+    prompts.data = prompt_storage.data();
+    prompts.capacity = prompt_storage.size();
+    delayed.data = delayed_storage.data();
+    delayed.capacity = delayed_storage.size();
+    bdm_singles.resize(bdm_count);
+    bdm_energy_rejected.resize(bdm_count);
+  }
+
+  void process(const SliceRequest& req) {
+    if (req.run_start) {
+      carry_count = 0;
+      next_t_begin = 0;
+    }
+    result = SliceResult{};
+    result.slice_id = req.slice_id;
+    result.t_begin = next_t_begin;
+    prompts.clear();
+    delayed.clear();
+    std::fill(bdm_singles.begin(), bdm_singles.end(), 0);
+    std::fill(bdm_energy_rejected.begin(), bdm_energy_rejected.end(), 0);
+
+    const std::size_t frame_count = std::min(req.frame_count, max_slice_frames);
+    CounterDelta& delta = result.counters;
+    const std::size_t fresh = convert_frames(req.frames, frame_count, tables, singles + carry_count,
+                                             delta, bdm_singles.data(), bdm_energy_rejected.data());
+    sort_singles(singles + carry_count, fresh, scratch);
+    // The carry-over is sorted already; the new singles mostly follow it, so a merge is only
+    // needed where the two overlap in time.
+    if (carry_count > 0 && fresh > 0 &&
+        single_less(singles[carry_count], singles[carry_count - 1])) {
+      std::merge(singles, singles + carry_count, singles + carry_count,
+                 singles + carry_count + fresh, scratch, single_less);
+      std::swap(singles, scratch);
+    }
+    const std::size_t total = carry_count + fresh;
+
+    CoincidenceCounts counts;
+    std::size_t first_carried =
+        find_coincidences(singles, total, params, req.horizon, req.final, prompts, delayed, counts);
+    bool resolved_all = req.final;
+    if (!req.final && total - first_carried > max_carry_singles) {
+      // Carry overflow (core/backend.h): the rest is resolved as if the run ended here. The
+      // carried part starts at a window-chain start, so resolving it alone appends exactly
+      // the records a final call on the whole slice would have made.
+      find_coincidences(singles + first_carried, total - first_carried, params, req.horizon,
+                        true, prompts, delayed, counts);
+      first_carried = total;
+      resolved_all = true;
+      delta[Counter::stream_carry_overflow] += 1;
+    }
+
+    std::uint64_t t_end;
+    if (resolved_all) {
+      t_end = total > 0 ? std::max(result.t_begin, singles[total - 1].time + 1) : result.t_begin;
+    } else {
+      t_end = first_carried < total ? std::min(singles[first_carried].time, req.horizon)
+                                    : req.horizon;
+      t_end = std::max(t_end, result.t_begin);
+    }
+    result.t_end = t_end;
+    next_t_begin = t_end;
+
+    carry_count = total - first_carried;
+    if (carry_count > 0 && first_carried > 0)
+      std::memmove(singles, singles + first_carried, carry_count * sizeof(Single));
+    if (req.final) {
+      carry_count = 0;
+      next_t_begin = 0;
+    }
+
+    delta[Counter::coinc_prompts] += counts.prompts;
+    delta[Counter::coinc_delayed] += counts.delayed;
+    delta[Counter::coinc_multiples] += counts.multiples;
+    delta[Counter::coinc_delayed_multiples] += counts.delayed_multiples;
+    delta[Counter::coinc_records_overflow] += prompts.overflow + delayed.overflow;
+
+    result.prompts = prompts.data;
+    result.prompt_count = prompts.size;
+    result.delayed = delayed.data;
+    result.delayed_count = delayed.size;
+    result.carry_count = carry_count;
+    result.bdm_singles = bdm_singles.data();
+    result.bdm_energy_rejected = bdm_energy_rejected.data();
+  }
+};
+
+CpuBackend::CpuBackend(const Settings& settings, const Calibration& calibration)
+    : impl_(std::make_unique<Impl>(settings, calibration)) {}
+
+CpuBackend::~CpuBackend() = default;
+
+std::size_t CpuBackend::max_slice_frames() const { return impl_->max_slice_frames; }
+
+RawFrame* CpuBackend::input_buffer() { return impl_->input.data(); }
+
+void CpuBackend::submit(const SliceRequest& request) {
+  if (impl_->has_pending)
+    throw std::logic_error("CpuBackend::submit: the previous slice was not collected");
+  impl_->pending = request;
+  impl_->has_pending = true;
+}
+
+const SliceResult& CpuBackend::collect() {
+  if (!impl_->has_pending) throw std::logic_error("CpuBackend::collect: no slice submitted");
+  impl_->has_pending = false;
+  // The work runs here rather than in submit(), so that submit() never blocks on it.
+  impl_->process(impl_->pending);
+  return impl_->result;
+}
+
+std::size_t CpuBackend::in_flight() const { return impl_->has_pending ? 1 : 0; }
+
+}  // namespace petdaq

@@ -1,0 +1,212 @@
+#include "core/output.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string>
+
+#include "core/geometry.h"
+#include "core/settings.h"
+
+namespace petdaq {
+
+// Records are written straight from memory: their in-memory layout is the little-endian wire
+// form (proto/records.h).
+static_assert(kHostIsLittleEndian, "the .plm writer and reader assume a little-endian host");
+
+namespace {
+constexpr std::size_t kFileBufferBytes = 4u << 20;
+
+std::string describe_errno() { return std::strerror(errno); }
+}  // namespace
+
+bool publishes_delayed(const Settings& settings) { return settings.coincidence.delayed.enabled; }
+
+MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
+                                    const SliceResult& result) {
+  MessageHeader h;
+  h.kind = static_cast<std::uint16_t>(kind);
+  h.message_id = next_id_[static_cast<int>(kind) & 3]++;
+  h.run_id = run_id;
+  h.slice_id = result.slice_id;
+  h.t_begin = result.t_begin;
+  h.t_end = result.t_end;
+  switch (kind) {
+    case MessageKind::prompts:
+      h.record_count = static_cast<std::uint32_t>(result.prompt_count);
+      h.record_size = sizeof(CoincRecord);
+      break;
+    case MessageKind::delayed:
+      h.record_count = static_cast<std::uint32_t>(result.delayed_count);
+      h.record_size = sizeof(CoincRecord);
+      break;
+    case MessageKind::singles:
+      h.record_size = sizeof(Single);
+      break;
+  }
+  return h;
+}
+
+std::uint64_t MessageBuilder::next_id(MessageKind kind) const {
+  return next_id_[static_cast<int>(kind) & 3];
+}
+
+PlmHeader make_plm_header(const Settings& settings) {
+  const Geometry g = Geometry::from(settings.scanner);
+  PlmHeader h;
+  h.tick_ps = settings.scanner.tick_ps;
+  h.crystal_count = g.crystal_count();
+  h.crystals_per_ring = g.crystals_per_ring();
+  h.settings_hash = output_settings_hash(settings);
+  h.created_unix_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  return h;
+}
+
+// ---- PlmWriter ----
+
+PlmWriter::PlmWriter(const std::filesystem::path& file, const PlmHeader& header)
+    : path_(file), buffer_(std::make_unique<char[]>(kFileBufferBytes)) {
+  file_ = std::fopen(file.c_str(), "wb");
+  if (!file_) throw PlmError(path_.string() + ": cannot create: " + describe_errno());
+  std::setvbuf(file_, buffer_.get(), _IOFBF, kFileBufferBytes);
+  std::uint8_t bytes[kPlmHeaderBytes];
+  encode_plm_header(header, bytes);
+  write(bytes, sizeof bytes);
+}
+
+PlmWriter::~PlmWriter() {
+  if (file_) std::fclose(file_);
+}
+
+void PlmWriter::write(const void* data, std::size_t bytes) {
+  if (!file_) throw PlmError(path_.string() + ": write after close");
+  if (bytes != 0 && std::fwrite(data, 1, bytes, file_) != bytes)
+    throw PlmError(path_.string() + ": write failed: " + describe_errno());
+  bytes_written_ += bytes;
+}
+
+void PlmWriter::write_message(const MessageHeader& header, const void* records,
+                              std::size_t bytes) {
+  if (bytes != std::size_t{header.record_count} * header.record_size)
+    throw PlmError(path_.string() + ": message of " + std::to_string(header.record_count) +
+                   " records of " + std::to_string(header.record_size) + " bytes given " +
+                   std::to_string(bytes) + " bytes");
+  std::uint8_t h[kMessageHeaderBytes];
+  encode_message_header(header, h);
+  write(h, sizeof h);
+  write(records, bytes);
+}
+
+void PlmWriter::close() {
+  if (!file_) return;
+  const bool flushed = std::fflush(file_) == 0;
+  const int saved_errno = errno;
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!flushed || !closed) {
+    errno = flushed ? errno : saved_errno;
+    throw PlmError(path_.string() + ": write failed: " + describe_errno());
+  }
+}
+
+// ---- PlmReader ----
+
+PlmReader::PlmReader(const std::filesystem::path& file)
+    : path_(file), buffer_(std::make_unique<char[]>(kFileBufferBytes)) {
+  file_ = std::fopen(file.c_str(), "rb");
+  if (!file_) throw PlmError(path_.string() + ": cannot open: " + describe_errno());
+  std::setvbuf(file_, buffer_.get(), _IOFBF, kFileBufferBytes);
+  std::error_code ec;
+  file_bytes_ = std::filesystem::file_size(file, ec);
+  if (ec) file_bytes_ = UINT64_MAX;
+  std::uint8_t bytes[kPlmHeaderBytes];
+  const std::size_t got = read_some(bytes, sizeof bytes);
+  if (got != sizeof bytes)
+    throw PlmError(path_.string() + ": truncated file header (" + std::to_string(got) + " of " +
+                   std::to_string(kPlmHeaderBytes) + " bytes)");
+  header_ = decode_plm_header(bytes);
+  if (header_.magic != kPlmMagic)
+    throw PlmError(path_.string() + ": not a petdaq list-mode file (magic 0x" +
+                   [&] {
+                     char hex[9];
+                     std::snprintf(hex, sizeof hex, "%08x", header_.magic);
+                     return std::string(hex);
+                   }() +
+                   ", expected 0x4c514450 \"PDQL\")");
+  if (header_.version != kPlmVersion)
+    throw PlmError(path_.string() + ": list-mode file version " + std::to_string(header_.version) +
+                   " is not supported (this build reads version " +
+                   std::to_string(kPlmVersion) + ")");
+  if (header_.header_size != kPlmHeaderBytes)
+    throw PlmError(path_.string() + ": file header size " + std::to_string(header_.header_size) +
+                   ", expected " + std::to_string(kPlmHeaderBytes));
+}
+
+PlmReader::~PlmReader() {
+  if (file_) std::fclose(file_);
+}
+
+std::size_t PlmReader::read_some(void* data, std::size_t bytes) {
+  const std::size_t got = std::fread(data, 1, bytes, file_);
+  if (got != bytes && std::ferror(file_))
+    throw PlmError(path_.string() + ": read failed: " + describe_errno());
+  offset_ += got;
+  return got;
+}
+
+bool PlmReader::next(MessageHeader& header, std::vector<CoincRecord>& records) {
+  const std::uint64_t at = offset_;
+  std::uint8_t bytes[kMessageHeaderBytes];
+  const std::size_t got = read_some(bytes, sizeof bytes);
+  if (got == 0) return false;
+  const std::string where = path_.string() + ": message at byte " + std::to_string(at);
+  if (got != sizeof bytes)
+    throw PlmError(where + ": truncated header (" + std::to_string(got) + " of " +
+                   std::to_string(kMessageHeaderBytes) + " bytes)");
+  header = decode_message_header(bytes);
+  if (header.magic != kMessageMagic) throw PlmError(where + ": bad message magic");
+  if (header.version != kMessageVersion)
+    throw PlmError(where + ": message version " + std::to_string(header.version) +
+                   " is not supported");
+  if (header.kind != static_cast<std::uint16_t>(MessageKind::prompts) &&
+      header.kind != static_cast<std::uint16_t>(MessageKind::delayed))
+    throw PlmError(where + ": kind " + std::to_string(header.kind) +
+                   " (a list-mode file holds prompts (1) and delayed (2) only)");
+  if (header.record_size != sizeof(CoincRecord))
+    throw PlmError(where + ": record size " + std::to_string(header.record_size) + ", expected " +
+                   std::to_string(sizeof(CoincRecord)));
+  const std::size_t want = std::size_t{header.record_count} * sizeof(CoincRecord);
+  // A corrupt count must not make us allocate more than the file can hold.
+  if (want > file_bytes_ - std::min(file_bytes_, offset_))
+    throw PlmError(where + ": truncated records (" +
+                   std::to_string(file_bytes_ - std::min(file_bytes_, offset_)) + " of " +
+                   std::to_string(want) + " bytes)");
+  records.resize(header.record_count);
+  const std::size_t body = read_some(records.data(), want);
+  if (body != want)
+    throw PlmError(where + ": truncated records (" + std::to_string(body) + " of " +
+                   std::to_string(want) + " bytes)");
+  return true;
+}
+
+// ---- PlmSink ----
+
+PlmSink::PlmSink(const Settings& settings, const std::filesystem::path& file)
+    : writer_(file, make_plm_header(settings)), delayed_(publishes_delayed(settings)) {}
+
+void PlmSink::on_slice(std::uint64_t run_id, const SliceResult& result) {
+  const MessageHeader prompts = builder_.build(MessageKind::prompts, run_id, result);
+  writer_.write_message(prompts, result.prompts, result.prompt_count * sizeof(CoincRecord));
+  ++messages_;
+  if (delayed_) {
+    const MessageHeader delayed = builder_.build(MessageKind::delayed, run_id, result);
+    writer_.write_message(delayed, result.delayed, result.delayed_count * sizeof(CoincRecord));
+    ++messages_;
+  }
+}
+
+}  // namespace petdaq

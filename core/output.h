@@ -1,0 +1,119 @@
+// The published coincidence batches and the list-mode file (DESIGN section 7): message
+// headers, the .plm writer and reader, and a ResultSink that writes a .plm. The daemon's
+// publisher and file sink, petdaq-offline and petdaq-record all go through these, so a file
+// and a subscription hold the same bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/slicer.h"
+#include "proto/records.h"
+
+namespace petdaq {
+
+struct Settings;
+
+// A refused or unreadable .plm file; what() names the file and the problem.
+class PlmError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Does this configuration publish a delayed message for every slice?
+bool publishes_delayed(const Settings& settings);
+
+// Makes the 64-byte message headers. message_id is consecutive per kind from 0 over the
+// builder's lifetime (one builder per process), so a subscriber can count what it missed.
+class MessageBuilder {
+ public:
+  // Header of the `kind` message (prompts or delayed) of one slice result; consumes an id.
+  MessageHeader build(MessageKind kind, std::uint64_t run_id, const SliceResult& result);
+  // The id the next message of `kind` will get.
+  std::uint64_t next_id(MessageKind kind) const;
+
+ private:
+  std::uint64_t next_id_[4] = {};
+};
+
+// The list-mode file header for these settings (settings_hash from output_settings_hash,
+// created_unix_ns = now).
+PlmHeader make_plm_header(const Settings& settings);
+
+// Writes a .plm file: the file header, then messages exactly as published. Buffered; every
+// error throws PlmError naming the file.
+class PlmWriter {
+ public:
+  PlmWriter(const std::filesystem::path& file, const PlmHeader& header);
+  ~PlmWriter();
+  PlmWriter(const PlmWriter&) = delete;
+  PlmWriter& operator=(const PlmWriter&) = delete;
+
+  // `bytes` must equal header.record_count * header.record_size.
+  void write_message(const MessageHeader& header, const void* records, std::size_t bytes);
+  // Flushes and closes; throws if the data did not reach the file. The destructor closes
+  // too but cannot report an error.
+  void close();
+  std::uint64_t bytes_written() const { return bytes_written_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  void write(const void* data, std::size_t bytes);
+
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  std::unique_ptr<char[]> buffer_;
+  std::uint64_t bytes_written_ = 0;
+};
+
+// Reads and validates a .plm file sequentially, one message at a time (files may be GBs).
+class PlmReader {
+ public:
+  // Opens the file and checks its header: magic, version, header size.
+  explicit PlmReader(const std::filesystem::path& file);
+  ~PlmReader();
+  PlmReader(const PlmReader&) = delete;
+  PlmReader& operator=(const PlmReader&) = delete;
+
+  const PlmHeader& header() const { return header_; }
+  // Reads the next message into `header` and `records` (resized to its record count).
+  // Returns false at a clean end of file; throws PlmError on a truncated message, a bad
+  // magic or version, a kind other than prompts/delayed or a record size other than 32.
+  bool next(MessageHeader& header, std::vector<CoincRecord>& records);
+  std::uint64_t offset() const { return offset_; }
+
+ private:
+  std::size_t read_some(void* data, std::size_t bytes);
+
+  std::filesystem::path path_;
+  std::FILE* file_ = nullptr;
+  std::unique_ptr<char[]> buffer_;
+  PlmHeader header_;
+  std::uint64_t offset_ = 0;
+  std::uint64_t file_bytes_ = 0;
+};
+
+// A ResultSink that writes each slice as one prompts message and, when delayed windows are
+// enabled, one delayed message (empty slices included, so batches tile time).
+class PlmSink final : public ResultSink {
+ public:
+  PlmSink(const Settings& settings, const std::filesystem::path& file);
+  void on_slice(std::uint64_t run_id, const SliceResult& result) override;
+  void close() { writer_.close(); }
+  std::uint64_t messages() const { return messages_; }
+  std::uint64_t bytes_written() const { return writer_.bytes_written(); }
+
+ private:
+  PlmWriter writer_;
+  MessageBuilder builder_;
+  bool delayed_;
+  std::uint64_t messages_ = 0;
+};
+
+}  // namespace petdaq
