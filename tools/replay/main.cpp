@@ -1,0 +1,436 @@
+// petdaq-replay: streams a recorded acquisition over UDP the way the scanner would, for
+// testing and benchmarking petdaqd without a scanner. See docs/tools.md.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <sys/prctl.h>
+
+#include "core/settings.h"
+#include "tools/replay/input.h"
+#include "tools/replay/packer.h"
+#include "tools/replay/pacer.h"
+#include "tools/replay/sender.h"
+
+namespace {
+
+using namespace petdaq;
+using namespace petdaq::replay;
+
+volatile std::sig_atomic_t g_stop = 0;
+extern "C" void on_signal(int) { g_stop = 1; }
+
+const char* kUsage = R"(usage: petdaq-replay [options] INPUT
+
+Streams INPUT over UDP like the scanner: a frame file (16-byte frames back to back, as
+petdaq-sim writes them) or a pcap/pcapng capture of UDP traffic (payloads re-sent as captured).
+
+Destination and shape
+  --to ADDRESS:PORT        destination (repeatable; source s goes to destination s % count)
+                           default 127.0.0.1:5600
+  --payload-bytes N        datagram payload size (default 8972; 1472 for a standard MTU)
+  --sources N              number of sending sockets; frame of BDM b goes out from socket
+                           b % N (default: one per BDM in the file; pcap: one per captured sender)
+  --framing raw|sequenced  frame files only: plain frames, or a 16-byte sequenced header
+                           (per-source sequence +1 per datagram). Default raw.
+  --flush-us US            a source's datagram is sent once its oldest frame has waited US
+                           microseconds of input time (default 1000; needs the tick)
+  --source-port-base P     bind source s to port P + s (default: ephemeral ports)
+
+Pace (frame files need the tick for --speed: --tick-ps or --config)
+  --speed X                follow the input's own time line X times faster than real time
+                           (default 1.0 when the tick or a capture's times are known)
+  --rate FRAMES_PER_S      a fixed frame rate
+  --max                    as fast as possible
+  --tick-ps PS             tick length of the frames' time stamps
+  --config FILE            petdaq configuration to take scanner.tick_ps from
+  --loop N                 send the input N times (0: until interrupted; default 1)
+
+Other
+  --format frames|pcap     input kind (default: recognised from the file's first bytes)
+  --batch N                datagrams per sendmmsg round (default 256)
+  --send-buffer-bytes N    SO_SNDBUF per socket (default 4194304)
+  --quiet                  no progress line
+)";
+
+struct Options {
+  std::filesystem::path input;
+  std::vector<std::string> to;
+  std::size_t payload_bytes = 8972;
+  std::uint32_t sources = 0;
+  Framing framing = Framing::raw;
+  double flush_us = 1000;
+  std::uint16_t source_port_base = 0;
+  std::optional<double> speed;
+  std::optional<double> rate;
+  bool max = false;
+  std::optional<double> tick_ps;
+  std::filesystem::path config;
+  std::uint64_t loops = 1;
+  std::string format;
+  std::uint32_t batch = 256;
+  int send_buffer_bytes = 4 << 20;
+  bool quiet = false;
+};
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "petdaq-replay: %s\n(run with --help for the options)\n", msg.c_str());
+  std::exit(1);
+}
+
+double parse_number(const std::string& opt, const char* text, double min_value) {
+  char* end = nullptr;
+  errno = 0;
+  const double v = std::strtod(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(v >= min_value)) {
+    usage_error(opt + ": '" + text + "' is not a number >= " + std::to_string(min_value));
+  }
+  return v;
+}
+
+Options parse_args(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> const char* {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (a == "--to") {
+      o.to.emplace_back(value());
+    } else if (a == "--payload-bytes") {
+      o.payload_bytes = static_cast<std::size_t>(parse_number(a, value(), 1));
+    } else if (a == "--sources") {
+      o.sources = static_cast<std::uint32_t>(parse_number(a, value(), 1));
+    } else if (a == "--framing") {
+      const std::string f = value();
+      if (f == "raw") {
+        o.framing = Framing::raw;
+      } else if (f == "sequenced") {
+        o.framing = Framing::sequenced;
+      } else {
+        usage_error("--framing must be raw or sequenced, not '" + f + "'");
+      }
+    } else if (a == "--flush-us") {
+      o.flush_us = parse_number(a, value(), 0);
+    } else if (a == "--source-port-base") {
+      o.source_port_base = static_cast<std::uint16_t>(parse_number(a, value(), 1));
+    } else if (a == "--speed") {
+      o.speed = parse_number(a, value(), 1e-9);
+    } else if (a == "--rate") {
+      o.rate = parse_number(a, value(), 1e-9);
+    } else if (a == "--max") {
+      o.max = true;
+    } else if (a == "--tick-ps") {
+      o.tick_ps = parse_number(a, value(), 1e-9);
+    } else if (a == "--config") {
+      o.config = value();
+    } else if (a == "--loop") {
+      o.loops = static_cast<std::uint64_t>(parse_number(a, value(), 0));
+    } else if (a == "--format") {
+      o.format = value();
+      if (o.format != "frames" && o.format != "pcap") usage_error("--format must be frames or pcap");
+    } else if (a == "--batch") {
+      o.batch = static_cast<std::uint32_t>(parse_number(a, value(), 1));
+    } else if (a == "--send-buffer-bytes") {
+      o.send_buffer_bytes = static_cast<int>(parse_number(a, value(), 0));
+    } else if (a == "--quiet") {
+      o.quiet = true;
+    } else if (!a.empty() && a[0] == '-') {
+      usage_error("unknown option " + a);
+    } else if (o.input.empty()) {
+      o.input = a;
+    } else {
+      usage_error("more than one input file");
+    }
+  }
+  if (o.input.empty()) usage_error("no input file");
+  if (int(o.speed.has_value()) + int(o.rate.has_value()) + int(o.max) > 1) {
+    usage_error("--speed, --rate and --max exclude each other");
+  }
+  if (o.to.empty()) o.to.emplace_back("127.0.0.1:5600");
+  return o;
+}
+
+bool looks_like_capture(const std::uint8_t* p, std::size_t n) {
+  if (n < 4) return false;
+  const std::uint32_t le = bytes::load_le32(p);
+  return le == 0xA1B2C3D4 || le == 0xD4C3B2A1 || le == 0xA1B23C4D || le == 0x4D3CB2A1 ||
+         le == 0x0A0D0D0A;
+}
+
+std::string si(double v) {
+  char buf[32];
+  if (v >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.2f G", v / 1e9);
+  } else if (v >= 1e6) {
+    std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
+  } else if (v >= 1e3) {
+    std::snprintf(buf, sizeof buf, "%.2f k", v / 1e3);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.0f ", v);
+  }
+  return buf;
+}
+
+// The send loop shared by both inputs: pacing, batching, progress.
+class Run {
+ public:
+  Run(Pacer pacer, UdpSender& sender, bool quiet) : pacer_(pacer), sender_(sender), quiet_(quiet) {}
+
+  void start() {
+    start_ = Clock::now();
+    pacer_.start(start_);
+    next_progress_ = start_ + std::chrono::seconds(1);
+    last_progress_time_ = start_;
+  }
+
+  void send(std::uint32_t source, const std::uint8_t* data, std::uint32_t bytes,
+            std::uint32_t frames, std::uint32_t token, std::int64_t input_ns) {
+    Clock::time_point now = Clock::now();
+    const Clock::time_point due = pacer_.due(frames, input_ns, now);
+    if (due > now) {
+      // What is queued is due now: send it before sleeping.
+      flush();
+      progress(Clock::now());
+      sleep_until(due);
+      now = Clock::now();
+    }
+    sender_.enqueue(source, data, bytes, frames, token);
+    if (sender_.pending() == 0) last_send_ = Clock::now();
+    pacer_.commit(frames, due, now);
+    progress(now);
+  }
+
+  void flush() {
+    if (sender_.pending() == 0) return;
+    sender_.flush();
+    last_send_ = Clock::now();
+  }
+
+  void finish(const std::string& input_line, const std::string& skipped_line) {
+    flush();
+    const SendStats& s = sender_.stats();
+    const double elapsed_s =
+        s.datagrams ? std::chrono::duration<double>(last_send_ - start_).count() : 0.0;
+    const double fps = elapsed_s > 0 ? s.frames / elapsed_s : 0.0;
+    const double dps = elapsed_s > 0 ? s.datagrams / elapsed_s : 0.0;
+    std::fprintf(stderr,
+                 "petdaq-replay: %s\n"
+                 "  input            %s\n"
+                 "%s"
+                 "  datagrams        %llu\n"
+                 "  frames           %llu\n"
+                 "  bytes            %llu\n"
+                 "  elapsed_s        %.6f\n"
+                 "  frames_per_s     %.1f\n"
+                 "  datagrams_per_s  %.1f\n"
+                 "  behind_max_ms    %.3f\n"
+                 "  behind_end_ms    %.3f\n"
+                 "  send_errors      %llu\n",
+                 g_stop ? "interrupted" : "finished", input_line.c_str(), skipped_line.c_str(),
+                 static_cast<unsigned long long>(s.datagrams),
+                 static_cast<unsigned long long>(s.frames),
+                 static_cast<unsigned long long>(s.bytes), elapsed_s, fps, dps,
+                 pacer_.behind_max_s() * 1e3, pacer_.behind_last_s() * 1e3,
+                 static_cast<unsigned long long>(s.send_errors));
+    if (s.send_errors) std::fprintf(stderr, "  first error      %s\n", s.first_error.c_str());
+  }
+
+ private:
+  void progress(Clock::time_point now) {
+    if (now < next_progress_) return;
+    const SendStats& s = sender_.stats();
+    const double since_s = std::chrono::duration<double>(now - last_progress_time_).count();
+    const double t_s = std::chrono::duration<double>(now - start_).count();
+    if (!quiet_) {
+      std::fprintf(stderr,
+                   "petdaq-replay: %6.1f s  %llu datagrams  %sframes  %sframes/s  behind %.1f ms"
+                   "  send errors %llu\n",
+                   t_s, static_cast<unsigned long long>(s.datagrams), si(double(s.frames)).c_str(),
+                   si(double(s.frames - last_progress_frames_) / std::max(since_s, 1e-9)).c_str(),
+                   pacer_.behind_last_s() * 1e3, static_cast<unsigned long long>(s.send_errors));
+    }
+    last_progress_frames_ = s.frames;
+    last_progress_time_ = now;
+    next_progress_ += std::chrono::seconds(1);
+    if (next_progress_ < now) next_progress_ = now + std::chrono::seconds(1);
+  }
+
+  Pacer pacer_;
+  UdpSender& sender_;
+  bool quiet_;
+  Clock::time_point start_{};
+  Clock::time_point last_send_{};
+  Clock::time_point next_progress_{};
+  Clock::time_point last_progress_time_{};
+  std::uint64_t last_progress_frames_ = 0;
+};
+
+std::vector<Destination> destinations(const Options& o) {
+  std::vector<Destination> out;
+  for (const auto& t : o.to) out.push_back(parse_destination(t));
+  return out;
+}
+
+Pacer make_pacer(const Options& o, bool have_time_line, std::uint32_t frames_per_datagram,
+                 std::uint32_t batch) {
+  if (o.max) return Pacer::max();
+  if (o.rate) {
+    // Deep enough for a full batch and for ~5 ms of sleep overshoot on a busy machine.
+    const double bucket = std::max(*o.rate * 0.005, double(frames_per_datagram) * batch);
+    return Pacer::rate(*o.rate, bucket);
+  }
+  if (!have_time_line) {
+    usage_error("--speed needs the tick length of the frames' time stamps: give --tick-ps or "
+                "--config (or pace with --rate FRAMES_PER_S or --max)");
+  }
+  return Pacer::speed(o.speed.value_or(1.0));
+}
+
+int replay_frames(const Options& o, const MappedFile& file) {
+  const FrameFileInfo info = scan_frame_file(file.data(), file.size());
+  std::optional<double> tick_ps = o.tick_ps;
+  if (!tick_ps && !o.config.empty()) tick_ps = load_settings(o.config).scanner.tick_ps;
+  if (info.trailing_bytes) {
+    std::fprintf(stderr,
+                 "petdaq-replay: %s: %zu trailing bytes after %zu whole frames are not sent "
+                 "(file truncated?)\n",
+                 o.input.c_str(), info.trailing_bytes, info.frame_count);
+  }
+  if (info.frame_count == 0) {
+    std::fprintf(stderr, "petdaq-replay: %s: no whole frame to send\n", o.input.c_str());
+    return 1;
+  }
+  const std::uint32_t sources = o.sources ? o.sources : info.bdm_limit;
+
+  PackerConfig pc;
+  pc.framing = o.framing;
+  pc.payload_bytes = o.payload_bytes;
+  pc.source_count = sources;
+  pc.in_flight = o.batch;
+  pc.flush_ticks = tick_ps ? static_cast<std::uint64_t>(o.flush_us * 1e6 / *tick_ps) : 0;
+  Packer packer(pc);
+
+  UdpSender sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base);
+  sender.set_release([&packer](std::uint32_t b) { packer.release(b); });
+  Run run(make_pacer(o, tick_ps.has_value(), static_cast<std::uint32_t>(packer.frames_per_datagram()),
+                     o.batch),
+          sender, o.quiet);
+
+  std::fprintf(stderr,
+               "petdaq-replay: %s: %zu frames from %u BDMs, %u sources, %zu frames per "
+               "datagram, %s framing, %zu destination(s)\n",
+               o.input.c_str(), info.frame_count, info.bdm_limit, sources,
+               packer.frames_per_datagram(), to_string(o.framing), o.to.size());
+
+  const std::uint64_t span_ticks = info.max_time_ticks - info.min_time_ticks + 1;
+  std::uint64_t loop = 0;
+  auto emit = [&](const Datagram& d) {
+    std::int64_t input_ns = 0;
+    if (tick_ps) {
+      const double ticks = double(loop) * double(span_ticks) +
+                           double(d.data_time_ticks - info.min_time_ticks);
+      input_ns = static_cast<std::int64_t>(ticks * *tick_ps * 1e-3);
+    }
+    run.send(d.source, d.data, d.bytes, d.frames, d.buffer, input_ns);
+  };
+
+  run.start();
+  for (; (o.loops == 0 || loop < o.loops) && !g_stop; ++loop) {
+    packer.restart_time();
+    for (std::size_t i = 0; i < info.frame_count && !g_stop; ++i) {
+      packer.add(file.data() + i * kFrameBytes, emit);
+    }
+    packer.flush(emit);
+  }
+  char line[512];
+  std::snprintf(line, sizeof line, "%s: %zu frames x %llu pass(es), %zu trailing bytes not sent",
+                o.input.c_str(), info.frame_count, static_cast<unsigned long long>(loop),
+                info.trailing_bytes);
+  run.finish(line, "");
+  return sender.stats().send_errors ? 2 : 0;
+}
+
+int replay_capture(const Options& o) {
+  if (o.framing != Framing::raw) {
+    std::fprintf(stderr, "petdaq-replay: --framing is ignored for captures: payloads are re-sent "
+                         "as captured\n");
+  }
+  const Capture cap = load_capture(o.input);
+  const std::uint64_t skipped = cap.skipped_not_udp + cap.skipped_fragment +
+                                cap.skipped_truncated + cap.skipped_link_type;
+  char skipped_line[256];
+  std::snprintf(skipped_line, sizeof skipped_line,
+                "  skipped_packets  %llu (not UDP %llu, fragments %llu, truncated %llu, "
+                "unknown link type %llu)\n",
+                static_cast<unsigned long long>(skipped),
+                static_cast<unsigned long long>(cap.skipped_not_udp),
+                static_cast<unsigned long long>(cap.skipped_fragment),
+                static_cast<unsigned long long>(cap.skipped_truncated),
+                static_cast<unsigned long long>(cap.skipped_link_type));
+  if (cap.datagrams.empty()) {
+    std::fprintf(stderr, "petdaq-replay: %s: no UDP datagram to send\n%s", o.input.c_str(),
+                 skipped_line);
+    return 1;
+  }
+  const auto captured_sources = static_cast<std::uint32_t>(cap.source_names.size());
+  const std::uint32_t sources = o.sources ? o.sources : captured_sources;
+  UdpSender sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base);
+  std::uint32_t max_frames = 1;
+  for (const auto& d : cap.datagrams) max_frames = std::max(max_frames, d.bytes / 16u);
+  Run run(make_pacer(o, true, max_frames, o.batch), sender, o.quiet);
+  std::fprintf(stderr, "petdaq-replay: %s: %zu UDP datagrams from %u sender(s), %llu packets "
+                       "skipped, %u sources, %zu destination(s)\n",
+               o.input.c_str(), cap.datagrams.size(), captured_sources,
+               static_cast<unsigned long long>(skipped), sources, o.to.size());
+
+  const std::int64_t span_ns = cap.datagrams.back().time_ns + 1;
+  std::uint64_t loop = 0;
+  run.start();
+  for (; (o.loops == 0 || loop < o.loops) && !g_stop; ++loop) {
+    for (std::size_t i = 0; i < cap.datagrams.size() && !g_stop; ++i) {
+      const CapturedDatagram& d = cap.datagrams[i];
+      run.send(d.source % sources, cap.payloads.data() + d.offset, d.bytes,
+               d.bytes / static_cast<std::uint32_t>(kFrameBytes), 0,
+               static_cast<std::int64_t>(loop) * span_ns + d.time_ns);
+    }
+  }
+  char line[512];
+  std::snprintf(line, sizeof line, "%s: %zu datagrams x %llu pass(es)", o.input.c_str(),
+                cap.datagrams.size(), static_cast<unsigned long long>(loop));
+  run.finish(line, skipped_line);
+  return sender.stats().send_errors ? 2 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse_args(argc, argv);
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  // Deadlines are absolute, so finer timer slack only sharpens them.
+  ::prctl(PR_SET_TIMERSLACK, 1000UL);
+  try {
+    const MappedFile file(o.input);
+    const bool capture = o.format.empty() ? looks_like_capture(file.data(), file.size())
+                                          : o.format == "pcap";
+    return capture ? replay_capture(o) : replay_frames(o, file);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "petdaq-replay: %s\n", e.what());
+    return 1;
+  }
+}
