@@ -1,0 +1,51 @@
+// The `rates` document petdaqd publishes once a second (docs/tools.md has the schema), read
+// into plain values for the display. Missing optional parts stay empty; a document that is
+// not JSON, or not version 1, is refused with a message.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace petdaq::top {
+
+class RatesError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Rates {
+  int version = 0;
+  std::uint64_t time_unix_ns = 0;
+  double uptime_s = 0;
+  std::string backend;
+  std::uint64_t run_id = 0;
+  double interval_s = 0;
+  // Per second over the last interval.
+  double frames = 0, singles = 0, prompts = 0, delayed = 0, trues = 0, multiples = 0;
+  double randoms_fraction = 0, necr = 0;
+  std::uint32_t bdm_transaxial = 0, bdm_axial = 0;
+  std::vector<double> bdm_singles_per_s;
+  std::vector<std::optional<double>> bdm_temperature_degC;
+  std::vector<std::pair<std::string, std::uint64_t>> counters;  // sorted by name
+  std::optional<std::uint64_t> ring_chunks, ring_free, pending_frames;
+  std::optional<double> latency_p50_ms, latency_p99_ms, latency_max_ms;
+
+  std::optional<std::uint64_t> counter(std::string_view name) const;
+};
+
+Rates parse_rates(std::string_view json_text);
+
+// Counters whose growth means data was refused or lost; these are highlighted when non-zero.
+// Everything else (throughput, physics counts) is informational. Unknown names count as
+// problems, so a new drop counter is never hidden.
+bool is_problem_counter(std::string_view name);
+
+// "12.3 k", "1.50 M", "980": three significant digits and an SI prefix.
+std::string si(double value);
+
+}  // namespace petdaq::top
