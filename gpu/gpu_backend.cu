@@ -1,16 +1,461 @@
+// The CUDA backend (DESIGN sections 1, 5 and 6): per slice, raw frames are copied from pinned
+// host memory on a copy stream while the previous slice computes; on the compute stream a
+// fused convert kernel (the same convert_frame() as the CPU) counts and compacts the
+// singles, a radix sort puts carry-over and new singles in (time, crystal, energy) order,
+// and two walks over the windows (count, scan, fill) write the records straight into
+// mapped pinned host memory. The carry-over stays on the device. Every buffer, including
+// CUB's temporary storage, is taken at construction.
 #include "gpu/gpu_backend.h"
 
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+#include <cub/device/device_select.cuh>
+#include <thrust/iterator/counting_iterator.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
 #include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/settings.h"
+#include "gpu/cuda_support.h"
+#include "gpu/gpu_stage_times.h"
+#include "gpu/kernels.cuh"
 
 namespace petdaq {
+namespace {
 
-bool gpu_device_usable(std::string& reason) {
-  reason = "the CUDA backend is not built yet";
-  return false;
+using cuda::device_unique_ptr;
+using cuda::make_device;
+using cuda::make_pinned;
+using cuda::pinned_unique_ptr;
+using gpu::CarryState;
+using gpu::ConvertPolicy;
+using gpu::ElementwisePolicy;
+using gpu::SliceCounts;
+using gpu::SliceSummary;
+using gpu::WalkPolicy;
+
+constexpr int kSlicesInFlight = 3;
+// collect() gives up on a slice that has not finished after this long: the device is lost.
+constexpr std::chrono::seconds kSliceTimeout{60};
+
+std::uint64_t blocks_for(std::uint64_t items, int threads) {
+  return std::max<std::uint64_t>(1, (items + threads - 1) / threads);
 }
 
-std::unique_ptr<Backend> make_gpu_backend(const Settings&, const Calibration&) {
-  throw std::runtime_error("the CUDA backend is not built yet");
+// A grid-stride kernel needs no more blocks than this to fill the device.
+constexpr std::uint64_t kMaxStrideBlocks = 4096;
+
+// The CUB calls, written once for sizing (temp == nullptr) and for running.
+cudaError_t sort_singles_async(void* temp, std::size_t& bytes, cub::DoubleBuffer<Single>& keys,
+                               std::int64_t count, cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortKeys(temp, bytes, keys, count, gpu::SingleDecomposer{}, 0,
+                                        128, stream);
+}
+cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
+                             std::uint32_t* out, std::int64_t count, cudaStream_t stream) {
+  return cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream);
+}
+cudaError_t scan_units_async(void* temp, std::size_t& bytes, const unsigned long long* in,
+                             unsigned long long* out, std::int64_t count, cudaStream_t stream) {
+  return cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream);
+}
+cudaError_t select_segments_async(void* temp, std::size_t& bytes, gpu::SegmentStart start,
+                                  std::uint32_t* out, std::uint32_t* out_count,
+                                  std::int64_t count, cudaStream_t stream) {
+  return cub::DeviceSelect::If(temp, bytes, thrust::counting_iterator<std::uint32_t>(0), out,
+                               out_count, count, start, stream);
+}
+
+// One slice in flight: its pinned input, its device copy of the frames, its mapped
+// outputs and its events.
+struct Slot {
+  pinned_unique_ptr<RawFrame> h_frames;
+  device_unique_ptr<RawFrame> d_frames;
+  pinned_unique_ptr<CoincRecord> h_prompts;
+  pinned_unique_ptr<CoincRecord> h_delayed;
+  pinned_unique_ptr<SliceSummary> h_summary;
+  pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], then energy-rejected [bdm]
+  CoincRecord* d_prompts = nullptr;  // device addresses of the mapped buffers
+  CoincRecord* d_delayed = nullptr;
+  SliceSummary* d_summary = nullptr;
+  std::uint64_t* d_bdm_out = nullptr;
+  cuda::Event copy_begin, copy_end, convert_end, sort_end, done;
+  std::uint64_t slice_id = 0;
+};
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(const Settings& s, const Calibration& cal);
+  ~GpuBackend() override;
+
+  const char* name() const override { return "gpu"; }
+  std::size_t max_slice_frames() const override { return max_slice_frames_; }
+  std::size_t max_in_flight() const override { return kSlicesInFlight; }
+  RawFrame* input_buffer() override { return slots_[next_submit_ % kSlicesInFlight].h_frames.get(); }
+  void submit(const SliceRequest& request) override;
+  const SliceResult& collect() override;
+  std::size_t in_flight() const override { return next_submit_ - next_collect_; }
+
+  const GpuStageTimes& last_stage_times() const { return stage_times_; }
+
+ private:
+  void enqueue_compute(Slot& slot, const SliceRequest& request, std::size_t frame_count);
+
+  std::size_t max_slice_frames_;
+  std::size_t max_carry_;
+  std::uint64_t sort_capacity_;  // carry-over + new singles
+  std::uint64_t tile_capacity_;
+  std::uint64_t prompt_capacity_;
+  std::uint64_t delayed_capacity_;
+  std::uint32_t bdm_count_;
+  ConvertTables tables_;  // device pointers
+  CoincidenceParams params_;
+
+  device_unique_ptr<std::uint8_t> d_lut_;
+  device_unique_ptr<float> d_energy_;
+  device_unique_ptr<std::int32_t> d_offsets_;
+
+  device_unique_ptr<Single> d_singles_a_, d_singles_b_, d_carry_;
+  device_unique_ptr<std::uint32_t> d_tile_accepted_, d_tile_offset_;
+  device_unique_ptr<std::uint32_t> d_segment_start_, d_segment_count_;
+  device_unique_ptr<unsigned long long> d_prompt_count_, d_prompt_offset_;
+  device_unique_ptr<unsigned long long> d_delayed_count_, d_delayed_offset_;
+  device_unique_ptr<unsigned long long> d_bdm_;
+  device_unique_ptr<SliceCounts> d_counts_;
+  device_unique_ptr<CarryState> d_state_;
+  device_unique_ptr<std::uint8_t> d_temp_;
+  std::size_t temp_bytes_ = 0;
+
+  cuda::Stream copy_stream_, compute_stream_;
+  Slot slots_[kSlicesInFlight];
+  std::uint64_t next_submit_ = 0;
+  std::uint64_t next_collect_ = 0;
+  SliceResult result_;
+  GpuStageTimes stage_times_;
+};
+
+GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
+    : max_slice_frames_(s.stream.max_slice_frames),
+      max_carry_(s.stream.max_carry_singles),
+      params_(CoincidenceParams::from(s)) {
+  if (max_slice_frames_ == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+  sort_capacity_ = std::uint64_t{max_carry_} + max_slice_frames_;
+  // Segment starts and frame indices are 32-bit on the device.
+  if (sort_capacity_ >= std::numeric_limits<std::uint32_t>::max())
+    throw std::invalid_argument(
+        "stream.max_slice_frames + stream.max_carry_singles must stay below 2^32 on the GPU");
+  tile_capacity_ = blocks_for(max_slice_frames_, ConvertPolicy::tile_frames);
+  // The same record capacity as the CPU backend (core/cpu_backend.cpp).
+  prompt_capacity_ =
+      sort_capacity_ * std::max<std::uint64_t>(1, s.stream.max_records_per_single);
+  delayed_capacity_ = params_.delayed ? prompt_capacity_ : 0;
+
+  const ConvertTables host_tables = make_convert_tables(s, cal);
+  bdm_count_ = host_tables.geometry.bdm_count();
+  tables_ = host_tables;
+  d_lut_ = make_device<std::uint8_t>(cal.position_lut.size());
+  PETDAQ_CUDA_CHECK(cudaMemcpy(d_lut_.get(), cal.position_lut.data(), cal.position_lut.size(),
+                               cudaMemcpyHostToDevice));
+  d_energy_ = make_device<float>(cal.energy_correction.size());
+  PETDAQ_CUDA_CHECK(cudaMemcpy(d_energy_.get(), cal.energy_correction.data(),
+                               cal.energy_correction.size() * sizeof(float),
+                               cudaMemcpyHostToDevice));
+  tables_.position_lut = d_lut_.get();
+  tables_.energy_correction = d_energy_.get();
+  tables_.time_offsets = nullptr;
+  if (!cal.time_offsets.empty()) {
+    d_offsets_ = make_device<std::int32_t>(cal.time_offsets.size());
+    PETDAQ_CUDA_CHECK(cudaMemcpy(d_offsets_.get(), cal.time_offsets.data(),
+                                 cal.time_offsets.size() * sizeof(std::int32_t),
+                                 cudaMemcpyHostToDevice));
+    tables_.time_offsets = d_offsets_.get();
+  }
+
+  d_singles_a_ = make_device<Single>(sort_capacity_);
+  d_singles_b_ = make_device<Single>(sort_capacity_);
+  d_carry_ = make_device<Single>(max_carry_);
+  d_tile_accepted_ = make_device<std::uint32_t>(tile_capacity_);
+  d_tile_offset_ = make_device<std::uint32_t>(tile_capacity_);
+  d_segment_start_ = make_device<std::uint32_t>(sort_capacity_);
+  d_segment_count_ = make_device<std::uint32_t>(1);
+  d_prompt_count_ = make_device<unsigned long long>(sort_capacity_);
+  d_prompt_offset_ = make_device<unsigned long long>(sort_capacity_);
+  d_delayed_count_ = make_device<unsigned long long>(sort_capacity_);
+  d_delayed_offset_ = make_device<unsigned long long>(sort_capacity_);
+  d_bdm_ = make_device<unsigned long long>(2 * std::size_t{bdm_count_});
+  d_counts_ = make_device<SliceCounts>(1);
+  d_state_ = make_device<CarryState>(1);
+  PETDAQ_CUDA_CHECK(cudaMemset(d_state_.get(), 0, sizeof(CarryState)));
+
+  // CUB's temporary storage: the largest of what the calls need at full size.
+  std::size_t bytes = 0, need = 0;
+  cub::DoubleBuffer<Single> keys(d_singles_a_.get(), d_singles_b_.get());
+  PETDAQ_CUDA_CHECK(sort_singles_async(nullptr, bytes, keys,
+                                       static_cast<std::int64_t>(sort_capacity_), nullptr));
+  need = std::max(need, bytes);
+  PETDAQ_CUDA_CHECK(scan_tiles_async(nullptr, bytes, nullptr, nullptr,
+                                     static_cast<std::int64_t>(tile_capacity_), nullptr));
+  need = std::max(need, bytes);
+  PETDAQ_CUDA_CHECK(scan_units_async(nullptr, bytes, nullptr, nullptr,
+                                     static_cast<std::int64_t>(sort_capacity_), nullptr));
+  need = std::max(need, bytes);
+  PETDAQ_CUDA_CHECK(select_segments_async(nullptr, bytes, gpu::SegmentStart{}, nullptr, nullptr,
+                                          static_cast<std::int64_t>(sort_capacity_), nullptr));
+  need = std::max(need, bytes);
+  temp_bytes_ = need;
+  d_temp_ = make_device<std::uint8_t>(temp_bytes_);
+
+  for (Slot& slot : slots_) {
+    slot.h_frames = make_pinned<RawFrame>(max_slice_frames_);
+    slot.d_frames = make_device<RawFrame>(max_slice_frames_);
+    slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_, true);
+    slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_, true);
+    slot.h_summary = make_pinned<SliceSummary>(1, true);
+    slot.h_bdm = make_pinned<std::uint64_t>(2 * std::size_t{bdm_count_}, true);
+    slot.d_prompts = cuda::device_address(slot.h_prompts);
+    slot.d_delayed = cuda::device_address(slot.h_delayed);
+    slot.d_summary = cuda::device_address(slot.h_summary);
+    slot.d_bdm_out = cuda::device_address(slot.h_bdm);
+  }
+  PETDAQ_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+GpuBackend::~GpuBackend() {
+  // Work still queued must finish before its buffers are freed; errors here have nowhere
+  // to go.
+  cudaStreamSynchronize(copy_stream_.get());
+  cudaStreamSynchronize(compute_stream_.get());
+}
+
+void GpuBackend::submit(const SliceRequest& request) {
+  if (in_flight() >= kSlicesInFlight)
+    throw std::logic_error("GpuBackend::submit: " + std::to_string(kSlicesInFlight) +
+                           " slices already in flight; collect one first");
+  Slot& slot = slots_[next_submit_ % kSlicesInFlight];
+  // As the CPU backend: a slice holds at most max_slice_frames frames.
+  const std::size_t frame_count = std::min(request.frame_count, max_slice_frames_);
+  if (frame_count > 0 && request.frames != slot.h_frames.get())
+    std::memcpy(slot.h_frames.get(), request.frames, frame_count * sizeof(RawFrame));
+  slot.slice_id = request.slice_id;
+
+  cudaStream_t copy = copy_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy));
+  if (frame_count > 0)
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_frames.get(), slot.h_frames.get(),
+                                      frame_count * sizeof(RawFrame), cudaMemcpyHostToDevice,
+                                      copy));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), copy));
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.get(), slot.copy_end.get(), 0));
+  enqueue_compute(slot, request, frame_count);
+  ++next_submit_;
+}
+
+void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
+                                 std::size_t frame_count) {
+  cudaStream_t stream = compute_stream_.get();
+  SliceCounts* counts = d_counts_.get();
+  CarryState* state = d_state_.get();
+  unsigned long long* bdm = d_bdm_.get();
+
+  gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      counts, state, request.run_start, request.final, bdm, bdm_count_);
+  PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
+
+  // Convert: count per tile, scan the tile counts, convert again and compact in order.
+  const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
+  const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
+  if (tiles > 0) {
+    gpu::convert_count_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+        frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_accepted_.get(), counts,
+        bdm, bdm + bdm_count_, bdm_count_);
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_count_kernel");
+    std::size_t bytes = temp_bytes_;
+    PETDAQ_CUDA_CHECK(scan_tiles_async(d_temp_.get(), bytes, d_tile_accepted_.get(),
+                                       d_tile_offset_.get(), static_cast<std::int64_t>(tiles),
+                                       stream));
+    gpu::convert_scatter_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+        frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_offset_.get(), state,
+        d_singles_a_.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
+
+  // Sort the carry-over and the new singles together; the range is padded with sentinels to
+  // a size the host knows without waiting for the device.
+  const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  gpu::place_carry_kernel<<<std::min(kMaxStrideBlocks,
+                                     blocks_for(sort_count, ElementwisePolicy::threads_per_block)),
+                            ElementwisePolicy::threads_per_block, 0, stream>>>(
+      d_singles_a_.get(), d_carry_.get(), state, d_tile_accepted_.get(), d_tile_offset_.get(),
+      static_cast<std::uint32_t>(tiles), sort_count, counts);
+  PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
+  cub::DoubleBuffer<Single> keys(d_singles_a_.get(), d_singles_b_.get());
+  if (sort_count > 1) {
+    std::size_t bytes = temp_bytes_;
+    PETDAQ_CUDA_CHECK(sort_singles_async(d_temp_.get(), bytes, keys,
+                                         static_cast<std::int64_t>(sort_count), stream));
+  }
+  const Single* sorted = keys.Current();
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
+
+  // Windows: units of work are chain segments (first_open) or singles (every_single).
+  if (params_.mode == WindowMode::first_open) {
+    std::size_t bytes = temp_bytes_;
+    PETDAQ_CUDA_CHECK(select_segments_async(
+        d_temp_.get(), bytes, gpu::SegmentStart{sorted, counts, params_},
+        d_segment_start_.get(), d_segment_count_.get(), static_cast<std::int64_t>(sort_count),
+        stream));
+  }
+  const gpu::WalkInput walk{sorted, counts, d_segment_start_.get(), d_segment_count_.get(),
+                            params_, request.horizon};
+  const std::uint64_t walk_blocks = blocks_for(sort_count, WalkPolicy::threads_per_block);
+  for (const bool redo : {false, true}) {
+    gpu::walk_count_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
+        walk, sort_count, redo, d_prompt_count_.get(), d_delayed_count_.get(), counts);
+    PETDAQ_CUDA_CHECK_LAUNCH("walk_count_kernel");
+    if (!redo) {
+      gpu::carry_overflow_kernel<<<1, 1, 0, stream>>>(counts, max_carry_);
+      PETDAQ_CUDA_CHECK_LAUNCH("carry_overflow_kernel");
+    }
+  }
+  {
+    std::size_t bytes = temp_bytes_;
+    PETDAQ_CUDA_CHECK(scan_units_async(d_temp_.get(), bytes, d_prompt_count_.get(),
+                                       d_prompt_offset_.get(),
+                                       static_cast<std::int64_t>(sort_count), stream));
+    bytes = temp_bytes_;
+    PETDAQ_CUDA_CHECK(scan_units_async(d_temp_.get(), bytes, d_delayed_count_.get(),
+                                       d_delayed_offset_.get(),
+                                       static_cast<std::int64_t>(sort_count), stream));
+  }
+  gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
+      walk, d_prompt_offset_.get(), d_delayed_offset_.get(), slot.d_prompts, slot.d_delayed,
+      prompt_capacity_, delayed_capacity_);
+  PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
+  gpu::summarize_kernel<<<1, 1, 0, stream>>>(
+      sorted, counts, state, d_prompt_offset_.get(), d_prompt_count_.get(),
+      d_delayed_offset_.get(), d_delayed_count_.get(), sort_count, prompt_capacity_,
+      delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
+      bdm_count_);
+  PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
+  if (max_carry_ > 0) {
+    gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
+                                      blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
+                             ElementwisePolicy::threads_per_block, 0, stream>>>(
+        sorted, counts, state, d_carry_.get(), max_carry_);
+    PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
+}
+
+const SliceResult& GpuBackend::collect() {
+  if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
+  Slot& slot = slots_[next_collect_ % kSlicesInFlight];
+  // Poll rather than block forever: a lost device must surface as an error, not a hang.
+  const auto deadline = std::chrono::steady_clock::now() + kSliceTimeout;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(slot.done.get());
+    if (e == cudaSuccess) break;
+    if (e != cudaErrorNotReady) PETDAQ_CUDA_CHECK(e);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("GpuBackend::collect: slice " + std::to_string(slot.slice_id) +
+                               " did not finish within " +
+                               std::to_string(kSliceTimeout.count()) + " s");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  ++next_collect_;
+
+  const SliceSummary& sum = slot.h_summary[0];
+  result_ = SliceResult{};
+  result_.slice_id = slot.slice_id;
+  result_.t_begin = sum.t_begin;
+  result_.t_end = sum.t_end;
+  result_.prompts = slot.h_prompts.get();
+  result_.prompt_count = sum.prompts_kept;
+  result_.delayed = slot.h_delayed.get();
+  result_.delayed_count = sum.delayed_kept;
+  result_.carry_count = sum.carry_count;
+  CounterDelta& d = result_.counters;
+  for (int i = 0; i < kFrameStatusCount; ++i)
+    d[counter_of(static_cast<FrameStatus>(i))] += sum.status[i];
+  d[Counter::coinc_prompts] += sum.prompts_total;
+  d[Counter::coinc_delayed] += sum.delayed_total;
+  d[Counter::coinc_multiples] += sum.multiples;
+  d[Counter::coinc_delayed_multiples] += sum.delayed_multiples;
+  d[Counter::coinc_records_overflow] +=
+      (sum.prompts_total - sum.prompts_kept) + (sum.delayed_total - sum.delayed_kept);
+  d[Counter::stream_carry_overflow] += sum.carry_overflow;
+  result_.bdm_singles = slot.h_bdm.get();
+  result_.bdm_energy_rejected = slot.h_bdm.get() + bdm_count_;
+
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.copy_in_ms, slot.copy_begin.get(),
+                                         slot.copy_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.convert_ms, slot.copy_end.get(),
+                                         slot.convert_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.sort_ms, slot.convert_end.get(),
+                                         slot.sort_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.coincidence_ms, slot.sort_end.get(),
+                                         slot.done.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.slice_ms, slot.copy_begin.get(),
+                                         slot.done.get()));
+  return result_;
+}
+
+}  // namespace
+
+bool gpu_device_usable(std::string& reason) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    reason = std::string("no usable CUDA driver or device: ") + cudaGetErrorName(e) + " (" +
+             cudaGetErrorString(e) + ")";
+    cudaGetLastError();
+    return false;
+  }
+  if (count == 0) {
+    reason = "no CUDA device";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  e = cudaGetDeviceProperties(&prop, 0);
+  if (e != cudaSuccess) {
+    reason = std::string("cannot read the CUDA device's properties: ") + cudaGetErrorName(e);
+    cudaGetLastError();
+    return false;
+  }
+  // The kernels must load on this device (they are built for one architecture family).
+  cudaFuncAttributes attributes{};
+  e = cudaFuncGetAttributes(&attributes, gpu::begin_slice_kernel);
+  if (e != cudaSuccess) {
+    reason = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+             std::to_string(prop.minor) + ") cannot run this build's kernels: " +
+             cudaGetErrorName(e);
+    cudaGetLastError();
+    return false;
+  }
+  reason = std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
+           std::to_string(prop.minor) + ", " +
+           std::to_string(prop.totalGlobalMem >> 20) + " MiB";
+  return true;
+}
+
+std::unique_ptr<Backend> make_gpu_backend(const Settings& settings,
+                                          const Calibration& calibration) {
+  return std::make_unique<GpuBackend>(settings, calibration);
+}
+
+bool gpu_last_stage_times(const Backend& backend, GpuStageTimes& out) {
+  const auto* gpu = dynamic_cast<const GpuBackend*>(&backend);
+  if (!gpu) return false;
+  out = gpu->last_stage_times();
+  return true;
 }
 
 }  // namespace petdaq

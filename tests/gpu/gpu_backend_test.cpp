@@ -1,0 +1,503 @@
+// The GPU backend against the CPU backend (the reference): the same slice requests go to
+// both, and every slice must agree record for record, with the same batch interval,
+// carry-over, counters and per-BDM counts. Skips where no CUDA device is usable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/coincidence.h"
+#include "core/cpu_backend.h"
+#include "core/settings.h"
+#include "gpu/gpu_backend.h"
+#include "proto/bytes.h"
+#include "proto/frame.h"
+
+namespace petdaq {
+
+void PrintTo(const CoincRecord& r, std::ostream* os) {
+  *os << "{" << r.time_a << ", " << r.dt << ", " << r.crystal_a << ", " << r.crystal_b << ", "
+      << r.energy_a << ", " << r.energy_b << ", 0x" << std::hex << r.flags << std::dec << "}";
+}
+
+namespace {
+
+// A small scanner: 4 sectors x 1 ring of boards, 2 x 1 DUs of 4 x 4 crystals, an 8 x 8 flood
+// map where each crystal covers 2 x 2 pixels and the corner pixel (7, 7) maps to no crystal.
+Settings small_scanner() {
+  Settings s;
+  s.scanner.bdm_transaxial = 4;
+  s.scanner.bdm_axial = 1;
+  s.scanner.du_transaxial = 2;
+  s.scanner.du_axial = 1;
+  s.scanner.crystal_transaxial = 4;
+  s.scanner.crystal_axial = 4;
+  s.scanner.position_size = 8;
+  s.scanner.tick_ps = 15.625;
+  s.coincidence.window_ps = 4'000.0;           // W = 256 ticks
+  s.coincidence.delayed.offset_ps = 50'000.0;  // D = 3200 ticks
+  s.stream.max_slice_frames = 4096;
+  s.stream.max_carry_singles = 8192;
+  s.stream.max_records_per_single = 2;
+  return s;
+}
+
+constexpr std::uint64_t kW = 256;
+constexpr std::uint32_t kEnergyBins = 100;
+
+Calibration small_calibration(const Settings& s, bool with_offsets, std::uint32_t seed) {
+  const Geometry g = Geometry::from(s.scanner);
+  std::mt19937 rng(seed);
+  Calibration cal;
+  const std::uint32_t p = g.position_size;
+  cal.position_lut.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * p * p);
+  for (std::uint32_t bd = 0; bd < g.bdm_count() * g.du_per_bdm(); ++bd)
+    for (std::uint32_t y = 0; y < p; ++y)
+      for (std::uint32_t x = 0; x < p; ++x)
+        cal.position_lut[(std::size_t{bd} * p + y) * p + x] =
+            (x == 7 && y == 7) ? 255 : static_cast<std::uint8_t>((y / 2) * 4 + x / 2);
+  cal.energy_bins = kEnergyBins;
+  cal.energy_bin_width = 10;
+  cal.energy_correction.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() *
+                               g.crystals_per_du() * kEnergyBins);
+  std::uniform_real_distribution<float> gain(0.9f, 1.1f);
+  for (float& v : cal.energy_correction) v = gain(rng);
+  // A dead crystal: NaN energies are outside every window.
+  for (std::uint32_t b = 0; b < kEnergyBins; ++b) cal.energy_correction[5 * kEnergyBins + b] = NAN;
+  if (with_offsets) {
+    std::uniform_int_distribution<std::int32_t> offset(-3, 3);
+    cal.time_offsets.resize(g.crystal_count());
+    for (auto& o : cal.time_offsets) o = offset(rng);
+    cal.min_time_offset = *std::min_element(cal.time_offsets.begin(), cal.time_offsets.end());
+    cal.max_time_offset = *std::max_element(cal.time_offsets.begin(), cal.time_offsets.end());
+  }
+  return cal;
+}
+
+struct StreamShape {
+  std::size_t frames = 20'000;
+  double mean_gap_ticks = 400;  // exponential gaps
+  double tie_fraction = 0.05;   // gap 0: equal times
+  double exact_w_fraction = 0.05;  // gap of exactly W (and W +- 1)
+  double bad_fraction = 0.02;
+  std::uint32_t crystal_pool = 0;  // 0: any crystal; else only this many (equal crystals)
+  std::uint16_t raw_energy_low = 300;
+  std::uint16_t raw_energy_high = 720;
+  std::uint64_t start_ticks = 0;
+};
+
+RawFrame make_frame(std::uint8_t head, std::uint8_t du, std::uint8_t bdm, std::uint64_t time,
+                    std::uint8_t x, std::uint8_t y, std::uint16_t energy, std::uint8_t tail) {
+  RawFrame f{};
+  f.bytes[frame_offset::head_du] = static_cast<std::uint8_t>(head << 4 | du);
+  f.bytes[frame_offset::bdm] = bdm;
+  bytes::store_be64(f.bytes + frame_offset::time, time);
+  f.bytes[frame_offset::x] = x;
+  f.bytes[frame_offset::y] = y;
+  bytes::store_be16(f.bytes + frame_offset::energy, energy);
+  f.bytes[frame_offset::temp_int] = 31;
+  f.bytes[frame_offset::temp_frac_tail] = static_cast<std::uint8_t>(0x8 << 4 | tail);
+  return f;
+}
+
+// Frames in ascending raw time, with ties, gaps of exactly W, repeated crystals and every
+// kind of bad frame.
+std::vector<RawFrame> make_stream(const StreamShape& shape, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::exponential_distribution<double> gap(1.0 / shape.mean_gap_ticks);
+  std::uniform_int_distribution<int> energy(shape.raw_energy_low, shape.raw_energy_high);
+  struct Pixel {
+    std::uint8_t bdm, du, x, y;
+  };
+  std::vector<Pixel> pool;
+  for (std::uint32_t i = 0; i < std::max<std::uint32_t>(shape.crystal_pool, 1); ++i)
+    pool.push_back({static_cast<std::uint8_t>(rng() % 4), static_cast<std::uint8_t>(rng() % 2),
+                    static_cast<std::uint8_t>(rng() % 8), static_cast<std::uint8_t>(rng() % 8)});
+  std::vector<RawFrame> frames;
+  frames.reserve(shape.frames);
+  std::uint64_t t = shape.start_ticks;
+  for (std::size_t i = 0; i < shape.frames; ++i) {
+    const double r = u(rng);
+    if (r < shape.tie_fraction) {
+    } else if (r < shape.tie_fraction + shape.exact_w_fraction) {
+      t += kW - 1 + rng() % 3;
+    } else {
+      t += static_cast<std::uint64_t>(gap(rng));
+    }
+    Pixel px = shape.crystal_pool
+                   ? pool[rng() % pool.size()]
+                   : Pixel{static_cast<std::uint8_t>(rng() % 4), static_cast<std::uint8_t>(rng() % 2),
+                           static_cast<std::uint8_t>(rng() % 8), static_cast<std::uint8_t>(rng() % 8)};
+    std::uint8_t head = 0xA, tail = 0x5;
+    std::uint16_t e = static_cast<std::uint16_t>(energy(rng));
+    if (u(rng) < 0.01) e = 65535;  // past the table's range: the last bin
+    std::uint64_t time = t;
+    if (u(rng) < shape.bad_fraction) {
+      switch (rng() % 6) {
+        case 0: head = 0xB; break;
+        case 1: px.bdm = 4 + rng() % 10; break;
+        case 2: px.du = 2 + rng() % 5; break;
+        case 3: px.x = 8 + rng() % 100; break;
+        case 4: px.x = 7; px.y = 7; break;  // no crystal
+        case 5: time = 0x8000'0000'0000'0000ull + rng() % 1000; break;  // past INT64_MAX
+      }
+    }
+    frames.push_back(make_frame(head, px.du, px.bdm, time, px.x, px.y, e, tail));
+  }
+  return frames;
+}
+
+constexpr std::uint64_t kMaxTime = 0x7FFF'FFFF'FFFF'FFFFull;
+
+struct Request {
+  std::size_t begin = 0, end = 0;  // frame range
+  SliceRequest req;
+};
+
+// Cuts [0, frames) into slices of random sizes up to max_frames (0 allowed); the horizon of a
+// slice is the lowest corrected time a later frame can have.
+std::vector<Request> cut_slices(const std::vector<RawFrame>& frames, std::size_t max_frames,
+                                std::int32_t min_offset, std::uint32_t seed,
+                                std::size_t fixed_size = 0, bool run_start = true) {
+  std::mt19937 rng(seed);
+  std::vector<Request> out;
+  std::size_t at = 0;
+  std::uint64_t id = 0;
+  while (true) {
+    const std::size_t size =
+        fixed_size ? fixed_size : std::uniform_int_distribution<std::size_t>(0, max_frames)(rng);
+    Request r;
+    r.begin = at;
+    r.end = std::min(frames.size(), at + size);
+    r.req.slice_id = id++;
+    r.req.run_start = run_start && out.empty();
+    r.req.final = r.end == frames.size();
+    if (!r.req.final) {
+      // The earliest later frame (frames with corrupt times past INT64_MAX do not count).
+      std::size_t next = r.end;
+      while (next < frames.size() && frame_time(frames[next].bytes) > kMaxTime) ++next;
+      const std::int64_t h =
+          next < frames.size()
+              ? static_cast<std::int64_t>(frame_time(frames[next].bytes)) + min_offset
+              : static_cast<std::int64_t>(kMaxTime);
+      r.req.horizon = static_cast<std::uint64_t>(std::max<std::int64_t>(0, h));
+    }
+    out.push_back(r);
+    at = r.end;
+    if (r.req.final) break;
+  }
+  return out;
+}
+
+struct SliceOut {
+  std::uint64_t slice_id, t_begin, t_end;
+  std::size_t carry;
+  std::vector<CoincRecord> prompts, delayed;
+  CounterDelta counters;
+  std::vector<std::uint64_t> bdm_singles, bdm_rejected;
+};
+
+SliceOut copy_result(const SliceResult& r, std::uint32_t bdm_count) {
+  SliceOut o;
+  o.slice_id = r.slice_id;
+  o.t_begin = r.t_begin;
+  o.t_end = r.t_end;
+  o.carry = r.carry_count;
+  o.prompts.assign(r.prompts, r.prompts + r.prompt_count);
+  o.delayed.assign(r.delayed, r.delayed + r.delayed_count);
+  o.counters = r.counters;
+  o.bdm_singles.assign(r.bdm_singles, r.bdm_singles + bdm_count);
+  o.bdm_rejected.assign(r.bdm_energy_rejected, r.bdm_energy_rejected + bdm_count);
+  return o;
+}
+
+// Submits as many slices as the backend keeps in flight before collecting; each slice's
+// frames are shuffled (a backend must not rely on their order within a slice).
+std::vector<SliceOut> run_backend(Backend& backend, const std::vector<RawFrame>& frames,
+                                  const std::vector<Request>& requests, std::uint32_t bdm_count) {
+  std::vector<SliceOut> out;
+  std::mt19937 rng(7);
+  for (const Request& r : requests) {
+    if (backend.in_flight() == backend.max_in_flight()) out.push_back(copy_result(backend.collect(), bdm_count));
+    RawFrame* buffer = backend.input_buffer();
+    std::copy(frames.begin() + r.begin, frames.begin() + r.end, buffer);
+    std::shuffle(buffer, buffer + (r.end - r.begin), rng);
+    SliceRequest req = r.req;
+    req.frames = buffer;
+    req.frame_count = r.end - r.begin;
+    backend.submit(req);
+  }
+  while (backend.in_flight() > 0) out.push_back(copy_result(backend.collect(), bdm_count));
+  return out;
+}
+
+struct Totals {
+  std::uint64_t prompts = 0, delayed = 0, multiples = 0, slices = 0, carry_overflows = 0,
+                records_overflow = 0;
+};
+
+// Runs both backends and compares every slice; returns the CPU's totals so that a case can
+// check it exercised what it meant to.
+Totals expect_same(const Settings& s, const Calibration& cal, const std::vector<RawFrame>& frames,
+                   const std::vector<Request>& requests) {
+  const std::uint32_t bdm_count = Geometry::from(s.scanner).bdm_count();
+  CpuBackend cpu(s, cal);
+  const auto gpu = make_gpu_backend(s, cal);
+  const std::vector<SliceOut> want = run_backend(cpu, frames, requests, bdm_count);
+  const std::vector<SliceOut> got = run_backend(*gpu, frames, requests, bdm_count);
+  Totals totals;
+  EXPECT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const SliceOut& w = want[i];
+    const SliceOut& g = got[i];
+    SCOPED_TRACE("slice " + std::to_string(i));
+    EXPECT_EQ(g.slice_id, w.slice_id);
+    EXPECT_EQ(g.t_begin, w.t_begin);
+    EXPECT_EQ(g.t_end, w.t_end);
+    EXPECT_EQ(g.carry, w.carry);
+    EXPECT_EQ(g.prompts, w.prompts);
+    EXPECT_EQ(g.delayed, w.delayed);
+    for (std::size_t c = 0; c < kCounterCount; ++c)
+      EXPECT_EQ(g.counters.value[c], w.counters.value[c])
+          << counter_name(static_cast<Counter>(c));
+    EXPECT_EQ(g.bdm_singles, w.bdm_singles);
+    EXPECT_EQ(g.bdm_rejected, w.bdm_rejected);
+    totals.prompts += w.prompts.size();
+    totals.delayed += w.delayed.size();
+    totals.multiples += w.counters[Counter::coinc_multiples];
+    totals.carry_overflows += w.counters[Counter::stream_carry_overflow];
+    totals.records_overflow += w.counters[Counter::coinc_records_overflow];
+    ++totals.slices;
+    if (::testing::Test::HasFailure()) break;  // one slice's diff is enough to read
+  }
+  return totals;
+}
+
+class GpuBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string reason;
+    if (!gpu_device_usable(reason)) GTEST_SKIP() << "no usable CUDA device: " << reason;
+  }
+};
+
+TEST(GpuDeviceTest, UsableAnswersWithAReason) {
+  std::string reason;
+  const bool usable = gpu_device_usable(reason);
+  EXPECT_FALSE(reason.empty()) << "usable=" << usable;
+}
+
+struct Combo {
+  Policy policy;
+  WindowMode mode;
+  WindowEdge edge;
+  bool delayed;
+};
+
+class GpuBackendComboTest : public GpuBackendTest, public ::testing::WithParamInterface<Combo> {};
+
+TEST_P(GpuBackendComboTest, MatchesCpuRecordForRecord) {
+  const Combo c = GetParam();
+  Settings s = small_scanner();
+  s.coincidence.policy = c.policy;
+  s.coincidence.window_mode = c.mode;
+  s.coincidence.window_edge = c.edge;
+  s.coincidence.delayed.enabled = c.delayed;
+  s.coincidence.min_sector_difference = 1;
+  const Calibration cal = small_calibration(s, true, 11);
+  StreamShape shape;
+  shape.frames = 12'000;
+  shape.mean_gap_ticks = 150;  // windows of several members are common
+  const auto frames = make_stream(shape, 100 + static_cast<int>(c.policy));
+  const auto requests = cut_slices(frames, 1500, cal.min_time_offset, 5);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.multiples, 0u);
+  if (c.policy != Policy::kill_multiples || c.mode == WindowMode::every_single)
+    EXPECT_GT(t.prompts, 0u);
+  if (c.delayed) EXPECT_GT(t.delayed, 0u);
+}
+
+std::vector<Combo> all_combos() {
+  std::vector<Combo> out;
+  for (Policy p : {Policy::kill_multiples, Policy::take_all_goods, Policy::take_winner_of_goods,
+                   Policy::take_winner_if_good, Policy::take_winner_if_all_good,
+                   Policy::kill_all_if_multiple_goods})
+    for (WindowMode m : {WindowMode::first_open, WindowMode::every_single})
+      for (WindowEdge e : {WindowEdge::closed, WindowEdge::half_open})
+        for (bool d : {false, true}) out.push_back({p, m, e, d});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPolicies, GpuBackendComboTest, ::testing::ValuesIn(all_combos()),
+                         [](const ::testing::TestParamInfo<Combo>& info) {
+                           const Combo& c = info.param;
+                           return std::string(to_string(c.policy)) + "_" + to_string(c.mode) +
+                                  "_" + to_string(c.edge) + (c.delayed ? "_delayed" : "");
+                         });
+
+TEST_F(GpuBackendTest, SparseAndDenseRandomStreamsWithTiesAndEqualCrystals) {
+  Settings s = small_scanner();
+  s.coincidence.policy = Policy::take_all_goods;
+  const Calibration cal = small_calibration(s, true, 3);
+  int seed = 0;
+  for (double gap : {5000.0, 600.0, 60.0}) {
+    for (std::uint32_t pool : {0u, 3u}) {
+      StreamShape shape;
+      shape.mean_gap_ticks = gap;
+      shape.tie_fraction = 0.2;
+      shape.exact_w_fraction = 0.2;
+      shape.crystal_pool = pool;
+      const auto frames = make_stream(shape, 1000 + seed);
+      const auto requests = cut_slices(frames, 3000, cal.min_time_offset, 2000 + seed++);
+      SCOPED_TRACE("gap " + std::to_string(gap) + " pool " + std::to_string(pool));
+      expect_same(s, cal, frames, requests);
+    }
+  }
+}
+
+TEST_F(GpuBackendTest, VeryHighRateWindowsOfManyMembers) {
+  Settings s = small_scanner();
+  s.coincidence.policy = Policy::take_winner_of_goods;
+  s.stream.max_carry_singles = 20'000;
+  const Calibration cal = small_calibration(s, false, 4);
+  StreamShape shape;
+  shape.frames = 30'000;
+  shape.mean_gap_ticks = 12;  // about 20 singles per window
+  const auto frames = make_stream(shape, 77);
+  const auto requests = cut_slices(frames, 4096, 0, 78);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.multiples, 100u);
+}
+
+TEST_F(GpuBackendTest, SlicesOfOneFrame) {
+  Settings s = small_scanner();
+  s.coincidence.window_mode = WindowMode::every_single;
+  const Calibration cal = small_calibration(s, true, 5);
+  StreamShape shape;
+  shape.frames = 1500;
+  shape.mean_gap_ticks = 100;
+  const auto frames = make_stream(shape, 8);
+  const auto requests = cut_slices(frames, 1, cal.min_time_offset, 9, 1);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.prompts, 0u);
+}
+
+TEST_F(GpuBackendTest, SlicesOfTheMaximumSize) {
+  Settings s = small_scanner();
+  const Calibration cal = small_calibration(s, true, 6);
+  StreamShape shape;
+  shape.frames = 5 * s.stream.max_slice_frames;
+  const auto frames = make_stream(shape, 10);
+  const auto requests = cut_slices(frames, 0, cal.min_time_offset, 11, s.stream.max_slice_frames);
+  expect_same(s, cal, frames, requests);
+}
+
+TEST_F(GpuBackendTest, AllFramesBad) {
+  Settings s = small_scanner();
+  const Calibration cal = small_calibration(s, false, 7);
+  StreamShape shape;
+  shape.frames = 6000;
+  shape.bad_fraction = 1.0;
+  const auto frames = make_stream(shape, 12);
+  const auto requests = cut_slices(frames, 1000, 0, 13);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_EQ(t.prompts, 0u);
+}
+
+TEST_F(GpuBackendTest, AllEnergiesRejected) {
+  Settings s = small_scanner();
+  s.energy_window.low_keV = 2000;
+  s.energy_window.high_keV = 3000;
+  const Calibration cal = small_calibration(s, false, 8);
+  StreamShape shape;
+  shape.frames = 6000;
+  const auto frames = make_stream(shape, 14);
+  const auto requests = cut_slices(frames, 1000, 0, 15);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_EQ(t.prompts, 0u);
+}
+
+TEST_F(GpuBackendTest, EmptySlicesBetweenFullOnes) {
+  Settings s = small_scanner();
+  s.coincidence.delayed.enabled = true;
+  const Calibration cal = small_calibration(s, true, 9);
+  StreamShape shape;
+  shape.frames = 8000;
+  const auto frames = make_stream(shape, 16);
+  std::vector<Request> requests = cut_slices(frames, 2000, cal.min_time_offset, 17);
+  // Slices of no frames, with and without a moving horizon.
+  std::vector<Request> with_empty;
+  for (const Request& r : requests) {
+    Request empty = r;
+    empty.end = empty.begin;
+    empty.req.final = false;
+    empty.req.horizon = r.req.run_start ? 0 : with_empty.back().req.horizon;
+    if (!r.req.run_start) with_empty.push_back(empty);
+    with_empty.push_back(r);
+  }
+  for (std::size_t i = 0; i < with_empty.size(); ++i) with_empty[i].req.slice_id = i;
+  const Totals t = expect_same(s, cal, frames, with_empty);
+  EXPECT_GT(t.slices, requests.size());
+}
+
+TEST_F(GpuBackendTest, CarryOverflowResolvesTheSlice) {
+  Settings s = small_scanner();
+  s.stream.max_carry_singles = 40;
+  s.coincidence.delayed.enabled = true;
+  const Calibration cal = small_calibration(s, false, 10);
+  StreamShape shape;
+  shape.frames = 20'000;
+  shape.mean_gap_ticks = 30;  // the delayed reach holds ~100 singles back: more than 40
+  const auto frames = make_stream(shape, 18);
+  const auto requests = cut_slices(frames, 2000, 0, 19);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.carry_overflows, 0u);
+}
+
+TEST_F(GpuBackendTest, RecordOverflowKeepsTheFirstRecords) {
+  Settings s = small_scanner();
+  s.stream.max_records_per_single = 1;
+  s.coincidence.policy = Policy::take_all_goods;
+  const Calibration cal = small_calibration(s, false, 12);
+  StreamShape shape;
+  shape.frames = 20'000;
+  shape.mean_gap_ticks = 8;  // ~30-member windows: hundreds of pairs per window
+  const auto frames = make_stream(shape, 20);
+  const auto requests = cut_slices(frames, 4096, 0, 21);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.records_overflow, 0u);
+}
+
+TEST_F(GpuBackendTest, TwoRunsWithAClockReset) {
+  Settings s = small_scanner();
+  const Calibration cal = small_calibration(s, true, 13);
+  StreamShape shape;
+  shape.frames = 6000;
+  shape.start_ticks = 1'000'000'000;
+  const auto first = make_stream(shape, 22);
+  shape.start_ticks = 10;  // negative corrected times at the start: bad_time
+  const auto second = make_stream(shape, 23);
+  std::vector<RawFrame> frames = first;
+  frames.insert(frames.end(), second.begin(), second.end());
+  std::vector<Request> requests = cut_slices(first, 1000, cal.min_time_offset, 24);
+  std::vector<RawFrame> tail(frames.begin() + first.size(), frames.end());
+  for (Request r : cut_slices(tail, 1000, cal.min_time_offset, 25)) {
+    r.begin += first.size();
+    r.end += first.size();
+    r.req.slice_id += requests.size();
+    requests.push_back(r);
+  }
+  expect_same(s, cal, frames, requests);
+}
+
+}  // namespace
+}  // namespace petdaq
