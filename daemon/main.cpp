@@ -1,0 +1,123 @@
+// petdaqd: UDP frames in, coincidences out over ZeroMQ (DESIGN section 1).
+//
+//   receiver threads --(sealed ring chunks)--> worker: slicer + backend --> publisher
+//
+// Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
+// message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
+#include <csignal>
+#include <cstdio>
+#include <exception>
+#include <optional>
+
+#include <fmt/format.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "core/calibration.h"
+#include "core/counters.h"
+#include "core/settings.h"
+#include "daemon/host_ring.h"
+#include "daemon/notify.h"
+#include "daemon/options.h"
+#include "daemon/publisher.h"
+#include "daemon/receiver.h"
+#include "daemon/worker.h"
+
+using namespace petdaq;
+using namespace petdaq::daemon;
+
+namespace {
+
+struct Loaded {
+  Settings settings;
+  Calibration calibration;
+};
+
+// Configuration and calibration, or the reasons they were refused (exit code 2).
+std::optional<Loaded> load(const std::filesystem::path& config) {
+  try {
+    Loaded l;
+    l.settings = load_settings(config);
+    l.calibration = load_calibration(l.settings);
+    return l;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", e.what());
+    return std::nullopt;
+  }
+}
+
+int run(Loaded loaded, const Options& opt) {
+  const Settings& s = loaded.settings;
+  spdlog::set_level(spdlog::level::from_str(s.log.level));
+  // Signals go to the main thread only: every thread started below inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&signals, sig);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  Counters counters(s.scanner.bdm_transaxial * s.scanner.bdm_axial);
+  LockedPageAllocator allocator;
+  HostRing ring(s.input.ring_chunk_bytes, s.input.ring_chunks, s.input.receiver_threads, allocator);
+  spdlog::info("host ring: {} chunks of {} bytes ({})", ring.chunk_count(), ring.chunk_bytes(),
+               allocator.kind());
+  Publisher publisher(s.output.zmq, counters);
+  spdlog::info("publishing on {}", publisher.endpoint());
+  Worker worker(s, std::move(loaded.calibration), opt.backend.value_or(s.backend), ring, counters,
+                publisher, opt.print_rates);
+  spdlog::info("{}", worker.backend_explanation());
+  Receiver receiver(s.input, ring, counters);
+
+  worker.start();
+  receiver.start();
+  notify_ready();
+  spdlog::info("petdaqd {} ready", PETDAQ_VERSION);
+
+  for (;;) {
+    int sig = 0;
+    if (sigwait(&signals, &sig) != 0) continue;
+    if (sig != SIGHUP) break;
+    notify_reloading();
+    spdlog::info("SIGHUP: re-reading {}", opt.config.string());
+    try {
+      worker.reload(load_settings(opt.config));
+    } catch (const std::exception& e) {
+      spdlog::error("reload refused, keeping the running configuration: {}", e.what());
+    }
+    notify_ready();
+  }
+
+  notify_stopping();
+  spdlog::info("stopping: draining the ring");
+  receiver.stop();
+  worker.stop();
+  spdlog::info("final counters: {}", worker.final_report());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_logger_mt("petdaqd"));
+  Options opt;
+  try {
+    opt = parse_options(argc, argv);
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "petdaqd: {}\n{}", e.what(), usage());
+    return 2;
+  }
+  if (opt.help) return fmt::print("{}", usage()), 0;
+  if (opt.version) return fmt::print("petdaqd {}\n", PETDAQ_VERSION), 0;
+
+  std::optional<Loaded> loaded = load(opt.config);
+  if (!loaded) return 2;
+  if (opt.check_config) {
+    fmt::print("petdaqd: {} is valid (calibration loaded)\n", opt.config.string());
+    return 0;
+  }
+  try {
+    return run(std::move(*loaded), opt);
+  } catch (const std::exception& e) {
+    spdlog::critical("cannot start: {}", e.what());
+    return 1;
+  }
+}

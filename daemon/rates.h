@@ -1,0 +1,71 @@
+// The `rates` document published once a second (schema in docs/daemon.md): rates over the
+// last interval, per-BDM singles and temperatures, every counter, queue depths and slice
+// latency. Built into a string reserved at start-up.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/counters.h"
+
+namespace petdaq::daemon {
+
+// Slice latency samples (ms) of one interval, in a fixed array; past its capacity the
+// samples of the interval are thinned (every other one kept), never grown.
+class LatencyWindow {
+ public:
+  struct Stats {
+    double p50_ms = 0, p99_ms = 0, max_ms = 0;
+    std::size_t samples = 0;
+  };
+  void add(double ms);
+  // Percentiles of the samples since the last call; starts a new interval.
+  Stats take();
+
+ private:
+  static constexpr std::size_t kCapacity = 8192;
+  std::array<double, kCapacity> samples_{};
+  std::size_t count_ = 0;
+  std::size_t stride_ = 1;  // keep one sample in stride_ once thinned
+  std::size_t seen_ = 0;
+  double max_ms_ = 0;
+};
+
+struct RatesSnapshot {
+  std::uint64_t time_unix_ns = 0;
+  double uptime_s = 0;
+  double interval_s = 0;
+  const char* backend = "cpu";
+  std::uint64_t run_id = 0;
+  std::uint32_t bdm_transaxial = 0;
+  std::uint32_t bdm_axial = 0;
+  const double* temperature_degC = nullptr;  // bdm_count entries, NaN when unknown
+  std::size_t ring_chunks = 0;
+  std::size_t ring_free = 0;
+  std::size_t pending_frames = 0;
+  LatencyWindow::Stats latency;
+};
+
+class RatesReporter {
+ public:
+  explicit RatesReporter(const Counters& counters);
+  // Builds the document for the interval since the previous call.
+  const std::string& build(const RatesSnapshot& s);
+  // One line for STATUS= and --print-rates, from the last build().
+  const std::string& summary() const { return summary_; }
+
+ private:
+  double rate(Counter c, double interval_s) const;
+
+  const Counters& counters_;
+  CounterDelta now_{};
+  CounterDelta before_{};
+  std::vector<std::uint64_t> bdm_before_;
+  std::string json_;
+  std::string summary_;
+};
+
+}  // namespace petdaq::daemon

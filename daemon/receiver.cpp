@@ -1,0 +1,321 @@
+#include "daemon/receiver.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon/rate_limited_log.h"
+#include "daemon/sequence_tracker.h"
+#include "daemon/source_filter.h"
+#include "proto/datagram.h"
+
+namespace petdaq::daemon {
+
+namespace asio = boost::asio;
+using asio::ip::udp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+udp::endpoint parse_endpoint(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("input endpoint '" + text + "': no port");
+  boost::system::error_code ec;
+  const auto address = asio::ip::make_address(text.substr(0, colon), ec);
+  if (ec) throw std::runtime_error("input endpoint '" + text + "': " + ec.message());
+  const int port = std::stoi(text.substr(colon + 1));
+  return {address, static_cast<std::uint16_t>(port)};
+}
+
+void set_int_option(int fd, int level, int name, int value, const char* what) {
+  if (setsockopt(fd, level, name, &value, sizeof value) != 0)
+    throw std::runtime_error(std::string("setsockopt ") + what + ": " + std::strerror(errno));
+}
+
+RateLimitedWarning g_recv_error_warning;
+
+}  // namespace
+
+struct Receiver::Lane {
+  struct Socket {
+    udp::socket socket;
+    std::uint32_t last_overflow = 0;  // SO_RXQ_OVFL is cumulative per socket
+    explicit Socket(asio::io_context& io) : socket(io) {}
+  };
+
+  Lane(const InputSettings& in, HostRing& ring_, Counters& counters_)
+      : ring(ring_),
+        counters(counters_),
+        filter(in.allowed_sources),
+        framing(in.framing),
+        flush_after(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double, std::milli>(in.flush_ms))),
+        timer(io),
+        token(ring_.make_sealed_token()),
+        scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)) {}
+
+  HostRing& ring;
+  Counters& counters;
+  SourceFilter filter;
+  Framing framing;
+  Clock::duration flush_after;
+  asio::io_context io;
+  asio::steady_timer timer;
+  std::vector<std::unique_ptr<Socket>> sockets;
+  std::unique_ptr<HostRing::Token> token;
+  Chunk* current = nullptr;
+  std::unique_ptr<std::uint8_t[]> scratch;  // where datagrams go when no chunk is free
+  SequenceTracker sequences;
+  CounterDelta delta;
+
+  std::array<mmsghdr, kRecvBatch> msgs{};
+  std::array<iovec, kRecvBatch> iovs{};
+  std::array<sockaddr_in, kRecvBatch> sources{};
+  // Room for one SO_RXQ_OVFL control message per datagram.
+  std::array<std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint32_t))>, kRecvBatch> controls{};
+
+  void arm(Socket& s) {
+    s.socket.async_wait(udp::socket::wait_read, [this, &s](const boost::system::error_code& ec) {
+      if (ec) return;
+      // Bounded work per wake-up so the other sockets of this lane and the flush timer
+      // get their turn.
+      for (int round = 0; round < 64; ++round)
+        if (drain_once(s) == 0) break;
+      publish_counts();
+      arm(s);
+    });
+  }
+
+  void arm_timer() {
+    timer.expires_after(std::max(flush_after / 2, Clock::duration(std::chrono::microseconds(200))));
+    timer.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      if (current && current->frame_count > 0 && Clock::now() - current->first_rx >= flush_after)
+        seal_current();
+      arm_timer();
+    });
+  }
+
+  void seal_current() {
+    if (!current) return;
+    if (current->frame_count == 0) return;  // keep an empty chunk; nothing to hand on
+    ring.seal(current, *token);
+    current = nullptr;
+  }
+
+  void publish_counts() {
+    counters.add(delta);
+    delta = CounterDelta{};
+  }
+
+  // One recvmmsg call; returns the datagrams it got.
+  std::size_t drain_once(Socket& s) {
+    if (current && current->capacity_bytes - current->used_bytes < kDatagramSlotBytes)
+      seal_current_full();
+    if (!current) current = ring.try_acquire();
+    std::uint8_t* base;
+    std::size_t batch;
+    if (current) {
+      base = current->h_bytes + current->used_bytes;
+      batch = std::min(kRecvBatch,
+                       (current->capacity_bytes - current->used_bytes) / kDatagramSlotBytes);
+    } else {
+      base = scratch.get();
+      batch = kRecvBatch;
+    }
+    for (std::size_t i = 0; i < batch; ++i) {
+      iovs[i] = {base + i * kDatagramSlotBytes, kDatagramSlotBytes};
+      msghdr& h = msgs[i].msg_hdr;
+      h.msg_name = &sources[i];
+      h.msg_namelen = sizeof(sockaddr_in);
+      h.msg_iov = &iovs[i];
+      h.msg_iovlen = 1;
+      h.msg_control = controls[i].data();
+      h.msg_controllen = controls[i].size();
+      h.msg_flags = 0;
+      msgs[i].msg_len = 0;
+    }
+    const int got = recvmmsg(s.socket.native_handle(), msgs.data(), static_cast<unsigned>(batch),
+                             MSG_DONTWAIT, nullptr);
+    if (got <= 0) {
+      if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        g_recv_error_warning.warn("recvmmsg failed: {}", std::strerror(errno));
+      return 0;
+    }
+    const auto now = Clock::now();
+    for (int i = 0; i < got; ++i) take(s, i, base + i * kDatagramSlotBytes, now);
+    if (current) {
+      const FrameSpan* last = current->span_count ? &current->spans[current->span_count - 1] : nullptr;
+      current->used_bytes = last ? last->offset_bytes + last->frame_count * kFrameBytes : 0;
+      if (current->capacity_bytes - current->used_bytes < kDatagramSlotBytes) seal_current_full();
+    }
+    return static_cast<std::size_t>(got);
+  }
+
+  void seal_current_full() {
+    if (current && current->frame_count == 0) {
+      current->reset();
+      return;
+    }
+    seal_current();
+  }
+
+  void take(Socket& s, int i, std::uint8_t* payload, Clock::time_point now) {
+    const msghdr& h = msgs[i].msg_hdr;
+    const std::size_t len = msgs[i].msg_len;
+    ++delta[Counter::rx_datagrams];
+    delta[Counter::rx_bytes] += len;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(const_cast<msghdr*>(&h), c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
+        std::uint32_t dropped;
+        std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
+        delta[Counter::rx_kernel_drops] += static_cast<std::uint32_t>(dropped - s.last_overflow);
+        s.last_overflow = dropped;
+      }
+    }
+    const sockaddr_in& from = sources[i];
+    if (from.sin_family != AF_INET || !filter.allows(ntohl(from.sin_addr.s_addr))) {
+      ++delta[Counter::rx_foreign_source];
+      return;
+    }
+    if (h.msg_flags & MSG_TRUNC) {
+      ++delta[Counter::rx_oversize];
+      return;
+    }
+    const DatagramView v = parse_datagram(payload, len, framing);
+    switch (v.status) {
+      case DatagramStatus::ok: break;
+      case DatagramStatus::empty: ++delta[Counter::rx_empty]; break;
+      case DatagramStatus::bad_header:
+      case DatagramStatus::count_mismatch: ++delta[Counter::rx_bad_header]; return;
+    }
+    delta[Counter::rx_trailing_bytes] += v.trailing_bytes;
+    if (framing == Framing::sequenced) {
+      SequenceCounts sc;
+      const bool fresh = sequences.observe(v.header.source_id, v.header.sequence, sc);
+      delta[Counter::rx_seq_missing] += sc.missing;
+      delta[Counter::rx_seq_duplicate] += sc.duplicate;
+      delta[Counter::rx_seq_reordered] += sc.reordered;
+      if (!fresh) return;
+    }
+    if (v.frame_count == 0) return;
+    if (!current) {
+      ++delta[Counter::rx_ring_full];
+      return;
+    }
+    append(v, now);
+  }
+
+  // Records the datagram's frames, which already sit in the chunk, as a span. Small ones are
+  // moved down next to the previous span so the span table stays small.
+  void append(const DatagramView& v, Clock::time_point now) {
+    Chunk& c = *current;
+    auto offset = static_cast<std::uint32_t>(v.frames - c.h_bytes);
+    const auto count = static_cast<std::uint32_t>(v.frame_count);
+    const std::size_t bytes = std::size_t{count} * kFrameBytes;
+    if (c.frame_count == 0) c.first_rx = now;
+    c.frame_count += count;
+    delta[Counter::rx_frames] += count;
+    if (c.span_count > 0) {
+      FrameSpan& last = c.spans[c.span_count - 1];
+      const std::uint32_t end = last.offset_bytes + last.frame_count * std::uint32_t{kFrameBytes};
+      if (end == offset || bytes < HostRing::kMinSpanBytes || c.span_count == c.span_capacity) {
+        if (end != offset) std::memmove(c.h_bytes + end, v.frames, bytes);
+        last.frame_count += count;
+        return;
+      }
+    }
+    c.spans[c.span_count++] = {offset, count};
+  }
+};
+
+Receiver::Receiver(const InputSettings& in, HostRing& ring, Counters& counters) {
+  const std::size_t lane_count = in.receiver_threads;
+  const std::size_t socket_count = std::max<std::size_t>(lane_count, in.endpoints.size());
+  for (std::size_t i = 0; i < lane_count; ++i)
+    lanes_.push_back(std::make_unique<Lane>(in, ring, counters));
+
+  std::vector<std::uint16_t> first_port(in.endpoints.size(), 0);
+  for (std::size_t i = 0; i < socket_count; ++i) {
+    const std::size_t e = i % in.endpoints.size();
+    const bool shared = socket_count / in.endpoints.size() + (e < socket_count % in.endpoints.size()) > 1;
+    Lane& lane = *lanes_[i % lane_count];
+    udp::endpoint ep = parse_endpoint(in.endpoints[e]);
+    if (first_port[e] != 0) ep.port(first_port[e]);  // port 0: the siblings share the first's
+    auto s = std::make_unique<Lane::Socket>(lane.io);
+    boost::system::error_code ec;
+    s->socket.open(ep.protocol(), ec);
+    if (ec) throw std::runtime_error("input endpoint " + in.endpoints[e] + ": " + ec.message());
+    const int fd = s->socket.native_handle();
+    if (shared) set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
+    set_int_option(fd, SOL_SOCKET, SO_RXQ_OVFL, 1, "SO_RXQ_OVFL");
+    const int want = static_cast<int>(std::min<std::uint64_t>(in.receive_buffer_bytes, 1u << 30));
+    // SO_RCVBUFFORCE passes net.core.rmem_max when the process may (CAP_NET_ADMIN).
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &want, sizeof want) != 0)
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &want, sizeof want);
+    int got = 0;
+    socklen_t got_len = sizeof got;
+    getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &got, &got_len);
+    got /= 2;  // the kernel reports twice the payload room (bookkeeping overhead)
+    s->socket.bind(ep, ec);
+    if (ec)
+      throw std::runtime_error("cannot bind UDP " + in.endpoints[e] + ": " + ec.message());
+    s->socket.non_blocking(true);
+    const udp::endpoint local = s->socket.local_endpoint();
+    if (first_port[e] == 0) first_port[e] = local.port();
+    bound_.push_back({local.address().to_string(), local.port(), static_cast<std::size_t>(got)});
+    if (static_cast<std::uint64_t>(got) < in.receive_buffer_bytes)
+      spdlog::warn("UDP {}:{}: receive buffer {} bytes, {} asked for: raise net.core.rmem_max "
+                   "(see the petdaq sysctl drop-in)",
+                   local.address().to_string(), local.port(), got, in.receive_buffer_bytes);
+    spdlog::info("UDP {}:{} bound (receiver thread {}, receive buffer {} bytes{})",
+                 local.address().to_string(), local.port(), i % lane_count, got,
+                 shared ? ", SO_REUSEPORT" : "");
+    lane.sockets.push_back(std::move(s));
+  }
+}
+
+Receiver::~Receiver() { stop(); }
+
+void Receiver::start() {
+  if (running_) return;
+  running_ = true;
+  for (auto& lane : lanes_) {
+    for (auto& s : lane->sockets) lane->arm(*s);
+    lane->arm_timer();
+    Lane* l = lane.get();
+    threads_.emplace_back([l] { l->io.run(); });
+  }
+}
+
+void Receiver::stop() {
+  if (!running_) return;
+  running_ = false;
+  for (auto& lane : lanes_) lane->io.stop();
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+  for (auto& lane : lanes_) {
+    lane->seal_current();
+    if (lane->current) {  // an empty chunk goes straight back
+      lane->ring.release(lane->current);
+      lane->current = nullptr;
+    }
+    SequenceCounts sc;
+    lane->sequences.flush(sc);
+    lane->delta[Counter::rx_seq_missing] += sc.missing;
+    lane->publish_counts();
+  }
+}
+
+}  // namespace petdaq::daemon

@@ -1,0 +1,296 @@
+#include "daemon/worker.h"
+
+#include <algorithm>
+#include <cmath>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "daemon/notify.h"
+#include "gpu/select_backend.h"
+#include "proto/frame.h"
+
+namespace petdaq::daemon {
+
+// ---- SIGHUP: which sections changed ----
+
+namespace {
+
+auto fields(const ScannerSettings& s) {
+  return std::tie(s.bdm_transaxial, s.bdm_axial, s.du_transaxial, s.du_axial,
+                  s.crystal_transaxial, s.crystal_axial, s.position_size, s.tick_ps,
+                  s.ring_radius_mm, s.crystal_pitch_transaxial_mm, s.crystal_pitch_axial_mm,
+                  s.crystal_depth_mm, s.du_gap_mm, s.bdm_gap_mm);
+}
+auto fields(const CalibrationSettings& s) {
+  return std::tie(s.position_lut, s.energy_correction, s.energy_bin_width, s.time_offsets);
+}
+auto fields(const FrameSettings& s) { return std::tie(s.check_markers, s.head_marker, s.tail_marker); }
+auto fields(const EnergyWindowSettings& s) { return std::tie(s.low_keV, s.high_keV); }
+auto fields(const CoincidenceSettings& s) {
+  return std::tie(s.window_ps, s.window_edge, s.window_mode, s.policy, s.min_sector_difference,
+                  s.delayed.enabled, s.delayed.offset_ps);
+}
+auto fields(const StreamSettings& s) {
+  return std::tie(s.max_disorder_ps, s.source_idle_ms, s.max_future_ps, s.max_slice_ms,
+                  s.max_slice_frames, s.max_pending_frames, s.max_carry_singles,
+                  s.max_records_per_single);
+}
+auto fields(const InputSettings& s) {
+  return std::tie(s.endpoints, s.framing, s.allowed_sources, s.receive_buffer_bytes, s.flush_ms,
+                  s.receiver_threads, s.ring_chunk_bytes, s.ring_chunks);
+}
+auto fields(const OutputSettings& s) {
+  return std::tie(s.zmq.endpoint, s.zmq.send_hwm, s.file.enabled, s.file.directory,
+                  s.file.rotate_bytes, s.rates_interval_ms);
+}
+auto fields(const LogSettings& s) { return std::tie(s.level); }
+
+}  // namespace
+
+ReloadPlan plan_reload(const Settings& running, const Settings& reread) {
+  ReloadPlan plan;
+  plan.applied = running;
+  auto live = [&](const char* name, auto& to, const auto& from) {
+    if (fields(to) != fields(from)) {
+      to = from;
+      plan.live.push_back(name);
+    }
+  };
+  live("energy_window", plan.applied.energy_window, reread.energy_window);
+  live("coincidence", plan.applied.coincidence, reread.coincidence);
+  auto restart = [&](const char* name, const auto& a, const auto& b) {
+    if (fields(a) != fields(b)) plan.restart.push_back(name);
+  };
+  restart("scanner", running.scanner, reread.scanner);
+  restart("calibration", running.calibration, reread.calibration);
+  restart("frame", running.frame, reread.frame);
+  restart("stream", running.stream, reread.stream);
+  restart("input", running.input, reread.input);
+  restart("output", running.output, reread.output);
+  restart("log", running.log, reread.log);
+  if (running.backend != reread.backend) plan.restart.push_back("backend");
+  return plan;
+}
+
+// ---- the engine: backend + slicer for one set of settings ----
+
+struct Worker::Engine {
+  Settings settings;
+  Calibration calibration;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<Slicer> slicer;
+  std::string explanation;
+  std::uint64_t max_future_ticks = 0;
+
+  Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters)
+      : settings(s), calibration(std::move(c)) {
+    backend = make_backend(kind, settings, calibration, explanation);
+    slicer = std::make_unique<Slicer>(settings, calibration, *backend, sink, counters);
+    max_future_ticks = ps_to_ticks(settings.stream.max_future_ps, settings.scanner.tick_ps);
+  }
+};
+
+Worker::Worker(const Settings& settings, Calibration calibration, BackendKind backend,
+               HostRing& ring, Counters& counters, Publisher& publisher, bool print_rates)
+    : backend_kind_(backend),
+      ring_(ring),
+      counters_(counters),
+      publisher_(publisher),
+      print_rates_(print_rates),
+      rates_(counters),
+      temperature_degC_(counters.bdm_count(), NAN),
+      pending_(ring.chunk_count()) {
+  engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
+  publish_delayed_ = publishes_delayed(settings);
+  if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
+  watchdog_interval_ = watchdog_interval();
+}
+
+Worker::~Worker() {
+  if (thread_.joinable()) stop();
+}
+
+const std::string& Worker::backend_explanation() const { return engine_->explanation; }
+
+void Worker::start() {
+  started_ = last_rates_ = last_poll_ = last_watchdog_ = Clock::now();
+  thread_ = std::thread([this] { loop(); });
+}
+
+void Worker::reload(const Settings& reread) {
+  {
+    std::lock_guard lock(reload_mutex_);
+    reload_settings_ = reread;
+  }
+  reload_requested_.store(true, std::memory_order_release);
+}
+
+void Worker::stop() {
+  stop_.store(true, std::memory_order_release);
+  if (thread_.joinable()) thread_.join();
+}
+
+void Worker::loop() {
+  const auto poll_every = std::chrono::milliseconds(2);
+  for (;;) {
+    const bool stopping = stop_.load(std::memory_order_acquire);
+    if (reload_requested_.exchange(false, std::memory_order_acq_rel)) apply_reload();
+    // Once stopping, the receivers are already stopped: take what is left, then finish.
+    Chunk* c = stopping ? ring_.try_sealed() : ring_.wait_sealed(std::chrono::milliseconds(1));
+    if (c) take_chunk(c);
+    const auto now = Clock::now();
+    if (now - last_poll_ >= poll_every) {
+      engine_->slicer->poll(now);
+      last_poll_ = now;
+      retire_latency(now, false);
+    }
+    if (stopping && !c) break;
+    tick(now, false);
+  }
+  engine_->slicer->finish();
+  retire_latency(Clock::now(), true);
+  if (file_) file_->close();
+  tick(Clock::now(), true);
+}
+
+void Worker::take_chunk(Chunk* c) {
+  Slicer& slicer = *engine_->slicer;
+  std::uint64_t last_time = 0;
+  const std::uint32_t bdm_count = counters_.bdm_count();
+  for (std::size_t i = 0; i < c->span_count; ++i) {
+    const FrameSpan& s = c->spans[i];
+    const RawFrame* frames = c->frames(s);
+    last_time = std::max(last_time, frame_time(frames[s.frame_count - 1].bytes));
+    // One temperature reading per datagram is plenty for a once-a-second display.
+    const FrameFields f = decode_frame(frames[0].bytes);
+    if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
+    slicer.push(frames, s.frame_count, Clock::now());
+  }
+  if (pending_count_ == pending_.size()) {
+    // Full: the oldest entry is one a wild timestamp keeps from ever being passed.
+    std::move(pending_.begin() + 1, pending_.begin() + pending_count_, pending_.begin());
+    --pending_count_;
+  }
+  pending_[pending_count_++] = {c->first_rx, last_time};
+  ring_.release(c);
+}
+
+void Worker::retire_latency(Clock::time_point now, bool all) {
+  const std::uint64_t horizon = engine_->slicer->horizon();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < pending_count_; ++i) {
+    if (all || pending_[i].last_time < horizon)
+      latency_.add(std::chrono::duration<double, std::milli>(now - pending_[i].rx).count());
+    else
+      pending_[kept++] = pending_[i];
+  }
+  pending_count_ = kept;
+}
+
+void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
+  const std::uint64_t run = published_run_id(slicer_run);
+  last_run_ = run;
+  const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
+  const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
+  publisher_.send(topic::prompts, prompts, result.prompts, prompt_bytes);
+  if (file_) file_->write(prompts, result.prompts, prompt_bytes);
+  if (publish_delayed_) {
+    const MessageHeader delayed = builder_.build(MessageKind::delayed, run, result);
+    const std::size_t delayed_bytes = result.delayed_count * sizeof(CoincRecord);
+    publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
+    if (file_) file_->write(delayed, result.delayed, delayed_bytes);
+  }
+}
+
+void Worker::on_run_end(std::uint64_t slicer_run) {
+  spdlog::info("run {} ended", published_run_id(slicer_run));
+  // A clock reset: the chunks of the old run will never be passed by the new horizon.
+  retire_latency(Clock::now(), true);
+}
+
+void Worker::apply_reload() {
+  std::optional<Settings> reread;
+  {
+    std::lock_guard lock(reload_mutex_);
+    reread.swap(reload_settings_);
+  }
+  if (!reread) return;
+  const ReloadPlan plan = plan_reload(engine_->settings, *reread);
+  for (const std::string& s : plan.restart)
+    spdlog::warn("reload: `{}` changed; it takes effect only after a restart", s);
+  if (plan.live.empty()) {
+    spdlog::info("reload: nothing that can change live changed");
+    return;
+  }
+  // The slicer cannot change windows in the middle of a run: finish this run, then start a
+  // new one (new run_id) with a new slicer and backend.
+  engine_->slicer->finish();
+  retire_latency(Clock::now(), true);
+  const std::uint64_t next_run = last_run_ + 1;
+  try {
+    auto next = std::make_unique<Engine>(plan.applied, engine_->calibration, backend_kind_,
+                                         *this, counters_);
+    engine_.reset();
+    engine_ = std::move(next);
+    run_base_ = next_run;
+    last_run_ = next_run;
+    publish_delayed_ = publishes_delayed(plan.applied);
+    counters_.add(Counter::stream_runs);
+    spdlog::info("reload: applied {}; run {} starts ({})", fmt::join(plan.live, ", "), next_run,
+                 engine_->explanation);
+  } catch (const std::exception& e) {
+    spdlog::error("reload: cannot rebuild the engine, keeping the running one: {}", e.what());
+  }
+}
+
+void Worker::tick(Clock::time_point now, bool force_rates) {
+  if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_) {
+    notify_watchdog();
+    last_watchdog_ = now;
+  }
+  const auto interval = std::chrono::duration<double, std::milli>(
+      engine_->settings.output.rates_interval_ms);
+  if (force_rates || now - last_rates_ >= interval) publish_rates(now);
+}
+
+void Worker::publish_rates(Clock::time_point now) {
+  RatesSnapshot s;
+  s.time_unix_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count());
+  s.uptime_s = std::chrono::duration<double>(now - started_).count();
+  s.interval_s = std::chrono::duration<double>(now - last_rates_).count();
+  s.backend = engine_->backend->name();
+  s.run_id = published_run_id(engine_->slicer->run_id());
+  s.bdm_transaxial = engine_->settings.scanner.bdm_transaxial;
+  s.bdm_axial = engine_->settings.scanner.bdm_axial;
+  s.temperature_degC = temperature_degC_.data();
+  s.ring_chunks = ring_.chunk_count();
+  s.ring_free = ring_.free_approx();
+  s.pending_frames = engine_->slicer->pending_frames();
+  s.latency = latency_.take();
+  last_rates_ = now;
+  const std::string& json = rates_.build(s);
+  MessageHeader h;
+  h.kind = 0;
+  h.message_id = rates_message_id_++;
+  h.run_id = s.run_id;
+  publisher_.send(topic::rates, h, json.data(), json.size());
+  notify_status(rates_.summary());
+  if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
+}
+
+std::string Worker::final_report() const {
+  std::string out;
+  for (std::size_t i = 0; i < kCounterCount; ++i) {
+    const auto c = static_cast<Counter>(i);
+    fmt::format_to(std::back_inserter(out), "{}{}={}", i ? " " : "", counter_name(c),
+                   counters_.get(c));
+  }
+  return out;
+}
+
+}  // namespace petdaq::daemon

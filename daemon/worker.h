@@ -1,0 +1,107 @@
+// The worker thread: takes sealed ring chunks, feeds their frames to the slicer, polls it
+// every few milliseconds, and publishes what comes back (coincidence batches, optional
+// list-mode file, `rates` once a second). It also drives the systemd watchdog, so a worker
+// that stops making progress is restarted.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/counters.h"
+#include "core/output.h"
+#include "core/settings.h"
+#include "core/slicer.h"
+#include "daemon/file_sink.h"
+#include "daemon/host_ring.h"
+#include "daemon/publisher.h"
+#include "daemon/rates.h"
+
+namespace petdaq::daemon {
+
+// The keys of DESIGN section 9 that a SIGHUP applies; the others need a restart.
+struct ReloadPlan {
+  Settings applied;                    // the running settings with the live keys replaced
+  std::vector<std::string> live;       // sections applied
+  std::vector<std::string> restart;    // sections that changed but need a restart
+};
+ReloadPlan plan_reload(const Settings& running, const Settings& reread);
+
+class Worker final : public ResultSink {
+ public:
+  // Builds the backend (BackendKind from the command line or the config) and the slicer;
+  // throws BackendUnavailable or std::runtime_error.
+  Worker(const Settings& settings, Calibration calibration, BackendKind backend, HostRing& ring,
+         Counters& counters, Publisher& publisher, bool print_rates);
+  ~Worker() override;
+
+  const std::string& backend_explanation() const;
+  void start();
+  // Applies new settings between two chunks: the current run is finished and the slicer and
+  // backend are rebuilt (the slicer cannot change windows mid-run); a new run starts.
+  void reload(const Settings& reread);
+  // Drains every sealed chunk, finishes the run, publishes the last results and rates.
+  void stop();
+  std::string final_report() const;
+
+  void on_slice(std::uint64_t run_id, const SliceResult& result) override;
+  void on_run_end(std::uint64_t run_id) override;
+
+ private:
+  struct Engine;
+  using Clock = std::chrono::steady_clock;
+
+  void loop();
+  void take_chunk(Chunk* c);
+  void tick(Clock::time_point now, bool force_rates);
+  void publish_rates(Clock::time_point now);
+  void retire_latency(Clock::time_point now, bool all);
+  void apply_reload();
+  std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
+
+  BackendKind backend_kind_;
+  HostRing& ring_;
+  Counters& counters_;
+  Publisher& publisher_;
+  bool print_rates_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<FileSink> file_;
+  MessageBuilder builder_;
+  bool publish_delayed_ = false;
+  std::uint64_t run_base_ = 0;
+  std::uint64_t last_run_ = 0;
+
+  RatesReporter rates_;
+  LatencyWindow latency_;
+  std::vector<double> temperature_degC_;
+  std::uint64_t rates_message_id_ = 0;
+  Clock::time_point started_;
+  Clock::time_point last_rates_;
+  Clock::time_point last_poll_;
+  Clock::time_point last_watchdog_;
+  std::chrono::microseconds watchdog_interval_{0};
+
+  // Chunks pushed and not yet behind the published horizon: when each arrived and the
+  // latest raw time in it. Fixed capacity (one entry per ring chunk).
+  struct Pending {
+    Clock::time_point rx;
+    std::uint64_t last_time;
+  };
+  std::vector<Pending> pending_;
+  std::size_t pending_count_ = 0;
+
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> reload_requested_{false};
+  std::mutex reload_mutex_;
+  std::optional<Settings> reload_settings_;
+};
+
+}  // namespace petdaq::daemon
