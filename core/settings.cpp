@@ -50,7 +50,12 @@ class Reader {
   void check_keys(const YAML::Node& map, const std::string& path,
                   std::initializer_list<const char*> known) {
     for (const auto& kv : map) {
-      const std::string k = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) {
+        fail(path.empty() ? "(top level)" : path,
+             std::string("keys must be names, got ") + node_kind(kv.first) + " as a key");
+        continue;
+      }
+      const std::string k = kv.first.Scalar();
       bool ok = false;
       for (const char* name : known) ok = ok || k == name;
       if (!ok) {
@@ -97,6 +102,10 @@ class Reader {
     }
     unsigned long long mag = 0;
     auto [ptr, ec] = std::from_chars(b, e, mag, base);
+    if (ec == std::errc::result_out_of_range && ptr == e) {
+      fail(join(path, key), "out of range, got " + s);
+      return;
+    }
     if (ec != std::errc() || ptr != e || b == e) {
       fail(join(path, key), "must be an integer, got '" + s + "'");
       return;
