@@ -1,0 +1,404 @@
+// The slicer + CpuBackend against the batch definition (DESIGN section 6): same records,
+// same order, whatever the slicing, chunking and source interleaving; batches tile time;
+// late frames, time jumps, idle sources and clock resets are counted and change nothing else.
+#include "core/slicer.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <vector>
+
+#include "core/cpu_backend.h"
+#include "test_scanner.h"
+
+namespace petdaq {
+namespace {
+
+using test::AcquisitionOptions;
+using test::BatchResult;
+using test::TestScanner;
+
+struct Batch {
+  std::uint64_t run = 0;
+  std::uint64_t slice_id = 0;
+  std::uint64_t t_begin = 0;
+  std::uint64_t t_end = 0;
+  std::vector<CoincRecord> prompts;
+  std::vector<CoincRecord> delayed;
+};
+
+class RecordingSink final : public ResultSink {
+ public:
+  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
+    Batch b;
+    b.run = run_id;
+    b.slice_id = r.slice_id;
+    b.t_begin = r.t_begin;
+    b.t_end = r.t_end;
+    b.prompts.assign(r.prompts, r.prompts + r.prompt_count);
+    b.delayed.assign(r.delayed, r.delayed + r.delayed_count);
+    batches.push_back(std::move(b));
+  }
+  void on_run_end(std::uint64_t run_id) override { run_ends.push_back(run_id); }
+
+  std::vector<Batch> batches;
+  std::vector<std::uint64_t> run_ends;
+};
+
+// Checks the batches of `run` against the batch result: the concatenated records equal it,
+// the intervals tile time from 0 with no gap or overlap, and every record lies in its batch.
+void expect_run_equals_batch(const RecordingSink& sink, std::uint64_t run, const BatchResult& want) {
+  std::vector<CoincRecord> prompts, delayed;
+  std::uint64_t t_expected = 0;
+  std::size_t batches = 0;
+  for (const Batch& b : sink.batches) {
+    if (b.run != run) continue;
+    ++batches;
+    EXPECT_EQ(b.t_begin, t_expected) << "slice " << b.slice_id << " of run " << run;
+    EXPECT_LE(b.t_begin, b.t_end) << "slice " << b.slice_id;
+    t_expected = b.t_end;
+    for (const auto* list : {&b.prompts, &b.delayed})
+      for (const CoincRecord& r : *list) {
+        EXPECT_GE(r.time_a, b.t_begin) << "slice " << b.slice_id;
+        EXPECT_LT(r.time_a, b.t_end) << "slice " << b.slice_id;
+      }
+    prompts.insert(prompts.end(), b.prompts.begin(), b.prompts.end());
+    delayed.insert(delayed.end(), b.delayed.begin(), b.delayed.end());
+  }
+  EXPECT_GT(batches, 0u);
+  ASSERT_EQ(prompts.size(), want.prompts.size()) << "run " << run;
+  ASSERT_EQ(delayed.size(), want.delayed.size()) << "run " << run;
+  for (std::size_t i = 0; i < prompts.size(); ++i)
+    ASSERT_TRUE(prompts[i] == want.prompts[i]) << "prompt " << i << " of run " << run;
+  for (std::size_t i = 0; i < delayed.size(); ++i)
+    ASSERT_TRUE(delayed[i] == want.delayed[i]) << "delayed " << i << " of run " << run;
+}
+
+void expect_counters_equal_batch(const Counters& c, const BatchResult& want) {
+  for (Counter k : {Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
+                    Counter::frame_bad_position, Counter::frame_no_crystal, Counter::frame_bad_time,
+                    Counter::single_accepted, Counter::single_energy_rejected})
+    EXPECT_EQ(c.get(k), want.counters[k]) << counter_name(k);
+  EXPECT_EQ(c.get(Counter::coinc_prompts), want.counts.prompts);
+  EXPECT_EQ(c.get(Counter::coinc_delayed), want.counts.delayed);
+  EXPECT_EQ(c.get(Counter::coinc_multiples), want.counts.multiples);
+  EXPECT_EQ(c.get(Counter::coinc_delayed_multiples), want.counts.delayed_multiples);
+  for (std::uint32_t b = 0; b < c.bdm_count(); ++b) {
+    EXPECT_EQ(c.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
+    EXPECT_EQ(c.bdm_energy_rejected(b), want.bdm_energy_rejected[b]) << "bdm " << b;
+  }
+}
+
+// Pushes `arrival` in random chunks with a fake clock that advances `step` per chunk; now
+// and then jumps past max_slice_ms so slices are also cut by time.
+struct Streamer {
+  TestScanner& scanner;
+  std::mt19937_64& rng;
+  Slicer::Clock::time_point now{};
+  std::chrono::microseconds step{1};
+  std::size_t max_chunk = 64;
+  bool time_cuts = true;
+
+  void push_all(Slicer& slicer, const std::vector<RawFrame>& arrival) {
+    std::uniform_int_distribution<std::size_t> chunk(1, max_chunk);
+    std::uniform_real_distribution<double> u(0, 1);
+    const auto slice_time = std::chrono::duration_cast<Slicer::Clock::duration>(
+        std::chrono::duration<double, std::milli>(scanner.settings.stream.max_slice_ms * 1.5));
+    for (std::size_t i = 0; i < arrival.size();) {
+      const std::size_t n = std::min(chunk(rng), arrival.size() - i);
+      slicer.push(arrival.data() + i, n, now);
+      i += n;
+      now += step;
+      if (time_cuts && u(rng) < 0.05) now += slice_time;
+      slicer.poll(now);
+    }
+  }
+};
+
+void small_stream_settings(Settings& s) {
+  s.stream.max_slice_ms = 1.0;
+  s.stream.source_idle_ms = 1e7;
+  s.stream.max_pending_frames = 1 << 16;
+  s.stream.max_carry_singles = 1 << 16;
+  s.stream.max_records_per_single = 8;
+}
+
+TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
+  std::mt19937_64 rng(20240611);
+  for (int iteration = 0; iteration < 48; ++iteration) {
+    SCOPED_TRACE("iteration " + std::to_string(iteration));
+    TestScanner scanner(iteration % 3 != 2);
+    Settings& s = scanner.settings;
+    small_stream_settings(s);
+    std::uniform_int_distribution<int> pick(0, 5);
+    s.coincidence.window_mode = iteration % 2 ? WindowMode::every_single : WindowMode::first_open;
+    s.coincidence.policy = static_cast<Policy>(pick(rng));
+    s.coincidence.window_edge = iteration % 4 < 2 ? WindowEdge::closed : WindowEdge::half_open;
+    s.coincidence.delayed.enabled = iteration % 5 != 4;
+    s.coincidence.delayed.offset_ps = 1600 * s.scanner.tick_ps;
+    s.coincidence.min_sector_difference = iteration % 7 == 3 ? 1 : 0;
+    const std::uint64_t disorder_ticks = std::array<std::uint64_t, 4>{0, 50, 700, 5000}[iteration % 4];
+    s.stream.max_disorder_ps = static_cast<double>(disorder_ticks) * s.scanner.tick_ps;
+    s.stream.max_slice_frames = std::uniform_int_distribution<std::uint64_t>(3, 80)(rng);
+
+    AcquisitionOptions o;
+    o.events = 1500;
+    const auto frames = test::random_acquisition(scanner, rng, o);
+    const BatchResult want = test::batch_process(scanner, frames);
+    ASSERT_EQ(want.records_overflow, 0u);
+    ASSERT_GT(want.prompts.size(), 10u);
+    const auto arrival = test::arrival_order(frames, disorder_ticks, rng);
+
+    RecordingSink sink;
+    Counters counters(scanner.geometry().bdm_count());
+    CpuBackend backend(s, scanner.calibration);
+    Slicer slicer(s, scanner.calibration, backend, sink, counters);
+    Streamer streamer{scanner, rng};
+    streamer.max_chunk = iteration % 3 == 0 ? 4 : 300;
+    streamer.push_all(slicer, arrival);
+    slicer.finish();
+
+    expect_run_equals_batch(sink, 0, want);
+    expect_counters_equal_batch(counters, want);
+    EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_carry_overflow), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_slices), sink.batches.size());
+    EXPECT_GT(sink.batches.size(), 5u);
+    EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
+    EXPECT_EQ(slicer.pending_frames(), 0u);
+  }
+}
+
+TEST(Slicer, LateFramesAreCountedAndDropped) {
+  std::mt19937_64 rng(7);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 40;
+  const auto frames = test::random_acquisition(scanner, rng, {});
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  std::uint64_t injected = 0;
+  for (std::size_t i = 0; i < arrival.size(); ++i) {
+    slicer.push(&arrival[i], 1, now);
+    if (i % 97 == 50 && slicer.horizon() > 10) {
+      // A good frame from an attributable source, older than the published horizon.
+      const RawFrame late = scanner.frame(static_cast<std::uint32_t>(i % 4), 1, 5,
+                                          slicer.horizon() - 1 - i % 7, 500);
+      slicer.push(&late, 1, now);
+      ++injected;
+    }
+    slicer.poll(now);
+  }
+  slicer.finish();
+  ASSERT_GT(injected, 10u);
+  EXPECT_EQ(counters.get(Counter::stream_late), injected);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
+TEST(Slicer, TimeJumpsAreCountedAndDroppedIncludingAWildFirstFrame) {
+  std::mt19937_64 rng(11);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 150'000 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 64;
+  AcquisitionOptions o;
+  o.events = 3000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  // The very first frame carries a corrupt timestamp: it must not become the reference.
+  const RawFrame wild_first = scanner.frame(2, 0, 3, 1ull << 40, 500);
+  slicer.push(&wild_first, 1, now);
+  std::uint64_t injected = 1;
+  for (std::size_t i = 0; i < arrival.size(); ++i) {
+    slicer.push(&arrival[i], 1, now);
+    if (i % 101 == 7) {
+      const std::uint64_t t = frame_time(arrival[i].bytes) + 400'000 + i;
+      const RawFrame jump = scanner.frame(static_cast<std::uint32_t>(i % 4), 2, 9, t, 480);
+      slicer.push(&jump, 1, now);
+      ++injected;
+    }
+    slicer.poll(now);
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), injected);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
+TEST(Slicer, AnIdleSourceStopsHoldingTheHorizonAndRejoins) {
+  std::mt19937_64 rng(13);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  // Without the idle rule, the others would run past max_future while BDM 3 is silent.
+  s.stream.max_future_ps = 50'000 * s.scanner.tick_ps;
+  s.stream.source_idle_ms = 20.0;
+  s.stream.max_slice_ms = 1e6;  // only size cuts
+  s.stream.max_slice_frames = 50;
+  AcquisitionOptions o;
+  o.events = 4000;
+  auto frames = test::random_acquisition(scanner, rng, o);
+  // BDM 3 is silent over the middle third of the acquisition.
+  const std::uint64_t t0 = frame_time(frames.front().bytes);
+  const std::uint64_t span = frame_time(frames.back().bytes) - t0;
+  const std::uint64_t quiet_from = t0 + span / 3, quiet_to = t0 + 2 * span / 3;
+  ASSERT_GT(quiet_to - quiet_from, 2 * 50'000u);
+  std::erase_if(frames, [&](const RawFrame& f) {
+    const std::uint64_t t = frame_time(f.bytes);
+    return f.bytes[frame_offset::bdm] == 3 && t >= quiet_from && t < quiet_to;
+  });
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  // The fake wall clock follows acquisition time: 1 tick = 1 µs, so 20 ms idle = 20 000 ticks.
+  const Slicer::Clock::time_point epoch{};
+  for (const RawFrame& f : arrival) {
+    const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
+    slicer.push(&f, 1, now);
+    slicer.poll(now);
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_source_idle), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
+TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
+  std::mt19937_64 rng(17);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  const std::uint64_t disorder = 200;
+  s.stream.max_disorder_ps = static_cast<double>(disorder) * s.scanner.tick_ps;
+  s.stream.max_future_ps = 100'000 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 64;
+
+  AcquisitionOptions first;
+  first.events = 2500;
+  first.start_ticks = 5'000'000;
+  auto run_a = test::random_acquisition(scanner, rng, first);
+  AcquisitionOptions second;
+  second.events = 2000;
+  second.start_ticks = 2000;
+  const auto run_b = test::random_acquisition(scanner, rng, second);
+
+  // Each source stops its old run at its own time; its new-run frames arrive right after its
+  // own last old frame, interleaved with the other sources' old-run tails.
+  const std::uint64_t a_end = frame_time(run_a.back().bytes);
+  std::uint64_t source_end[256];
+  for (int b = 0; b < 256; ++b) source_end[b] = a_end - static_cast<std::uint64_t>(b % 4) * 3000;
+  std::erase_if(run_a, [&](const RawFrame& f) {
+    return frame_time(f.bytes) > source_end[f.bytes[frame_offset::bdm]];
+  });
+  std::uniform_int_distribution<std::uint64_t> delay(0, disorder - 1);
+  std::vector<std::pair<std::uint64_t, RawFrame>> keyed;
+  for (const RawFrame& f : run_a) keyed.push_back({frame_time(f.bytes) + delay(rng), f});
+  const std::uint64_t b0 = frame_time(run_b.front().bytes);
+  for (const RawFrame& f : run_b) {
+    const std::uint64_t resume = source_end[f.bytes[frame_offset::bdm]] + disorder;
+    keyed.push_back({resume + (frame_time(f.bytes) - b0) + delay(rng), f});
+  }
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  for (const auto& [key, f] : keyed) {
+    slicer.push(&f, 1, now);
+    slicer.poll(now);
+  }
+  EXPECT_EQ(slicer.run_id(), 1u);
+  slicer.finish();
+
+  EXPECT_EQ(counters.get(Counter::stream_runs), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
+  expect_run_equals_batch(sink, 0, test::batch_process(scanner, run_a));
+  expect_run_equals_batch(sink, 1, test::batch_process(scanner, run_b));
+}
+
+TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 0;
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  std::vector<RawFrame> frames;
+  for (std::uint32_t b = 0; b < 4; ++b) frames.push_back(scanner.frame(b, 0, 0, 1000 + b, 500));
+  RawFrame bad_bdm = scanner.frame(0, 0, 0, 1ull << 50, 500);
+  bad_bdm.bytes[frame_offset::bdm] = 9;
+  RawFrame bad_marker = scanner.frame(1, 0, 0, 1ull << 51, 500);
+  bad_marker.bytes[frame_offset::temp_frac_tail] = 0x40;
+  frames.push_back(bad_bdm);
+  frames.push_back(bad_marker);
+  slicer.push(frames.data(), frames.size(), {});
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::frame_bad_bdm), 1u);
+  EXPECT_EQ(counters.get(Counter::frame_bad_marker), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 4u);
+  ASSERT_FALSE(sink.batches.empty());
+  EXPECT_LT(sink.batches.back().t_end, 2000u);
+}
+
+TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_pending_frames = 8;
+  s.stream.max_disorder_ps = 1e9;  // the horizon stays far behind: everything waits
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  std::vector<RawFrame> frames;
+  for (std::uint32_t i = 0; i < 12; ++i) frames.push_back(scanner.frame(i % 4, 0, i % 16, 1000 + i, 500));
+  slicer.push(frames.data(), frames.size(), {});
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), 4u);
+  EXPECT_EQ(slicer.pending_frames(), 8u);
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 8u);
+}
+
+}  // namespace
+}  // namespace petdaq
