@@ -1,0 +1,233 @@
+#include "tools/sim/detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <sstream>
+
+#include "tools/sim/rng.h"
+
+namespace petdaq::sim {
+
+namespace {
+// Stream ids of the detector's own random draws (kept apart from the acquisition's).
+constexpr std::uint64_t kGainStream = 0x6761'696E;
+constexpr std::uint64_t kDelayStream = 0x6465'6C61;
+constexpr std::uint64_t kFloodStream = 0x666C'6F6F;
+
+double clipped_gauss(Rng& rng, double limit) {
+  return std::clamp(rng.gauss(), -limit, limit);
+}
+}  // namespace
+
+DetectorModel::DetectorModel(const Settings& settings, const SimOptions& options)
+    : geometry_(Geometry::from(settings.scanner)) {
+  const ScannerSettings& sc = settings.scanner;
+  panels_ = sc.bdm_transaxial;
+  ring_radius_mm_ = sc.ring_radius_mm;
+  pitch_t_mm_ = sc.crystal_pitch_transaxial_mm;
+  pitch_a_mm_ = sc.crystal_pitch_axial_mm;
+  depth_mm_ = sc.crystal_depth_mm;
+
+  du_width_t_mm_ = sc.crystal_transaxial * pitch_t_mm_;
+  du_step_t_mm_ = du_width_t_mm_ + sc.du_gap_mm;
+  total_t_mm_ = sc.du_transaxial * du_width_t_mm_ + (sc.du_transaxial - 1) * sc.du_gap_mm;
+  du_len_a_mm_ = sc.crystal_axial * pitch_a_mm_;
+  du_step_a_mm_ = du_len_a_mm_ + sc.du_gap_mm;
+  bdm_len_a_mm_ = sc.du_axial * du_len_a_mm_ + (sc.du_axial - 1) * sc.du_gap_mm;
+  bdm_step_a_mm_ = bdm_len_a_mm_ + sc.bdm_gap_mm;
+  total_a_mm_ = sc.bdm_axial * bdm_len_a_mm_ + (sc.bdm_axial - 1) * sc.bdm_gap_mm;
+
+  // The BDMs are flat panels whose faces touch a circle of the ring radius; they must not
+  // overlap at the corners.
+  const double side_mm = 2.0 * ring_radius_mm_ * std::tan(std::numbers::pi / panels_);
+  if (panels_ < 3 || total_t_mm_ > side_mm) {
+    std::ostringstream msg;
+    msg << "scanner: " << panels_ << " BDM panels " << total_t_mm_
+        << " mm wide do not fit around a ring of radius " << ring_radius_mm_
+        << " mm (a side of the " << panels_ << "-gon is " << side_mm << " mm)";
+    throw SettingsError(msg.str());
+  }
+  if (geometry_.du_per_bdm() > 16)
+    throw SettingsError("scanner: more than 16 DUs per BDM cannot be addressed by a frame");
+
+  panel_cos_.resize(panels_);
+  panel_sin_.resize(panels_);
+  for (std::uint32_t b = 0; b < panels_; ++b) {
+    const double angle = 2.0 * std::numbers::pi * b / panels_;
+    panel_cos_[b] = std::cos(angle);
+    panel_sin_[b] = std::sin(angle);
+  }
+
+  const std::uint32_t n_crystals = geometry_.crystal_count();
+  saturation_keV_ = options.saturation_keV;
+  adc_per_keV_.resize(n_crystals);
+  delay_ticks_.resize(n_crystals);
+  for (std::uint32_t c = 0; c < n_crystals; ++c) {
+    Rng gain_rng(mix_seed(options.detector_seed, kGainStream, c));
+    adc_per_keV_[c] = static_cast<float>(options.adc_per_keV *
+                                         std::exp(options.gain_spread * clipped_gauss(gain_rng, 3)));
+    Rng delay_rng(mix_seed(options.detector_seed, kDelayStream, c));
+    const double delay_ps = options.delay_spread_ps * clipped_gauss(delay_rng, 4);
+    delay_ticks_[c] = static_cast<std::int32_t>(std::llround(delay_ps / sc.tick_ps));
+    max_abs_delay_ticks_ = std::max(max_abs_delay_ticks_, std::abs(delay_ticks_[c]));
+  }
+  build_flood_maps(options.detector_seed);
+}
+
+double DetectorModel::crystal_volume_cc() const {
+  return pitch_t_mm_ * pitch_a_mm_ * depth_mm_ / 1000.0;
+}
+
+bool DetectorModel::locate(double px, double py, double pz, double ux, double uy, double uz,
+                           DetectorHit& hit) const {
+  // Leaving a convex polygon: the exit face is the one reached first.
+  double best_t = std::numeric_limits<double>::infinity();
+  std::uint32_t best = panels_;
+  for (std::uint32_t b = 0; b < panels_; ++b) {
+    const double den = ux * panel_cos_[b] + uy * panel_sin_[b];
+    if (den <= 1e-12) continue;
+    const double t = (ring_radius_mm_ - (px * panel_cos_[b] + py * panel_sin_[b])) / den;
+    if (t < best_t) {
+      best_t = t;
+      best = b;
+    }
+  }
+  if (best == panels_ || best_t < 0) return false;
+  const double hx = px + best_t * ux;
+  const double hy = py + best_t * uy;
+  const double hz = pz + best_t * uz;
+
+  const double s_mm = -hx * panel_sin_[best] + hy * panel_cos_[best] + 0.5 * total_t_mm_;
+  if (s_mm < 0 || s_mm >= total_t_mm_) return false;
+  const auto d_trans = static_cast<std::uint32_t>(s_mm / du_step_t_mm_);
+  const double in_du_t = s_mm - d_trans * du_step_t_mm_;
+  if (d_trans >= geometry_.du_transaxial || in_du_t >= du_width_t_mm_) return false;
+  const auto c_trans =
+      std::min(static_cast<std::uint32_t>(in_du_t / pitch_t_mm_), geometry_.crystal_transaxial - 1);
+
+  const double z_mm = hz + 0.5 * total_a_mm_;
+  if (z_mm < 0 || z_mm >= total_a_mm_) return false;
+  const auto b_axial = static_cast<std::uint32_t>(z_mm / bdm_step_a_mm_);
+  const double in_bdm = z_mm - b_axial * bdm_step_a_mm_;
+  if (b_axial >= geometry_.bdm_axial || in_bdm >= bdm_len_a_mm_) return false;
+  const auto d_axial = static_cast<std::uint32_t>(in_bdm / du_step_a_mm_);
+  const double in_du_a = in_bdm - d_axial * du_step_a_mm_;
+  if (d_axial >= geometry_.du_axial || in_du_a >= du_len_a_mm_) return false;
+  const auto c_axial =
+      std::min(static_cast<std::uint32_t>(in_du_a / pitch_a_mm_), geometry_.crystal_axial - 1);
+
+  hit.bdm = b_axial * geometry_.bdm_transaxial + best;
+  hit.du = d_trans * geometry_.du_axial + d_axial;
+  hit.local = c_trans * geometry_.crystal_axial + c_axial;
+  hit.crystal = geometry_.crystal_id(hit.bdm, hit.du, hit.local);
+  hit.distance_mm = best_t;
+  hit.cos_incidence = ux * panel_cos_[best] + uy * panel_sin_[best];
+  return true;
+}
+
+void DetectorModel::build_flood_maps(std::uint64_t seed) {
+  const Geometry& g = geometry_;
+  const std::uint32_t n_du = g.bdm_count() * g.du_per_bdm();
+  const std::uint32_t per_du = g.crystals_per_du();
+  const std::uint32_t size = g.position_size;
+  const double centre = 0.5 * (size - 1);
+  const double half_span = 0.46 * size;
+  // Anger logic compresses the image towards the DU's edges: u -> u (1 + k) - k u^3.
+  constexpr double kCompression = 0.15;
+  auto distort = [](double u) { return u * (1 + kCompression) - kCompression * u * u * u; };
+
+  peak_x_.resize(std::size_t{n_du} * per_du);
+  peak_y_.resize(peak_x_.size());
+  peak_spacing_.resize(peak_x_.size());
+  position_lut_.assign(std::size_t{n_du} * size * size, 255);
+  std::vector<float> best_d2(std::size_t{size} * size);
+
+  for (std::uint32_t du = 0; du < n_du; ++du) {
+    Rng rng(mix_seed(seed, kFloodStream, du));
+    const double nominal_spacing = 2.0 * half_span / std::max(g.crystal_axial, g.crystal_transaxial);
+    // Rows are labels' rows (image y), columns the axial crystals (image x).
+    for (std::uint32_t row = 0; row < g.crystal_transaxial; ++row) {
+      for (std::uint32_t col = 0; col < g.crystal_axial; ++col) {
+        const double ux = -1.0 + (2.0 * col + 1.0) / g.crystal_axial;
+        const double uy = -1.0 + (2.0 * row + 1.0) / g.crystal_transaxial;
+        const std::uint32_t label = row * g.crystal_axial + col;
+        const std::size_t i = std::size_t{du} * per_du + label;
+        peak_x_[i] = static_cast<float>(centre + half_span * distort(ux) +
+                                        0.03 * nominal_spacing * clipped_gauss(rng, 3));
+        peak_y_[i] = static_cast<float>(centre + half_span * distort(uy) +
+                                        0.03 * nominal_spacing * clipped_gauss(rng, 3));
+      }
+    }
+    for (std::uint32_t a = 0; a < per_du; ++a) {
+      const std::size_t ia = std::size_t{du} * per_du + a;
+      double nearest2 = std::numeric_limits<double>::infinity();
+      for (std::uint32_t b = 0; b < per_du; ++b) {
+        if (a == b) continue;
+        const std::size_t ib = std::size_t{du} * per_du + b;
+        const double dx = peak_x_[ia] - peak_x_[ib];
+        const double dy = peak_y_[ia] - peak_y_[ib];
+        nearest2 = std::min(nearest2, dx * dx + dy * dy);
+      }
+      // A DU of one crystal has no neighbour: give it the whole image.
+      peak_spacing_[ia] = static_cast<float>(per_du > 1 ? std::sqrt(nearest2) : size);
+    }
+
+    // Segmentation: each pixel takes its nearest peak, within 0.75 of that peak's spacing
+    // (beyond, in the valleys outside the outer crystals, it is no crystal).
+    std::fill(best_d2.begin(), best_d2.end(), std::numeric_limits<float>::infinity());
+    std::uint8_t* lut = &position_lut_[std::size_t{du} * size * size];
+    for (std::uint32_t label = 0; label < per_du; ++label) {
+      const std::size_t i = std::size_t{du} * per_du + label;
+      const double r = 0.75 * peak_spacing_[i];
+      const double px = peak_x_[i], py = peak_y_[i];
+      const int x0 = std::max(0, static_cast<int>(std::floor(px - r)));
+      const int x1 = std::min(static_cast<int>(size) - 1, static_cast<int>(std::ceil(px + r)));
+      const int y0 = std::max(0, static_cast<int>(std::floor(py - r)));
+      const int y1 = std::min(static_cast<int>(size) - 1, static_cast<int>(std::ceil(py + r)));
+      for (int y = y0; y <= y1; ++y) {
+        for (int x = x0; x <= x1; ++x) {
+          const double d2 = (x - px) * (x - px) + (y - py) * (y - py);
+          float& best = best_d2[std::size_t(y) * size + x];
+          if (d2 <= r * r && d2 < best) {
+            best = static_cast<float>(d2);
+            lut[std::size_t(y) * size + x] = static_cast<std::uint8_t>(label);
+          }
+        }
+      }
+    }
+  }
+}
+
+std::vector<float> DetectorModel::energy_correction(std::uint32_t bins,
+                                                    std::uint32_t bin_width) const {
+  const Geometry& g = geometry_;
+  const std::uint32_t per_du = g.crystals_per_du();
+  std::vector<float> table(std::size_t{g.bdm_count()} * g.du_per_bdm() * per_du * bins);
+  for (std::uint32_t b = 0; b < g.bdm_count(); ++b) {
+    for (std::uint32_t d = 0; d < g.du_per_bdm(); ++d) {
+      for (std::uint32_t c = 0; c < per_du; ++c) {
+        const double k = adc_per_keV_[g.crystal_id(b, d, c)];
+        float* row = &table[((std::size_t{b} * g.du_per_bdm() + d) * per_du + c) * bins];
+        for (std::uint32_t bin = 0; bin < bins; ++bin) {
+          // Inverse of raw = k E / (1 + E / Es): E = raw / (k - raw / Es), at the mean raw
+          // value of the bin. Past the saturation asymptote no real frame can land; keep
+          // the table finite there.
+          const double raw = bin * double(bin_width) + 0.5 * (bin_width - 1);
+          const double denom = std::max(k - raw / saturation_keV_, 0.1 * k);
+          row[bin] = static_cast<float>(1.0 / denom);
+        }
+      }
+    }
+  }
+  return table;
+}
+
+std::vector<std::int32_t> DetectorModel::time_offsets() const {
+  std::vector<std::int32_t> offsets(delay_ticks_.size());
+  for (std::size_t c = 0; c < offsets.size(); ++c) offsets[c] = -delay_ticks_[c];
+  return offsets;
+}
+
+}  // namespace petdaq::sim

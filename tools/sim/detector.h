@@ -1,0 +1,83 @@
+// The simulated detector: where the crystals are (flat BDM panels around the ring), and the
+// per-crystal response the calibration tables undo (gain, non-linearity, delay, flood map).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/geometry.h"
+#include "core/settings.h"
+#include "tools/sim/sim.h"
+
+namespace petdaq::sim {
+
+// Where a photon line meets the detector.
+struct DetectorHit {
+  std::uint32_t bdm;
+  std::uint32_t du;
+  std::uint32_t local;    // local crystal index c = c_trans * crystal_axial + c_axial
+  std::uint32_t crystal;  // global id
+  double distance_mm;     // from the ray's origin to the panel face
+  double cos_incidence;   // between the ray and the panel normal
+};
+
+class DetectorModel {
+ public:
+  DetectorModel(const Settings& settings, const SimOptions& options);
+
+  const Geometry& geometry() const { return geometry_; }
+  double ring_radius_mm() const { return ring_radius_mm_; }
+  double axial_extent_mm() const { return total_a_mm_; }
+  double crystal_volume_cc() const;
+
+  // The first panel a ray from inside the ring crosses, and the crystal it enters; false
+  // when it leaves through a gap or past the axial ends.
+  bool locate(double px, double py, double pz, double ux, double uy, double uz,
+              DetectorHit& hit) const;
+
+  // Per global crystal: ADC units per keV before saturation, and the delay in ticks.
+  float adc_per_keV(std::uint32_t crystal) const { return adc_per_keV_[crystal]; }
+  std::int32_t delay_ticks(std::uint32_t crystal) const { return delay_ticks_[crystal]; }
+  double saturation_keV() const { return saturation_keV_; }
+  std::int32_t max_abs_delay_ticks() const { return max_abs_delay_ticks_; }
+
+  // Flood-map peak of a label in DU (bdm, du), and the distance to its nearest neighbour.
+  float peak_x(std::uint32_t bdm_du, std::uint32_t label) const {
+    return peak_x_[bdm_du * geometry_.crystals_per_du() + label];
+  }
+  float peak_y(std::uint32_t bdm_du, std::uint32_t label) const {
+    return peak_y_[bdm_du * geometry_.crystals_per_du() + label];
+  }
+  float peak_spacing(std::uint32_t bdm_du, std::uint32_t label) const {
+    return peak_spacing_[bdm_du * geometry_.crystals_per_du() + label];
+  }
+  std::uint8_t label_at(std::uint32_t bdm_du, std::uint32_t x, std::uint32_t y) const {
+    const std::size_t n = geometry_.position_size;
+    return position_lut_[(std::size_t{bdm_du} * n + y) * n + x];
+  }
+
+  // The calibration tables of DESIGN section 3.
+  const std::vector<std::uint8_t>& position_lut() const { return position_lut_; }
+  std::vector<float> energy_correction(std::uint32_t bins, std::uint32_t bin_width) const;
+  std::vector<std::int32_t> time_offsets() const;
+
+ private:
+  void build_flood_maps(std::uint64_t seed);
+
+  Geometry geometry_;
+  std::uint32_t panels_ = 0;
+  double ring_radius_mm_ = 0;
+  double pitch_t_mm_ = 0, pitch_a_mm_ = 0, depth_mm_ = 0;
+  double du_width_t_mm_ = 0, du_step_t_mm_ = 0, total_t_mm_ = 0;
+  double du_len_a_mm_ = 0, du_step_a_mm_ = 0, bdm_len_a_mm_ = 0, bdm_step_a_mm_ = 0;
+  double total_a_mm_ = 0;
+  std::vector<double> panel_cos_, panel_sin_;
+  std::vector<float> adc_per_keV_;
+  std::vector<std::int32_t> delay_ticks_;
+  std::int32_t max_abs_delay_ticks_ = 0;
+  double saturation_keV_ = 0;
+  std::vector<float> peak_x_, peak_y_, peak_spacing_;
+  std::vector<std::uint8_t> position_lut_;
+};
+
+}  // namespace petdaq::sim

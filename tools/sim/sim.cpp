@@ -1,0 +1,957 @@
+#include "tools/sim/sim.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numbers>
+#include <queue>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "core/calibration.h"
+#include "proto/frame.h"
+#include "tools/sim/detector.h"
+#include "tools/sim/rng.h"
+#include "tools/sim/truth.h"
+
+namespace petdaq::sim {
+
+namespace {
+
+constexpr double kElectronKeV = 510.99895;
+constexpr double kAnnihilationKeV = kElectronKeV;
+constexpr double kLightMmPerPs = 0.299792458;
+// Water: 3.343e23 electrons per cm^3; with the Klein-Nishina cross-section this gives
+// mu(511 keV) = 0.0096 / mm, photoelectric absorption being negligible above 100 keV.
+constexpr double kWaterElectronsPerMm3 = 3.3428e20;
+constexpr double kElectronRadiusMm = 2.8179403262e-12;
+// LYSO: mu(511 keV) = 0.86 / cm; between 200 and 511 keV mu grows roughly as E^-1.4.
+constexpr double kLysoMu511PerMm = 0.086;
+constexpr double kLysoMuExponent = 1.4;
+constexpr double kFwhmPerSigma = 2.3548200450309493;
+// 176Lu: beta endpoint 596 keV, then a cascade of 307, 202 and 88 keV gamma rays that the
+// crystal itself absorbs with these probabilities (the rest escape).
+constexpr double kLuBetaEndpointKeV = 596.0;
+constexpr double kLuGammaKeV[3] = {307.0, 202.0, 88.0};
+constexpr double kLuGammaAbsorbed[3] = {0.35, 0.45, 0.8};
+
+constexpr std::uint64_t kAcquisitionStream = 0x6163'7175;
+constexpr std::uint64_t kLinkStream = 0x6C69'6E6B;
+// Events per block: long enough that the ordering overhead is small, short enough that
+// every thread gets work in a 10 ms acquisition at a few MBq.
+constexpr double kEventsPerBlock = 32768.0;
+
+double klein_nishina_total_mm2(double energy_keV) {
+  const double k = energy_keV / kElectronKeV;
+  const double l = std::log1p(2 * k);
+  const double a = (1 + k) / (k * k) * (2 * (1 + k) / (1 + 2 * k) - l / k);
+  const double b = l / (2 * k) - (1 + 3 * k) / ((1 + 2 * k) * (1 + 2 * k));
+  return 2 * std::numbers::pi * kElectronRadiusMm * kElectronRadiusMm * (a + b);
+}
+
+double water_mu_per_mm(double energy_keV) {
+  return kWaterElectronsPerMm3 * klein_nishina_total_mm2(energy_keV);
+}
+
+// cos(theta) of a Compton scatter, Klein-Nishina distributed (rejection sampling).
+double sample_compton_cos(double energy_keV, Rng& rng) {
+  const double k = energy_keV / kElectronKeV;
+  for (;;) {
+    const double c = 2 * rng.uniform() - 1;
+    const double p = 1 / (1 + k * (1 - c));
+    // dsigma/dOmega ~ p^2 (p + 1/p - sin^2), at most 2 (forward).
+    const double f = 0.5 * p * p * (p + 1 / p - (1 - c * c));
+    if (rng.uniform() < f) return c;
+  }
+}
+
+double compton_energy(double energy_keV, double cos_theta) {
+  return energy_keV / (1 + energy_keV / kElectronKeV * (1 - cos_theta));
+}
+
+// A uniformly distributed azimuth as (cos, sin), without trigonometry.
+void random_azimuth(Rng& rng, double& c, double& s) {
+  double a, b, r2;
+  do {
+    a = 2 * rng.uniform() - 1;
+    b = 2 * rng.uniform() - 1;
+    r2 = a * a + b * b;
+  } while (r2 >= 1 || r2 == 0);
+  c = (a * a - b * b) / r2;
+  s = 2 * a * b / r2;
+}
+
+// Turns the unit vector u by theta (given by its cosine) about a random azimuth.
+void deflect(double& ux, double& uy, double& uz, double cos_t, Rng& rng) {
+  double cp, sp;
+  random_azimuth(rng, cp, sp);
+  const double sin_t = std::sqrt(std::max(0.0, 1 - cos_t * cos_t));
+  if (std::abs(uz) < 0.99999) {
+    const double t = std::sqrt(1 - uz * uz);
+    const double nx = sin_t * (ux * uz * cp - uy * sp) / t + ux * cos_t;
+    const double ny = sin_t * (uy * uz * cp + ux * sp) / t + uy * cos_t;
+    const double nz = -sin_t * cp * t + uz * cos_t;
+    ux = nx;
+    uy = ny;
+    uz = nz;
+  } else {
+    const double sign = uz > 0 ? 1.0 : -1.0;
+    ux = sin_t * cp;
+    uy = sin_t * sp;
+    uz = sign * cos_t;
+  }
+}
+
+struct Plan {
+  double tick_ps = 1;
+  std::uint64_t origin_ticks = 0;
+  std::uint64_t block_ticks = 1;
+  std::uint64_t total_ticks = 0;  // 0: open-ended (stop by frame count)
+  double decay_mean_ps = 0;       // mean time between decays (inf: none)
+  double background_mean_ps = 0;
+  std::uint64_t disorder_ticks = 0;
+  std::uint64_t guard_ticks = 0;  // how far a frame's key can fall before its event's block
+};
+
+struct SimFrame {
+  std::uint64_t key;  // the BDM's sending order: time stamp + bounded disorder
+  RawFrame raw;
+  TruthRecord truth;
+};
+
+struct BlockStats {
+  std::uint64_t decays = 0, background_events = 0, frames = 0;
+  std::uint64_t frames_annihilation = 0, frames_scattered = 0, frames_background = 0;
+  std::uint64_t frames_mispositioned = 0, frames_no_crystal = 0, frames_in_window = 0;
+  std::uint64_t pairs = 0, pairs_scattered = 0, pairs_in_window = 0, pairs_in_window_scattered = 0;
+
+  void add_to(SimSummary& s) const {
+    s.decays += decays;
+    s.background_events += background_events;
+    s.frames += frames;
+    s.frames_annihilation += frames_annihilation;
+    s.frames_scattered += frames_scattered;
+    s.frames_background += frames_background;
+    s.frames_mispositioned += frames_mispositioned;
+    s.frames_no_crystal += frames_no_crystal;
+    s.frames_in_window += frames_in_window;
+    s.pairs += pairs;
+    s.pairs_scattered += pairs_scattered;
+    s.pairs_in_window += pairs_in_window;
+    s.pairs_in_window_scattered += pairs_in_window_scattered;
+  }
+};
+
+struct Block {
+  std::uint64_t index = 0;
+  std::uint64_t end_ticks = 0;  // relative to the origin
+  std::vector<SimFrame> generated;  // in generation order
+  std::vector<SimFrame> frames;     // grouped by BDM, each BDM in key order
+  std::vector<std::uint32_t> bdm_begin;
+  BlockStats stats;
+};
+
+// What a photon looked like to the detector, for the truth summary.
+struct PhotonOutcome {
+  bool made = false;       // a frame was sent
+  bool scattered = false;  // scattered in the phantom (whether detected or not)
+  bool in_window = false;  // measured energy in the window and a crystal in the flood map
+  std::uint32_t measured_crystal = 0;
+};
+
+class BlockGenerator {
+ public:
+  BlockGenerator(const Settings& settings, const SimOptions& options, const DetectorModel& model,
+                 const Plan& plan)
+      : options_(options), model_(model), g_(model.geometry()), plan_(plan) {
+    phantom_ = options.phantom == PhantomKind::water_cylinder ||
+               (options.phantom == PhantomKind::automatic &&
+                options.source == SourceShape::cylinder);
+    phantom_r2_ = options.phantom_radius_mm * options.phantom_radius_mm;
+    phantom_half_mm_ = 0.5 * options.phantom_length_mm;
+    water_mu511_ = water_mu_per_mm(kAnnihilationKeV);
+    acollinearity_sigma_rad_ =
+        options.acollinearity_fwhm_deg * std::numbers::pi / 180.0 / kFwhmPerSigma;
+    energy_sigma_ = options.energy_resolution_fwhm / kFwhmPerSigma * std::sqrt(kAnnihilationKeV);
+    time_sigma_ps_ = options.time_resolution_fwhm_ps / kFwhmPerSigma;
+    depth_mm_ = settings.scanner.crystal_depth_mm;
+    low_keV_ = settings.energy_window.low_keV;
+    high_keV_ = settings.energy_window.high_keV;
+    head_marker_ = settings.frame.head_marker;
+    tail_marker_ = settings.frame.tail_marker;
+  }
+
+  void generate(std::uint64_t index, Block& out) const {
+    out.index = index;
+    out.generated.clear();
+    out.stats = {};
+    Rng rng(mix_seed(options_.seed, kAcquisitionStream, index));
+    const std::uint64_t start = index * plan_.block_ticks;
+    std::uint64_t end = start + plan_.block_ticks;
+    if (plan_.total_ticks) end = std::min(end, plan_.total_ticks);
+    out.end_ticks = end;
+    const double length_ps = double(end - start) * plan_.tick_ps;
+    Context ctx{out, rng, plan_.origin_ticks + start};
+    set_temperatures(ctx, (double(start) + 0.5 * double(end - start)) * plan_.tick_ps * 1e-12);
+
+    if (std::isfinite(plan_.decay_mean_ps)) {
+      for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.decay_mean_ps))
+        decay(ctx, t);
+    }
+    if (std::isfinite(plan_.background_mean_ps)) {
+      for (double t = rng.exponential(plan_.background_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.background_mean_ps))
+        background(ctx, t);
+    }
+    order(out);
+  }
+
+ private:
+  struct Context {
+    Block& out;
+    Rng& rng;
+    std::uint64_t base_ticks;  // origin + block start
+    std::uint32_t next_event = 0;
+    std::vector<std::pair<std::int8_t, std::uint8_t>> temperature{};  // per BDM: int, 16ths
+  };
+
+  // Board temperatures drift slowly: a warm-up and a few-minute oscillation per board.
+  void set_temperatures(Context& ctx, double t_s) const {
+    ctx.temperature.resize(g_.bdm_count());
+    for (std::uint32_t b = 0; b < g_.bdm_count(); ++b) {
+      const double phase = 2 * std::numbers::pi * b / g_.bdm_count();
+      const double temp = 31.0 + 0.5 * std::sin(phase) + 0.8 * (1 - std::exp(-t_s / 120.0)) +
+                          0.4 * std::sin(2 * std::numbers::pi * t_s / 240.0 + phase);
+      const double whole = std::floor(temp);
+      ctx.temperature[b] = {static_cast<std::int8_t>(whole),
+                            static_cast<std::uint8_t>(std::min(15.0, (temp - whole) * 16.0))};
+    }
+  }
+
+  std::uint64_t event_id(Context& ctx) const {
+    return (ctx.out.index << 32) | ctx.next_event++;
+  }
+
+  void decay(Context& ctx, double t_ps) const {
+    Rng& rng = ctx.rng;
+    const std::uint64_t id = event_id(ctx);
+    ++ctx.out.stats.decays;
+    double px = 0, py = 0, pz = 0;
+    if (options_.source == SourceShape::cylinder) {
+      double a, b;
+      do {
+        a = 2 * rng.uniform() - 1;
+        b = 2 * rng.uniform() - 1;
+      } while (a * a + b * b >= 1);
+      px = a * options_.phantom_radius_mm;
+      py = b * options_.phantom_radius_mm;
+      pz = (rng.uniform() - 0.5) * options_.phantom_length_mm;
+    }
+    // Isotropic direction (Marsaglia 1972: a point in the unit disk, no trigonometry).
+    double a, b, s;
+    do {
+      a = 2 * rng.uniform() - 1;
+      b = 2 * rng.uniform() - 1;
+      s = a * a + b * b;
+    } while (s >= 1);
+    const double f = 2 * std::sqrt(1 - s);
+    const double ux = a * f, uy = b * f, uz = 1 - 2 * s;
+    // Residual momentum of the positron-electron pair: the second photon is off
+    // back-to-back by a small angle, Gaussian in each of its two projections.
+    double vx = -ux, vy = -uy, vz = -uz;
+    if (acollinearity_sigma_rad_ > 0) {
+      const double gx = rng.gauss() * acollinearity_sigma_rad_;
+      const double gy = rng.gauss() * acollinearity_sigma_rad_;
+      deflect(vx, vy, vz, std::cos(std::sqrt(gx * gx + gy * gy)), rng);
+    }
+    const std::uint64_t event_ticks = ctx.base_ticks + std::llround(t_ps / plan_.tick_ps);
+    const PhotonOutcome p0 = photon(ctx, t_ps, event_ticks, px, py, pz, ux, uy, uz, id, 0);
+    const PhotonOutcome p1 = photon(ctx, t_ps, event_ticks, px, py, pz, vx, vy, vz, id, 1);
+    if (p0.made && p1.made) {
+      BlockStats& st = ctx.out.stats;
+      const bool scattered = p0.scattered || p1.scattered;
+      ++st.pairs;
+      st.pairs_scattered += scattered;
+      if (p0.in_window && p1.in_window && p0.measured_crystal != p1.measured_crystal) {
+        ++st.pairs_in_window;
+        st.pairs_in_window_scattered += scattered;
+      }
+    }
+  }
+
+  // Distance from a point inside the phantom cylinder to its surface along u.
+  double phantom_exit_mm(double px, double py, double pz, double ux, double uy,
+                         double uz) const {
+    double t = std::numeric_limits<double>::infinity();
+    const double a = ux * ux + uy * uy;
+    if (a > 1e-18) {
+      const double b = px * ux + py * uy;
+      const double c = px * px + py * py - phantom_r2_;
+      t = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a;
+    }
+    if (uz > 0) t = std::min(t, (phantom_half_mm_ - pz) / uz);
+    if (uz < 0) t = std::min(t, (-phantom_half_mm_ - pz) / uz);
+    return std::max(t, 0.0);
+  }
+
+  PhotonOutcome photon(Context& ctx, double t_ps, std::uint64_t event_ticks, double px, double py,
+                       double pz, double ux, double uy, double uz, std::uint64_t id,
+                       std::uint8_t which) const {
+    Rng& rng = ctx.rng;
+    PhotonOutcome outcome;
+    double energy = kAnnihilationKeV;
+    double path_mm = 0;
+    unsigned scatters = 0;
+    if (phantom_) {
+      for (;;) {
+        const double exit_mm = phantom_exit_mm(px, py, pz, ux, uy, uz);
+        const double mu = scatters == 0 ? water_mu511_ : water_mu_per_mm(energy);
+        const double free_mm = rng.exponential(1.0 / mu);
+        if (free_mm >= exit_mm) {
+          px += exit_mm * ux;
+          py += exit_mm * uy;
+          pz += exit_mm * uz;
+          path_mm += exit_mm;
+          break;
+        }
+        px += free_mm * ux;
+        py += free_mm * uy;
+        pz += free_mm * uz;
+        path_mm += free_mm;
+        const double c = sample_compton_cos(energy, rng);
+        energy = compton_energy(energy, c);
+        deflect(ux, uy, uz, c, rng);
+        ++scatters;
+        outcome.scattered = true;
+        // Below 20 keV water absorbs it; a photon still inside after many scatters is lost.
+        if (energy < 20.0 || scatters >= 64) return outcome;
+      }
+    }
+    DetectorHit hit;
+    if (!model_.locate(px, py, pz, ux, uy, uz, hit)) return outcome;
+    path_mm += hit.distance_mm;
+
+    const double mu_lyso =
+        scatters == 0 ? kLysoMu511PerMm
+                      : kLysoMu511PerMm * std::pow(kAnnihilationKeV / energy, kLysoMuExponent);
+    const double interact = options_.detector_efficiency *
+                            (1 - std::exp(-mu_lyso * depth_mm_ / hit.cos_incidence));
+    if (rng.uniform() >= interact) return outcome;
+
+    // Full absorption (photopeak) or a Compton interaction whose scattered photon escapes.
+    const double photofraction =
+        scatters == 0 ? options_.photofraction_511
+                      : std::min(1.0, options_.photofraction_511 *
+                                          std::pow(kAnnihilationKeV / energy, 1.5));
+    double deposit = energy;
+    if (rng.uniform() >= photofraction)
+      deposit = energy - compton_energy(energy, sample_compton_cos(energy, rng));
+
+    const PhotonKind kind = scatters ? PhotonKind::scattered : PhotonKind::annihilation;
+    return frame(ctx, hit.bdm, hit.du, hit.local, hit.crystal, deposit,
+                 t_ps + path_mm / kLightMmPerPs, event_ticks, id, kind, which, scatters, outcome);
+  }
+
+  void background(Context& ctx, double t_ps) const {
+    Rng& rng = ctx.rng;
+    const std::uint64_t id = event_id(ctx);
+    ++ctx.out.stats.background_events;
+    const std::uint32_t crystal = rng.below(g_.crystal_count());
+    const CrystalAddress addr = g_.address_of(crystal);
+    // Beta energy ~ Beta(2, 4) of the endpoint (mean a third): the second smallest of five
+    // uniforms.
+    double u[5];
+    for (double& v : u) v = rng.uniform();
+    std::sort(u, u + 5);
+    double deposit = kLuBetaEndpointKeV * u[1];
+    for (int i = 0; i < 3; ++i)
+      if (rng.uniform() < kLuGammaAbsorbed[i]) deposit += kLuGammaKeV[i];
+    const std::uint64_t event_ticks = ctx.base_ticks + std::llround(t_ps / plan_.tick_ps);
+    frame(ctx, addr.bdm, addr.du, addr.crystal, crystal, deposit, t_ps, event_ticks, id,
+          PhotonKind::background, 0, 0, PhotonOutcome{});
+  }
+
+  // The BDM's view of one interaction: resolution, flood map, gain, delay, encoding.
+  PhotonOutcome frame(Context& ctx, std::uint32_t bdm, std::uint32_t du, std::uint32_t local,
+                      std::uint32_t crystal, double deposit_keV, double arrival_ps,
+                      std::uint64_t event_ticks, std::uint64_t id, PhotonKind kind,
+                      std::uint8_t which, unsigned scatters, PhotonOutcome outcome) const {
+    Rng& rng = ctx.rng;
+    const double measured =
+        deposit_keV + energy_sigma_ * std::sqrt(std::max(deposit_keV, 0.0)) * rng.gauss();
+    if (measured < options_.trigger_threshold_keV) return outcome;
+
+    const double raw_real =
+        model_.adc_per_keV(crystal) * measured / (1 + measured / model_.saturation_keV());
+    const auto raw = static_cast<std::uint16_t>(std::clamp(std::lround(raw_real), 0l, 65535l));
+
+    // Light centroid: fewer photons at low energy spread it more.
+    const std::uint32_t bdm_du = bdm * g_.du_per_bdm() + du;
+    const std::uint32_t label = g_.label_of_local_crystal(local);
+    const double sigma_px = options_.position_blur * model_.peak_spacing(bdm_du, label) *
+                            std::min(std::sqrt(kAnnihilationKeV / measured), 2.5);
+    const long max_px = static_cast<long>(g_.position_size) - 1;
+    const long x = std::clamp(std::lround(model_.peak_x(bdm_du, label) + sigma_px * rng.gauss()),
+                              0l, max_px);
+    const long y = std::clamp(std::lround(model_.peak_y(bdm_du, label) + sigma_px * rng.gauss()),
+                              0l, max_px);
+    const std::uint32_t seen_label = model_.label_at(bdm_du, std::uint32_t(x), std::uint32_t(y));
+
+    const double jitter_ps = std::clamp(time_sigma_ps_ * rng.gauss(), -5 * time_sigma_ps_,
+                                        5 * time_sigma_ps_);
+    const std::int64_t stamp = static_cast<std::int64_t>(ctx.base_ticks) +
+                               std::llround((arrival_ps + jitter_ps) / plan_.tick_ps) +
+                               model_.delay_ticks(crystal);
+    const std::uint64_t disorder =
+        plan_.disorder_ticks ? rng.next() % (plan_.disorder_ticks + 1) : 0;
+
+    SimFrame& f = ctx.out.generated.emplace_back();
+    f.key = static_cast<std::uint64_t>(stamp) + disorder;
+    FrameFields fields{};
+    fields.head_marker = head_marker_;
+    fields.du = static_cast<std::uint8_t>(du);
+    fields.bdm = static_cast<std::uint8_t>(bdm);
+    fields.time_ticks = static_cast<std::uint64_t>(stamp);
+    fields.x = static_cast<std::uint8_t>(x);
+    fields.y = static_cast<std::uint8_t>(y);
+    fields.energy_raw = raw;
+    fields.temp_int_degC = ctx.temperature[bdm].first;
+    fields.temp_frac_16ths = ctx.temperature[bdm].second;
+    fields.tail_marker = tail_marker_;
+    encode_frame(fields, f.raw.bytes);
+
+    TruthRecord& t = f.truth;
+    t = TruthRecord{};
+    t.event_id = id;
+    t.event_ticks = event_ticks;
+    t.crystal = crystal;
+    t.energy_keV = static_cast<float>(measured);
+    t.kind = kind;
+    t.photon = which;
+    t.phantom_scatters = static_cast<std::uint8_t>(std::min(scatters, 255u));
+    const bool in_crystal = seen_label < g_.crystals_per_du();
+    if (!in_crystal)
+      t.flags |= truth_flag::no_crystal;
+    else if (seen_label != label)
+      t.flags |= truth_flag::mispositioned;
+
+    BlockStats& st = ctx.out.stats;
+    ++st.frames;
+    st.frames_annihilation += kind == PhotonKind::annihilation;
+    st.frames_scattered += kind == PhotonKind::scattered;
+    st.frames_background += kind == PhotonKind::background;
+    st.frames_mispositioned += (t.flags & truth_flag::mispositioned) != 0;
+    st.frames_no_crystal += !in_crystal;
+    outcome.made = true;
+    outcome.in_window = in_crystal && measured >= low_keV_ && measured <= high_keV_;
+    st.frames_in_window += outcome.in_window;
+    if (in_crystal)
+      outcome.measured_crystal = g_.crystal_id(bdm, du, g_.local_crystal_of_label(seen_label));
+    return outcome;
+  }
+
+  // Groups the block's frames by BDM, each BDM in key order (ties in generation order).
+  void order(Block& out) const {
+    const std::uint32_t n_bdm = g_.bdm_count();
+    out.bdm_begin.assign(n_bdm + 1, 0);
+    for (const SimFrame& f : out.generated) ++out.bdm_begin[f.raw.bytes[frame_offset::bdm] + 1];
+    for (std::uint32_t b = 0; b < n_bdm; ++b) out.bdm_begin[b + 1] += out.bdm_begin[b];
+    out.frames.resize(out.generated.size());
+    std::vector<std::uint32_t> fill(out.bdm_begin.begin(), out.bdm_begin.end() - 1);
+    for (const SimFrame& f : out.generated) out.frames[fill[f.raw.bytes[frame_offset::bdm]]++] = f;
+    // Frames are generated in event order; their keys are only slightly out of order
+    // (time of flight, resolution, delays, disorder): insertion sort is linear here.
+    for (std::uint32_t b = 0; b < n_bdm; ++b) {
+      SimFrame* first = out.frames.data() + out.bdm_begin[b];
+      SimFrame* last = out.frames.data() + out.bdm_begin[b + 1];
+      for (SimFrame* i = first + 1; i < last; ++i) {
+        if (!(i->key < (i - 1)->key)) continue;
+        SimFrame tmp = *i;
+        SimFrame* j = i;
+        do {
+          *j = *(j - 1);
+          --j;
+        } while (j > first && tmp.key < (j - 1)->key);
+        *j = tmp;
+      }
+    }
+  }
+
+  const SimOptions& options_;
+  const DetectorModel& model_;
+  const Geometry& g_;
+  const Plan& plan_;
+  bool phantom_ = false;
+  double phantom_r2_ = 0, phantom_half_mm_ = 0;
+  double water_mu511_ = 0;
+  double acollinearity_sigma_rad_ = 0;
+  double energy_sigma_ = 0;  // sigma = energy_sigma_ * sqrt(E / keV)
+  double time_sigma_ps_ = 0;
+  double depth_mm_ = 0;
+  double low_keV_ = 0, high_keV_ = 0;
+  std::uint8_t head_marker_ = 0, tail_marker_ = 0;
+};
+
+// Where ordered frames go, packet by packet.
+class FrameSink {
+ public:
+  virtual ~FrameSink() = default;
+  virtual void write(const RawFrame* frames, const TruthRecord* truth, std::size_t n) = 0;
+};
+
+// Cuts each BDM's stream into datagrams (full, or flushed after a while) and interleaves the
+// BDMs by the time their datagrams reach the network.
+class Packetizer {
+ public:
+  Packetizer(std::uint32_t bdm_count, const SimOptions& options, double tick_ps, FrameSink& sink)
+      : frames_per_packet_(std::max<std::uint32_t>(1, options.packet_frames)),
+        flush_ticks_(static_cast<std::uint64_t>(std::llround(options.packet_flush_us * 1e6 / tick_ps))),
+        jitter_ticks_(options.link_jitter_us * 1e6 / tick_ps),
+        seed_(options.seed),
+        sink_(sink),
+        open_(bdm_count),
+        last_send_(bdm_count, 0),
+        sequence_(bdm_count, 0) {}
+
+  void add(std::uint32_t bdm, const SimFrame& f) {
+    if (open_[bdm] == nullptr) {
+      open_[bdm] = take_packet(bdm);
+      open_[bdm]->first_key = f.key;
+    } else if (f.key > open_[bdm]->first_key + flush_ticks_) {
+      close(bdm, open_[bdm]->first_key + flush_ticks_);
+      open_[bdm] = take_packet(bdm);
+      open_[bdm]->first_key = f.key;
+    }
+    Packet& p = *open_[bdm];
+    p.raw.push_back(f.raw);
+    p.truth.push_back(f.truth);
+    if (p.raw.size() >= frames_per_packet_) close(bdm, f.key);
+  }
+
+  // Every frame with key < cut has been added: flush what timed out, send what left before.
+  void advance(std::uint64_t cut) {
+    for (std::uint32_t b = 0; b < open_.size(); ++b)
+      if (open_[b] && open_[b]->first_key + flush_ticks_ < cut) close(b, open_[b]->first_key + flush_ticks_);
+    while (!closed_.empty() && closed_.top()->send_ticks < cut) {
+      Packet* p = closed_.top();
+      closed_.pop();
+      sink_.write(p->raw.data(), p->truth.data(), p->raw.size());
+      ++packets_sent_;
+      free_.push_back(p);
+    }
+  }
+
+  void finish() {
+    for (std::uint32_t b = 0; b < open_.size(); ++b)
+      if (open_[b]) close(b, open_[b]->first_key + flush_ticks_);
+    while (!closed_.empty()) {
+      Packet* p = closed_.top();
+      closed_.pop();
+      sink_.write(p->raw.data(), p->truth.data(), p->raw.size());
+      ++packets_sent_;
+      free_.push_back(p);
+    }
+  }
+
+  std::uint64_t packets_sent() const { return packets_sent_; }
+
+ private:
+  struct Packet {
+    std::uint32_t bdm = 0;
+    std::uint64_t sequence = 0;
+    std::uint64_t first_key = 0;
+    std::uint64_t send_ticks = 0;
+    std::vector<RawFrame> raw;
+    std::vector<TruthRecord> truth;
+  };
+  struct Later {
+    bool operator()(const Packet* a, const Packet* b) const {
+      if (a->send_ticks != b->send_ticks) return a->send_ticks > b->send_ticks;
+      if (a->bdm != b->bdm) return a->bdm > b->bdm;
+      return a->sequence > b->sequence;
+    }
+  };
+
+  Packet* take_packet(std::uint32_t bdm) {
+    Packet* p;
+    if (free_.empty()) {
+      pool_.push_back(std::make_unique<Packet>());
+      p = pool_.back().get();
+      p->raw.reserve(frames_per_packet_);
+      p->truth.reserve(frames_per_packet_);
+    } else {
+      p = free_.back();
+      free_.pop_back();
+    }
+    p->raw.clear();
+    p->truth.clear();
+    p->bdm = bdm;
+    p->sequence = sequence_[bdm]++;
+    return p;
+  }
+
+  void close(std::uint32_t bdm, std::uint64_t close_ticks) {
+    Packet* p = open_[bdm];
+    open_[bdm] = nullptr;
+    // A link does not reorder one board's datagrams: the jitter only delays them.
+    const double u = static_cast<double>(mix_seed(seed_, kLinkStream, (std::uint64_t{bdm} << 40) ^ p->sequence) >> 11) * 0x1.0p-53;
+    p->send_ticks = std::max(close_ticks + static_cast<std::uint64_t>(u * jitter_ticks_), last_send_[bdm]);
+    last_send_[bdm] = p->send_ticks;
+    closed_.push(p);
+  }
+
+  std::uint32_t frames_per_packet_;
+  std::uint64_t flush_ticks_;
+  double jitter_ticks_;
+  std::uint64_t seed_;
+  FrameSink& sink_;
+  std::vector<Packet*> open_;
+  std::vector<std::uint64_t> last_send_;
+  std::vector<std::uint64_t> sequence_;
+  std::vector<std::unique_ptr<Packet>> pool_;
+  std::vector<Packet*> free_;
+  std::priority_queue<Packet*, std::vector<Packet*>, Later> closed_;
+  std::uint64_t packets_sent_ = 0;
+};
+
+class FileSink : public FrameSink {
+ public:
+  FileSink(const std::filesystem::path& frames, const std::filesystem::path& truth)
+      : frames_(open(frames)), truth_(open(truth)), buffer_(4096 * kTruthBytes) {}
+  ~FileSink() override {
+    if (frames_) std::fclose(frames_);
+    if (truth_) std::fclose(truth_);
+  }
+  FileSink(const FileSink&) = delete;
+  FileSink& operator=(const FileSink&) = delete;
+
+  void write(const RawFrame* frames, const TruthRecord* truth, std::size_t n) override {
+    put(frames_, frames, n * sizeof(RawFrame));
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t m = std::min(n - i, buffer_.size() / kTruthBytes);
+      for (std::size_t j = 0; j < m; ++j) encode_truth(truth[i + j], &buffer_[j * kTruthBytes]);
+      put(truth_, buffer_.data(), m * kTruthBytes);
+      i += m;
+    }
+  }
+
+  void close() {
+    for (std::FILE** f : {&frames_, &truth_}) {
+      if (*f && std::fclose(*f) != 0) throw std::runtime_error("petdaq-sim: cannot finish writing output");
+      *f = nullptr;
+    }
+  }
+
+ private:
+  static std::FILE* open(const std::filesystem::path& p) {
+    std::FILE* f = std::fopen(p.c_str(), "wb");
+    if (!f) throw std::runtime_error("petdaq-sim: cannot create " + p.string());
+    std::setvbuf(f, nullptr, _IOFBF, 1 << 22);
+    return f;
+  }
+  static void put(std::FILE* f, const void* data, std::size_t bytes) {
+    if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
+      throw std::runtime_error("petdaq-sim: write failed (disk full?)");
+  }
+  std::FILE* frames_;
+  std::FILE* truth_;
+  std::vector<std::uint8_t> buffer_;
+};
+
+class CountingSink : public FrameSink {
+ public:
+  void write(const RawFrame*, const TruthRecord*, std::size_t n) override { frames += n; }
+  std::uint64_t frames = 0;
+};
+
+// Workers generate blocks in any order; the caller takes them back in block order.
+class BlockPipeline {
+ public:
+  BlockPipeline(const BlockGenerator& generator, unsigned threads, std::uint64_t block_limit)
+      : generator_(generator), limit_(block_limit), slots_(2 * threads + 2) {
+    for (auto& s : slots_) s.block = std::make_unique<Block>();
+    for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  }
+  ~BlockPipeline() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    for (auto& w : workers_) w.join();
+  }
+
+  // Block `index` (each taken once, in increasing order); valid until release().
+  Block& acquire(std::uint64_t index) {
+    std::unique_lock lock(mutex_);
+    Slot& s = slots_[index % slots_.size()];
+    cv_.wait(lock, [&] { return (s.ready && s.index == index) || error_; });
+    if (error_) std::rethrow_exception(error_);
+    return *s.block;
+  }
+  void release(std::uint64_t index) {
+    {
+      std::lock_guard lock(mutex_);
+      slots_[index % slots_.size()].ready = false;
+      consumed_ = index + 1;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Slot {
+    std::unique_ptr<Block> block;
+    std::uint64_t index = 0;
+    bool ready = false;
+  };
+
+  void work() {
+    for (;;) {
+      std::uint64_t index;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] {
+          return stop_ || (next_ < limit_ && next_ < consumed_ + slots_.size());
+        });
+        if (stop_) return;
+        index = next_++;
+      }
+      Block& b = *slots_[index % slots_.size()].block;
+      try {
+        generator_.generate(index, b);
+      } catch (...) {
+        std::lock_guard lock(mutex_);
+        error_ = std::current_exception();
+      }
+      {
+        std::lock_guard lock(mutex_);
+        slots_[index % slots_.size()].index = index;
+        slots_[index % slots_.size()].ready = true;
+      }
+      cv_.notify_all();
+    }
+  }
+
+  const BlockGenerator& generator_;
+  std::uint64_t limit_;
+  std::vector<Slot> slots_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::uint64_t next_ = 0;
+  std::uint64_t consumed_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+};
+
+std::string json_number(double v) {
+  std::ostringstream s;
+  s.precision(17);
+  s << v;
+  return s.str();
+}
+
+void write_truth_json(const std::filesystem::path& file, const SimSummary& s,
+                      const SimOptions& o, const Settings& settings) {
+  std::ofstream out(file);
+  const char* source = o.source == SourceShape::point ? "point" : "cylinder";
+  const bool phantom = o.phantom == PhantomKind::water_cylinder ||
+                       (o.phantom == PhantomKind::automatic && o.source == SourceShape::cylinder);
+  const double window_s = settings.coincidence.window_ps * 1e-12;
+  const double singles_per_s = s.duration_s > 0 ? s.frames_in_window / s.duration_s : 0;
+  out << "{\n"
+      << "  \"format\": \"petdaq-sim truth 1\",\n"
+      << "  \"seed\": " << o.seed << ",\n"
+      << "  \"detector_seed\": " << o.detector_seed << ",\n"
+      << "  \"activity_MBq\": " << json_number(o.activity_MBq) << ",\n"
+      << "  \"source\": \"" << source << "\",\n"
+      << "  \"phantom\": \"" << (phantom ? "water_cylinder" : "none") << "\",\n"
+      << "  \"phantom_radius_mm\": " << json_number(o.phantom_radius_mm) << ",\n"
+      << "  \"phantom_length_mm\": " << json_number(o.phantom_length_mm) << ",\n"
+      << "  \"background\": " << (o.background ? "true" : "false") << ",\n"
+      << "  \"duration_s\": " << json_number(s.duration_s) << ",\n"
+      << "  \"tick_ps\": " << json_number(settings.scanner.tick_ps) << ",\n"
+      << "  \"time_origin_ticks\": " << s.time_origin_ticks << ",\n"
+      << "  \"disorder_ticks\": " << s.disorder_ticks << ",\n"
+      << "  \"packets\": " << s.packets << ",\n"
+      << "  \"decays\": " << s.decays << ",\n"
+      << "  \"background_events\": " << s.background_events << ",\n"
+      << "  \"frames\": " << s.frames << ",\n"
+      << "  \"frames_by_kind\": {\"annihilation\": " << s.frames_annihilation
+      << ", \"scattered\": " << s.frames_scattered << ", \"background\": " << s.frames_background
+      << "},\n"
+      << "  \"frames_mispositioned\": " << s.frames_mispositioned << ",\n"
+      << "  \"frames_no_crystal\": " << s.frames_no_crystal << ",\n"
+      << "  \"frames_in_energy_window\": " << s.frames_in_window << ",\n"
+      << "  \"energy_window_keV\": [" << json_number(settings.energy_window.low_keV) << ", "
+      << json_number(settings.energy_window.high_keV) << "],\n"
+      << "  \"coincidence_window_ps\": " << json_number(settings.coincidence.window_ps) << ",\n"
+      << "  \"decays_with_two_frames\": " << s.pairs << ",\n"
+      << "  \"decays_with_two_frames_scattered\": " << s.pairs_scattered << ",\n"
+      << "  \"perfect_sorter\": {\n"
+      << "    \"trues\": " << s.pairs_in_window - s.pairs_in_window_scattered << ",\n"
+      << "    \"scattered\": " << s.pairs_in_window_scattered << ",\n"
+      << "    \"randoms_estimate\": "
+      << json_number(singles_per_s * singles_per_s * window_s * s.duration_s) << "\n"
+      << "  }\n"
+      << "}\n";
+  if (!out) throw std::runtime_error("petdaq-sim: cannot write " + file.string());
+}
+
+}  // namespace
+
+Settings settings_for_output(const std::filesystem::path& config,
+                             const std::filesystem::path& output_dir, std::string* yaml_text) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(config.string());
+  } catch (const YAML::Exception& e) {
+    throw SettingsError(config.string() + ": " + e.what());
+  }
+  if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  YAML::Node cal = root["calibration"];
+  cal["position_lut"] = "position_lut.npy";
+  cal["energy_correction"] = "energy_correction.npy";
+  cal["time_offsets"] = "time_offsets.npy";
+  YAML::Emitter emitter;
+  emitter << YAML::Comment("Written by petdaq-sim: the scanner of " + config.filename().string() +
+                           ", with the calibration tables of this acquisition")
+          << root;
+  std::string text = std::string(emitter.c_str()) + "\n";
+  Settings settings = parse_settings(text, output_dir);
+  if (yaml_text) *yaml_text = std::move(text);
+  return settings;
+}
+
+SimSummary simulate(const std::filesystem::path& config, const std::filesystem::path& output_dir,
+                    const SimOptions& options) {
+  std::string yaml_text;
+  const Settings settings = settings_for_output(config, output_dir, &yaml_text);
+  const DetectorModel model(settings, options);
+  const Geometry& g = model.geometry();
+
+  if (options.activity_MBq < 0 || !std::isfinite(options.activity_MBq))
+    throw std::invalid_argument("--activity-MBq must be a finite number >= 0");
+  if (options.frames == 0 && !(options.duration_s > 0))
+    throw std::invalid_argument("--duration-s must be > 0");
+  const bool phantom = options.phantom == PhantomKind::water_cylinder ||
+                       (options.phantom == PhantomKind::automatic &&
+                        options.source == SourceShape::cylinder);
+  if ((phantom || options.source == SourceShape::cylinder) &&
+      options.phantom_radius_mm >= model.ring_radius_mm())
+    throw std::invalid_argument("the phantom does not fit inside the ring");
+
+  Plan plan;
+  plan.tick_ps = settings.scanner.tick_ps;
+  plan.origin_ticks = static_cast<std::uint64_t>(std::llround(options.time_origin_s * 1e12 / plan.tick_ps));
+  const double decay_Bq = options.activity_MBq * 1e6;
+  const double background_Bq =
+      options.background ? options.background_Bq_per_cc * model.crystal_volume_cc() * g.crystal_count()
+                         : 0.0;
+  plan.decay_mean_ps = decay_Bq > 0 ? 1e12 / decay_Bq : std::numeric_limits<double>::infinity();
+  plan.background_mean_ps =
+      background_Bq > 0 ? 1e12 / background_Bq : std::numeric_limits<double>::infinity();
+  const double event_Bq = decay_Bq + background_Bq;
+  if (event_Bq <= 0 && options.frames > 0)
+    throw std::invalid_argument("--frames needs a source: activity and background are both off");
+  const double block_s = event_Bq > 0 ? kEventsPerBlock / event_Bq : 1.0;
+  plan.block_ticks = std::max<std::uint64_t>(1, std::llround(block_s * 1e12 / plan.tick_ps));
+  if (options.frames == 0)
+    plan.total_ticks = std::max<std::uint64_t>(1, std::llround(options.duration_s * 1e12 / plan.tick_ps));
+  const double disorder_ps =
+      options.disorder_ps >= 0 ? options.disorder_ps : settings.stream.max_disorder_ps / 10;
+  if (disorder_ps > settings.stream.max_disorder_ps / 2)
+    throw std::invalid_argument("--disorder-ps must stay well inside stream.max_disorder_ps (at most half of it)");
+  plan.disorder_ticks = static_cast<std::uint64_t>(std::floor(disorder_ps / plan.tick_ps));
+  const double time_sigma_ps = options.time_resolution_fwhm_ps / kFwhmPerSigma;
+  plan.guard_ticks = static_cast<std::uint64_t>(model.max_abs_delay_ticks()) +
+                     static_cast<std::uint64_t>(std::ceil(5 * time_sigma_ps / plan.tick_ps)) + 2;
+  if (plan.origin_ticks <= plan.guard_ticks)
+    throw std::invalid_argument("--time-origin-s is too small for the detector's delays");
+
+  if (options.write_files) {
+    std::filesystem::create_directories(output_dir);
+    write_npy(output_dir / "position_lut.npy", {g.bdm_count(), g.du_per_bdm(), g.position_size, g.position_size},
+              model.position_lut());
+    write_npy(output_dir / "energy_correction.npy",
+              {g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), options.energy_bins},
+              model.energy_correction(options.energy_bins, settings.calibration.energy_bin_width));
+    write_npy(output_dir / "time_offsets.npy", {g.crystal_count()}, model.time_offsets());
+    std::ofstream yaml(output_dir / "petdaq.yaml");
+    yaml << yaml_text;
+    if (!yaml) throw std::runtime_error("petdaq-sim: cannot write " + (output_dir / "petdaq.yaml").string());
+  }
+
+  const unsigned threads =
+      options.threads ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const BlockGenerator generator(settings, options, model, plan);
+  std::unique_ptr<FileSink> file_sink;
+  CountingSink counting_sink;
+  FrameSink* sink = &counting_sink;
+  if (options.write_files) {
+    file_sink = std::make_unique<FileSink>(output_dir / "frames.bin", output_dir / "truth.bin");
+    sink = file_sink.get();
+  }
+  Packetizer packetizer(g.bdm_count(), options, plan.tick_ps, *sink);
+
+  SimSummary summary;
+  summary.time_origin_ticks = plan.origin_ticks;
+  summary.disorder_ticks = plan.disorder_ticks;
+  const auto started = std::chrono::steady_clock::now();
+  const std::uint64_t block_limit =
+      plan.total_ticks ? (plan.total_ticks + plan.block_ticks - 1) / plan.block_ticks
+                       : std::numeric_limits<std::uint64_t>::max();
+  std::vector<std::vector<SimFrame>> carry(g.bdm_count()), next_carry(g.bdm_count());
+  {
+    BlockPipeline pipeline(generator, threads, block_limit);
+    for (std::uint64_t k = 0; k < block_limit; ++k) {
+      Block& block = pipeline.acquire(k);
+      block.stats.add_to(summary);
+      summary.blocks = k + 1;
+      const bool last = k + 1 == block_limit || (options.frames && summary.frames >= options.frames);
+      // No frame of a later block can have a key below this.
+      const std::uint64_t cut = last ? std::numeric_limits<std::uint64_t>::max()
+                                     : plan.origin_ticks + block.end_ticks - plan.guard_ticks;
+      for (std::uint32_t b = 0; b < g.bdm_count(); ++b) {
+        const SimFrame* run = block.frames.data() + block.bdm_begin[b];
+        const SimFrame* run_end = block.frames.data() + block.bdm_begin[b + 1];
+        const SimFrame* old = carry[b].data();
+        const SimFrame* old_end = old + carry[b].size();
+        next_carry[b].clear();
+        // Merge the carry-over and the new run (ties: the earlier block first).
+        while (old != old_end || run != run_end) {
+          const SimFrame& f = (run == run_end || (old != old_end && !(run->key < old->key))) ? *old++ : *run++;
+          if (f.key < cut)
+            packetizer.add(b, f);
+          else
+            next_carry[b].push_back(f);
+        }
+        std::swap(carry[b], next_carry[b]);
+      }
+      packetizer.advance(cut);
+      summary.duration_s = double(block.end_ticks) * plan.tick_ps * 1e-12;
+      pipeline.release(k);
+      if (last) break;
+    }
+  }
+  packetizer.finish();
+  summary.packets = packetizer.packets_sent();
+  summary.generate_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (file_sink) file_sink->close();
+  if (options.write_files) write_truth_json(output_dir / "truth.json", summary, options, settings);
+  return summary;
+}
+
+}  // namespace petdaq::sim

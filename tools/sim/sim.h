@@ -1,0 +1,91 @@
+// petdaq-sim: simulated acquisitions of a PET scanner, with the truth of every frame.
+// The physics model and the output files are described in docs/simulator.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/geometry.h"
+#include "core/settings.h"
+
+namespace petdaq::sim {
+
+enum class SourceShape : std::uint8_t { point, cylinder };
+enum class PhantomKind : std::uint8_t { automatic, none, water_cylinder };
+
+struct SimOptions {
+  std::uint64_t seed = 1;
+  // Seeds the detector itself (gains, delays, flood-map peaks): acquisitions with different
+  // `seed` but the same `detector_seed` share one set of calibration tables.
+  std::uint64_t detector_seed = 1;
+  double duration_s = 0.01;
+  std::uint64_t frames = 0;  // > 0: stop at the first block boundary with at least this many
+  double activity_MBq = 1.0;
+  SourceShape source = SourceShape::cylinder;
+  PhantomKind phantom = PhantomKind::automatic;  // automatic: water cylinder for a cylinder source
+  double phantom_radius_mm = 15.0;  // mouse-sized
+  double phantom_length_mm = 70.0;
+  bool background = true;
+  double background_Bq_per_cc = 280.0;  // intrinsic 176Lu activity of LYSO
+
+  double acollinearity_fwhm_deg = 0.5;
+  double energy_resolution_fwhm = 0.12;  // fraction, at 511 keV
+  double time_resolution_fwhm_ps = 350.0;  // per single
+  double position_blur = 0.2;            // sigma of the light centroid / peak spacing, at 511 keV
+  double photofraction_511 = 0.65;       // of the DU block (Anger logic sums inter-crystal scatter)
+  double detector_efficiency = 1.0;      // extra factor on the interaction probability
+  double trigger_threshold_keV = 50.0;   // the BDM sends no frame below this
+  double adc_per_keV = 6.6;              // nominal gain before saturation
+  double gain_spread = 0.12;             // sigma of the per-crystal log gain
+  double saturation_keV = 4000.0;        // raw = k E / (1 + E / saturation)
+  double delay_spread_ps = 150.0;        // sigma of the per-crystal delay
+
+  // Arrival order (DESIGN sections 2 and 6).
+  double disorder_ps = -1;        // per-BDM disorder bound; < 0: stream.max_disorder_ps / 10
+  std::uint32_t packet_frames = 560;  // frames per datagram (8 972 bytes hold 560)
+  double packet_flush_us = 100.0;     // a BDM sends a partly filled packet after this long
+  double link_jitter_us = 20.0;       // extra random delay of a packet on its way
+  double time_origin_s = 0.001;       // first tick of the acquisition (keeps times positive)
+
+  std::uint32_t energy_bins = 1000;
+  unsigned threads = 0;      // 0: all hardware threads
+  bool write_files = true;   // false: generate and order only (benchmarks)
+};
+
+// What a perfect sorter could see, and how the acquisition was made (also in truth.json).
+struct SimSummary {
+  double duration_s = 0;
+  std::uint64_t blocks = 0;
+  std::uint64_t decays = 0;
+  std::uint64_t background_events = 0;
+  std::uint64_t frames = 0;
+  std::uint64_t frames_annihilation = 0;
+  std::uint64_t frames_scattered = 0;
+  std::uint64_t frames_background = 0;
+  std::uint64_t frames_mispositioned = 0;
+  std::uint64_t frames_no_crystal = 0;
+  std::uint64_t frames_in_window = 0;   // measured energy inside the energy window, in a crystal
+  std::uint64_t pairs = 0;              // decays with both photons detected
+  std::uint64_t pairs_scattered = 0;
+  std::uint64_t pairs_in_window = 0;    // both in a crystal, inside the window, crystals differ
+  std::uint64_t pairs_in_window_scattered = 0;
+  std::uint64_t packets = 0;
+  std::uint64_t time_origin_ticks = 0;
+  std::uint64_t disorder_ticks = 0;
+  double generate_seconds = 0;          // wall clock of the generation and ordering
+};
+
+// Runs one acquisition. Reads the scanner from `config` (the daemon's YAML); writes
+// frames.bin, truth.bin, truth.json, the calibration tables and petdaq.yaml into
+// `output_dir` (created if needed) unless options.write_files is false.
+SimSummary simulate(const std::filesystem::path& config, const std::filesystem::path& output_dir,
+                    const SimOptions& options);
+
+// The settings the simulation uses: `config` with the calibration paths pointing at the
+// tables in `output_dir` (the files need not exist yet). Also the text of petdaq.yaml.
+Settings settings_for_output(const std::filesystem::path& config,
+                             const std::filesystem::path& output_dir, std::string* yaml_text);
+
+}  // namespace petdaq::sim
