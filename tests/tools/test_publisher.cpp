@@ -1,0 +1,125 @@
+// A stand-in for petdaqd's publisher in the tools' tests: publishes known rates documents
+// and/or known coincidence batches (test_messages.h) on an endpoint.
+//
+//   petdaq-test-publisher --endpoint EP [--wait-subscriptions N]
+//       [--rates --interval-ms MS --duration-s S]
+//       [--batches N --skip-prompt-ids 3,7 --gap-ms MS]
+//
+// With --wait-subscriptions it publishes nothing before N subscriptions arrived (XPUB), so a
+// test does not lose the first messages to ZeroMQ's slow-joiner effect.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <zmq.hpp>
+
+#include "tests/tools/test_messages.h"
+
+using namespace petdaq;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+void send_message(zmq::socket_t& pub, const std::string& topic, const MessageHeader& h,
+                  const void* body, std::size_t body_bytes) {
+  std::uint8_t header[kMessageHeaderBytes];
+  encode_message_header(h, header);
+  pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
+  pub.send(zmq::buffer(header, sizeof header), zmq::send_flags::sndmore);
+  pub.send(zmq::const_buffer(body, body_bytes), zmq::send_flags::none);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string endpoint;
+  int wait_subscriptions = 0;
+  bool rates = false;
+  int interval_ms = 200;
+  double duration_s = 5;
+  int batches = 0;
+  std::set<std::uint64_t> skip_prompt_ids;
+  int gap_ms = 5;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(1);
+      }
+      return argv[++i];
+    };
+    if (a == "--endpoint") {
+      endpoint = next();
+    } else if (a == "--wait-subscriptions") {
+      wait_subscriptions = std::stoi(next());
+    } else if (a == "--rates") {
+      rates = true;
+    } else if (a == "--interval-ms") {
+      interval_ms = std::stoi(next());
+    } else if (a == "--duration-s") {
+      duration_s = std::stod(next());
+    } else if (a == "--batches") {
+      batches = std::stoi(next());
+    } else if (a == "--skip-prompt-ids") {
+      std::stringstream ss(next());
+      std::string id;
+      while (std::getline(ss, id, ',')) skip_prompt_ids.insert(std::stoull(id));
+    } else if (a == "--gap-ms") {
+      gap_ms = std::stoi(next());
+    } else {
+      std::fprintf(stderr, "unknown option %s\n", a.c_str());
+      return 1;
+    }
+  }
+  if (endpoint.empty()) {
+    std::fprintf(stderr, "--endpoint is required\n");
+    return 1;
+  }
+
+  zmq::context_t ctx(1);
+  zmq::socket_t pub(ctx, zmq::socket_type::xpub);
+  pub.set(zmq::sockopt::linger, 2000);
+  pub.bind(endpoint);
+  for (int seen = 0; seen < wait_subscriptions;) {
+    zmq::message_t m;
+    if (pub.recv(m) && m.size() > 0 && m.data<std::uint8_t>()[0] == 1) ++seen;
+  }
+  std::fprintf(stderr, "test-publisher: publishing on %s\n", endpoint.c_str());
+
+  // Coincidence batches: prompts and delayed alternate; message ids count per kind.
+  std::uint64_t prompt_id = 0;
+  for (int i = 0; i < batches; ++i) {
+    for (MessageKind kind : {MessageKind::prompts, MessageKind::delayed}) {
+      const auto records = test::test_batch_records(kind, static_cast<std::uint64_t>(i));
+      std::uint64_t id = static_cast<std::uint64_t>(i);
+      if (kind == MessageKind::prompts) {
+        id = prompt_id++;
+        // A skipped id is a message that was "lost": the id is used, nothing is sent.
+        if (skip_prompt_ids.count(id)) continue;
+      }
+      const MessageHeader h = test::test_batch_header(kind, static_cast<std::uint64_t>(i), id,
+                                                      static_cast<std::uint32_t>(records.size()));
+      std::vector<std::uint8_t> body(records.size() * sizeof(CoincRecord));
+      for (std::size_t j = 0; j < records.size(); ++j) encode_record(records[j], &body[j * 32]);
+      send_message(pub, kind == MessageKind::prompts ? "coinc.prompt" : "coinc.delayed", h,
+                   body.data(), body.size());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
+  }
+
+  if (rates) {
+    const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        std::chrono::duration<double>(duration_s));
+    for (std::uint64_t seq = 0; Clock::now() < end; ++seq) {
+      const std::string doc = test::test_rates_json(seq);
+      MessageHeader h;  // kind 0, no records: the body is JSON
+      send_message(pub, "rates", h, doc.data(), doc.size());
+      std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+  }
+  return 0;
+}
