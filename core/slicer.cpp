@@ -15,8 +15,9 @@ namespace petdaq {
 namespace {
 
 // Frames of a run whose median time fixes the reference for time jumps before the run has
-// a horizon (one corrupt first timestamp must not become the reference).
-constexpr std::size_t kWarmupFrames = 1024;
+// a horizon (one corrupt first timestamp must not become the reference). Few, so that they
+// span far less than stream.max_future_ps at any real rate.
+constexpr std::size_t kWarmupFrames = 64;
 // Far-backwards frames each source must have sent before a clock reset is acted on, so one
 // corrupt timestamp on a single-source scanner does not start a new run.
 constexpr std::uint64_t kResetConfirmFrames = 4;

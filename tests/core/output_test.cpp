@@ -1,0 +1,199 @@
+// Message headers and the list-mode file (DESIGN section 7).
+#include "core/output.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/settings.h"
+#include "test_scanner.h"
+
+namespace petdaq {
+namespace {
+
+using test::TestScanner;
+
+CoincRecord record(std::uint64_t t, std::uint32_t a, std::uint32_t b, std::uint32_t flags = 0) {
+  return CoincRecord{t, 17, a, b, 500.5f, 480.25f, flags};
+}
+
+SliceResult slice(std::uint64_t id, std::uint64_t t0, std::uint64_t t1,
+                  const std::vector<CoincRecord>& prompts, const std::vector<CoincRecord>& delayed) {
+  SliceResult r;
+  r.slice_id = id;
+  r.t_begin = t0;
+  r.t_end = t1;
+  r.prompts = prompts.data();
+  r.prompt_count = prompts.size();
+  r.delayed = delayed.data();
+  r.delayed_count = delayed.size();
+  return r;
+}
+
+std::string error_of(const std::filesystem::path& file) {
+  try {
+    PlmReader reader(file);
+    MessageHeader h;
+    std::vector<CoincRecord> records;
+    while (reader.next(h, records)) {
+    }
+  } catch (const PlmError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(MessageBuilder, IdsAreConsecutivePerKindFromZero) {
+  MessageBuilder builder;
+  const std::vector<CoincRecord> p = {record(10, 1, 2), record(11, 3, 4)}, d = {record(12, 5, 6)};
+  const SliceResult r = slice(7, 100, 200, p, d);
+  const MessageHeader a = builder.build(MessageKind::prompts, 3, r);
+  const MessageHeader b = builder.build(MessageKind::delayed, 3, r);
+  const MessageHeader c = builder.build(MessageKind::prompts, 3, r);
+  const MessageHeader e = builder.build(MessageKind::prompts, 4, r);
+  const MessageHeader f = builder.build(MessageKind::delayed, 4, r);
+  EXPECT_EQ(a.message_id, 0u);
+  EXPECT_EQ(c.message_id, 1u);
+  EXPECT_EQ(e.message_id, 2u);
+  EXPECT_EQ(b.message_id, 0u);
+  EXPECT_EQ(f.message_id, 1u);
+  EXPECT_EQ(builder.next_id(MessageKind::prompts), 3u);
+  EXPECT_EQ(builder.next_id(MessageKind::delayed), 2u);
+  EXPECT_EQ(a.magic, kMessageMagic);
+  EXPECT_EQ(a.version, 1u);
+  EXPECT_EQ(a.kind, 1u);
+  EXPECT_EQ(b.kind, 2u);
+  EXPECT_EQ(a.run_id, 3u);
+  EXPECT_EQ(e.run_id, 4u);
+  EXPECT_EQ(a.slice_id, 7u);
+  EXPECT_EQ(a.t_begin, 100u);
+  EXPECT_EQ(a.t_end, 200u);
+  EXPECT_EQ(a.record_count, 2u);
+  EXPECT_EQ(b.record_count, 1u);
+  EXPECT_EQ(a.record_size, 32u);
+  EXPECT_EQ(a.flags, 0u);
+  EXPECT_EQ(a.reserved, 0u);
+}
+
+TEST(Plm, WriterReaderRoundTrip) {
+  TestScanner scanner;
+  const auto file = scanner.dir / "round.plm";
+  const PlmHeader header = make_plm_header(scanner.settings);
+  std::vector<std::vector<CoincRecord>> written;
+  MessageBuilder builder;
+  {
+    PlmWriter writer(file, header);
+    for (std::uint32_t i = 0; i < 5; ++i) {
+      std::vector<CoincRecord> p, d;
+      for (std::uint32_t k = 0; k < i; ++k) p.push_back(record(1000 * i + k, k, k + 1, k << 8));
+      if (i % 2) d.push_back(record(1000 * i + 5, 9, 10, coinc_flag::delayed));
+      const SliceResult r = slice(i, 1000 * i, 1000 * (i + 1), p, d);
+      MessageHeader h = builder.build(MessageKind::prompts, 1, r);
+      writer.write_message(h, p.data(), p.size() * sizeof(CoincRecord));
+      written.push_back(p);
+      h = builder.build(MessageKind::delayed, 1, r);
+      writer.write_message(h, d.data(), d.size() * sizeof(CoincRecord));
+      written.push_back(d);
+    }
+    writer.close();
+    EXPECT_EQ(writer.bytes_written(), std::filesystem::file_size(file));
+  }
+  PlmReader reader(file);
+  EXPECT_EQ(reader.header().magic, kPlmMagic);
+  EXPECT_EQ(reader.header().tick_ps, scanner.settings.scanner.tick_ps);
+  EXPECT_EQ(reader.header().crystal_count, scanner.geometry().crystal_count());
+  EXPECT_EQ(reader.header().crystals_per_ring, scanner.geometry().crystals_per_ring());
+  EXPECT_EQ(reader.header().settings_hash, output_settings_hash(scanner.settings));
+  EXPECT_EQ(reader.header().created_unix_ns, header.created_unix_ns);
+  MessageHeader h;
+  std::vector<CoincRecord> records;
+  std::size_t n = 0;
+  while (reader.next(h, records)) {
+    ASSERT_LT(n, written.size());
+    EXPECT_EQ(h.kind, n % 2 ? 2u : 1u);
+    EXPECT_EQ(h.message_id, n / 2);
+    EXPECT_EQ(h.slice_id, n / 2);
+    EXPECT_EQ(h.t_begin, 1000 * (n / 2));
+    ASSERT_EQ(records.size(), written[n].size());
+    for (std::size_t i = 0; i < records.size(); ++i) EXPECT_TRUE(records[i] == written[n][i]);
+    ++n;
+  }
+  EXPECT_EQ(n, written.size());
+}
+
+TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {
+  TestScanner scanner;
+  const auto file = scanner.dir / "full.plm";
+  {
+    PlmWriter writer(file, make_plm_header(scanner.settings));
+    MessageBuilder builder;
+    const std::vector<CoincRecord> p = {record(5, 1, 2), record(6, 2, 3)}, d;
+    writer.write_message(builder.build(MessageKind::prompts, 0, slice(0, 0, 10, p, d)), p.data(),
+                         p.size() * sizeof(CoincRecord));
+    writer.close();
+  }
+  std::vector<char> bytes(std::filesystem::file_size(file));
+  std::ifstream(file, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  ASSERT_EQ(bytes.size(), 64u + 64u + 64u);
+  auto write_prefix = [&](std::size_t n, const char* name) {
+    const auto out = scanner.dir / name;
+    std::ofstream(out, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(n));
+    return out;
+  };
+  EXPECT_EQ(error_of(write_prefix(bytes.size(), "ok.plm")), "");
+  EXPECT_NE(error_of(write_prefix(30, "a.plm")).find("truncated file header"), std::string::npos);
+  EXPECT_NE(error_of(write_prefix(64 + 20, "b.plm")).find("truncated header"), std::string::npos);
+  const std::string records = error_of(write_prefix(64 + 64 + 40, "c.plm"));
+  EXPECT_NE(records.find("truncated records"), std::string::npos) << records;
+  EXPECT_NE(records.find("message at byte 64"), std::string::npos) << records;
+
+  bytes[0] = 'X';
+  EXPECT_NE(error_of(write_prefix(bytes.size(), "d.plm")).find("not a petdaq list-mode file"),
+            std::string::npos);
+  bytes[0] = 'P';
+  bytes[64 + 48] = 0x7F;  // a record count far beyond the file
+  bytes[64 + 51] = 0x7F;
+  EXPECT_NE(error_of(write_prefix(bytes.size(), "e.plm")).find("truncated records"), std::string::npos);
+  EXPECT_NE(error_of(scanner.dir / "missing.plm").find("cannot open"), std::string::npos);
+}
+
+TEST(Plm, SinkWritesPromptsAndDelayedForEverySliceIncludingEmptyOnes) {
+  TestScanner scanner;
+  scanner.settings.coincidence.delayed.enabled = true;
+  const auto file = scanner.dir / "sink.plm";
+  {
+    PlmSink sink(scanner.settings, file);
+    const std::vector<CoincRecord> p = {record(5, 1, 2)}, none;
+    sink.on_slice(2, slice(0, 0, 10, p, none));
+    sink.on_slice(2, slice(1, 10, 20, none, none));
+    sink.close();
+    EXPECT_EQ(sink.messages(), 4u);
+  }
+  PlmReader reader(file);
+  MessageHeader h;
+  std::vector<CoincRecord> records;
+  std::vector<std::uint16_t> kinds;
+  std::vector<std::uint32_t> counts;
+  while (reader.next(h, records)) {
+    kinds.push_back(h.kind);
+    counts.push_back(h.record_count);
+    EXPECT_EQ(h.run_id, 2u);
+  }
+  EXPECT_EQ(kinds, (std::vector<std::uint16_t>{1, 2, 1, 2}));
+  EXPECT_EQ(counts, (std::vector<std::uint32_t>{1, 0, 0, 0}));
+
+  scanner.settings.coincidence.delayed.enabled = false;
+  const auto prompts_only = scanner.dir / "prompts.plm";
+  {
+    PlmSink sink(scanner.settings, prompts_only);
+    sink.on_slice(0, slice(0, 0, 10, {}, {}));
+    sink.close();
+  }
+  EXPECT_EQ(std::filesystem::file_size(prompts_only), 128u);
+}
+
+}  // namespace
+}  // namespace petdaq
