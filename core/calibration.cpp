@@ -135,7 +135,13 @@ NpyArray read_npy(const std::filesystem::path& file) {
     a.shape.push_back(static_cast<std::size_t>(std::stoull(dim)));
   }
 
-  const std::uint64_t data_bytes = a.element_count() * item;
+  // Checked product: dimensions that wrap 64 bits must not pass for a small array.
+  std::uint64_t data_bytes = item;
+  for (const std::size_t d : a.shape) {
+    if (d != 0 && data_bytes > std::numeric_limits<std::uint64_t>::max() / d)
+      fail(file, "shape " + shape_text(a.shape) + " is too large");
+    data_bytes *= d;
+  }
   const std::uint64_t available = file_bytes - header_start - header_len;
   if (available < data_bytes)
     fail(file, "truncated: shape " + shape_text(a.shape) + " of '" + a.dtype + "' needs " +
