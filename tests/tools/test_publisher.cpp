@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
   zmq::context_t ctx(1);
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);
   pub.set(zmq::sockopt::linger, 2000);
+  // Every subscription is reported, also a second subscriber's to the same topic.
+  pub.set(zmq::sockopt::xpub_verbose, 1);
   pub.bind(endpoint);
   for (int seen = 0; seen < wait_subscriptions;) {
     zmq::message_t m;

@@ -168,14 +168,15 @@ class Screen {
 
     const double age_s = st.latest_at ? std::chrono::duration<double>(now - *st.latest_at).count()
                                        : std::chrono::duration<double>(now - started_).count();
-    std::string title = "petdaq-top  " + o.endpoint;
+    // The pause marker comes first: a long endpoint must not push it off a narrow screen.
+    std::string title = std::string("petdaq-top  ") + (paused ? "[paused: p resumes]  " : "") +
+                        o.endpoint;
     if (st.latest) {
       const Rates& r = *st.latest;
       title += format("  backend %s  run %llu  uptime %s  updated %.1f s ago", r.backend.c_str(),
                       static_cast<unsigned long long>(r.run_id), duration_text(r.uptime_s).c_str(),
                       age_s);
     }
-    if (paused) title += "  [paused: p resumes]";
     line(title, A_BOLD | COLOR_PAIR(kTitle));
 
     if (age_s >= kStaleAfter_s) {

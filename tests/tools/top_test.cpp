@@ -1,0 +1,265 @@
+// petdaq-top: its JSON reader and rates document, then the display itself under tmux against
+// a test publisher, read back with capture-pane the way a person would read it.
+#include <gtest/gtest.h>
+
+#include "tests/tools/process.h"
+#include "tests/tools/test_messages.h"
+#include "tools/top/json.h"
+#include "tools/top/rates.h"
+
+namespace petdaq {
+namespace {
+
+using test::bin_dir;
+using test::ScratchDir;
+
+// ---------------- JSON reader ----------------
+
+TEST(TopJson, ReadsEveryKindOfValue) {
+  const json::Value v = json::parse(
+      R"( {"a": [1, -2.5e3, 0.125, true, false, null], "s": "x\"\\\/\n\u00e9\ud83d\ude00",
+           "o": {}} )");
+  ASSERT_TRUE(v.is_object());
+  const auto& a = v.find("a")->as_array();
+  ASSERT_EQ(a.size(), 6u);
+  EXPECT_EQ(a[0].as_number(), 1.0);
+  EXPECT_EQ(a[1].as_number(), -2500.0);
+  EXPECT_EQ(a[2].as_number(), 0.125);
+  EXPECT_TRUE(a[3].as_bool());
+  EXPECT_FALSE(a[4].as_bool());
+  EXPECT_TRUE(a[5].is_null());
+  EXPECT_EQ(v.find("s")->as_string(), "x\"\\/\n\xC3\xA9\xF0\x9F\x98\x80");
+  EXPECT_TRUE(v.find("o")->as_object().empty());
+  EXPECT_EQ(v.find("missing"), nullptr);
+}
+
+TEST(TopJson, RefusesWhatIsNotStrictJson) {
+  for (const char* bad : {"", "{", "[1,]", "{\"a\":1,}", "// c\n{}", "{'a':1}", "01", "1.",
+                          ".5", "NaN", "Infinity", "-", "1e", "\"a\tb\"", "\"\\x\"",
+                          "\"\\ud800\"", "{\"a\":1,\"a\":2}", "{} {}", "tru", "[1 2]",
+                          "{\"a\" 1}", "1e999"}) {
+    EXPECT_THROW(json::parse(bad), json::ParseError) << bad;
+  }
+  EXPECT_THROW(json::parse(std::string(100, '[') + std::string(100, ']')), json::ParseError);
+  EXPECT_NO_THROW(json::parse(std::string(60, '[') + std::string(60, ']')));
+}
+
+TEST(TopJson, ErrorsSayWhere) {
+  try {
+    json::parse("{\"a\": [1, 2,, 3]}");
+    FAIL();
+  } catch (const json::ParseError& e) {
+    EXPECT_EQ(e.offset(), 12u);
+  }
+}
+
+// ---------------- the rates document ----------------
+
+TEST(TopRates, ReadsTheDocumentPetdaqdPublishes) {
+  const top::Rates r = top::parse_rates(test::test_rates_json(4));
+  EXPECT_EQ(r.version, 1);
+  EXPECT_EQ(r.time_unix_ns, 1763768004000000000ull);
+  EXPECT_EQ(r.uptime_s, 3723.0);
+  EXPECT_EQ(r.backend, "cpu");
+  EXPECT_EQ(r.run_id, test::kTestRunId);
+  EXPECT_EQ(r.prompts, 123456.0);
+  EXPECT_EQ(r.delayed, 12345.0);
+  EXPECT_EQ(r.trues, 111111.0);
+  EXPECT_EQ(r.randoms_fraction, 0.1);
+  EXPECT_EQ(r.necr, 100000.0);
+  EXPECT_EQ(r.bdm_transaxial, 12u);
+  EXPECT_EQ(r.bdm_axial, 2u);
+  ASSERT_EQ(r.bdm_singles_per_s.size(), 24u);
+  EXPECT_EQ(r.bdm_singles_per_s[23], 240000.0);
+  ASSERT_EQ(r.bdm_temperature_degC.size(), 24u);
+  EXPECT_FALSE(r.bdm_temperature_degC[5].has_value());
+  EXPECT_EQ(*r.bdm_temperature_degC[6], 33.0);
+  EXPECT_EQ(r.counter("rx.kernel_drops"), 7u);
+  EXPECT_EQ(r.counter("no.such"), std::nullopt);
+  EXPECT_EQ(*r.ring_free, 60u);
+  EXPECT_EQ(*r.latency_p99_ms, 4.25);
+}
+
+TEST(TopRates, RefusesOtherVersionsAndNonJson) {
+  EXPECT_THROW(top::parse_rates("{\"version\": 2}"), top::RatesError);
+  EXPECT_THROW(top::parse_rates("[1]"), top::RatesError);
+  EXPECT_THROW(top::parse_rates("{\"rates\": {}}"), top::RatesError);
+  EXPECT_THROW(top::parse_rates("{\"version\": 1, "), top::RatesError);
+  // A minimal document: derived values fill in what is missing.
+  const top::Rates r = top::parse_rates(R"({"version": 1, "rates": {"prompts": 100, "delayed": 20}})");
+  EXPECT_EQ(r.trues, 80.0);
+  EXPECT_DOUBLE_EQ(r.randoms_fraction, 0.2);
+  EXPECT_DOUBLE_EQ(r.necr, 64.0);
+  EXPECT_TRUE(r.bdm_singles_per_s.empty());
+}
+
+TEST(TopRates, ProblemCountersAreTheDropsAndErrors) {
+  for (const char* p : {"rx.kernel_drops", "rx.seq_missing", "frame.bad_marker", "stream.late",
+                        "out.zmq_refused", "coinc.records_overflow", "some.new_counter"}) {
+    EXPECT_TRUE(top::is_problem_counter(p)) << p;
+  }
+  for (const char* p : {"rx.frames", "rx.datagrams", "coinc.prompts", "single.energy_rejected"}) {
+    EXPECT_FALSE(top::is_problem_counter(p)) << p;
+  }
+}
+
+TEST(TopRates, NumbersHaveThreeDigitsAndAPrefix) {
+  EXPECT_EQ(top::si(0), "0");
+  EXPECT_EQ(top::si(7.25), "7.2");
+  EXPECT_EQ(top::si(980), "980");
+  EXPECT_EQ(top::si(1234), "1.23 k");
+  EXPECT_EQ(top::si(12345), "12.3 k");
+  EXPECT_EQ(top::si(123456), "123 k");
+  EXPECT_EQ(top::si(2345678), "2.35 M");
+  EXPECT_EQ(top::si(3.2e9), "3.20 G");
+}
+
+// ---------------- the tool ----------------
+
+bool have_tmux() { return std::system("tmux -V > /dev/null 2>&1") == 0; }
+
+// A private tmux server (its own socket name) running one command in a fixed-size pane.
+class Tmux {
+ public:
+  explicit Tmux(const std::string& command) : name_("petdaq-top-test-" + std::to_string(::getpid())) {
+    const std::string cmd = "tmux -L " + name_ + " -f /dev/null new-session -d -x 120 -y 45 -s top '" +
+                            command + "'";
+    ok_ = std::system(cmd.c_str()) == 0;
+  }
+  ~Tmux() { std::system(("tmux -L " + name_ + " kill-server > /dev/null 2>&1").c_str()); }
+  bool ok() const { return ok_; }
+  std::string capture() const {
+    std::string out;
+    FILE* p = ::popen(("tmux -L " + name_ + " capture-pane -p -t top 2>/dev/null").c_str(), "r");
+    if (!p) return out;
+    char buf[4096];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    ::pclose(p);
+    return out;
+  }
+  void keys(const std::string& k) const {
+    std::system(("tmux -L " + name_ + " send-keys -t top " + k).c_str());
+  }
+  bool alive() const {
+    return std::system(("tmux -L " + name_ + " has-session -t top > /dev/null 2>&1").c_str()) == 0;
+  }
+  // Captures until `text` shows (true) or `limit` passes (false).
+  bool wait_for(const std::string& text, std::chrono::milliseconds limit) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < end) {
+      if (capture().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    return false;
+  }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+};
+
+TEST(TopTool, ShowsThePublishedRatesThenSaysWhenDataStops) {
+  if (!have_tmux()) GTEST_SKIP() << "tmux is not installed";
+  ScratchDir dir;
+  const std::string endpoint = dir.ipc("rates");
+  Tmux tmux((bin_dir() / "petdaq-top").string() + " --endpoint " + endpoint);
+  ASSERT_TRUE(tmux.ok());
+  test::Child publisher({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint", endpoint,
+                         "--wait-subscriptions", "1", "--rates", "--interval-ms", "200",
+                         "--duration-s", "4"},
+                        dir / "pub.out", dir / "pub.err");
+  ASSERT_TRUE(tmux.wait_for("prompts 123 k/s", std::chrono::seconds(15))) << tmux.capture();
+  const std::string screen = tmux.capture();
+  for (const char* expected :
+       {"backend cpu", "run 3", "uptime 01:02:03", "prompts 123 k/s", "delayed 12.3 k/s",
+        "trues 111 k/s", "randoms 10.0 %", "multiples 1.23 k/s", "NECR 100 k/s",
+        "singles 2.35 M/s", "frames 2.50 M/s", "latency p50 1.5 ms", "max 9.8 ms",
+        "ring 60/64 free", "pending 17", "rx.kernel_drops 7", "rx.seq_missing 3",
+        "t00 a0 [", "10.0 k  30.0C", "t11 a1 [", "240 k  41.5C", "t05 a0 [", "60.0 k     -C",
+        "t05 a1 [", "180 k  38.5C", endpoint.c_str()}) {
+    EXPECT_NE(screen.find(expected), std::string::npos) << "missing '" << expected << "' in\n"
+                                                        << screen;
+  }
+  // Informational counters are not listed among the problems.
+  EXPECT_EQ(screen.find("rx.frames"), std::string::npos) << screen;
+  EXPECT_EQ(screen.find("no data from"), std::string::npos) << screen;
+  // The BDM with the highest rate has the longest bar: t11 a1 is full, t00 a0 is short.
+  const auto full_bar = screen.find("t11 a1 [#");
+  EXPECT_NE(full_bar, std::string::npos);
+
+  ASSERT_TRUE(publisher.wait_for(std::chrono::seconds(20)).has_value());
+  ASSERT_TRUE(tmux.wait_for("no data from petdaqd at " + endpoint, std::chrono::seconds(8)))
+      << tmux.capture();
+  // The last numbers stay on screen, marked stale.
+  EXPECT_NE(tmux.capture().find("prompts 123 k/s"), std::string::npos);
+
+  tmux.keys("p");
+  EXPECT_TRUE(tmux.wait_for("[paused", std::chrono::seconds(5))) << tmux.capture();
+  tmux.keys("q");
+  for (int i = 0; i < 50 && tmux.alive(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_FALSE(tmux.alive()) << "q did not quit";
+}
+
+TEST(TopTool, NoPublisherAtAllSaysSoAfterThreeSeconds) {
+  if (!have_tmux()) GTEST_SKIP() << "tmux is not installed";
+  ScratchDir dir;
+  const std::string endpoint = dir.ipc("nobody");
+  Tmux tmux((bin_dir() / "petdaq-top").string() + " --endpoint " + endpoint);
+  ASSERT_TRUE(tmux.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(tmux.capture().find("no data from"), std::string::npos) << tmux.capture();
+  EXPECT_TRUE(tmux.wait_for("no data from petdaqd at " + endpoint, std::chrono::seconds(6)))
+      << tmux.capture();
+}
+
+TEST(TopTool, PlainAndJsonModesPrintOneLinePerDocument) {
+  ScratchDir dir;
+  const std::string endpoint = dir.ipc("rates");
+  test::Child plain({(bin_dir() / "petdaq-top").string(), "--endpoint", endpoint, "--plain"},
+                    dir / "plain.out", dir / "plain.err");
+  test::Child json({(bin_dir() / "petdaq-top").string(), "--endpoint", endpoint, "--json"},
+                   dir / "json.out", dir / "json.err");
+  test::Child publisher({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint", endpoint,
+                         "--wait-subscriptions", "2", "--rates", "--interval-ms", "300",
+                         "--duration-s", "1.5"},
+                        dir / "pub.out", dir / "pub.err");
+  ASSERT_TRUE(publisher.wait_for(std::chrono::seconds(20)).has_value());
+  std::this_thread::sleep_for(std::chrono::milliseconds(3800));  // into "no data"
+  plain.signal(SIGTERM);
+  json.signal(SIGTERM);
+  EXPECT_EQ(plain.wait_for(std::chrono::seconds(5)), 0);
+  EXPECT_EQ(json.wait_for(std::chrono::seconds(5)), 0);
+
+  const std::string p = test::read_text(dir / "plain.out");
+  std::istringstream lines(p);
+  std::string line;
+  int rate_lines = 0;
+  bool stale_line = false;
+  while (std::getline(lines, line)) {
+    if (line.find("prompts 123 k/s") != std::string::npos) {
+      ++rate_lines;
+      EXPECT_NE(line.find("problems: rx.kernel_drops=7 rx.seq_missing=3"), std::string::npos)
+          << line;
+      EXPECT_NE(line.find("singles 2.35 M/s"), std::string::npos) << line;
+    }
+    if (line.find("no data from petdaqd at " + endpoint) != std::string::npos) stale_line = true;
+  }
+  EXPECT_GE(rate_lines, 3) << p;
+  EXPECT_TRUE(stale_line) << p;
+
+  const std::string j = test::read_text(dir / "json.out");
+  std::istringstream jl(j);
+  int docs = 0;
+  while (std::getline(jl, line)) {
+    const top::Rates r = top::parse_rates(line);
+    EXPECT_EQ(r.prompts, 123456.0);
+    ++docs;
+  }
+  EXPECT_GE(docs, 3) << j;
+}
+
+}  // namespace
+}  // namespace petdaq
