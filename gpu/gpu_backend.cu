@@ -14,7 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -241,14 +240,17 @@ void GpuBackend::submit(const SliceRequest& request) {
   Slot& slot = slots_[next_submit_ % kSlicesInFlight];
   // As the CPU backend: a slice holds at most max_slice_frames frames.
   const std::size_t frame_count = std::min(request.frame_count, max_slice_frames_);
-  if (frame_count > 0 && request.frames != slot.h_frames.get())
-    std::memcpy(slot.h_frames.get(), request.frames, frame_count * sizeof(RawFrame));
+  if (frame_count > 0 && request.frames == nullptr)
+    throw std::invalid_argument("GpuBackend::submit: frames missing");
   slot.slice_id = request.slice_id;
 
+  // The frames are copied from where the request says: normally this slot's pinned input
+  // buffer; other pinned memory is as fast, and must likewise stay untouched until the
+  // slice is collected.
   cudaStream_t copy = copy_stream_.get();
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy));
   if (frame_count > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_frames.get(), slot.h_frames.get(),
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_frames.get(), request.frames,
                                       frame_count * sizeof(RawFrame), cudaMemcpyHostToDevice,
                                       copy));
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), copy));

@@ -321,9 +321,12 @@ TEST_P(GpuBackendComboTest, MatchesCpuRecordForRecord) {
   const auto requests = cut_slices(frames, 1500, cal.min_time_offset, 5);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.multiples, 0u);
-  if (c.policy != Policy::kill_multiples || c.mode == WindowMode::every_single)
+  if (c.policy != Policy::kill_multiples || c.mode == WindowMode::every_single) {
     EXPECT_GT(t.prompts, 0u);
-  if (c.delayed) EXPECT_GT(t.delayed, 0u);
+  }
+  if (c.delayed) {
+    EXPECT_GT(t.delayed, 0u);
+  }
 }
 
 std::vector<Combo> all_combos() {

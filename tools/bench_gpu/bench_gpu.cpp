@@ -1,0 +1,475 @@
+// petdaq-bench-gpu: the GPU backend from raw frames in pinned host memory to coincidence
+// records in pinned host memory, many slices, steady state, next to the pinned host->device
+// copy rate measured in the same run (the limit, DESIGN section 11) and the CPU backend on
+// a smaller share of the same input. Prints per-stage times per slice (slices run one at a
+// time, so that no stage waits for another slice) and the latency of a slice holding
+// stream.max_slice_ms of data.
+//
+// The stream: annihilations at a Poisson rate in the default 12 x 2-BDM scanner, both
+// photons detected with probability 0.5 each, in roughly opposite BDMs, ~200 ps jitter,
+// raw energies around the 511 keV photopeak with a flat gain table, so that the energy
+// window keeps most singles. Frames are generated once (in parallel, not timed) into one
+// pinned pool, and each slice is submitted straight from its place in the pool.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/cpu_backend.h"
+#include "core/geometry.h"
+#include "core/settings.h"
+#include "gpu/cuda_support.h"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_stage_times.h"
+#include "proto/bytes.h"
+#include "proto/frame.h"
+
+namespace petdaq {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr double kTargetFramesPerSecond = 2.5e9;  // one H100 (DESIGN section 11)
+constexpr double kTargetCopyFraction = 0.8;
+
+struct Options {
+  double rate_per_s = 200e6;            // singles per second of acquisition
+  std::uint64_t pool_frames = 640u << 20;  // frames generated (pinned)
+  std::uint64_t cpu_frames = 16u << 20;
+  std::vector<std::uint64_t> slice_frames = {1u << 20, 16u << 20, 64u << 20};
+  unsigned stage_repetitions = 5;
+  std::uint64_t seed = 1;
+};
+
+void usage() {
+  std::printf(
+      "usage: petdaq-bench-gpu [--rate SINGLES_PER_S] [--pool-frames N] [--cpu-frames N]\n"
+      "                        [--slices N,N,...] [--repetitions R] [--seed S]\n"
+      "  --rate R          simulated singles rate in 1/s (default 2e8)\n"
+      "  --pool-frames N   frames generated into pinned memory (default 671088640)\n"
+      "  --cpu-frames N    frames the CPU backend processes (default 16777216)\n"
+      "  --slices LIST     frames per slice to measure (default 1048576,16777216,67108864)\n"
+      "  --repetitions R   single-slice runs per size for the stage times (default 5)\n"
+      "  --seed S          random seed (default 1)\n");
+}
+
+bool parse(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage();
+      std::exit(0);
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "petdaq-bench-gpu: %s needs a value\n", argv[i]);
+      return false;
+    }
+    const std::string value = argv[++i];
+    if (arg == "--slices") {
+      o.slice_frames.clear();
+      std::size_t at = 0;
+      while (at <= value.size()) {
+        const std::size_t comma = std::min(value.find(',', at), value.size());
+        const double v = std::strtod(value.substr(at, comma - at).c_str(), nullptr);
+        if (!(v >= 1)) {
+          std::fprintf(stderr, "petdaq-bench-gpu: --slices: '%s' is not a list of sizes\n",
+                       value.c_str());
+          return false;
+        }
+        o.slice_frames.push_back(static_cast<std::uint64_t>(v));
+        at = comma + 1;
+      }
+      continue;
+    }
+    char* end = nullptr;
+    const double v = std::strtod(value.c_str(), &end);
+    if (end == value.c_str() || *end != '\0' || !(v > 0)) {
+      std::fprintf(stderr, "petdaq-bench-gpu: %s: '%s' is not a positive number\n", argv[i - 1],
+                   value.c_str());
+      return false;
+    }
+    if (arg == "--rate")
+      o.rate_per_s = v;
+    else if (arg == "--pool-frames")
+      o.pool_frames = static_cast<std::uint64_t>(v);
+    else if (arg == "--cpu-frames")
+      o.cpu_frames = static_cast<std::uint64_t>(v);
+    else if (arg == "--repetitions")
+      o.stage_repetitions = static_cast<unsigned>(v);
+    else if (arg == "--seed")
+      o.seed = static_cast<std::uint64_t>(v);
+    else {
+      std::fprintf(stderr, "petdaq-bench-gpu: unknown option %s\n", argv[i - 1]);
+      return false;
+    }
+  }
+  return true;
+}
+
+// Position table: each crystal covers a square of the flood map; labels as in DESIGN
+// section 3. Gains are 1 (raw energy = keV).
+Calibration bench_calibration(const Settings& s) {
+  const Geometry g = Geometry::from(s.scanner);
+  Calibration cal;
+  const std::uint32_t p = g.position_size;
+  const std::uint32_t cell_x = p / g.crystal_axial, cell_y = p / g.crystal_transaxial;
+  cal.position_lut.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * p * p);
+  for (std::uint32_t bd = 0; bd < g.bdm_count() * g.du_per_bdm(); ++bd)
+    for (std::uint32_t y = 0; y < p; ++y)
+      for (std::uint32_t x = 0; x < p; ++x) {
+        const std::uint32_t row = y / cell_y, col = x / cell_x;
+        cal.position_lut[(std::size_t{bd} * p + y) * p + x] =
+            (row < g.crystal_transaxial && col < g.crystal_axial)
+                ? static_cast<std::uint8_t>(row * g.crystal_axial + col)
+                : 255;
+      }
+  cal.energy_bins = 1000;
+  cal.energy_bin_width = 10;
+  cal.energy_correction.assign(std::size_t{g.bdm_count()} * g.du_per_bdm() *
+                                   g.crystals_per_du() * cal.energy_bins,
+                               1.0f);
+  return cal;
+}
+
+struct Pool {
+  cuda::pinned_unique_ptr<RawFrame> frames;
+  std::uint64_t count = 0;
+  std::vector<std::uint64_t> event_ticks;  // time of the first event of each chunk
+};
+
+constexpr std::uint64_t kChunkFrames = 1u << 20;
+constexpr std::uint64_t kStartTicks = 1'000'000'000;
+
+// One chunk of the stream: fills `out` (may be null: only measures the chunk's duration).
+double fill_chunk(const Settings& s, const Options& o, std::uint64_t chunk, double t0,
+                  RawFrame* out, std::uint64_t n) {
+  const Geometry g = Geometry::from(s.scanner);
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + chunk);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const double tick_ps = s.scanner.tick_ps;
+  const double event_rate_per_tick = o.rate_per_s * tick_ps * 1e-12;  // both photons: p = 0.5
+  std::exponential_distribution<double> gap(event_rate_per_tick);
+  const double jitter_ticks = 200.0 / tick_ps;
+  const std::uint32_t cell = g.position_size / std::max(g.crystal_axial, g.crystal_transaxial);
+  double t = t0;
+  std::uint64_t i = 0;
+  while (i < n) {
+    t += gap(rng);
+    const std::uint32_t n_trans = g.bdm_transaxial;
+    const std::uint32_t b1 = static_cast<std::uint32_t>(rng() % n_trans);
+    const std::uint32_t b2 = (b1 + n_trans / 2 + n_trans + static_cast<std::uint32_t>(rng() % 5) - 2) % n_trans;
+    for (const std::uint32_t b_trans : {b1, b2}) {
+      if (uniform(rng) >= 0.5 || i >= n) continue;
+      const std::uint32_t b_axial = static_cast<std::uint32_t>(rng() % g.bdm_axial);
+      const std::uint32_t bdm = b_axial * g.bdm_transaxial + b_trans;
+      const std::uint32_t du = static_cast<std::uint32_t>(rng() % g.du_per_bdm());
+      const std::uint32_t row = static_cast<std::uint32_t>(rng() % g.crystal_transaxial);
+      const std::uint32_t col = static_cast<std::uint32_t>(rng() % g.crystal_axial);
+      const double e = uniform(rng) < 0.3 ? 350.0 + 161.0 * uniform(rng)
+                                          : std::clamp(511.0 + 25.0 * normal(rng), 300.0, 700.0);
+      const double time = std::max(0.0, t + jitter_ticks * normal(rng));
+      if (out) {
+        std::uint8_t* f = out[i].bytes;
+        f[frame_offset::head_du] = static_cast<std::uint8_t>(0xA0 | du);
+        f[frame_offset::bdm] = static_cast<std::uint8_t>(bdm);
+        bytes::store_be64(f + frame_offset::time, static_cast<std::uint64_t>(time));
+        f[frame_offset::x] = static_cast<std::uint8_t>(col * cell + cell / 2);
+        f[frame_offset::y] = static_cast<std::uint8_t>(row * cell + cell / 2);
+        bytes::store_be16(f + frame_offset::energy, static_cast<std::uint16_t>(e));
+        f[frame_offset::temp_int] = 30;
+        f[frame_offset::temp_frac_tail] = 0x05;
+      }
+      ++i;
+    }
+  }
+  return t - t0;
+}
+
+Pool make_pool(const Settings& s, const Options& o) {
+  Pool pool;
+  pool.count = o.pool_frames;
+  pool.frames = cuda::make_pinned<RawFrame>(pool.count);
+  const std::uint64_t chunks = (pool.count + kChunkFrames - 1) / kChunkFrames;
+  std::vector<double> span(chunks), start(chunks + 1);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  auto parallel = [&](auto&& body) {
+    std::vector<std::thread> workers;
+    for (unsigned w = 0; w < threads; ++w)
+      workers.emplace_back([&, w] {
+        for (std::uint64_t c = w; c < chunks; c += threads) body(c);
+      });
+    for (auto& t : workers) t.join();
+  };
+  auto chunk_frames = [&](std::uint64_t c) {
+    return std::min(kChunkFrames, pool.count - c * kChunkFrames);
+  };
+  parallel([&](std::uint64_t c) { span[c] = fill_chunk(s, o, c, 0.0, nullptr, chunk_frames(c)); });
+  start[0] = kStartTicks;
+  for (std::uint64_t c = 0; c < chunks; ++c) start[c + 1] = start[c] + span[c];
+  parallel([&](std::uint64_t c) {
+    fill_chunk(s, o, c, start[c], pool.frames.get() + c * kChunkFrames, chunk_frames(c));
+  });
+  for (std::uint64_t c = 0; c <= chunks; ++c)
+    pool.event_ticks.push_back(static_cast<std::uint64_t>(start[c]));
+  return pool;
+}
+
+// The horizon after frames [0, end): below the first event time of the chunk holding
+// frame `end`, minus the jitter margin (each chunk's events start after its start time).
+std::uint64_t horizon_at(const Pool& pool, std::uint64_t end, double jitter_ticks) {
+  const std::uint64_t chunk = end / kChunkFrames;
+  const std::uint64_t t = pool.event_ticks[std::min<std::uint64_t>(chunk, pool.event_ticks.size() - 1)];
+  const std::uint64_t margin = static_cast<std::uint64_t>(10 * jitter_ticks);
+  return t > margin ? t - margin : 0;
+}
+
+struct RunStats {
+  double seconds = 0;
+  std::uint64_t frames = 0;
+  std::uint64_t prompts = 0;
+  std::uint64_t delayed = 0;
+  std::uint64_t records_overflow = 0;
+  std::uint64_t carry_overflow = 0;
+  std::vector<GpuStageTimes> stages;
+  std::vector<double> latency_ms;  // submit -> collected
+};
+
+// Streams `slices` slices of `slice_frames` frames through `backend`. pipelined: keep as
+// many in flight as the backend allows; otherwise one at a time. Slices start at chunk
+// boundaries so that their horizons are exact.
+RunStats run(Backend& backend, const Pool& pool, std::uint64_t slice_frames, std::uint64_t slices,
+             bool pipelined, double jitter_ticks, std::uint64_t first_frame = 0) {
+  RunStats st;
+  std::vector<Clock::time_point> submitted;
+  submitted.reserve(slices);
+  const auto t0 = Clock::now();
+  std::uint64_t at = first_frame;
+  auto take = [&](const SliceResult& r) {
+    st.latency_ms.push_back(
+        std::chrono::duration<double, std::milli>(Clock::now() - submitted[r.slice_id]).count());
+    st.prompts += r.prompt_count;
+    st.delayed += r.delayed_count;
+    st.records_overflow += r.counters[Counter::coinc_records_overflow];
+    st.carry_overflow += r.counters[Counter::stream_carry_overflow];
+    GpuStageTimes times;
+    if (gpu_last_stage_times(backend, times)) st.stages.push_back(times);
+  };
+  for (std::uint64_t i = 0; i < slices; ++i) {
+    const std::size_t limit = pipelined ? backend.max_in_flight() : 1;
+    if (backend.in_flight() >= limit) take(backend.collect());
+    SliceRequest req;
+    req.slice_id = i;
+    req.frame_count = static_cast<std::size_t>(slice_frames);
+    req.frames = pool.frames.get() + at;
+    if (std::string_view(backend.name()) == "cpu") {
+      RawFrame* buffer = backend.input_buffer();
+      std::copy(req.frames, req.frames + slice_frames, buffer);
+      req.frames = buffer;
+    }
+    at += slice_frames;
+    req.run_start = i == 0;
+    req.final = i + 1 == slices;
+    req.horizon = horizon_at(pool, at, jitter_ticks);
+    submitted.push_back(Clock::now());
+    backend.submit(req);
+    st.frames += slice_frames;
+  }
+  while (backend.in_flight() > 0) take(backend.collect());
+  st.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return st;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+}
+
+// Pinned host -> device copy rate in bytes/s: median of repeated 256 MiB copies.
+double measure_copy_rate() {
+  const std::size_t bytes = std::size_t{256} << 20;
+  auto host = cuda::make_pinned<std::uint8_t>(bytes);
+  auto device = cuda::make_device<std::uint8_t>(bytes);
+  std::fill(host.get(), host.get() + bytes, std::uint8_t{0x5A});
+  cuda::Event begin, end;
+  std::vector<double> rates;
+  for (int i = 0; i < 12; ++i) {
+    PETDAQ_CUDA_CHECK(cudaEventRecord(begin.get(), nullptr));
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(device.get(), host.get(), bytes, cudaMemcpyHostToDevice, nullptr));
+    PETDAQ_CUDA_CHECK(cudaEventRecord(end.get(), nullptr));
+    PETDAQ_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    float ms = 0;
+    PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&ms, begin.get(), end.get()));
+    if (i >= 2) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  return median(rates);
+}
+
+int bench(const Options& o) {
+  std::string device;
+  if (!gpu_device_usable(device)) {
+    std::fprintf(stderr, "petdaq-bench-gpu: no usable CUDA device: %s\n", device.c_str());
+    return 2;
+  }
+  Settings s;  // the daemon's defaults, except the slice size set per run
+  s.stream.max_records_per_single = 1;  // ~0.2 records per single here; keeps pinned memory small
+  const Calibration cal = bench_calibration(s);
+  const double jitter_ticks = 200.0 / s.scanner.tick_ps;
+  std::printf("petdaq-bench-gpu: %s\n", device.c_str());
+  std::printf("stream: %.3g singles/s, window %.0f ps, %s, %s, delayed %s\n", o.rate_per_s,
+              s.coincidence.window_ps, to_string(s.coincidence.window_mode),
+              to_string(s.coincidence.policy), s.coincidence.delayed.enabled ? "on" : "off");
+
+  const auto g0 = Clock::now();
+  const Pool pool = make_pool(s, o);
+  std::printf("generated %llu frames (%.1f GiB pinned) in %.1f s\n",
+              static_cast<unsigned long long>(pool.count),
+              static_cast<double>(pool.count * sizeof(RawFrame)) / (1u << 30),
+              std::chrono::duration<double>(Clock::now() - g0).count());
+
+  const double copy_bytes_per_s = measure_copy_rate();
+  const double copy_frames_per_s = copy_bytes_per_s / sizeof(RawFrame);
+  std::printf("pinned host->device copy: %.1f GB/s = %.3f G frames/s\n", copy_bytes_per_s / 1e9,
+              copy_frames_per_s / 1e9);
+
+  // CPU backend on the first cpu_frames of the same stream, slices of 1 M frames.
+  double cpu_frames_per_s = 0;
+  std::uint64_t cpu_prompts = 0, cpu_frames = 0;
+  {
+    Settings cs = s;
+    cs.stream.max_slice_frames = 1u << 20;
+    CpuBackend cpu(cs, cal);
+    const std::uint64_t slices = std::max<std::uint64_t>(1, o.cpu_frames / cs.stream.max_slice_frames);
+    const RunStats st = run(cpu, pool, cs.stream.max_slice_frames, slices, false, jitter_ticks);
+    cpu_frames_per_s = static_cast<double>(st.frames) / st.seconds;
+    cpu_prompts = st.prompts;
+    cpu_frames = st.frames;
+    std::printf("cpu backend (1 thread): %llu frames in %.2f s = %.1f M frames/s, %llu prompts\n",
+                static_cast<unsigned long long>(st.frames), st.seconds, cpu_frames_per_s / 1e6,
+                static_cast<unsigned long long>(st.prompts));
+  }
+
+  struct Row {
+    std::uint64_t slice_frames;
+    double frames_per_s;
+    GpuStageTimes stage;
+    std::uint64_t slices;
+  };
+  std::vector<Row> rows;
+  for (const std::uint64_t slice_frames : o.slice_frames) {
+    if (slice_frames > pool.count) continue;
+    Settings gs = s;
+    gs.stream.max_slice_frames = slice_frames;
+    const auto gpu = make_gpu_backend(gs, cal);
+    // Same input as the CPU run, same slicing: the record counts must agree.
+    if (slice_frames == (1u << 20)) {
+      const RunStats check = run(*gpu, pool, slice_frames, cpu_frames / slice_frames, false, jitter_ticks);
+      std::printf("gpu on the cpu's input: %llu prompts (%s)\n",
+                  static_cast<unsigned long long>(check.prompts),
+                  check.prompts == cpu_prompts ? "same as cpu" : "DIFFERENT FROM CPU");
+    }
+    // Stage times: one slice at a time, so that no stage waits for another slice.
+    std::vector<GpuStageTimes> stages;
+    for (unsigned r = 0; r < o.stage_repetitions + 1; ++r) {
+      const RunStats st = run(*gpu, pool, slice_frames, 1, false, jitter_ticks, 0);
+      if (r > 0) stages.insert(stages.end(), st.stages.begin(), st.stages.end());
+    }
+    auto med = [&](float GpuStageTimes::*field) {
+      std::vector<double> v;
+      for (const auto& t : stages) v.push_back(t.*field);
+      return static_cast<float>(median(v));
+    };
+    GpuStageTimes stage{med(&GpuStageTimes::copy_in_ms), med(&GpuStageTimes::convert_ms),
+                        med(&GpuStageTimes::sort_ms), med(&GpuStageTimes::coincidence_ms),
+                        med(&GpuStageTimes::slice_ms)};
+    // Throughput: the whole pool, slices overlapped, after one warm-up pass.
+    const std::uint64_t slices = pool.count / slice_frames;
+    run(*gpu, pool, slice_frames, std::min<std::uint64_t>(slices, 3), true, jitter_ticks);
+    const RunStats st = run(*gpu, pool, slice_frames, slices, true, jitter_ticks);
+    const double fps = static_cast<double>(st.frames) / st.seconds;
+    std::printf("gpu, %llu frames/slice: %llu slices, %llu frames in %.3f s = %.3f G frames/s; "
+                "%llu prompts, %llu delayed, records_overflow %llu, carry_overflow %llu\n",
+                static_cast<unsigned long long>(slice_frames), static_cast<unsigned long long>(slices),
+                static_cast<unsigned long long>(st.frames), st.seconds, fps / 1e9,
+                static_cast<unsigned long long>(st.prompts), static_cast<unsigned long long>(st.delayed),
+                static_cast<unsigned long long>(st.records_overflow),
+                static_cast<unsigned long long>(st.carry_overflow));
+    rows.push_back({slice_frames, fps, stage, slices});
+  }
+
+  // Latency of a slice holding stream.max_slice_ms of data at this rate, one at a time and
+  // with slices overlapped.
+  const std::uint64_t latency_frames = std::max<std::uint64_t>(
+      kChunkFrames, static_cast<std::uint64_t>(o.rate_per_s * s.stream.max_slice_ms * 1e-3) /
+                        kChunkFrames * kChunkFrames);
+  double latency_p50 = 0, latency_p99 = 0, latency_pipe_p50 = 0, latency_pipe_p99 = 0;
+  if (latency_frames <= pool.count) {
+    Settings ls = s;
+    ls.stream.max_slice_frames = latency_frames;
+    const auto gpu = make_gpu_backend(ls, cal);
+    const std::uint64_t slices = std::min<std::uint64_t>(200, pool.count / latency_frames);
+    run(*gpu, pool, latency_frames, 3, false, jitter_ticks);
+    const RunStats one = run(*gpu, pool, latency_frames, slices, false, jitter_ticks);
+    latency_p50 = percentile(one.latency_ms, 0.5);
+    latency_p99 = percentile(one.latency_ms, 0.99);
+    const RunStats pipe = run(*gpu, pool, latency_frames, slices, true, jitter_ticks);
+    latency_pipe_p50 = percentile(pipe.latency_ms, 0.5);
+    latency_pipe_p99 = percentile(pipe.latency_ms, 0.99);
+  }
+
+  std::printf("\n%-12s %12s %9s %9s %9s %9s %9s %9s %10s %9s %8s\n", "frames/slice",
+              "G frames/s", "vs copy", "vs 2.5G", "vs cpu", "copy ms", "conv ms", "sort ms",
+              "coinc ms", "slice ms", "kernels");
+  for (const Row& r : rows) {
+    const double kernels_ms = r.stage.convert_ms + r.stage.sort_ms + r.stage.coincidence_ms;
+    std::printf("%-12llu %12.3f %8.1f%% %8.1f%% %8.0fx %9.3f %9.3f %9.3f %10.3f %9.3f %7.2fx\n",
+                static_cast<unsigned long long>(r.slice_frames), r.frames_per_s / 1e9,
+                100.0 * r.frames_per_s / copy_frames_per_s,
+                100.0 * r.frames_per_s / kTargetFramesPerSecond, r.frames_per_s / cpu_frames_per_s,
+                r.stage.copy_in_ms, r.stage.convert_ms, r.stage.sort_ms, r.stage.coincidence_ms,
+                r.stage.slice_ms, kernels_ms / std::max(1e-9, static_cast<double>(r.stage.copy_in_ms)));
+  }
+  std::printf("(vs copy: share of the measured pinned copy rate, target >= %.0f%%; kernels: "
+              "convert+sort+coincidence time over copy time, one slice alone)\n",
+              100 * kTargetCopyFraction);
+  std::printf("cpu backend: %.1f M frames/s on one thread (%llu frames)\n", cpu_frames_per_s / 1e6,
+              static_cast<unsigned long long>(cpu_frames));
+  std::printf("slice latency, %llu frames = %.0f ms of data at %.3g singles/s: one at a time "
+              "p50 %.2f ms p99 %.2f ms; overlapped p50 %.2f ms p99 %.2f ms (limit 20 ms)\n",
+              static_cast<unsigned long long>(latency_frames), s.stream.max_slice_ms,
+              o.rate_per_s, latency_p50, latency_p99, latency_pipe_p50, latency_pipe_p99);
+  return 0;
+}
+
+}  // namespace
+}  // namespace petdaq
+
+int main(int argc, char** argv) {
+  petdaq::Options o;
+  if (!petdaq::parse(argc, argv, o)) {
+    petdaq::usage();
+    return 2;
+  }
+  try {
+    return petdaq::bench(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "petdaq-bench-gpu: %s\n", e.what());
+    return 1;
+  }
+}
