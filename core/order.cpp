@@ -2,10 +2,13 @@
 //
 // The input is a sorted carry-over followed by a few dozen nearly time-ordered per-BDM
 // streams interleaved packet by packet, so natural runs are short (one packet) and a merge
-// of runs would need many passes. Instead: a stable LSD radix sort on (time - min_time),
-// with just enough 8- to 11-bit digits to cover the slice's time range (3 for a 10 ms
-// slice), all histograms taken in one read; then equal-time runs, which are rare and short,
-// are put in (crystal, energy) order. Already-sorted input costs one read.
+// of runs would need many passes. Singles are spread fairly evenly over the slice's time
+// range, so one counting pass and one scatter by the top bits of (time - min_time) into
+// about n / 8 buckets (the scatter is nearly sequential, as the input is ordered at that
+// scale) leaves a few singles per bucket, which an insertion sort finishes while copying
+// them back. A bucket that is still large (clustered times, hostile input) gets a stable
+// LSD radix sort on time with 11-bit digits and then the (crystal, energy) order within
+// equal times. Already-sorted input costs one read.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -20,6 +23,8 @@ namespace {
 constexpr unsigned kMaxDigitBits = 11;  // 2048 buckets: histograms stay in L1
 constexpr unsigned kMaxPasses = (64 + kMaxDigitBits - 1) / kMaxDigitBits;
 constexpr std::size_t kInsertionSortMax = 32;
+constexpr unsigned kMaxBucketBits = 14;  // 16 384 bucket counts: 64 KiB on the stack
+constexpr std::size_t kSinglesPerBucket = 8;
 
 void insertion_sort(Single* s, std::size_t n) {
   for (std::size_t i = 1; i < n; ++i) {
@@ -53,27 +58,10 @@ void order_equal_times(Single* s, std::size_t n) {
   }
 }
 
-}  // namespace
-
-void sort_singles(Single* singles, std::size_t n, Single* scratch) {
-  if (n < 2) return;
-
-  std::uint64_t min_time = singles[0].time;
-  std::uint64_t max_time = min_time;
-  bool sorted = true;
-  for (std::size_t i = 1; i < n; ++i) {
-    const std::uint64_t t = singles[i].time;
-    min_time = t < min_time ? t : min_time;
-    max_time = t > max_time ? t : max_time;
-    sorted &= !single_less(singles[i], singles[i - 1]);
-  }
-  if (sorted) return;
-  if (n <= kInsertionSortMax || n > UINT32_MAX) {
-    sort_small(singles, n);
-    return;
-  }
-
-  const unsigned key_bits = static_cast<unsigned>(std::bit_width(max_time - min_time));
+// Stable LSD radix sort on time, then (crystal, energy) within equal times. Every time is in
+// [min_time, min_time + 2^key_bits).
+void radix_sort(Single* singles, std::size_t n, Single* scratch, std::uint64_t min_time,
+                unsigned key_bits) {
   if (key_bits > 0) {
     const unsigned passes = (key_bits + kMaxDigitBits - 1) / kMaxDigitBits;
     const unsigned digit_bits = (key_bits + passes - 1) / passes;
@@ -109,6 +97,76 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     if (src != singles) std::memcpy(singles, src, n * sizeof(Single));
   }
   order_equal_times(singles, n);
+}
+
+// Copies src[0, n) to dst[0, n) in order.
+void insertion_copy(const Single* src, std::size_t n, Single* dst) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const Single v = src[i];
+    std::size_t j = i;
+    for (; j > 0 && single_less(v, dst[j - 1]); --j) dst[j] = dst[j - 1];
+    dst[j] = v;
+  }
+}
+
+}  // namespace
+
+void sort_singles(Single* singles, std::size_t n, Single* scratch) {
+  if (n < 2) return;
+
+  std::uint64_t min_time = singles[0].time;
+  std::uint64_t max_time = min_time;
+  bool sorted = true;
+  for (std::size_t i = 1; i < n; ++i) {
+    const std::uint64_t t = singles[i].time;
+    min_time = t < min_time ? t : min_time;
+    max_time = t > max_time ? t : max_time;
+    sorted &= !single_less(singles[i], singles[i - 1]);
+  }
+  if (sorted) return;
+  if (n <= kInsertionSortMax || n > UINT32_MAX) {
+    sort_small(singles, n);
+    return;
+  }
+
+  const unsigned key_bits = static_cast<unsigned>(std::bit_width(max_time - min_time));
+  const unsigned bucket_bits = std::min<unsigned>(
+      {kMaxBucketBits, key_bits, static_cast<unsigned>(std::bit_width(n / kSinglesPerBucket))});
+  if (bucket_bits == 0) {  // every single has the same time
+    order_equal_times(singles, n);
+    return;
+  }
+  const unsigned shift = key_bits - bucket_bits;
+  const std::size_t buckets = std::size_t{1} << bucket_bits;
+
+  std::uint32_t next[std::size_t{1} << kMaxBucketBits];
+  std::memset(next, 0, buckets * sizeof(std::uint32_t));
+  for (std::size_t i = 0; i < n; ++i) ++next[(singles[i].time - min_time) >> shift];
+  std::uint32_t sum = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::uint32_t c = next[b];
+    next[b] = sum;
+    sum += c;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const Single& v = singles[i];
+    scratch[next[(v.time - min_time) >> shift]++] = v;
+  }
+
+  // next[b] is now the end of bucket b.
+  std::size_t begin = 0;
+  for (std::size_t b = 0; b < buckets; ++b) {
+    const std::size_t end = next[b];
+    const std::size_t m = end - begin;
+    if (m <= kInsertionSortMax) {
+      insertion_copy(scratch + begin, m, singles + begin);
+    } else {
+      std::memcpy(singles + begin, scratch + begin, m * sizeof(Single));
+      radix_sort(singles + begin, m, scratch + begin, min_time + (std::uint64_t{b} << shift),
+                 shift);
+    }
+    begin = end;
+  }
 }
 
 }  // namespace petdaq

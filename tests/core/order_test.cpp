@@ -135,6 +135,20 @@ TEST(Order, NearlySortedInterleavedRuns) {
     }
 }
 
+// Most singles crowd into a small part of the time range (one outlier far away), so the
+// coarse buckets are uneven and the large ones take the radix path.
+TEST(Order, ClusteredTimes) {
+  std::mt19937_64 rng(8);
+  for (const std::uint64_t spread : {0ull, 3ull, 1000ull, 1'000'000ull}) {
+    SCOPED_TRACE(spread);
+    std::vector<Single> s = random_singles(rng, 50'000, 5000, 5000 + spread, 200, true);
+    s.push_back({1'000'000'000'000ull, 7, 500.0f});
+    s.push_back({0, 7, 500.0f});
+    std::shuffle(s.begin(), s.end(), rng);
+    expect_sorted_like_std(s);
+  }
+}
+
 TEST(Order, AllEqualTimes) {
   std::mt19937_64 rng(5);
   for (const std::size_t n : {2u, 20u, 33u, 1000u, 200'000u}) {
