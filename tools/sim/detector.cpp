@@ -1,7 +1,12 @@
 #include "tools/sim/detector.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
 #include <limits>
 #include <numbers>
 #include <sstream>
@@ -62,19 +67,20 @@ DetectorModel::DetectorModel(const Settings& settings, const SimOptions& options
 
   const std::uint32_t n_crystals = geometry_.crystal_count();
   saturation_keV_ = options.saturation_keV;
-  adc_per_keV_.resize(n_crystals);
-  delay_ticks_.resize(n_crystals);
+  response_.resize(n_crystals);
   for (std::uint32_t c = 0; c < n_crystals; ++c) {
     Rng gain_rng(mix_seed(options.detector_seed, kGainStream, c));
-    adc_per_keV_[c] = static_cast<float>(options.adc_per_keV *
+    response_[c].adc_per_keV = static_cast<float>(options.adc_per_keV *
                                          std::exp(options.gain_spread * clipped_gauss(gain_rng, 3)));
     Rng delay_rng(mix_seed(options.detector_seed, kDelayStream, c));
     const double delay_ps = options.delay_spread_ps * clipped_gauss(delay_rng, 4);
-    delay_ticks_[c] = static_cast<std::int32_t>(std::llround(delay_ps / sc.tick_ps));
-    max_abs_delay_ticks_ = std::max(max_abs_delay_ticks_, std::abs(delay_ticks_[c]));
+    response_[c].delay_ticks = static_cast<std::int32_t>(std::llround(delay_ps / sc.tick_ps));
+    max_abs_delay_ticks_ = std::max(max_abs_delay_ticks_, std::abs(response_[c].delay_ticks));
   }
   build_flood_maps(options.detector_seed);
 }
+
+void DetectorModel::FreeDeleter::operator()(std::uint8_t* p) const { std::free(p); }
 
 double DetectorModel::crystal_volume_cc() const {
   return pitch_t_mm_ * pitch_a_mm_ * depth_mm_ / 1000.0;
@@ -82,19 +88,22 @@ double DetectorModel::crystal_volume_cc() const {
 
 bool DetectorModel::locate(double px, double py, double pz, double ux, double uy, double uz,
                            DetectorHit& hit) const {
-  // Leaving a convex polygon: the exit face is the one reached first.
-  double best_t = std::numeric_limits<double>::infinity();
+  // Leaving a convex polygon: the exit face is the one reached first, i.e. the smallest
+  // num / den over faces the ray moves towards (compared cross-multiplied: no division).
+  double best_num = 1, best_den = 0;
   std::uint32_t best = panels_;
   for (std::uint32_t b = 0; b < panels_; ++b) {
     const double den = ux * panel_cos_[b] + uy * panel_sin_[b];
     if (den <= 1e-12) continue;
-    const double t = (ring_radius_mm_ - (px * panel_cos_[b] + py * panel_sin_[b])) / den;
-    if (t < best_t) {
-      best_t = t;
+    const double num = ring_radius_mm_ - (px * panel_cos_[b] + py * panel_sin_[b]);
+    if (best == panels_ || num * best_den < best_num * den) {
+      best_num = num;
+      best_den = den;
       best = b;
     }
   }
-  if (best == panels_ || best_t < 0) return false;
+  if (best == panels_ || best_num < 0) return false;
+  const double best_t = best_num / best_den;
   const double hx = px + best_t * ux;
   const double hy = py + best_t * uy;
   const double hz = pz + best_t * uz;
@@ -138,10 +147,14 @@ void DetectorModel::build_flood_maps(std::uint64_t seed) {
   constexpr double kCompression = 0.15;
   auto distort = [](double u) { return u * (1 + kCompression) - kCompression * u * u * u; };
 
-  peak_x_.resize(std::size_t{n_du} * per_du);
-  peak_y_.resize(peak_x_.size());
-  peak_spacing_.resize(peak_x_.size());
-  position_lut_.assign(std::size_t{n_du} * size * size, 255);
+  peaks_.resize(std::size_t{n_du} * per_du);
+  constexpr std::size_t kHugePage = 2u << 20;
+  position_lut_bytes_ = std::size_t{n_du} * size * size;
+  const std::size_t rounded = (position_lut_bytes_ + kHugePage - 1) / kHugePage * kHugePage;
+  position_lut_.reset(static_cast<std::uint8_t*>(std::aligned_alloc(kHugePage, rounded)));
+  if (!position_lut_) throw std::bad_alloc();
+  madvise(position_lut_.get(), rounded, MADV_HUGEPAGE);  // a hint: fine if refused
+  std::memset(position_lut_.get(), 255, position_lut_bytes_);
   std::vector<float> best_d2(std::size_t{size} * size);
 
   for (std::uint32_t du = 0; du < n_du; ++du) {
@@ -154,9 +167,9 @@ void DetectorModel::build_flood_maps(std::uint64_t seed) {
         const double uy = -1.0 + (2.0 * row + 1.0) / g.crystal_transaxial;
         const std::uint32_t label = row * g.crystal_axial + col;
         const std::size_t i = std::size_t{du} * per_du + label;
-        peak_x_[i] = static_cast<float>(centre + half_span * distort(ux) +
+        peaks_[i].x = static_cast<float>(centre + half_span * distort(ux) +
                                         0.03 * nominal_spacing * clipped_gauss(rng, 3));
-        peak_y_[i] = static_cast<float>(centre + half_span * distort(uy) +
+        peaks_[i].y = static_cast<float>(centre + half_span * distort(uy) +
                                         0.03 * nominal_spacing * clipped_gauss(rng, 3));
       }
     }
@@ -166,22 +179,22 @@ void DetectorModel::build_flood_maps(std::uint64_t seed) {
       for (std::uint32_t b = 0; b < per_du; ++b) {
         if (a == b) continue;
         const std::size_t ib = std::size_t{du} * per_du + b;
-        const double dx = peak_x_[ia] - peak_x_[ib];
-        const double dy = peak_y_[ia] - peak_y_[ib];
+        const double dx = peaks_[ia].x - peaks_[ib].x;
+        const double dy = peaks_[ia].y - peaks_[ib].y;
         nearest2 = std::min(nearest2, dx * dx + dy * dy);
       }
       // A DU of one crystal has no neighbour: give it the whole image.
-      peak_spacing_[ia] = static_cast<float>(per_du > 1 ? std::sqrt(nearest2) : size);
+      peaks_[ia].spacing = static_cast<float>(per_du > 1 ? std::sqrt(nearest2) : size);
     }
 
     // Segmentation: each pixel takes its nearest peak, within 0.75 of that peak's spacing
     // (beyond, in the valleys outside the outer crystals, it is no crystal).
     std::fill(best_d2.begin(), best_d2.end(), std::numeric_limits<float>::infinity());
-    std::uint8_t* lut = &position_lut_[std::size_t{du} * size * size];
+    std::uint8_t* lut = position_lut_.get() + std::size_t{du} * size * size;
     for (std::uint32_t label = 0; label < per_du; ++label) {
       const std::size_t i = std::size_t{du} * per_du + label;
-      const double r = 0.75 * peak_spacing_[i];
-      const double px = peak_x_[i], py = peak_y_[i];
+      const double r = 0.75 * peaks_[i].spacing;
+      const double px = peaks_[i].x, py = peaks_[i].y;
       const int x0 = std::max(0, static_cast<int>(std::floor(px - r)));
       const int x1 = std::min(static_cast<int>(size) - 1, static_cast<int>(std::ceil(px + r)));
       const int y0 = std::max(0, static_cast<int>(std::floor(py - r)));
@@ -208,7 +221,7 @@ std::vector<float> DetectorModel::energy_correction(std::uint32_t bins,
   for (std::uint32_t b = 0; b < g.bdm_count(); ++b) {
     for (std::uint32_t d = 0; d < g.du_per_bdm(); ++d) {
       for (std::uint32_t c = 0; c < per_du; ++c) {
-        const double k = adc_per_keV_[g.crystal_id(b, d, c)];
+        const double k = response_[g.crystal_id(b, d, c)].adc_per_keV;
         float* row = &table[((std::size_t{b} * g.du_per_bdm() + d) * per_du + c) * bins];
         for (std::uint32_t bin = 0; bin < bins; ++bin) {
           // Inverse of raw = k E / (1 + E / Es): E = raw / (k - raw / Es), at the mean raw
@@ -225,8 +238,8 @@ std::vector<float> DetectorModel::energy_correction(std::uint32_t bins,
 }
 
 std::vector<std::int32_t> DetectorModel::time_offsets() const {
-  std::vector<std::int32_t> offsets(delay_ticks_.size());
-  for (std::size_t c = 0; c < offsets.size(); ++c) offsets[c] = -delay_ticks_[c];
+  std::vector<std::int32_t> offsets(response_.size());
+  for (std::size_t c = 0; c < offsets.size(); ++c) offsets[c] = -response_[c].delay_ticks;
   return offsets;
 }
 

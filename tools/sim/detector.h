@@ -2,7 +2,9 @@
 // per-crystal response the calibration tables undo (gain, non-linearity, delay, flood map).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/geometry.h"
@@ -35,29 +37,34 @@ class DetectorModel {
   bool locate(double px, double py, double pz, double ux, double uy, double uz,
               DetectorHit& hit) const;
 
-  // Per global crystal: ADC units per keV before saturation, and the delay in ticks.
-  float adc_per_keV(std::uint32_t crystal) const { return adc_per_keV_[crystal]; }
-  std::int32_t delay_ticks(std::uint32_t crystal) const { return delay_ticks_[crystal]; }
+  // Per global crystal: ADC units per keV before saturation, and the delay in ticks (one
+  // struct, so a frame touches one cache line for both).
+  struct CrystalResponse {
+    float adc_per_keV;
+    std::int32_t delay_ticks;
+  };
+  const CrystalResponse& response(std::uint32_t crystal) const { return response_[crystal]; }
+  float adc_per_keV(std::uint32_t crystal) const { return response_[crystal].adc_per_keV; }
+  std::int32_t delay_ticks(std::uint32_t crystal) const { return response_[crystal].delay_ticks; }
   double saturation_keV() const { return saturation_keV_; }
   std::int32_t max_abs_delay_ticks() const { return max_abs_delay_ticks_; }
 
   // Flood-map peak of a label in DU (bdm, du), and the distance to its nearest neighbour.
-  float peak_x(std::uint32_t bdm_du, std::uint32_t label) const {
-    return peak_x_[bdm_du * geometry_.crystals_per_du() + label];
+  struct Peak {
+    float x, y, spacing;
+  };
+  const Peak& peak(std::uint32_t bdm_du, std::uint32_t label) const {
+    return peaks_[bdm_du * geometry_.crystals_per_du() + label];
   }
-  float peak_y(std::uint32_t bdm_du, std::uint32_t label) const {
-    return peak_y_[bdm_du * geometry_.crystals_per_du() + label];
-  }
-  float peak_spacing(std::uint32_t bdm_du, std::uint32_t label) const {
-    return peak_spacing_[bdm_du * geometry_.crystals_per_du() + label];
-  }
-  std::uint8_t label_at(std::uint32_t bdm_du, std::uint32_t x, std::uint32_t y) const {
+  const std::uint8_t* label_address(std::uint32_t bdm_du, std::uint32_t x,
+                                    std::uint32_t y) const {
     const std::size_t n = geometry_.position_size;
-    return position_lut_[(std::size_t{bdm_du} * n + y) * n + x];
+    return &position_lut_[(std::size_t{bdm_du} * n + y) * n + x];
   }
 
   // The calibration tables of DESIGN section 3.
-  const std::vector<std::uint8_t>& position_lut() const { return position_lut_; }
+  const std::uint8_t* position_lut() const { return position_lut_.get(); }
+  std::size_t position_lut_bytes() const { return position_lut_bytes_; }
   std::vector<float> energy_correction(std::uint32_t bins, std::uint32_t bin_width) const;
   std::vector<std::int32_t> time_offsets() const;
 
@@ -72,12 +79,16 @@ class DetectorModel {
   double du_len_a_mm_ = 0, du_step_a_mm_ = 0, bdm_len_a_mm_ = 0, bdm_step_a_mm_ = 0;
   double total_a_mm_ = 0;
   std::vector<double> panel_cos_, panel_sin_;
-  std::vector<float> adc_per_keV_;
-  std::vector<std::int32_t> delay_ticks_;
+  std::vector<CrystalResponse> response_;
   std::int32_t max_abs_delay_ticks_ = 0;
   double saturation_keV_ = 0;
-  std::vector<float> peak_x_, peak_y_, peak_spacing_;
-  std::vector<std::uint8_t> position_lut_;
+  std::vector<Peak> peaks_;
+  // Read at random for every frame: in huge pages where the kernel offers them.
+  struct FreeDeleter {
+    void operator()(std::uint8_t* p) const;
+  };
+  std::unique_ptr<std::uint8_t[], FreeDeleter> position_lut_;
+  std::size_t position_lut_bytes_ = 0;
 };
 
 }  // namespace petdaq::sim

@@ -3,6 +3,7 @@
 // depend on how many threads made it.
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -49,35 +50,103 @@ class Rng {
   // (0, 1]: safe under a logarithm.
   double uniform_open0() { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
   double uniform(double lo, double hi) { return lo + (hi - lo) * uniform(); }
-  // Unbiased enough for n << 2^32 (multiply-shift).
+  // Multiply-shift: bias below n / 2^32, negligible for the n used here.
   std::uint32_t below(std::uint32_t n) {
     return static_cast<std::uint32_t>(((next() >> 32) * std::uint64_t{n}) >> 32);
   }
-  double exponential(double mean) { return -mean * std::log(uniform_open0()); }
+  double exponential(double mean) { return mean * standard_exponential(); }
+  double gauss() { return standard_normal(); }
 
-  // Standard normal (Marsaglia's polar method; the second value is kept for the next call).
-  double gauss() {
-    if (has_spare_) {
-      has_spare_ = false;
-      return spare_;
-    }
-    double u, v, s;
-    do {
-      u = 2.0 * uniform() - 1.0;
-      v = 2.0 * uniform() - 1.0;
-      s = u * u + v * v;
-    } while (s >= 1.0 || s == 0.0);
-    const double f = std::sqrt(-2.0 * std::log(s) / s);
-    spare_ = v * f;
-    has_spare_ = true;
-    return u * f;
-  }
+  // Marsaglia and Tsang's ziggurat (2000): one 64-bit draw almost always; the layer index
+  // and the value come from different bits of it.
+  double standard_normal();
+  double standard_exponential();
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   std::uint64_t state_[4];
-  double spare_ = 0;
-  bool has_spare_ = false;
 };
+
+struct ZigguratTables {
+  std::array<std::int64_t, 128> kn;
+  std::array<double, 128> wn, fn;
+  std::array<std::uint64_t, 256> ke;
+  std::array<double, 256> we, fe;
+
+  ZigguratTables() {
+    const double m1 = 2147483648.0, m2 = 4294967296.0;
+    double dn = 3.442619855899, tn = dn;
+    const double vn = 9.91256303526217e-3;
+    const double q = vn / std::exp(-0.5 * dn * dn);
+    kn[0] = static_cast<std::int64_t>((dn / q) * m1);
+    kn[1] = 0;
+    wn[0] = q / m1;
+    wn[127] = dn / m1;
+    fn[0] = 1.0;
+    fn[127] = std::exp(-0.5 * dn * dn);
+    for (int i = 126; i >= 1; --i) {
+      dn = std::sqrt(-2.0 * std::log(vn / dn + std::exp(-0.5 * dn * dn)));
+      kn[i + 1] = static_cast<std::int64_t>((dn / tn) * m1);
+      tn = dn;
+      fn[i] = std::exp(-0.5 * dn * dn);
+      wn[i] = dn / m1;
+    }
+    double de = 7.697117470131487, te = de;
+    const double ve = 3.949659822581572e-3;
+    const double qe = ve / std::exp(-de);
+    ke[0] = static_cast<std::uint64_t>((de / qe) * m2);
+    ke[1] = 0;
+    we[0] = qe / m2;
+    we[255] = de / m2;
+    fe[0] = 1.0;
+    fe[255] = std::exp(-de);
+    for (int i = 254; i >= 1; --i) {
+      de = -std::log(ve / de + std::exp(-de));
+      ke[i + 1] = static_cast<std::uint64_t>((de / te) * m2);
+      te = de;
+      fe[i] = std::exp(-de);
+      we[i] = de / m2;
+    }
+  }
+};
+
+inline const ZigguratTables& ziggurat() {
+  static const ZigguratTables tables;
+  return tables;
+}
+
+inline double Rng::standard_normal() {
+  const ZigguratTables& z = ziggurat();
+  for (;;) {
+    const std::uint64_t bits = next();
+    const std::int64_t hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
+    const unsigned iz = bits & 127u;
+    const double x = static_cast<double>(hz) * z.wn[iz];
+    if ((hz < 0 ? -hz : hz) < z.kn[iz]) return x;
+    if (iz == 0) {  // the tail beyond r
+      constexpr double r = 3.442619855899;
+      double tx, ty;
+      do {
+        tx = -std::log(uniform_open0()) / r;
+        ty = -std::log(uniform_open0());
+      } while (ty + ty < tx * tx);
+      return hz > 0 ? r + tx : -r - tx;
+    }
+    if (z.fn[iz] + uniform() * (z.fn[iz - 1] - z.fn[iz]) < std::exp(-0.5 * x * x)) return x;
+  }
+}
+
+inline double Rng::standard_exponential() {
+  const ZigguratTables& z = ziggurat();
+  for (;;) {
+    const std::uint64_t bits = next();
+    const std::uint64_t jz = bits >> 32;
+    const unsigned iz = bits & 255u;
+    const double x = static_cast<double>(jz) * z.we[iz];
+    if (jz < z.ke[iz]) return x;
+    if (iz == 0) return 7.697117470131487 - std::log(uniform_open0());
+    if (z.fe[iz] + uniform() * (z.fe[iz - 1] - z.fe[iz]) < std::exp(-x)) return x;
+  }
+}
 
 }  // namespace petdaq::sim

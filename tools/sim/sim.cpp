@@ -179,14 +179,17 @@ class BlockGenerator {
                 options.source == SourceShape::cylinder);
     phantom_r2_ = options.phantom_radius_mm * options.phantom_radius_mm;
     phantom_half_mm_ = 0.5 * options.phantom_length_mm;
-    water_mu511_ = water_mu_per_mm(kAnnihilationKeV);
+    water_mean_free_path511_mm_ = 1.0 / water_mu_per_mm(kAnnihilationKeV);
+    phantom_max_chord_mm_ = std::hypot(2 * options.phantom_radius_mm, options.phantom_length_mm);
     acollinearity_sigma_rad_ =
         options.acollinearity_fwhm_deg * std::numbers::pi / 180.0 / kFwhmPerSigma;
     energy_sigma_ = options.energy_resolution_fwhm / kFwhmPerSigma * std::sqrt(kAnnihilationKeV);
     time_sigma_ps_ = options.time_resolution_fwhm_ps / kFwhmPerSigma;
+    inv_tick_ps_ = 1.0 / plan.tick_ps;
     depth_mm_ = settings.scanner.crystal_depth_mm;
     low_keV_ = settings.energy_window.low_keV;
     high_keV_ = settings.energy_window.high_keV;
+    half_axial_mm_ = 0.5 * model.axial_extent_mm();
     head_marker_ = settings.frame.head_marker;
     tail_marker_ = settings.frame.tail_marker;
   }
@@ -269,11 +272,29 @@ class BlockGenerator {
     const double ux = a * f, uy = b * f, uz = 1 - 2 * s;
     // Residual momentum of the positron-electron pair: the second photon is off
     // back-to-back by a small angle, Gaussian in each of its two projections.
+    // The angle is a fraction of a degree: tilting along two axes normal to u and
+    // renormalising is exact to second order and needs no trigonometry.
     double vx = -ux, vy = -uy, vz = -uz;
     if (acollinearity_sigma_rad_ > 0) {
       const double gx = rng.gauss() * acollinearity_sigma_rad_;
       const double gy = rng.gauss() * acollinearity_sigma_rad_;
-      deflect(vx, vy, vz, std::cos(std::sqrt(gx * gx + gy * gy)), rng);
+      const double rxy = std::sqrt(ux * ux + uy * uy);
+      // e1 = (u x z) / |u x z|, e2 = u x e1; along the axis any normal pair will do.
+      double e1x = 1, e1y = 0, e2x = 0, e2y = 1, e2z = 0;
+      if (rxy > 1e-9) {
+        e1x = uy / rxy;
+        e1y = -ux / rxy;
+        e2x = uz * ux / rxy;
+        e2y = uz * uy / rxy;
+        e2z = -rxy;
+      }
+      vx += gx * e1x + gy * e2x;
+      vy += gx * e1y + gy * e2y;
+      vz += gy * e2z;
+      const double norm = 1 / std::sqrt(vx * vx + vy * vy + vz * vz);
+      vx *= norm;
+      vy *= norm;
+      vz *= norm;
     }
     const std::uint64_t event_ticks = ctx.base_ticks + std::llround(t_ps / plan_.tick_ps);
     const PhotonOutcome p0 = photon(ctx, t_ps, event_ticks, px, py, pz, ux, uy, uz, id, 0);
@@ -314,17 +335,14 @@ class BlockGenerator {
     double path_mm = 0;
     unsigned scatters = 0;
     if (phantom_) {
+      // Only where a photon turns does its position change: an escaping photon keeps its
+      // line, and the detector is found from the last point on it.
       for (;;) {
-        const double exit_mm = phantom_exit_mm(px, py, pz, ux, uy, uz);
-        const double mu = scatters == 0 ? water_mu511_ : water_mu_per_mm(energy);
-        const double free_mm = rng.exponential(1.0 / mu);
-        if (free_mm >= exit_mm) {
-          px += exit_mm * ux;
-          py += exit_mm * uy;
-          pz += exit_mm * uz;
-          path_mm += exit_mm;
-          break;
-        }
+        const double free_mm =
+            scatters == 0 ? rng.exponential(water_mean_free_path511_mm_)
+                          : rng.exponential(1.0 / water_mu_per_mm(energy));
+        if (free_mm >= phantom_max_chord_mm_) break;
+        if (free_mm >= phantom_exit_mm(px, py, pz, ux, uy, uz)) break;
         px += free_mm * ux;
         py += free_mm * uy;
         pz += free_mm * uz;
@@ -338,6 +356,14 @@ class BlockGenerator {
         if (energy < 20.0 || scatters >= 64) return outcome;
       }
     }
+    // Most photons that miss leave through the ends of the ring: every panel face is at
+    // least the ring radius from the axis, so the line has come at least this far there.
+    const double uxy2 = ux * ux + uy * uy;
+    if (uxy2 < 1e-12) return outcome;
+    const double reach_mm =
+        (model_.ring_radius_mm() - std::sqrt(px * px + py * py)) / std::sqrt(uxy2);
+    const double z_reach = pz + reach_mm * uz;
+    if (std::abs(z_reach) >= half_axial_mm_ && z_reach * uz > 0) return outcome;
     DetectorHit hit;
     if (!model_.locate(px, py, pz, ux, uy, uz, hit)) return outcome;
     path_mm += hit.distance_mm;
@@ -392,29 +418,36 @@ class BlockGenerator {
         deposit_keV + energy_sigma_ * std::sqrt(std::max(deposit_keV, 0.0)) * rng.gauss();
     if (measured < options_.trigger_threshold_keV) return outcome;
 
-    const double raw_real =
-        model_.adc_per_keV(crystal) * measured / (1 + measured / model_.saturation_keV());
-    const auto raw = static_cast<std::uint16_t>(std::clamp(std::lround(raw_real), 0l, 65535l));
-
     // Light centroid: fewer photons at low energy spread it more.
     const std::uint32_t bdm_du = bdm * g_.du_per_bdm() + du;
     const std::uint32_t label = g_.label_of_local_crystal(local);
-    const double sigma_px = options_.position_blur * model_.peak_spacing(bdm_du, label) *
+    const DetectorModel::Peak& peak = model_.peak(bdm_du, label);
+    const double sigma_px = options_.position_blur * peak.spacing *
                             std::min(std::sqrt(kAnnihilationKeV / measured), 2.5);
-    const long max_px = static_cast<long>(g_.position_size) - 1;
-    const long x = std::clamp(std::lround(model_.peak_x(bdm_du, label) + sigma_px * rng.gauss()),
-                              0l, max_px);
-    const long y = std::clamp(std::lround(model_.peak_y(bdm_du, label) + sigma_px * rng.gauss()),
-                              0l, max_px);
-    const std::uint32_t seen_label = model_.label_at(bdm_du, std::uint32_t(x), std::uint32_t(y));
+    const double max_px = g_.position_size - 1;
+    const auto x = static_cast<std::uint32_t>(
+        std::clamp(peak.x + sigma_px * rng.gauss(), 0.0, max_px) + 0.5);
+    const auto y = static_cast<std::uint32_t>(
+        std::clamp(peak.y + sigma_px * rng.gauss(), 0.0, max_px) + 0.5);
+    // The flood-map table is megabytes: start its load now, use it last.
+    const std::uint8_t* seen = model_.label_address(bdm_du, x, y);
+    __builtin_prefetch(seen);
+
+    const DetectorModel::CrystalResponse& response = model_.response(crystal);
+    const double raw_real =
+        response.adc_per_keV * measured / (1 + measured / model_.saturation_keV());
+    const auto raw = static_cast<std::uint16_t>(std::min(raw_real, 65535.0) + 0.5);
 
     const double jitter_ps = std::clamp(time_sigma_ps_ * rng.gauss(), -5 * time_sigma_ps_,
                                         5 * time_sigma_ps_);
-    const std::int64_t stamp = static_cast<std::int64_t>(ctx.base_ticks) +
-                               std::llround((arrival_ps + jitter_ps) / plan_.tick_ps) +
-                               model_.delay_ticks(crystal);
+    // Positive by construction (the origin exceeds every delay and jitter): truncating
+    // x + 0.5 rounds to nearest.
+    const std::int64_t stamp =
+        static_cast<std::int64_t>(ctx.base_ticks) +
+        static_cast<std::int64_t>((arrival_ps + jitter_ps) * inv_tick_ps_ + 0.5) +
+        response.delay_ticks;
     const std::uint64_t disorder =
-        plan_.disorder_ticks ? rng.next() % (plan_.disorder_ticks + 1) : 0;
+        plan_.disorder_ticks ? ((rng.next() >> 32) * (plan_.disorder_ticks + 1)) >> 32 : 0;
 
     SimFrame& f = ctx.out.generated.emplace_back();
     f.key = static_cast<std::uint64_t>(stamp) + disorder;
@@ -440,6 +473,7 @@ class BlockGenerator {
     t.kind = kind;
     t.photon = which;
     t.phantom_scatters = static_cast<std::uint8_t>(std::min(scatters, 255u));
+    const std::uint32_t seen_label = *seen;
     const bool in_crystal = seen_label < g_.crystals_per_du();
     if (!in_crystal)
       t.flags |= truth_flag::no_crystal;
@@ -494,12 +528,15 @@ class BlockGenerator {
   const Plan& plan_;
   bool phantom_ = false;
   double phantom_r2_ = 0, phantom_half_mm_ = 0;
-  double water_mu511_ = 0;
+  double water_mean_free_path511_mm_ = 0;
+  double phantom_max_chord_mm_ = 0;
   double acollinearity_sigma_rad_ = 0;
   double energy_sigma_ = 0;  // sigma = energy_sigma_ * sqrt(E / keV)
   double time_sigma_ps_ = 0;
+  double inv_tick_ps_ = 1;
   double depth_mm_ = 0;
   double low_keV_ = 0, high_keV_ = 0;
+  double half_axial_mm_ = 0;
   std::uint8_t head_marker_ = 0, tail_marker_ = 0;
 };
 
@@ -882,8 +919,9 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
 
   if (options.write_files) {
     std::filesystem::create_directories(output_dir);
-    write_npy(output_dir / "position_lut.npy", {g.bdm_count(), g.du_per_bdm(), g.position_size, g.position_size},
-              model.position_lut());
+    write_npy(output_dir / "position_lut.npy", NpyDtype<std::uint8_t>::name,
+              {g.bdm_count(), g.du_per_bdm(), g.position_size, g.position_size},
+              model.position_lut(), model.position_lut_bytes());
     write_npy(output_dir / "energy_correction.npy",
               {g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), options.energy_bins},
               model.energy_correction(options.energy_bins, settings.calibration.energy_bin_width));
