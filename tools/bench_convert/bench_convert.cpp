@@ -1,0 +1,327 @@
+// petdaq-bench-convert: the CPU convert stage (convert_frames: decode, position and energy
+// look-ups, energy correction, window test) on one thread, over a realistic stream of the
+// configured scanner (default: 24 BDMs x 4 DUs x 169 crystals, 256 x 256 flood maps, 1000
+// energy bins: a 65 MB energy table). Prints frames/s per core (median of the repetitions)
+// next to the 50 M frames/s per-core target, then the same frames against other layouts of
+// the energy table, to show what the table's size costs.
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/convert.h"
+#include "core/settings.h"
+
+namespace petdaq {
+namespace {
+
+constexpr double kTargetFramesPerSecond = 50e6;  // per core, for the convert stage alone
+constexpr std::size_t kHugePageBytes = 2u << 20;
+
+struct Options {
+  std::size_t frames = 10'000'000;
+  int repeat = 7;
+  std::string config;
+  std::uint64_t seed = 1;
+};
+
+void usage() {
+  std::printf(
+      "usage: petdaq-bench-convert [--frames N] [--repeat R] [--config FILE] [--seed S]\n"
+      "  --frames N     frames per pass (default 10000000)\n"
+      "  --repeat R     passes per layout; the median is reported (default 7)\n"
+      "  --config FILE  scanner and energy window from this file (default: built-in defaults,\n"
+      "                 which equal config/petdaq.yaml); the tables are synthetic\n"
+      "  --seed S       random seed of the synthetic stream (default 1)\n");
+}
+
+bool parse_args(int argc, char** argv, Options& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--help" || a == "-h") {
+      usage();
+      std::exit(0);
+    } else if (a == "--frames" && has_value) {
+      o.frames = std::strtoull(argv[++i], nullptr, 10);
+    } else if (a == "--repeat" && has_value) {
+      o.repeat = std::atoi(argv[++i]);
+    } else if (a == "--config" && has_value) {
+      o.config = argv[++i];
+    } else if (a == "--seed" && has_value) {
+      o.seed = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "petdaq-bench-convert: unknown or incomplete option '%s'\n", a.c_str());
+      usage();
+      return false;
+    }
+  }
+  if (o.frames == 0 || o.repeat < 1) {
+    std::fprintf(stderr, "petdaq-bench-convert: --frames and --repeat must be >= 1\n");
+    return false;
+  }
+  return true;
+}
+
+// Raw ADC value of the 511 keV photopeak of each crystal: crystals differ in light yield.
+std::vector<float> make_photopeaks(const Geometry& g, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> peak(1800.f, 2600.f);
+  std::vector<float> p(std::size_t{g.bdm_count()} * g.du_per_bdm() * g.crystals_per_du());
+  for (auto& v : p) v = peak(rng);
+  return p;
+}
+
+// A flood map per DU: crystal_transaxial rows x crystal_axial columns of cells; the pixels
+// near a cell's border belong to no crystal (255), as in a segmented flood image.
+std::vector<std::uint8_t> make_position_lut(const Geometry& g) {
+  const std::uint32_t n = g.position_size;
+  std::vector<std::uint8_t> lut(std::size_t{g.bdm_count()} * g.du_per_bdm() * n * n);
+  const double row_px = double(n) / g.crystal_transaxial;
+  const double col_px = double(n) / g.crystal_axial;
+  for (std::size_t bd = 0; bd < std::size_t{g.bdm_count()} * g.du_per_bdm(); ++bd)
+    for (std::uint32_t y = 0; y < n; ++y)
+      for (std::uint32_t x = 0; x < n; ++x) {
+        const double fy = (y + 0.5) / row_px, fx = (x + 0.5) / col_px;
+        const double dy = fy - std::floor(fy), dx = fx - std::floor(fx);
+        const bool border = dy < 0.06 || dy > 0.94 || dx < 0.06 || dx > 0.94;
+        const auto label = static_cast<std::uint32_t>(fy) * g.crystal_axial + static_cast<std::uint32_t>(fx);
+        lut[(bd * n + y) * n + x] = border ? 255 : static_cast<std::uint8_t>(label);
+      }
+  return lut;
+}
+
+// float32[bdm][du][crystal][bins]: the crystal's gain (511 keV at its photopeak) times a mild
+// non-linearity along the energy axis.
+std::vector<float> make_energy_table(const Geometry& g, const std::vector<float>& peaks,
+                                     std::uint32_t bins, std::uint32_t bin_width) {
+  std::vector<float> t(peaks.size() * bins);
+  for (std::size_t c = 0; c < peaks.size(); ++c)
+    for (std::uint32_t b = 0; b < bins; ++b) {
+      const double raw = (b + 0.5) * bin_width;
+      const double nonlinearity = 1.0 + 0.04 * std::tanh((raw - peaks[c]) / 2000.0);
+      t[c * bins + b] = static_cast<float>(511.0 / peaks[c] * nonlinearity);
+    }
+  (void)g;
+  return t;
+}
+
+// The stream the receivers hand on: BDMs interleaved, each BDM's times nearly ordered, x/y
+// scattered around a crystal's cell centre, energies a 511 keV photopeak over a Compton tail.
+std::vector<RawFrame> make_frames(const Geometry& g, const Settings& s,
+                                  const std::vector<float>& peaks, std::size_t n,
+                                  std::mt19937_64& rng) {
+  std::vector<RawFrame> frames(n);
+  std::uniform_int_distribution<std::uint32_t> bdm_d(0, g.bdm_count() - 1);
+  std::uniform_int_distribution<std::uint32_t> du_d(0, g.du_per_bdm() - 1);
+  std::uniform_int_distribution<std::uint32_t> label_d(0, g.crystals_per_du() - 1);
+  std::normal_distribution<double> spread(0.0, 0.18);  // in cell widths
+  std::normal_distribution<double> resolution(0.0, 0.05);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  std::exponential_distribution<double> gap_ticks(1.0 / 3.0);
+  std::uniform_int_distribution<int> jitter_ticks(0, 200);
+  const double row_px = double(g.position_size) / g.crystal_transaxial;
+  const double col_px = double(g.position_size) / g.crystal_axial;
+  double now_ticks = 1e9;
+  for (std::size_t i = 0; i < n; ++i) {
+    now_ticks += gap_ticks(rng);
+    FrameFields f{};
+    f.head_marker = s.frame.head_marker;
+    f.tail_marker = s.frame.tail_marker;
+    const std::uint32_t bdm = bdm_d(rng), du = du_d(rng), label = label_d(rng);
+    f.bdm = static_cast<std::uint8_t>(bdm);
+    f.du = static_cast<std::uint8_t>(du);
+    f.time_ticks = static_cast<std::uint64_t>(now_ticks) + jitter_ticks(rng);
+    const double row = label / g.crystal_axial + 0.5 + spread(rng);
+    const double col = label % g.crystal_axial + 0.5 + spread(rng);
+    const double last = g.position_size - 1;
+    f.y = static_cast<std::uint8_t>(std::clamp(row * row_px, 0.0, last));
+    f.x = static_cast<std::uint8_t>(std::clamp(col * col_px, 0.0, last));
+    const float peak =
+        peaks[(std::size_t{bdm} * g.du_per_bdm() + du) * g.crystals_per_du() + g.local_crystal_of_label(label)];
+    const double raw = unit(rng) < 0.75 ? peak * (1.0 + resolution(rng)) : peak * (0.1 + 0.8 * unit(rng));
+    f.energy_raw = static_cast<std::uint16_t>(std::clamp(raw, 0.0, 65535.0));
+    f.temp_int_degC = 35;
+    f.temp_frac_16ths = static_cast<std::uint8_t>(i & 0xF);
+    encode_frame(f, frames[i].bytes);
+  }
+  return frames;
+}
+
+// A copy of a table in memory backed by 2 MB pages where the kernel grants them, so that the
+// random per-frame row look-ups miss the TLB less often.
+struct HugePageTable {
+  float* data = nullptr;
+  std::size_t bytes = 0;
+  explicit HugePageTable(const std::vector<float>& src) {
+    bytes = (src.size() * sizeof(float) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+    data = static_cast<float*>(std::aligned_alloc(kHugePageBytes, bytes));
+    if (!data) throw std::bad_alloc();
+    madvise(data, bytes, MADV_HUGEPAGE);
+    std::memcpy(data, src.data(), src.size() * sizeof(float));
+  }
+  ~HugePageTable() { std::free(data); }
+  HugePageTable(const HugePageTable&) = delete;
+  HugePageTable& operator=(const HugePageTable&) = delete;
+};
+
+// Kernel's count of anonymous memory in huge pages, for the record ("" if unknown).
+std::string anon_huge_pages() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("AnonHugePages:", 0) == 0) return line.substr(14);
+  return "";
+}
+
+struct Measured {
+  double median_fps, min_fps, max_fps;
+  CounterDelta delta;  // of one pass
+};
+
+Measured measure(const std::vector<RawFrame>& frames, const ConvertTables& t, std::vector<Single>& out,
+                 std::uint32_t bdm_count, int repeat) {
+  std::vector<std::uint64_t> bdm_singles(bdm_count), bdm_rejected(bdm_count);
+  std::vector<double> fps;
+  Measured m{};
+  std::size_t kept_total = 0;
+  for (int r = 0; r < repeat; ++r) {
+    CounterDelta delta;
+    const auto t0 = std::chrono::steady_clock::now();
+    kept_total += convert_frames(frames.data(), frames.size(), t, out.data(), delta,
+                                 bdm_singles.data(), bdm_rejected.data());
+    const auto t1 = std::chrono::steady_clock::now();
+    fps.push_back(frames.size() / std::chrono::duration<double>(t1 - t0).count());
+    if (r == 0) m.delta = delta;
+  }
+  if (kept_total == 0) std::printf("  (no frame was accepted)\n");
+  std::sort(fps.begin(), fps.end());
+  m.median_fps = fps[fps.size() / 2];
+  m.min_fps = fps.front();
+  m.max_fps = fps.back();
+  return m;
+}
+
+void report(const char* label, double table_MB, const Measured& m) {
+  std::printf("%-52s %8.1f MB  %7.2f M frames/s (min %.2f, max %.2f)  ratio to 50 M/s: %.3f\n",
+              label, table_MB, m.median_fps / 1e6, m.min_fps / 1e6, m.max_fps / 1e6,
+              m.median_fps / kTargetFramesPerSecond);
+}
+
+// The same calibration at `factor` times coarser bins: each coarse bin averages its fine bins.
+std::vector<float> coarsen(const std::vector<float>& fine, std::uint32_t fine_bins, std::uint32_t factor) {
+  const std::uint32_t coarse_bins = (fine_bins + factor - 1) / factor;
+  const std::size_t crystals = fine.size() / fine_bins;
+  std::vector<float> t(crystals * coarse_bins);
+  for (std::size_t c = 0; c < crystals; ++c)
+    for (std::uint32_t k = 0; k < coarse_bins; ++k) {
+      double sum = 0;
+      std::uint32_t n = 0;
+      for (std::uint32_t b = k * factor; b < std::min(fine_bins, (k + 1) * factor); ++b, ++n)
+        sum += fine[c * fine_bins + b];
+      t[c * coarse_bins + k] = static_cast<float>(sum / n);
+    }
+  return t;
+}
+
+int run(const Options& o) {
+  Settings s = o.config.empty() ? Settings{} : load_settings(o.config);
+  const Geometry g = Geometry::from(s.scanner);
+  const std::uint32_t bins = 1000;
+  const std::uint32_t bin_width = s.calibration.energy_bin_width;
+  std::mt19937_64 rng(o.seed);
+
+  const auto peaks = make_photopeaks(g, rng);
+  Calibration cal;
+  cal.position_lut = make_position_lut(g);
+  cal.energy_correction = make_energy_table(g, peaks, bins, bin_width);
+  cal.energy_bins = bins;
+  cal.energy_bin_width = bin_width;
+  const std::vector<RawFrame> frames = make_frames(g, s, peaks, o.frames, rng);
+  std::vector<Single> out(frames.size());
+  std::fill(reinterpret_cast<unsigned char*>(out.data()),
+            reinterpret_cast<unsigned char*>(out.data() + out.size()), 0);  // fault the pages in
+
+  double load[3] = {0, 0, 0};
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (std::fscanf(f, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = -1;
+    std::fclose(f);
+  }
+  std::printf("petdaq-bench-convert: CPU convert stage, one thread\n");
+  std::printf("scanner: %u BDMs x %u DUs x %u crystals, flood map %ux%u, energy table %u bins of %u ADC\n",
+              g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), g.position_size, g.position_size,
+              bins, bin_width);
+  std::printf("frames: %zu per pass, %d passes per layout (median reported); load average %.2f\n",
+              frames.size(), o.repeat, load[0]);
+
+  const double MB = 1.0 / (1 << 20);
+  const ConvertTables base = make_convert_tables(s, cal);
+  const Measured m = measure(frames, base, out, g.bdm_count(), o.repeat);
+  const double n = double(frames.size());
+  std::printf("stream: %.1f %% singles in the window, %.1f %% outside it, %.1f %% no crystal, %.1f %% other bad\n",
+              100 * m.delta[Counter::single_accepted] / n, 100 * m.delta[Counter::single_energy_rejected] / n,
+              100 * m.delta[Counter::frame_no_crystal] / n,
+              100 * (m.delta[Counter::frame_bad_marker] + m.delta[Counter::frame_bad_bdm] +
+                     m.delta[Counter::frame_bad_du] + m.delta[Counter::frame_bad_position] +
+                     m.delta[Counter::frame_bad_time]) / n);
+  std::printf("\nconvert_frames, energy table layout:\n");
+  report("float32[bdm][du][crystal][1000 bins] (the .npy layout)",
+         cal.energy_correction.size() * sizeof(float) * MB, m);
+
+  {
+    HugePageTable huge(cal.energy_correction);
+    ConvertTables t = base;
+    t.energy_correction = huge.data;
+    const Measured h = measure(frames, t, out, g.bdm_count(), o.repeat);
+    report("  same table in 2 MB pages (madvise)", huge.bytes * MB, h);
+    const std::string granted = anon_huge_pages();
+    if (!granted.empty()) std::printf("      (AnonHugePages while it ran:%s)\n", granted.c_str());
+  }
+  for (const std::uint32_t factor : {10u, 100u}) {
+    const std::vector<float> coarse = coarsen(cal.energy_correction, bins, factor);
+    ConvertTables t = base;
+    t.energy_correction = coarse.data();
+    t.energy_bins = (bins + factor - 1) / factor;
+    t.energy_bin_width = bin_width * factor;
+    const Measured c = measure(frames, t, out, g.bdm_count(), o.repeat);
+    char label[96];
+    std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
+    report(label, coarse.size() * sizeof(float) * MB, c);
+  }
+  {
+    // One bin: a per-crystal gain, the floor any "gain x shared curve" layout could reach
+    // (its shared curve of 1000 floats stays in L1).
+    const std::vector<float> gain = coarsen(cal.energy_correction, bins, bins);
+    ConvertTables t = base;
+    t.energy_correction = gain.data();
+    t.energy_bins = 1;
+    t.energy_bin_width = 65536;
+    const Measured c = measure(frames, t, out, g.bdm_count(), o.repeat);
+    report("  per-crystal gain only (1 bin)", gain.size() * sizeof(float) * MB, c);
+  }
+  std::printf("\ntarget: 50 M frames/s per core for the convert stage\n");
+  return 0;
+}
+
+}  // namespace
+}  // namespace petdaq
+
+int main(int argc, char** argv) {
+  petdaq::Options o;
+  if (!petdaq::parse_args(argc, argv, o)) return 2;
+  try {
+    return petdaq::run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "petdaq-bench-convert: %s\n", e.what());
+    return 1;
+  }
+}
