@@ -1,7 +1,9 @@
 #include "core/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -20,24 +22,26 @@ struct CpuBackend::Impl {
   std::size_t max_carry_singles = 0;
   std::uint32_t bdm_count = 0;
 
-  std::vector<RawFrame> input;
+  // Buffers are left uninitialised: pages nobody writes cost no memory and no start-up time.
+  std::unique_ptr<RawFrame[]> input;
   // Two singles buffers of max_carry + max_slice: the carry-over sits at the front of
   // `singles`, the slice's new singles follow it; `scratch` is the sort's and the merge's
   // second buffer, and the two swap roles after a merge.
-  std::vector<Single> singles_a;
-  std::vector<Single> singles_b;
+  std::unique_ptr<Single[]> singles_a;
+  std::unique_ptr<Single[]> singles_b;
   Single* singles = nullptr;
   Single* scratch = nullptr;
   std::size_t carry_count = 0;
   std::uint64_t next_t_begin = 0;
 
-  std::vector<CoincRecord> prompt_storage;
-  std::vector<CoincRecord> delayed_storage;
+  std::unique_ptr<CoincRecord[]> prompt_storage;
+  std::unique_ptr<CoincRecord[]> delayed_storage;
   RecordBuffer prompts;
   RecordBuffer delayed;
   std::vector<std::uint64_t> bdm_singles;
   std::vector<std::uint64_t> bdm_energy_rejected;
 
+  StageSeconds stage;
   SliceRequest pending;
   bool has_pending = false;
   SliceResult result;
@@ -50,19 +54,20 @@ struct CpuBackend::Impl {
         bdm_count(tables.geometry.bdm_count()) {
     if (max_slice_frames == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
     const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
-    input.resize(max_slice_frames);
-    singles_a.resize(singles_capacity);
-    singles_b.resize(singles_capacity);
-    singles = singles_a.data();
-    scratch = singles_b.data();
+    input = std::make_unique_for_overwrite<RawFrame[]>(max_slice_frames);
+    singles_a = std::make_unique_for_overwrite<Single[]>(singles_capacity);
+    singles_b = std::make_unique_for_overwrite<Single[]>(singles_capacity);
+    singles = singles_a.get();
+    scratch = singles_b.get();
     const std::size_t record_capacity =
         singles_capacity * std::max<std::size_t>(1, s.stream.max_records_per_single);
-    prompt_storage.resize(record_capacity);
-    delayed_storage.resize(params.delayed ? record_capacity : 0);
-    prompts.data = prompt_storage.data();
-    prompts.capacity = prompt_storage.size();
-    delayed.data = delayed_storage.data();
-    delayed.capacity = delayed_storage.size();
+    const std::size_t delayed_capacity = params.delayed ? record_capacity : 0;
+    prompt_storage = std::make_unique_for_overwrite<CoincRecord[]>(record_capacity);
+    delayed_storage = std::make_unique_for_overwrite<CoincRecord[]>(delayed_capacity);
+    prompts.data = prompt_storage.get();
+    prompts.capacity = record_capacity;
+    delayed.data = delayed_storage.get();
+    delayed.capacity = delayed_capacity;
     bdm_singles.resize(bdm_count);
     bdm_energy_rejected.resize(bdm_count);
   }
@@ -80,10 +85,16 @@ struct CpuBackend::Impl {
     std::fill(bdm_singles.begin(), bdm_singles.end(), 0);
     std::fill(bdm_energy_rejected.begin(), bdm_energy_rejected.end(), 0);
 
+    using Clock = std::chrono::steady_clock;
+    const auto seconds = [](Clock::time_point a, Clock::time_point b) {
+      return std::chrono::duration<double>(b - a).count();
+    };
+    const Clock::time_point t0 = Clock::now();
     const std::size_t frame_count = std::min(req.frame_count, max_slice_frames);
     CounterDelta& delta = result.counters;
     const std::size_t fresh = convert_frames(req.frames, frame_count, tables, singles + carry_count,
                                              delta, bdm_singles.data(), bdm_energy_rejected.data());
+    const Clock::time_point t1 = Clock::now();
     sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only
     // needed where the two overlap in time.
@@ -94,6 +105,7 @@ struct CpuBackend::Impl {
       std::swap(singles, scratch);
     }
     const std::size_t total = carry_count + fresh;
+    const Clock::time_point t2 = Clock::now();
 
     CoincidenceCounts counts;
     std::size_t first_carried =
@@ -109,6 +121,11 @@ struct CpuBackend::Impl {
       resolved_all = true;
       delta[Counter::stream_carry_overflow] += 1;
     }
+
+    const Clock::time_point t3 = Clock::now();
+    stage.convert += seconds(t0, t1);
+    stage.sort += seconds(t1, t2);
+    stage.coincidence += seconds(t2, t3);
 
     std::uint64_t t_end;
     if (resolved_all) {
@@ -152,7 +169,7 @@ CpuBackend::~CpuBackend() = default;
 
 std::size_t CpuBackend::max_slice_frames() const { return impl_->max_slice_frames; }
 
-RawFrame* CpuBackend::input_buffer() { return impl_->input.data(); }
+RawFrame* CpuBackend::input_buffer() { return impl_->input.get(); }
 
 void CpuBackend::submit(const SliceRequest& request) {
   if (impl_->has_pending)
@@ -168,6 +185,8 @@ const SliceResult& CpuBackend::collect() {
   impl_->process(impl_->pending);
   return impl_->result;
 }
+
+const CpuBackend::StageSeconds& CpuBackend::stage_seconds() const { return impl_->stage; }
 
 std::size_t CpuBackend::in_flight() const { return impl_->has_pending ? 1 : 0; }
 

@@ -24,6 +24,14 @@ class CpuBackend final : public Backend {
   const SliceResult& collect() override;
   std::size_t in_flight() const override;
 
+  // Cumulative time spent in each stage, for benchmarks (a few clock reads per slice).
+  struct StageSeconds {
+    double convert = 0;
+    double sort = 0;  // sort of the new singles and merge with the carry-over
+    double coincidence = 0;
+  };
+  const StageSeconds& stage_seconds() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

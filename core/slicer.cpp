@@ -22,6 +22,9 @@ constexpr std::size_t kWarmupFrames = 64;
 // corrupt timestamp on a single-source scanner does not start a new run.
 constexpr std::uint64_t kResetConfirmFrames = 4;
 
+// Frames between horizon updates inside one push().
+constexpr std::size_t kHorizonBlockFrames = 4096;
+
 constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 
 std::uint64_t sat_add(std::uint64_t a, std::uint64_t b) { return a > kNoLimit - b ? kNoLimit : a + b; }
@@ -60,7 +63,9 @@ struct Slicer::Impl {
   // Frames not yet handed to a slice: those of this run waiting for the horizon at
   // [0, waiting), and those held for the next run at [capacity - held, capacity) (the
   // newest at the lowest index).
-  std::vector<RawFrame> pending;
+  // Left uninitialised: only the part in use is ever touched.
+  std::unique_ptr<RawFrame[]> pending;
+  const std::size_t pending_capacity;
   std::size_t waiting = 0;
   std::size_t held = 0;
   std::vector<std::uint64_t> warmup_keys;
@@ -102,7 +107,9 @@ struct Slicer::Impl {
         min_time_offset(cal.min_time_offset),
         slice_capacity(b.max_slice_frames()),
         sources(bdm_count),
-        pending(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
+        pending(std::make_unique_for_overwrite<RawFrame[]>(
+            std::max<std::uint64_t>(1, s.stream.max_pending_frames))),
+        pending_capacity(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
         warmup_keys(kWarmupFrames) {
     if (slice_capacity == 0) throw std::invalid_argument("backend takes no frames per slice");
   }
@@ -174,7 +181,7 @@ struct Slicer::Impl {
   }
 
   bool pending_full() {
-    if (waiting + held < pending.size()) return false;
+    if (waiting + held < pending_capacity) return false;
     stream_delta[Counter::stream_pending_full] += 1;
     return true;
   }
@@ -185,7 +192,7 @@ struct Slicer::Impl {
   // slices still hold only frames at or after their predecessor's horizon.
   void release(std::uint64_t h1, bool all) {
     while (true) {
-      RawFrame* const w = pending.data();
+      RawFrame* const w = pending.get();
       RawFrame* const mid =
           all ? w + waiting
               : std::partition(w, w + waiting, [h1](const RawFrame& f) { return key_of(f) < h1; });
@@ -277,14 +284,14 @@ struct Slicer::Impl {
 
   void hold_for_next_run(const RawFrame& f, Source& s) {
     if (pending_full()) return;
-    pending[pending.size() - 1 - held] = f;
+    pending[pending_capacity - 1 - held] = f;
     ++held;
     ++s.held;
   }
 
   void drop_held_of(std::uint8_t bdm) {
     // Keeps the others in arrival order (newest lowest).
-    const std::size_t top = pending.size();
+    const std::size_t top = pending_capacity;
     std::size_t write = top;
     for (std::size_t read = top; read > top - held; --read) {
       const RawFrame& f = pending[read - 1];
@@ -342,10 +349,10 @@ struct Slicer::Impl {
     ++run;
     stream_delta[Counter::stream_runs] += 1;
     start_run();
-    const std::size_t top = pending.size();
+    const std::size_t top = pending_capacity;
     const std::size_t n = held;
-    std::reverse(pending.begin() + static_cast<std::ptrdiff_t>(top - n), pending.end());
-    std::memmove(pending.data(), pending.data() + (top - n), n * sizeof(RawFrame));
+    std::reverse(pending.get() + (top - n), pending.get() + top);
+    std::memmove(pending.get(), pending.get() + (top - n), n * sizeof(RawFrame));
     held = 0;
     // waiting is empty: each replayed frame adds at most one waiting frame, always at an
     // index at or below the one being read.
@@ -398,8 +405,13 @@ struct Slicer::Impl {
       return;
     }
     if (key > sat_add(h_cur, max_future_ticks)) {
-      stream_delta[Counter::stream_time_jump] += 1;
-      return;
+      // The horizon is brought up to date once per block of frames; a frame that looks far
+      // ahead of it checks against the current one first.
+      update_horizon();
+      if (key > sat_add(h_cur, max_future_ticks)) {
+        stream_delta[Counter::stream_time_jump] += 1;
+        return;
+      }
     }
     if (!s.sent || key > s.latest) s.latest = key;
     s.sent = true;
@@ -439,7 +451,11 @@ void Slicer::push(const RawFrame* frames, std::size_t n, Clock::time_point now) 
     ++m.run;
     m.run_finished = false;
   }
-  for (std::size_t i = 0; i < n; ++i) m.take(frames[i]);
+  for (std::size_t i = 0; i < n; ++i) {
+    m.take(frames[i]);
+    // A large push must not leave everything waiting until its end.
+    if ((i & (kHorizonBlockFrames - 1)) == kHorizonBlockFrames - 1) m.update_horizon();
+  }
   m.update_horizon();
   m.flush_counters();
 }

@@ -400,5 +400,31 @@ TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
   EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 8u);
 }
 
+TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
+  // A receiver hands over large chunks: the horizon must follow inside one push().
+  std::mt19937_64 rng(23);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 20'000 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 1000;
+  AcquisitionOptions o;
+  o.events = 20000;  // about 5 M ticks, far more than max_future
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  slicer.push(arrival.data(), arrival.size(), {});
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
 }  // namespace
 }  // namespace petdaq

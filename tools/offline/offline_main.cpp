@@ -20,6 +20,7 @@
 
 #include "core/calibration.h"
 #include "core/counters.h"
+#include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/output.h"
 #include "core/settings.h"
@@ -86,14 +87,17 @@ BackendKind backend_kind(const std::string& name, BackendKind from_config) {
   throw UsageError("--backend: 'cpu', 'gpu' or 'auto', not '" + name + "'");
 }
 
-// Acquisition time of a chunk: the median of evenly spaced samples, so a few corrupt stamps
-// cannot move it.
-std::uint64_t chunk_time(const RawFrame* frames, std::size_t n) {
+// Acquisition time of a chunk from evenly spaced samples: the median for the clock, and
+// low and high eighths for the span, so that a few corrupt stamps cannot move them.
+struct ChunkTime {
+  std::uint64_t median, low, high;
+};
+ChunkTime chunk_time(const RawFrame* frames, std::size_t n) {
   std::array<std::uint64_t, kClockSamples> t{};
   const std::size_t k = std::min(n, kClockSamples);
   for (std::size_t i = 0; i < k; ++i) t[i] = frame_time(frames[i * n / k].bytes);
-  std::nth_element(t.begin(), t.begin() + k / 2, t.begin() + k);
-  return t[k / 2];
+  std::sort(t.begin(), t.begin() + k);
+  return {t[k / 2], t[k / 8], t[k - 1 - k / 8]};
 }
 
 class Progress {
@@ -165,10 +169,11 @@ int run(const Options& o) {
   std::size_t carried_bytes = 0;
   std::uint64_t bytes_read = 0;
   std::uint64_t frames = 0;
-  std::uint64_t first_time = 0, acquisition_ticks = 0;
+  std::uint64_t first_time = 0, acquisition_ticks = 0, span_low = 0, span_high = 0;
   bool have_time = false;
   const auto epoch = Slicer::Clock::time_point{};
   Progress progress(input_bytes, !o.quiet);
+  const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
   auto* const bytes = reinterpret_cast<std::uint8_t*>(chunk.data());
   for (;;) {
@@ -186,12 +191,15 @@ int run(const Options& o) {
     const std::size_t n = available / kFrameBytes;
     carried_bytes = available % kFrameBytes;
     if (n > 0) {
-      const std::uint64_t t = chunk_time(chunk.data(), n);
+      const ChunkTime ct = chunk_time(chunk.data(), n);
       if (!have_time) {
-        first_time = t;
+        first_time = ct.median;
+        span_low = ct.low;
         have_time = true;
       }
-      acquisition_ticks = std::max(acquisition_ticks, t > first_time ? t - first_time : 0);
+      span_high = std::max(span_high, ct.high);
+      acquisition_ticks =
+          std::max(acquisition_ticks, ct.median > first_time ? ct.median - first_time : 0);
       const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
                                    std::chrono::duration<double, std::pico>(
                                        static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
@@ -206,12 +214,14 @@ int run(const Options& o) {
   sink.close();
   progress.done();
   if (carried_bytes > 0) counters.add(Counter::rx_trailing_bytes, carried_bytes);
-  const double wall_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const auto wall_end = std::chrono::steady_clock::now();
+  const double wall_s = std::chrono::duration<double>(wall_end - wall_start).count();
+  const double processing_s = std::chrono::duration<double>(wall_end - processing_start).count();
 
-  // Acquisition time from the singles' span is not known here; the chunk clock's span is
-  // close enough for rates (it misses at most half a chunk at each end).
-  const double acq_s = static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps * 1e-12;
+  // From sampled frame times: close enough for rates.
+  const double acq_s =
+      static_cast<double>(span_high > span_low ? span_high - span_low : 0) *
+      settings.scanner.tick_ps * 1e-12;
   auto c = [&](Counter k) { return counters.get(k); };
   const std::uint64_t bad = c(Counter::frame_bad_marker) + c(Counter::frame_bad_bdm) +
                             c(Counter::frame_bad_du) + c(Counter::frame_bad_position) +
@@ -248,8 +258,17 @@ int run(const Options& o) {
                     Counter::stream_carry_overflow, Counter::coinc_records_overflow})
     std::printf("%-16s %llu\n", std::string(counter_name(k)).c_str(),
                 static_cast<unsigned long long>(c(k)));
-  std::printf("wall time        %.3f s (read %.3f s)\n", wall_s, read_s);
-  std::printf("throughput       %.3f M frames/s\n", per_second(frames, wall_s) / 1e6);
+  std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s)\n", wall_s,
+              wall_s - processing_s, read_s);
+  if (const auto* cpu = dynamic_cast<const CpuBackend*>(backend.get())) {
+    const CpuBackend::StageSeconds& st = cpu->stage_seconds();
+    std::printf("stages           convert %.3f s, sort %.3f s, coincidence %.3f s, "
+                "slicer and output %.3f s\n",
+                st.convert, st.sort, st.coincidence,
+                processing_s - read_s - st.convert - st.sort - st.coincidence);
+  }
+  std::printf("throughput       %.3f M frames/s (after start-up, one thread)\n",
+              per_second(frames, processing_s) / 1e6);
   return 0;
 }
 
