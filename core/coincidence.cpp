@@ -31,16 +31,17 @@ struct BufferSink {
 };
 
 // Moves `cursor` past the singles for which `before(time)` holds. A cursor usually moves by
-// zero, one or two singles per window, and a loop exit on such counts is a branch
-// mispredicted about once per window; two unconditional steps first (with a clamped,
-// in-bounds load) leave the loop for the rare longer moves.
+// zero, one or two singles per window. A loop would mispredict its exit about once per
+// window and make each load wait for the one before; instead the next two singles are
+// tested together (clamped, in-bounds loads), and the loop only handles longer moves, which
+// are rare. n >= 1.
 template <class Before>
 inline std::size_t advance(const Single* singles, std::size_t n, std::size_t cursor,
                            Before before) {
-  for (int step = 0; step < 2; ++step) {
-    const std::size_t at = cursor < n ? cursor : n - 1;
-    cursor += static_cast<std::size_t>((cursor < n) & before(singles[at].time));
-  }
+  const std::size_t last = n - 1;
+  const bool first = (cursor < n) & before(singles[cursor < last ? cursor : last].time);
+  const bool second = (cursor + 1 < n) & before(singles[cursor + 1 < last ? cursor + 1 : last].time);
+  cursor += static_cast<std::size_t>(first) + static_cast<std::size_t>(first & second);
   while (cursor < n && before(singles[cursor].time)) ++cursor;
   return cursor;
 }
@@ -59,10 +60,22 @@ std::size_t find_coincidences(const Single* singles, std::size_t n, const Coinci
   std::size_t window_end = 0;     // first single past the current prompt window
   std::size_t delayed_begin = 0;  // first single at or after t_open + D
   std::size_t delayed_end = 0;    // first single past the delayed interval
+  // Openers before `resolved_end` are resolvable (resolvable() is monotone in time).
+  std::size_t resolved_end = n;
+  if (!final) {
+    std::size_t lo = 0;
+    while (lo < resolved_end) {
+      const std::size_t mid = lo + (resolved_end - lo) / 2;
+      if (p.resolvable(singles[mid].time, horizon))
+        lo = mid + 1;
+      else
+        resolved_end = mid;
+    }
+  }
+
   std::size_t open = 0;
-  while (open < n) {
+  while (open < resolved_end) {
     const std::uint64_t t_open = singles[open].time;
-    if (!final && !p.resolvable(t_open, horizon)) return open;
 
     // Window ends only move forward: a later opener's window reaches at least as far.
     if (window_end <= open) window_end = open + 1;
@@ -95,7 +108,7 @@ std::size_t find_coincidences(const Single* singles, std::size_t n, const Coinci
 
     open = every_single ? open + 1 : window_end;
   }
-  return n;
+  return open < n ? open : n;
 }
 
 }  // namespace petdaq

@@ -114,16 +114,23 @@ void insertion_copy(const Single* src, std::size_t n, Single* dst) {
 void sort_singles(Single* singles, std::size_t n, Single* scratch) {
   if (n < 2) return;
 
+  // Times only, without branches: equal times are rare and handled apart.
   std::uint64_t min_time = singles[0].time;
   std::uint64_t max_time = min_time;
-  bool sorted = true;
+  std::size_t descents = 0;
+  std::size_t ties = 0;
   for (std::size_t i = 1; i < n; ++i) {
     const std::uint64_t t = singles[i].time;
+    const std::uint64_t before = singles[i - 1].time;
     min_time = t < min_time ? t : min_time;
     max_time = t > max_time ? t : max_time;
-    sorted &= !single_less(singles[i], singles[i - 1]);
+    descents += t < before;
+    ties += t == before;
   }
-  if (sorted) return;
+  if (descents == 0) {
+    if (ties > 0) order_equal_times(singles, n);
+    return;
+  }
   if (n <= kInsertionSortMax || n > UINT32_MAX) {
     sort_small(singles, n);
     return;

@@ -98,20 +98,15 @@ PETDAQ_HD Survey survey(const CoincidenceParams& p, const WindowMembers& w, Pair
 
 }  // namespace window_detail
 
-// Applies the policy to one window and hands each record to `sink(const CoincRecord&)`, in
-// output order. Returns the number of records. Windows of k = 1 emit nothing.
-template <class Sink>
-PETDAQ_HD std::uint32_t apply_window_policy(const CoincidenceParams& p, const WindowMembers& w,
-                                            PairSet set, bool delayed, Sink& sink) {
-  const std::uint32_t k = w.k();
-  if (k < 2) return 0;
-  const std::uint32_t flags = window_flags(k, delayed);
+namespace window_detail {
 
-  if (p.policy == Policy::kill_multiples) {
-    if (k != 2 || !p.good_pair(w.opener->crystal, w.others[0].crystal)) return 0;
-    sink(make_record(*w.opener, w.others[0], flags));
-    return 1;
-  }
+// Windows of k >= 3: the six policies of DESIGN section 5.
+template <class Sink>
+PETDAQ_HD std::uint32_t apply_to_multiple(const CoincidenceParams& p, const WindowMembers& w,
+                                          PairSet set, bool delayed, Sink& sink) {
+  const std::uint32_t k = w.k();
+  const std::uint32_t flags = window_flags(k, delayed);
+  if (p.policy == Policy::kill_multiples) return 0;
 
   if (p.policy == Policy::take_all_goods) {
     std::uint32_t emitted = 0;
@@ -128,8 +123,8 @@ PETDAQ_HD std::uint32_t apply_window_policy(const CoincidenceParams& p, const Wi
     return emitted;
   }
 
-  const window_detail::Survey s = window_detail::survey(p, w, set);
-  window_detail::Pair chosen;
+  const Survey s = survey(p, w, set);
+  Pair chosen;
   switch (p.policy) {
     case Policy::take_winner_of_goods:
       chosen = s.best_good;
@@ -149,6 +144,24 @@ PETDAQ_HD std::uint32_t apply_window_policy(const CoincidenceParams& p, const Wi
   if (!chosen.valid) return 0;
   sink(make_record(w.member(chosen.a), w.member(chosen.b), flags));
   return 1;
+}
+
+}  // namespace window_detail
+
+// Applies the policy to one window and hands each record to `sink(const CoincRecord&)`, in
+// output order. Returns the number of records. Windows of k = 1 emit nothing. With k = 2
+// there is one candidate pair and every policy emits it exactly when it is good; that case,
+// the common one, stays small enough to inline.
+template <class Sink>
+PETDAQ_HD std::uint32_t apply_window_policy(const CoincidenceParams& p, const WindowMembers& w,
+                                            PairSet set, bool delayed, Sink& sink) {
+  if (w.other_count == 0) return 0;
+  if (w.other_count == 1) {
+    if (!p.good_pair(w.opener->crystal, w.others[0].crystal)) return 0;
+    sink(make_record(*w.opener, w.others[0], window_flags(2, delayed)));
+    return 1;
+  }
+  return window_detail::apply_to_multiple(p, w, set, delayed, sink);
 }
 
 namespace window_detail {
