@@ -71,12 +71,16 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
             "  zmq:\n"
             "    endpoint: \"" << zmq_endpoint << "\"\n"
             "    send_hwm: 1000000\n"
-            "backend: cpu\n";
+            "backend: cpu\n"
+            // A source counts toward the horizon from its first datagram on; one whose first
+            // datagram is still filling must not find the horizon already past its frames.
+            "stream:\n"
+            "  max_disorder_ps: 5.0e9\n";
   }
   const auto acq = dir / "acq";
   ASSERT_EQ(test::run_command({(bin_dir() / "petdaq-sim").string(), "--config",
                                (dir / "base.yaml").string(), "--output-dir", acq.string(),
-                               "--duration-s", "0.02", "--activity-MBq", "2"},
+                               "--duration-s", "0.008", "--activity-MBq", "5"},
                               dir / "sim.out", dir / "sim.err", std::chrono::seconds(120)),
             0)
       << test::read_text(dir / "sim.err");
@@ -92,8 +96,14 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
 
   test::Child daemon({(bin_dir() / "petdaqd").string(), "--config", config, "--backend", "cpu"},
                      dir / "d.out", dir / "d.err");
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  ASSERT_TRUE(daemon.running()) << test::read_text(dir / "d.err");
+  // Frames sent before petdaqd has bound its port would be lost: wait for "ready".
+  for (int i = 0; i < 300 && test::read_text(dir / "d.err").find(" ready") == std::string::npos;
+       ++i) {
+    ASSERT_TRUE(daemon.running()) << test::read_text(dir / "d.err");
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(test::read_text(dir / "d.err").find(" ready"), std::string::npos)
+      << test::read_text(dir / "d.err");
   test::Child recorder({(bin_dir() / "petdaq-record").string(), "--config", config, "--output",
                         (dir / "recorded.plm").string(), "--quiet"},
                        dir / "rec.out", dir / "rec.err");
@@ -112,6 +122,10 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   recorder.signal(SIGINT);
   ASSERT_EQ(recorder.wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "rec.err");
 
+  const std::string daemon_log = test::read_text(dir / "d.err");
+  const auto counters_at = daemon_log.find("final counters");
+  SCOPED_TRACE("petdaqd " + (counters_at == std::string::npos ? daemon_log
+                                                               : daemon_log.substr(counters_at)));
   const PlmContents offline = read_plm(dir / "offline.plm");
   const PlmContents recorded = read_plm(dir / "recorded.plm");
   EXPECT_EQ(recorded.header.tick_ps, offline.header.tick_ps);
@@ -129,6 +143,7 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   expect_complete_stream(recorded, MessageKind::delayed, "recorded delayed");
   const std::string rec_err = test::read_text(dir / "rec.err");
   EXPECT_NE(rec_err.find("missed 0 prompts 0 delayed"), std::string::npos) << rec_err;
+  EXPECT_NE(rec_err.find("prompts  first message id 0,"), std::string::npos) << rec_err;
   std::printf("end to end: %zu prompts, %zu delayed in %zu recorded messages (offline: %zu "
               "messages)\n",
               recorded.records[0].size(), recorded.records[1].size(), recorded.messages.size(),

@@ -41,7 +41,7 @@ Destination and shape
   --framing raw|sequenced  frame files only: plain frames, or a 16-byte sequenced header
                            (per-source sequence +1 per datagram). Default raw.
   --flush-us US            a source's datagram is sent once its oldest frame has waited US
-                           microseconds of input time (default 1000; needs the tick)
+                           microseconds of input time (default 100; needs the tick)
   --source-port-base P     bind source s to port P + s (default: ephemeral ports)
 
 Pace (frame files need the tick for --speed: --tick-ps or --config)
@@ -66,7 +66,7 @@ struct Options {
   std::size_t payload_bytes = 8972;
   std::uint32_t sources = 0;
   Framing framing = Framing::raw;
-  double flush_us = 1000;
+  double flush_us = 100;
   std::uint16_t source_port_base = 0;
   std::optional<double> speed;
   std::optional<double> rate;
