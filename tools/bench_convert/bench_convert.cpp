@@ -33,12 +33,15 @@ struct Options {
   int repeat = 7;
   std::string config;
   std::uint64_t seed = 1;
+  std::size_t frames_per_datagram = 560;  // 8960 bytes: a full raw datagram under a 9000 MTU
 };
 
 void usage() {
   std::printf(
-      "usage: petdaq-bench-convert [--frames N] [--repeat R] [--config FILE] [--seed S]\n"
+      "usage: petdaq-bench-convert [--frames N] [--repeat R] [--datagram F] [--config FILE] [--seed S]\n"
       "  --frames N     frames per pass (default 10000000)\n"
+      "  --datagram F   frames per datagram, all from one BDM (default 560); the worst case,\n"
+      "                 every frame from a random BDM, is measured as well\n"
       "  --repeat R     passes per layout; the median is reported (default 7)\n"
       "  --config FILE  scanner and energy window from this file (default: built-in defaults,\n"
       "                 which equal config/petdaq.yaml); the tables are synthetic\n"
@@ -58,6 +61,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.repeat = std::atoi(argv[++i]);
     } else if (a == "--config" && has_value) {
       o.config = argv[++i];
+    } else if (a == "--datagram" && has_value) {
+      o.frames_per_datagram = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--seed" && has_value) {
       o.seed = std::strtoull(argv[++i], nullptr, 10);
     } else {
@@ -66,8 +71,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       return false;
     }
   }
-  if (o.frames == 0 || o.repeat < 1) {
-    std::fprintf(stderr, "petdaq-bench-convert: --frames and --repeat must be >= 1\n");
+  if (o.frames == 0 || o.repeat < 1 || o.frames_per_datagram == 0) {
+    std::fprintf(stderr, "petdaq-bench-convert: --frames, --repeat and --datagram must be >= 1\n");
     return false;
   }
   return true;
@@ -115,11 +120,12 @@ std::vector<float> make_energy_table(const Geometry& g, const std::vector<float>
   return t;
 }
 
-// The stream the receivers hand on: BDMs interleaved, each BDM's times nearly ordered, x/y
-// scattered around a crystal's cell centre, energies a 511 keV photopeak over a Compton tail.
+// The stream the receivers hand on: datagrams of `per_datagram` frames from one BDM each,
+// BDMs in random order, each BDM's times nearly ordered, x/y scattered around a crystal's
+// cell centre, energies a 511 keV photopeak over a Compton tail.
 std::vector<RawFrame> make_frames(const Geometry& g, const Settings& s,
                                   const std::vector<float>& peaks, std::size_t n,
-                                  std::mt19937_64& rng) {
+                                  std::size_t per_datagram, std::mt19937_64& rng) {
   std::vector<RawFrame> frames(n);
   std::uniform_int_distribution<std::uint32_t> bdm_d(0, g.bdm_count() - 1);
   std::uniform_int_distribution<std::uint32_t> du_d(0, g.du_per_bdm() - 1);
@@ -132,12 +138,14 @@ std::vector<RawFrame> make_frames(const Geometry& g, const Settings& s,
   const double row_px = double(g.position_size) / g.crystal_transaxial;
   const double col_px = double(g.position_size) / g.crystal_axial;
   double now_ticks = 1e9;
+  std::uint32_t bdm = 0;
   for (std::size_t i = 0; i < n; ++i) {
     now_ticks += gap_ticks(rng);
+    if (i % per_datagram == 0) bdm = bdm_d(rng);
     FrameFields f{};
     f.head_marker = s.frame.head_marker;
     f.tail_marker = s.frame.tail_marker;
-    const std::uint32_t bdm = bdm_d(rng), du = du_d(rng), label = label_d(rng);
+    const std::uint32_t du = du_d(rng), label = label_d(rng);
     f.bdm = static_cast<std::uint8_t>(bdm);
     f.du = static_cast<std::uint8_t>(du);
     f.time_ticks = static_cast<std::uint64_t>(now_ticks) + jitter_ticks(rng);
@@ -174,6 +182,58 @@ struct HugePageTable {
   HugePageTable& operator=(const HugePageTable&) = delete;
 };
 
+// convert_frames with a two-stage software prefetch: kPrefetchFrames ahead, the frame's
+// flood-map pixel is fetched; half as far ahead, its label (by then in cache) gives the
+// energy-table entry, which is fetched. Frames are independent, so this turns two dependent
+// cache misses per frame into many overlapped ones. The conversion itself is convert_frame.
+constexpr std::size_t kPrefetchFrames = 16;
+
+inline const std::uint8_t* lut_entry(const std::uint8_t* f, const ConvertTables& t) {
+  const Geometry& g = t.geometry;
+  const std::uint32_t bdm = f[frame_offset::bdm], du = f[frame_offset::head_du] & 0x0Fu;
+  const std::uint32_t x = f[frame_offset::x], y = f[frame_offset::y];
+  if (bdm >= g.bdm_count() || du >= g.du_per_bdm() || x >= g.position_size || y >= g.position_size)
+    return nullptr;
+  return &t.position_lut[((std::size_t{bdm} * g.du_per_bdm() + du) * g.position_size + y) * g.position_size + x];
+}
+
+inline void prefetch_energy(const std::uint8_t* f, const ConvertTables& t) {
+  const std::uint8_t* entry = lut_entry(f, t);
+  if (!entry || *entry >= t.geometry.crystals_per_du()) return;
+  const Geometry& g = t.geometry;
+  const std::uint32_t bdm_du = f[frame_offset::bdm] * g.du_per_bdm() + (f[frame_offset::head_du] & 0x0Fu);
+  const std::uint32_t local = g.local_crystal_of_label(*entry);
+  std::uint32_t bin = bytes::load_be16(f + frame_offset::energy) / t.energy_bin_width;
+  if (bin >= t.energy_bins) bin = t.energy_bins - 1;
+  __builtin_prefetch(&t.energy_correction[(std::size_t{bdm_du} * g.crystals_per_du() + local) * t.energy_bins + bin]);
+}
+
+std::size_t convert_frames_prefetched(const RawFrame* frames, std::size_t n, const ConvertTables& t,
+                                      Single* out, CounterDelta& delta, std::uint64_t* bdm_singles,
+                                      std::uint64_t* bdm_energy_rejected) {
+  std::uint64_t by_status[kFrameStatusCount] = {};
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kPrefetchFrames < n)
+      if (const std::uint8_t* e = lut_entry(frames[i + kPrefetchFrames].bytes, t)) __builtin_prefetch(e);
+    if (i + kPrefetchFrames / 2 < n) prefetch_energy(frames[i + kPrefetchFrames / 2].bytes, t);
+    const std::uint8_t* f = frames[i].bytes;
+    const FrameStatus s = convert_frame(f, t, out[kept]);
+    ++by_status[static_cast<int>(s)];
+    if (s == FrameStatus::single) {
+      ++bdm_singles[f[frame_offset::bdm]];
+      ++kept;
+    } else if (s == FrameStatus::energy_rejected) {
+      ++bdm_energy_rejected[f[frame_offset::bdm]];
+    }
+  }
+  for (int s = 0; s < kFrameStatusCount; ++s) delta[counter_of(static_cast<FrameStatus>(s))] += by_status[s];
+  return kept;
+}
+
+using ConvertFn = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&, Single*,
+                                  CounterDelta&, std::uint64_t*, std::uint64_t*);
+
 // Kernel's count of anonymous memory in huge pages, for the record ("" if unknown).
 std::string anon_huge_pages() {
   std::ifstream in("/proc/meminfo");
@@ -189,7 +249,7 @@ struct Measured {
 };
 
 Measured measure(const std::vector<RawFrame>& frames, const ConvertTables& t, std::vector<Single>& out,
-                 std::uint32_t bdm_count, int repeat) {
+                 std::uint32_t bdm_count, int repeat, ConvertFn convert = &convert_frames) {
   std::vector<std::uint64_t> bdm_singles(bdm_count), bdm_rejected(bdm_count);
   std::vector<double> fps;
   Measured m{};
@@ -197,7 +257,7 @@ Measured measure(const std::vector<RawFrame>& frames, const ConvertTables& t, st
   for (int r = 0; r < repeat; ++r) {
     CounterDelta delta;
     const auto t0 = std::chrono::steady_clock::now();
-    kept_total += convert_frames(frames.data(), frames.size(), t, out.data(), delta,
+    kept_total += convert(frames.data(), frames.size(), t, out.data(), delta,
                                  bdm_singles.data(), bdm_rejected.data());
     const auto t1 = std::chrono::steady_clock::now();
     fps.push_back(frames.size() / std::chrono::duration<double>(t1 - t0).count());
@@ -246,7 +306,7 @@ int run(const Options& o) {
   cal.energy_correction = make_energy_table(g, peaks, bins, bin_width);
   cal.energy_bins = bins;
   cal.energy_bin_width = bin_width;
-  const std::vector<RawFrame> frames = make_frames(g, s, peaks, o.frames, rng);
+  const std::vector<RawFrame> frames = make_frames(g, s, peaks, o.frames, o.frames_per_datagram, rng);
   std::vector<Single> out(frames.size());
   std::fill(reinterpret_cast<unsigned char*>(out.data()),
             reinterpret_cast<unsigned char*>(out.data() + out.size()), 0);  // fault the pages in
@@ -260,8 +320,9 @@ int run(const Options& o) {
   std::printf("scanner: %u BDMs x %u DUs x %u crystals, flood map %ux%u, energy table %u bins of %u ADC\n",
               g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), g.position_size, g.position_size,
               bins, bin_width);
-  std::printf("frames: %zu per pass, %d passes per layout (median reported); load average %.2f\n",
-              frames.size(), o.repeat, load[0]);
+  std::printf("frames: %zu per pass in datagrams of %zu frames from one BDM, %d passes per layout\n"
+              "        (median reported); load average %.2f\n",
+              frames.size(), o.frames_per_datagram, o.repeat, load[0]);
 
   const double MB = 1.0 / (1 << 20);
   const ConvertTables base = make_convert_tables(s, cal);
@@ -285,6 +346,13 @@ int run(const Options& o) {
     report("  same table in 2 MB pages (madvise)", huge.bytes * MB, h);
     const std::string granted = anon_huge_pages();
     if (!granted.empty()) std::printf("      (AnonHugePages while it ran:%s)\n", granted.c_str());
+    const Measured hp = measure(frames, t, out, g.bdm_count(), o.repeat, &convert_frames_prefetched);
+    report("  2 MB pages + software prefetch of LUT and table", huge.bytes * MB, hp);
+  }
+  {
+    const Measured p = measure(frames, base, out, g.bdm_count(), o.repeat, &convert_frames_prefetched);
+    report("  4 KB pages + software prefetch of LUT and table",
+           cal.energy_correction.size() * sizeof(float) * MB, p);
   }
   for (const std::uint32_t factor : {10u, 100u}) {
     const std::vector<float> coarse = coarsen(cal.energy_correction, bins, factor);
@@ -307,6 +375,31 @@ int run(const Options& o) {
     t.energy_bin_width = 65536;
     const Measured c = measure(frames, t, out, g.bdm_count(), o.repeat);
     report("  per-crystal gain only (1 bin)", gain.size() * sizeof(float) * MB, c);
+  }
+  if (o.frames_per_datagram > 1) {
+    // Worst case: consecutive frames from random BDMs (no datagram locality at all).
+    std::mt19937_64 shuffle_rng(o.seed + 1);
+    std::vector<RawFrame> mixed = frames;
+    std::shuffle(mixed.begin(), mixed.end(), shuffle_rng);
+    report("worst case: every frame from a random BDM", cal.energy_correction.size() * sizeof(float) * MB,
+           measure(mixed, base, out, g.bdm_count(), o.repeat));
+    HugePageTable huge(cal.energy_correction);
+    ConvertTables t = base;
+    t.energy_correction = huge.data;
+    report("  same, 2 MB pages + software prefetch", huge.bytes * MB,
+           measure(mixed, t, out, g.bdm_count(), o.repeat, &convert_frames_prefetched));
+  }
+  {
+    // Control: the same frames, all moved to BDM 0 / DU 0, so both tables stay in cache:
+    // what the stage costs without memory misses.
+    std::vector<RawFrame> one_du = frames;
+    for (RawFrame& f : one_du) {
+      f.bytes[frame_offset::bdm] = 0;
+      f.bytes[frame_offset::head_du] &= 0xF0;
+    }
+    const Measured c = measure(one_du, base, out, g.bdm_count(), o.repeat);
+    report("control: all frames on one DU (tables in cache)",
+           cal.energy_correction.size() * sizeof(float) * MB, c);
   }
   std::printf("\ntarget: 50 M frames/s per core for the convert stage\n");
   return 0;
