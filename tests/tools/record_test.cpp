@@ -38,15 +38,21 @@ TEST(RecordTool, WritesEveryPublishedBatchAndReportsTheMissedOnes) {
   test::Child rec({(bin_dir() / "petdaq-record").string(), "--config", config_file(), "--output",
                    plm.string(), "--endpoint", endpoint, "--messages", "18"},
                   dir / "rec.out", dir / "rec.err");
-  // 10 slices: prompts ids 0..9 with 3 and 7 never sent (lost), delayed ids 0..9.
+  // Three malformed messages first (refused, not written, not counted), then 10 slices:
+  // prompts ids 0..9 with 3 and 7 never sent (lost), delayed ids 0..9.
   const int pub_rc = test::run_command(
       {(bin_dir() / "petdaq-test-publisher").string(), "--endpoint", endpoint,
-       "--wait-subscriptions", "2", "--batches", "10", "--skip-prompt-ids", "3,7"},
+       "--wait-subscriptions", "2", "--batches", "10", "--skip-prompt-ids", "3,7",
+       "--bad-first"},
       dir / "pub.out", dir / "pub.err", std::chrono::seconds(30));
   ASSERT_EQ(pub_rc, 0) << test::read_text(dir / "pub.err");
   ASSERT_EQ(rec.wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "rec.err");
   const std::string err = test::read_text(dir / "rec.err");
-  EXPECT_NE(err.find("missed 2 prompts 0 delayed"), std::string::npos) << err;
+  EXPECT_NE(err.find("missed 2 prompts 0 delayed  refused 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("refused a message: bad message header"), std::string::npos) << err;
+  EXPECT_NE(err.find("refused a message: body of 64 bytes for 3 records"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("refused a message: 2 frames instead of 3"), std::string::npos) << err;
   EXPECT_NE(err.find("prompts  first message id 0, received 8, missed 2"), std::string::npos) << err;
 
   PlmReader reader(plm);

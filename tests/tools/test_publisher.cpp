@@ -3,7 +3,11 @@
 //
 //   petdaq-test-publisher --endpoint EP [--wait-subscriptions N]
 //       [--rates --interval-ms MS --duration-s S]
-//       [--batches N --skip-prompt-ids 3,7 --gap-ms MS]
+//       [--batches N --skip-prompt-ids 3,7 --gap-ms MS] [--bad-first]
+//
+// --bad-first sends malformed messages before the good ones: for batches, a wrong magic, a
+// two-frame message and a body that disagrees with record_count; for rates, a document that
+// is not JSON.
 //
 // With --wait-subscriptions it publishes nothing before N subscriptions arrived (XPUB), so a
 // test does not lose the first messages to ZeroMQ's slow-joiner effect.
@@ -43,6 +47,7 @@ int main(int argc, char** argv) {
   int batches = 0;
   std::set<std::uint64_t> skip_prompt_ids;
   int gap_ms = 5;
+  bool bad_first = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -68,6 +73,8 @@ int main(int argc, char** argv) {
       std::stringstream ss(next());
       std::string id;
       while (std::getline(ss, id, ',')) skip_prompt_ids.insert(std::stoull(id));
+    } else if (a == "--bad-first") {
+      bad_first = true;
     } else if (a == "--gap-ms") {
       gap_ms = std::stoi(next());
     } else {
@@ -91,6 +98,26 @@ int main(int argc, char** argv) {
     if (pub.recv(m) && m.size() > 0 && m.data<std::uint8_t>()[0] == 1) ++seen;
   }
   std::fprintf(stderr, "test-publisher: publishing on %s\n", endpoint.c_str());
+
+  if (bad_first && batches > 0) {
+    const auto records = test::test_batch_records(MessageKind::prompts, 0);
+    std::vector<std::uint8_t> body(records.size() * sizeof(CoincRecord));
+    for (std::size_t j = 0; j < records.size(); ++j) encode_record(records[j], &body[j * 32]);
+    MessageHeader h = test::test_batch_header(MessageKind::prompts, 0, 0,
+                                              static_cast<std::uint32_t>(records.size()));
+    h.magic = 0x12345678;
+    send_message(pub, "coinc.prompt", h, body.data(), body.size());
+    h = test::test_batch_header(MessageKind::prompts, 0, 0,
+                                static_cast<std::uint32_t>(records.size()));
+    send_message(pub, "coinc.prompt", h, body.data(), body.size() - 32);
+    pub.send(zmq::str_buffer("coinc.delayed"), zmq::send_flags::sndmore);
+    pub.send(zmq::str_buffer("no header"), zmq::send_flags::none);
+  }
+  if (bad_first && rates) {
+    const std::string broken = "{\"version\": 1, \"rates\": ";
+    MessageHeader h;
+    send_message(pub, "rates", h, broken.data(), broken.size());
+  }
 
   // Coincidence batches: prompts and delayed alternate; message ids count per kind.
   std::uint64_t prompt_id = 0;

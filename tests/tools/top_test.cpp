@@ -167,7 +167,7 @@ TEST(TopTool, ShowsThePublishedRatesThenSaysWhenDataStops) {
   ASSERT_TRUE(tmux.ok());
   test::Child publisher({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint", endpoint,
                          "--wait-subscriptions", "1", "--rates", "--interval-ms", "200",
-                         "--duration-s", "4"},
+                         "--duration-s", "4", "--bad-first"},
                         dir / "pub.out", dir / "pub.err");
   ASSERT_TRUE(tmux.wait_for("prompts 123 k/s", std::chrono::seconds(15))) << tmux.capture();
   const std::string screen = tmux.capture();
@@ -181,6 +181,10 @@ TEST(TopTool, ShowsThePublishedRatesThenSaysWhenDataStops) {
     EXPECT_NE(screen.find(expected), std::string::npos) << "missing '" << expected << "' in\n"
                                                         << screen;
   }
+  // The broken document sent first is counted and its reason shown, not fatal.
+  EXPECT_NE(screen.find("1 unreadable messages; last: rates document is not valid JSON"),
+            std::string::npos)
+      << screen;
   // Informational counters are not listed among the problems.
   EXPECT_EQ(screen.find("rx.frames"), std::string::npos) << screen;
   EXPECT_EQ(screen.find("no data from"), std::string::npos) << screen;
