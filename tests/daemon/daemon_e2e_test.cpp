@@ -1,0 +1,518 @@
+// petdaqd end to end on loopback (DESIGN section 10): the daemon as a child process, frames
+// over UDP, coincidences over ZeroMQ, compared with the batch result of the same frames.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "core/test_scanner.h"
+#include "daemon_harness.h"
+
+namespace petdaq::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+// A test scanner and a running daemon configured for it.
+struct Rig {
+  TestScanner scanner;
+  DaemonConfig daemon;
+  std::filesystem::path config;
+
+  Rig() {
+    // Small engine buffers: the tests' acquisitions are small.
+    auto& st = scanner.settings.stream;
+    st.max_slice_frames = 1u << 16;
+    st.max_pending_frames = 1u << 18;
+    st.max_carry_singles = 1u << 16;
+    daemon.udp_port = free_udp_port();
+    daemon.zmq_endpoint = "ipc://" + (scanner.dir / "pub.sock").string();
+  }
+  void write() {
+    config = scanner.write_config();
+    std::ofstream(config, std::ios::app) << daemon_yaml(daemon);
+  }
+  std::unique_ptr<DaemonProcess> start(std::vector<std::string> args = {}) {
+    write();
+    return std::make_unique<DaemonProcess>(config, scanner.dir / "petdaqd.log", std::move(args));
+  }
+};
+
+bool any_rates(const std::string&) { return true; }
+
+// Waits for the daemon's first rates document: sockets bound, backend up, subscriber joined.
+void wait_up(Subscriber& sub, DaemonProcess& d) {
+  const auto r = sub.wait_rates(any_rates, 20s);
+  ASSERT_TRUE(r.has_value()) << "no rates from petdaqd; log:\n" << d.log();
+}
+
+// Waits until the daemon counted `datagrams` datagrams.
+std::string wait_datagrams(Subscriber& sub, std::uint64_t datagrams, DaemonProcess& d) {
+  const auto r = sub.wait_rates(
+      [&](const std::string& j) { return json_counter(j, "rx.datagrams") >= datagrams; }, 30s);
+  EXPECT_TRUE(r.has_value()) << "petdaqd did not count " << datagrams << " datagrams; log:\n"
+                             << d.log();
+  return r.value_or("");
+}
+
+// SIGTERM, exit 0, and every message of the final drain delivered.
+std::vector<Published> stop_and_collect(Subscriber& sub, DaemonProcess& d) {
+  const auto t0 = std::chrono::steady_clock::now();
+  d.signal(SIGTERM);
+  const auto status = d.wait(15s);
+  EXPECT_TRUE(status.has_value()) << "petdaqd did not exit after SIGTERM";
+  EXPECT_EQ(status.value_or(-1), 0) << d.log();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  // The last message published is the final rates document; give the subscriber its turn.
+  std::this_thread::sleep_for(300ms);
+  return sub.messages();
+}
+
+std::string final_rates(const std::vector<Published>& messages) {
+  for (auto it = messages.rbegin(); it != messages.rend(); ++it)
+    if (it->topic == "rates") return std::string(it->body.begin(), it->body.end());
+  return "";
+}
+
+void expect_no_drops(const std::string& rates) {
+  for (const char* c : {"rx.ring_full", "rx.kernel_drops", "rx.foreign_source", "rx.oversize",
+                        "rx.seq_missing", "rx.seq_duplicate", "stream.late", "stream.time_jump",
+                        "stream.pending_full", "stream.carry_overflow", "coinc.records_overflow",
+                        "out.zmq_refused"})
+    EXPECT_EQ(json_counter(rates, c), 0u) << c;
+}
+
+class EndToEnd : public ::testing::TestWithParam<Framing> {};
+
+TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
+  Rig rig;
+  rig.daemon.framing = GetParam();
+  std::mt19937_64 rng(7);
+  AcquisitionOptions o;
+  o.events = 60000;
+  const std::vector<RawFrame> frames = random_acquisition(rig.scanner, rng, o);
+  const BatchResult ref = batch_process(rig.scanner, frames);
+  ASSERT_GT(ref.prompts.size(), 1000u);
+  ASSERT_GT(ref.delayed.size(), 10u);
+
+  auto d = rig.start({"--print-rates"});
+  Subscriber sub(rig.daemon.zmq_endpoint);
+  wait_up(sub, *d);
+  const auto datagrams = make_datagrams(frames, GetParam(), 37, 4);
+  UdpSender tx;
+  tx.send(datagrams, rig.daemon.udp_port);
+  wait_datagrams(sub, datagrams.size(), *d);
+  const auto messages = stop_and_collect(sub, *d);
+
+  const Stream prompts = collect(messages, MessageKind::prompts);
+  const Stream delayed = collect(messages, MessageKind::delayed);
+  EXPECT_TRUE(prompts.ids_consecutive);
+  EXPECT_TRUE(delayed.ids_consecutive);
+  EXPECT_TRUE(prompts.tiles_time);
+  EXPECT_TRUE(delayed.tiles_time);
+  EXPECT_EQ(prompts.messages, delayed.messages);
+  ASSERT_EQ(prompts.records.size(), ref.prompts.size());
+  EXPECT_TRUE(prompts.records == ref.prompts);
+  ASSERT_EQ(delayed.records.size(), ref.delayed.size());
+  EXPECT_TRUE(delayed.records == ref.delayed);
+
+  const std::string rates = final_rates(messages);
+  ASSERT_FALSE(rates.empty());
+  expect_no_drops(rates);
+  EXPECT_EQ(json_counter(rates, "rx.datagrams"), datagrams.size());
+  EXPECT_EQ(json_counter(rates, "rx.frames"), frames.size());
+  EXPECT_EQ(json_counter(rates, "coinc.prompts"), ref.prompts.size());
+  EXPECT_EQ(json_counter(rates, "coinc.delayed"), ref.delayed.size());
+  EXPECT_EQ(json_counter(rates, "single.accepted"), ref.counters[Counter::single_accepted]);
+  EXPECT_EQ(json_counter(rates, "frame.bad_bdm"), ref.counters[Counter::frame_bad_bdm]);
+  EXPECT_EQ(json_counter(rates, "frame.bad_marker"), ref.counters[Counter::frame_bad_marker]);
+  EXPECT_EQ(json_counter(rates, "frame.no_crystal"), ref.counters[Counter::frame_no_crystal]);
+  // The per-BDM singles rates are there, one number per BDM.
+  EXPECT_NE(rates.find("\"singles_per_s\":["), std::string::npos);
+  EXPECT_NE(d->log().find("final counters: rx.datagrams="), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Framings, EndToEnd, ::testing::Values(Framing::raw, Framing::sequenced),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// One frame on its own in a datagram of source `source` (sequenced framing: its own
+// numbering, so the good sources' sequences are untouched).
+Datagram lone_frame(const RawFrame& f, Framing framing, std::uint16_t source, std::uint32_t seq) {
+  std::vector<RawFrame> one{f};
+  Datagram d;
+  if (framing == Framing::raw) {
+    d.assign(f.bytes, f.bytes + kFrameBytes);
+    return d;
+  }
+  d.resize(kSequencedHeaderBytes + kFrameBytes);
+  SequencedHeader h;
+  h.source_id = source;
+  h.sequence = seq;
+  h.frame_count = 1;
+  encode_sequenced_header(h, d.data());
+  std::memcpy(d.data() + kSequencedHeaderBytes, f.bytes, kFrameBytes);
+  return d;
+}
+
+class BadTraffic : public ::testing::TestWithParam<Framing> {};
+
+TEST_P(BadTraffic, CountedWhileGoodTrafficGivesTheReference) {
+  const Framing framing = GetParam();
+  Rig rig;
+  rig.daemon.framing = framing;
+  rig.daemon.allowed_sources = "127.0.0.1/32";
+  std::mt19937_64 rng(11);
+  AcquisitionOptions o;
+  o.events = 20000;
+  o.bad_fraction = 0;
+  const std::vector<RawFrame> frames = random_acquisition(rig.scanner, rng, o);
+  const BatchResult ref = batch_process(rig.scanner, frames);
+  auto good = make_datagrams(frames, framing, 50, 4);
+  ASSERT_GT(good.size(), 100u);
+
+  auto d = rig.start();
+  Subscriber sub(rig.daemon.zmq_endpoint);
+  wait_up(sub, *d);
+  UdpSender tx;
+  UdpSender foreign("127.0.0.2");
+  const std::size_t half = good.size() / 2;
+  std::vector<Datagram> first(good.begin(), good.begin() + static_cast<std::ptrdiff_t>(half));
+  std::vector<Datagram> second(good.begin() + static_cast<std::ptrdiff_t>(half), good.end());
+  std::uint64_t sent = 0;
+  tx.send(first, rig.daemon.udp_port);
+  sent += first.size();
+
+  // Malformed datagrams.
+  std::vector<std::uint8_t> garbage(9000);
+  for (auto& b : garbage) b = static_cast<std::uint8_t>(rng());
+  tx.send({Datagram{}, Datagram(15, 0x5A), garbage}, rig.daemon.udp_port);
+  sent += 3;
+  // A foreign source: good-looking data, dropped unseen.
+  foreign.send({first.back()}, rig.daemon.udp_port);
+  sent += 1;
+  // Wild timestamps: one far in the future (a time jump), one far in the past (late).
+  const std::uint64_t now_ticks = frame_time(second.front().data() +
+                                             (framing == Framing::sequenced ? kSequencedHeaderBytes : 0));
+  tx.send({lone_frame(rig.scanner.frame(0, 0, 1, now_ticks + 1'000'000'000'000ull, 511), framing, 100, 0),
+           lone_frame(rig.scanner.frame(1, 0, 2, 10, 511), framing, 101, 0)},
+          rig.daemon.udp_port);
+  sent += 2;
+  if (framing == Framing::sequenced) {
+    // A duplicate of the last good datagram (its frames must not be counted twice) and a
+    // gap: the next datagram of one source skips a number.
+    tx.send({first.back()}, rig.daemon.udp_port);
+    sent += 1;
+    for (Datagram& g : second) {
+      SequencedHeader h = decode_sequenced_header(g.data());
+      if (h.source_id == 2) {
+        h.sequence += 1;
+        encode_sequenced_header(h, g.data());
+      }
+    }
+  }
+  tx.send(second, rig.daemon.udp_port);
+  sent += second.size();
+  wait_datagrams(sub, sent, *d);
+  ASSERT_TRUE(d->running()) << d->log();
+  const auto messages = stop_and_collect(sub, *d);
+
+  const Stream prompts = collect(messages, MessageKind::prompts);
+  const Stream delayed = collect(messages, MessageKind::delayed);
+  EXPECT_TRUE(prompts.ids_consecutive);
+  EXPECT_TRUE(prompts.records == ref.prompts) << prompts.records.size() << " vs " << ref.prompts.size();
+  EXPECT_TRUE(delayed.records == ref.delayed) << delayed.records.size() << " vs " << ref.delayed.size();
+
+  const std::string rates = final_rates(messages);
+  ASSERT_FALSE(rates.empty());
+  EXPECT_EQ(json_counter(rates, "rx.foreign_source"), 1u);
+  EXPECT_EQ(json_counter(rates, "stream.time_jump"), 1u);
+  EXPECT_EQ(json_counter(rates, "stream.late"), 1u);
+  EXPECT_EQ(json_counter(rates, "rx.ring_full"), 0u);
+  if (framing == Framing::raw) {
+    EXPECT_EQ(json_counter(rates, "rx.empty"), 2u);             // 0 and 15 bytes
+    EXPECT_EQ(json_counter(rates, "rx.trailing_bytes"), 15u + 8u);  // 15 and 9000 % 16
+    // 562 garbage frames, each refused under its first bad field.
+    std::uint64_t bad = 0;
+    for (const char* c : {"frame.bad_marker", "frame.bad_bdm", "frame.bad_du",
+                          "frame.bad_position", "frame.no_crystal", "frame.bad_time",
+                          "stream.late", "stream.time_jump", "single.energy_rejected"})
+      bad += json_counter(rates, c);
+    EXPECT_GE(bad, 562u);
+  } else {
+    EXPECT_EQ(json_counter(rates, "rx.bad_header"), 3u);
+    EXPECT_EQ(json_counter(rates, "rx.seq_duplicate"), 1u);
+    EXPECT_EQ(json_counter(rates, "rx.seq_missing"), 1u);
+    EXPECT_EQ(json_counter(rates, "rx.frames"), frames.size() + 2);  // + the two wild frames
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Framings, BadTraffic, ::testing::Values(Framing::raw, Framing::sequenced),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// Isolated pairs, each far from the next (more than the delayed offset plus a window), so
+// any subset of frames gives a known subset of records: a record is either exactly its
+// pair's or wrong.
+std::vector<RawFrame> isolated_pairs(const TestScanner& sc, std::uint64_t first_pair,
+                                     std::uint64_t pairs, std::mt19937_64& rng) {
+  std::vector<RawFrame> out;
+  out.reserve(pairs * 2);
+  std::uniform_int_distribution<std::uint32_t> du(0, 3), crystal(0, 15);
+  for (std::uint64_t i = first_pair; i < first_pair + pairs; ++i) {
+    const std::uint64_t t = 1'000'000 + i * 20'000;
+    const auto b = static_cast<std::uint32_t>(i % 2);
+    out.push_back(sc.frame(b, du(rng), crystal(rng), t, 500));
+    out.push_back(sc.frame(b + 2, du(rng), crystal(rng), t + 40, 520));
+  }
+  return out;
+}
+
+TEST(Overload, DropsAreCountedMemoryStaysFlatAndTheDaemonRecovers) {
+  Rig rig;
+  rig.daemon.ring_chunk_bytes = 1u << 16;
+  rig.daemon.ring_chunks = 2;
+  rig.daemon.receive_buffer_bytes = 1u << 18;
+  // Drops leave gaps in time far longer than the default 10 ms; the frames after a gap are
+  // real data, not corrupt timestamps.
+  rig.scanner.settings.stream.max_future_ps = 1e15;
+  std::mt19937_64 rng(5);
+  // Warm-up, overload, recovery: consecutive stretches of time.
+  const std::uint64_t warm_pairs = 200'000, burst_pairs = 1'500'000, calm_pairs = 20'000;
+  const auto warm = isolated_pairs(rig.scanner, 0, warm_pairs, rng);
+  const auto burst = isolated_pairs(rig.scanner, warm_pairs, burst_pairs, rng);
+  const auto calm = isolated_pairs(rig.scanner, warm_pairs + burst_pairs, calm_pairs, rng);
+  std::vector<RawFrame> all = warm;
+  all.insert(all.end(), burst.begin(), burst.end());
+  all.insert(all.end(), calm.begin(), calm.end());
+  const BatchResult ref = batch_process(rig.scanner, all);
+  ASSERT_EQ(ref.prompts.size(), warm_pairs + burst_pairs + calm_pairs);
+  std::map<std::uint64_t, CoincRecord> expected;
+  for (const CoincRecord& r : ref.prompts) expected[r.time_a] = r;
+
+  auto d = rig.start();
+  Subscriber sub(rig.daemon.zmq_endpoint);
+  wait_up(sub, *d);
+  UdpSender tx;
+  std::uint64_t sent = 0;
+  auto send = [&](const std::vector<RawFrame>& frames, double datagrams_per_s) {
+    const auto dg = make_datagrams(frames, Framing::raw, 560, 4);
+    tx.send(dg, rig.daemon.udp_port, datagrams_per_s);
+    sent += dg.size();
+  };
+  auto settle = [&] {
+    // Counted datagrams stop changing once the burst is absorbed or dropped.
+    std::uint64_t last = ~0ull;
+    for (int i = 0; i < 50; ++i) {
+      std::this_thread::sleep_for(300ms);
+      const auto r = sub.last_rates();
+      const std::uint64_t now = r ? json_counter(*r, "rx.datagrams") + json_counter(*r, "rx.kernel_drops") : 0;
+      if (now == last) return *r;
+      last = now;
+    }
+    return sub.last_rates().value_or("");
+  };
+
+  send(warm, 0);  // touches every buffer once
+  settle();
+  const std::uint64_t rss_start_kib = vm_rss_kib(d->pid());
+  send(burst, 0);
+  const std::string after_burst = settle();
+  const std::uint64_t rss_burst_kib = vm_rss_kib(d->pid());
+  const std::uint64_t dropped =
+      json_counter(after_burst, "rx.ring_full") + json_counter(after_burst, "rx.kernel_drops");
+  EXPECT_GT(dropped, 0u) << "the burst did not overload the daemon";
+  std::this_thread::sleep_for(500ms);
+  send(calm, 2000);
+  const std::string after_calm = settle();
+  const std::uint64_t rss_calm_kib = vm_rss_kib(d->pid());
+  // The calm stretch is taken whole: no drop counter moved.
+  EXPECT_EQ(json_counter(after_calm, "rx.ring_full"), json_counter(after_burst, "rx.ring_full"));
+  EXPECT_EQ(json_counter(after_calm, "rx.kernel_drops"), json_counter(after_burst, "rx.kernel_drops"));
+  ASSERT_TRUE(d->running()) << d->log();
+  const auto messages = stop_and_collect(sub, *d);
+
+  // Memory: fixed after start-up, whatever the load.
+  EXPECT_LE(rss_burst_kib, rss_start_kib + 8 * 1024) << rss_start_kib << " -> " << rss_burst_kib;
+  EXPECT_LE(rss_calm_kib, rss_start_kib + 8 * 1024) << rss_start_kib << " -> " << rss_calm_kib;
+
+  // What was accepted was processed correctly: every record is its pair's, once.
+  const Stream prompts = collect(messages, MessageKind::prompts);
+  EXPECT_TRUE(prompts.ids_consecutive);
+  std::set<std::uint64_t> seen;
+  for (const CoincRecord& r : prompts.records) {
+    const auto it = expected.find(r.time_a);
+    ASSERT_NE(it, expected.end()) << "a record no pair makes, at " << r.time_a;
+    EXPECT_TRUE(it->second == r);
+    EXPECT_TRUE(seen.insert(r.time_a).second) << "published twice: " << r.time_a;
+  }
+  EXPECT_LT(prompts.records.size(), expected.size());
+  // ... and every pair of the calm stretch came through.
+  const std::uint64_t calm_from_ticks = 1'000'000 + (warm_pairs + burst_pairs) * 20'000 - 100;
+  std::size_t calm_found = 0;
+  for (const auto& [t, r] : expected)
+    if (t >= calm_from_ticks) calm_found += seen.count(t);
+  EXPECT_EQ(calm_found, calm_pairs);
+  const std::string rates = final_rates(messages);
+  EXPECT_EQ(json_counter(rates, "stream.late"), 0u);
+  EXPECT_EQ(json_counter(rates, "stream.time_jump"), 0u);
+}
+
+TEST(Subscribers, LateAndStalledSubscribersDoNotDisturbTheDaemon) {
+  Rig rig;
+  rig.daemon.send_hwm = 20;
+  std::mt19937_64 rng(3);
+  AcquisitionOptions o;
+  o.events = 75000;
+  o.bad_fraction = 0;
+  // Two stretches of acquisition, the second after the first in time: the pause between
+  // them makes every source idle, which closes the first stretch.
+  auto frames = random_acquisition(rig.scanner, rng, o);
+  const std::uint64_t first_end = frame_time(frames.back().bytes);
+  auto datagrams = make_datagrams(frames, Framing::raw, 100, 4);
+  const std::size_t half = datagrams.size();
+  o.start_ticks = first_end + 1'000'000;
+  const auto later = random_acquisition(rig.scanner, rng, o);
+  const auto later_datagrams = make_datagrams(later, Framing::raw, 100, 4);
+  frames.insert(frames.end(), later.begin(), later.end());
+  datagrams.insert(datagrams.end(), later_datagrams.begin(), later_datagrams.end());
+
+  auto d = rig.start();
+  Subscriber early(rig.daemon.zmq_endpoint);
+  wait_up(early, *d);
+  UdpSender tx;
+  tx.send({datagrams.begin(), datagrams.begin() + static_cast<std::ptrdiff_t>(half)},
+          rig.daemon.udp_port, 20000);
+  wait_datagrams(early, half, *d);
+
+  // A late subscriber: it joins mid-run and sees consecutive ids from where it joined.
+  Subscriber late(rig.daemon.zmq_endpoint);
+  ASSERT_TRUE(late.wait_rates(any_rates, 10s).has_value());
+  // A stalled one: it never reads, so its queue fills and sends are refused.
+  Subscriber stalled(rig.daemon.zmq_endpoint, 1, false);
+  std::this_thread::sleep_for(300ms);
+  tx.send({datagrams.begin() + static_cast<std::ptrdiff_t>(half), datagrams.end()},
+          rig.daemon.udp_port, 20000);
+  const std::string rates = wait_datagrams(early, datagrams.size(), *d);
+  ASSERT_FALSE(rates.empty());
+  EXPECT_EQ(json_counter(rates, "rx.ring_full"), 0u);
+  EXPECT_EQ(json_counter(rates, "rx.kernel_drops"), 0u);
+  EXPECT_EQ(json_counter(rates, "rx.frames"), frames.size());
+  ASSERT_TRUE(d->running());
+  const auto messages = stop_and_collect(early, *d);
+  const std::string last = final_rates(messages);
+  EXPECT_GT(json_counter(last, "out.zmq_refused"), 0u);
+  EXPECT_EQ(json_counter(last, "stream.late"), 0u);
+
+  const auto late_messages = late.messages();
+  std::optional<std::uint64_t> first_id;
+  for (const Published& p : late_messages)
+    if (p.topic == "coinc.prompt" && !first_id) first_id = p.header.message_id;
+  ASSERT_TRUE(first_id.has_value());
+  EXPECT_GT(*first_id, 0u);
+}
+
+TEST(Lifecycle, CheckConfigAcceptsAGoodConfiguration) {
+  Rig rig;
+  rig.write();
+  const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
+                                                rig.scanner.dir / "check.log");
+  EXPECT_EQ(status, 0) << out;
+}
+
+TEST(Lifecycle, UnknownKeyIsRefusedWithItsPathAndExitCode2) {
+  Rig rig;
+  rig.daemon.input_extra = "  flush_msec: 5\n";
+  rig.write();
+  for (bool check : {true, false}) {
+    std::vector<std::string> args = {"--config", rig.config.string()};
+    if (check) args.push_back("--check-config");
+    const auto [status, out] = run_daemon_to_exit(args, rig.scanner.dir / "bad.log");
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("input.flush_msec"), std::string::npos) << out;
+  }
+}
+
+TEST(Lifecycle, MissingCalibrationIsRefusedWithItsFileAndExitCode2) {
+  Rig rig;
+  rig.write();
+  std::filesystem::remove(rig.scanner.dir / "energy_correction.npy");
+  const auto [status, out] =
+      run_daemon_to_exit({"--config", rig.config.string()}, rig.scanner.dir / "nocal.log");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("energy_correction.npy"), std::string::npos) << out;
+}
+
+TEST(Lifecycle, BadCommandLineExits2) {
+  TestScanner sc;
+  const auto [status, out] = run_daemon_to_exit({"--backend", "tpu"}, sc.dir / "usage.log");
+  EXPECT_EQ(status, 2);
+  EXPECT_NE(out.find("usage:"), std::string::npos) << out;
+}
+
+TEST(Lifecycle, PortInUseFailsToStartWithExitCode1) {
+  Rig rig;
+  // Hold the daemon's port with a socket of our own.
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(rig.daemon.udp_port);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  rig.write();
+  const auto [status, out] =
+      run_daemon_to_exit({"--config", rig.config.string()}, rig.scanner.dir / "busy.log");
+  close(fd);
+  EXPECT_EQ(status, 1) << out;
+  EXPECT_NE(out.find("cannot bind UDP"), std::string::npos) << out;
+}
+
+TEST(Lifecycle, SighupAppliesANewWindowAsANewRun) {
+  Rig rig;
+  auto d = rig.start();
+  Subscriber sub(rig.daemon.zmq_endpoint);
+  wait_up(sub, *d);
+  std::mt19937_64 rng(9);
+  AcquisitionOptions o;
+  o.events = 5000;
+  const auto frames = random_acquisition(rig.scanner, rng, o);
+  UdpSender tx;
+  const auto dg = make_datagrams(frames, Framing::raw, 50, 4);
+  tx.send(dg, rig.daemon.udp_port);
+  wait_datagrams(sub, dg.size(), *d);
+  const BatchResult ref = batch_process(rig.scanner, frames);
+
+  // A new coincidence window (live) and a new ring size (needs a restart).
+  rig.scanner.settings.coincidence.window_ps = 3000;
+  rig.daemon.ring_chunks = 16;
+  rig.write();
+  d->signal(SIGHUP);
+  ASSERT_TRUE(sub.wait_rates([](const std::string& j) { return json_number(j, "run_id") >= 1; }, 10s))
+      << d->log();
+  EXPECT_TRUE(d->running());
+  const auto messages = stop_and_collect(sub, *d);
+  const std::string log = d->log();
+  EXPECT_NE(log.find("reload: applied coincidence"), std::string::npos) << log;
+  EXPECT_NE(log.find("`input` changed; it takes effect only after a restart"), std::string::npos) << log;
+  const Stream prompts = collect(messages, MessageKind::prompts);
+  EXPECT_TRUE(prompts.ids_consecutive);
+  ASSERT_FALSE(prompts.run_ids.empty());
+  EXPECT_EQ(prompts.run_ids.front(), 0u);
+  // The first run's records are the batch result of its frames.
+  std::vector<CoincRecord> run0;
+  for (const Published& p : messages)
+    if (p.topic == "coinc.prompt" && p.header.run_id == 0)
+      for (std::size_t at = 0; at < p.body.size(); at += sizeof(CoincRecord))
+        run0.push_back(decode_record(p.body.data() + at));
+  EXPECT_TRUE(run0 == ref.prompts);
+}
+
+}  // namespace
+}  // namespace petdaq::test

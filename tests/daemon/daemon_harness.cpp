@@ -1,0 +1,360 @@
+#include "daemon_harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include <zmq_addon.hpp>
+
+namespace petdaq::test {
+
+using namespace std::chrono_literals;
+
+std::uint16_t free_udp_port() {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string daemon_yaml(const DaemonConfig& c) {
+  std::ostringstream y;
+  y << "input:\n"
+    << "  endpoints: [\"127.0.0.1:" << c.udp_port << "\"]\n"
+    << "  framing: " << to_string(c.framing) << "\n"
+    << "  allowed_sources: [\"" << c.allowed_sources << "\"]\n"
+    << "  receive_buffer_bytes: " << c.receive_buffer_bytes << "\n"
+    << "  flush_ms: 2\n"
+    << "  receiver_threads: " << c.receiver_threads << "\n"
+    << "  ring_chunk_bytes: " << c.ring_chunk_bytes << "\n"
+    << "  ring_chunks: " << c.ring_chunks << "\n"
+    << c.input_extra
+    << "output:\n"
+    << "  zmq:\n"
+    << "    endpoint: \"" << c.zmq_endpoint << "\"\n"
+    << "    send_hwm: " << c.send_hwm << "\n"
+    << "  rates_interval_ms: " << c.rates_interval_ms << "\n"
+    << "backend: cpu\n"
+    << c.extra;
+  return y.str();
+}
+
+// ---- the daemon process ----
+
+namespace {
+pid_t spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
+  std::vector<char*> argv;
+  std::string binary = PETDAQD_BINARY;
+  argv.push_back(binary.data());
+  std::vector<std::string> copy = args;
+  for (auto& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+      dup2(fd, 2);
+      dup2(fd, 1);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int decode_status(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+DaemonProcess::DaemonProcess(const std::filesystem::path& config, const std::filesystem::path& log,
+                             std::vector<std::string> extra_args)
+    : log_(log) {
+  std::vector<std::string> args = {"--config", config.string()};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  pid_ = spawn(args, log);
+}
+
+DaemonProcess::~DaemonProcess() {
+  if (!status_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    waitpid(pid_, &st, 0);
+  }
+}
+
+void DaemonProcess::signal(int sig) const { ::kill(pid_, sig); }
+
+std::optional<int> DaemonProcess::wait(std::chrono::milliseconds timeout) {
+  if (status_) return status_;
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int st = 0;
+    const pid_t r = waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      status_ = decode_status(st);
+      return status_;
+    }
+    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+bool DaemonProcess::running() { return !wait(0ms).has_value(); }
+
+std::string DaemonProcess::log() const { return read_file(log_); }
+
+std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& args,
+                                               const std::filesystem::path& log) {
+  const pid_t pid = spawn(args, log);
+  int st = 0;
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (waitpid(pid, &st, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return {decode_status(st), read_file(log)};
+}
+
+// ---- subscriber ----
+
+Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read) : read_(read) {
+  thread_ = std::thread([this, endpoint, rcvhwm] { run(endpoint, rcvhwm); });
+}
+
+Subscriber::~Subscriber() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+void Subscriber::run(std::string endpoint, int rcvhwm) {
+  zmq::socket_t sub(context_, zmq::socket_type::sub);
+  if (rcvhwm > 0) {
+    sub.set(zmq::sockopt::rcvhwm, rcvhwm);
+    sub.set(zmq::sockopt::rcvbuf, 4096);
+  }
+  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::rcvtimeo, 20);
+  sub.set(zmq::sockopt::linger, 0);
+  sub.connect(endpoint);
+  for (;;) {
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) return;
+    }
+    if (!read_) {
+      std::this_thread::sleep_for(20ms);
+      continue;
+    }
+    std::vector<zmq::message_t> parts;
+    const auto got = zmq::recv_multipart(sub, std::back_inserter(parts));
+    if (!got) continue;
+    if (parts.size() != 3 || parts[1].size() != kMessageHeaderBytes) {
+      std::lock_guard lock(mutex_);
+      messages_.push_back({"<malformed>", {}, {}});
+      continue;
+    }
+    Published p;
+    p.topic = parts[0].to_string();
+    p.header = decode_message_header(parts[1].data<std::uint8_t>());
+    p.body.assign(parts[2].data<std::uint8_t>(), parts[2].data<std::uint8_t>() + parts[2].size());
+    std::lock_guard lock(mutex_);
+    if (p.topic == "rates") last_rates_ = std::string(p.body.begin(), p.body.end());
+    messages_.push_back(std::move(p));
+    cv_.notify_all();
+  }
+}
+
+std::optional<std::string> Subscriber::wait_rates(
+    const std::function<bool(const std::string&)>& pred, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (last_rates_ && pred(*last_rates_)) return last_rates_;
+    if (cv_.wait_until(lock, until) == std::cv_status::timeout) {
+      if (last_rates_ && pred(*last_rates_)) return last_rates_;
+      return std::nullopt;
+    }
+  }
+}
+
+std::vector<Published> Subscriber::messages() {
+  std::lock_guard lock(mutex_);
+  return messages_;
+}
+
+std::optional<std::string> Subscriber::last_rates() {
+  std::lock_guard lock(mutex_);
+  return last_rates_;
+}
+
+double json_number(const std::string& json, const std::string& key) {
+  const std::string k = "\"" + key + "\":";
+  const auto at = json.find(k);
+  if (at == std::string::npos) throw std::runtime_error("no key " + key + " in " + json);
+  return std::strtod(json.c_str() + at + k.size(), nullptr);
+}
+
+std::uint64_t json_counter(const std::string& json, const std::string& name) {
+  const std::string k = "\"" + name + "\":";
+  const auto counters = json.find("\"counters\":{");
+  const auto at = json.find(k, counters == std::string::npos ? 0 : counters);
+  if (at == std::string::npos) throw std::runtime_error("no counter " + name);
+  return std::strtoull(json.c_str() + at + k.size(), nullptr, 10);
+}
+
+// ---- sending ----
+
+std::vector<Datagram> make_datagrams(const std::vector<RawFrame>& frames, Framing framing,
+                                     std::size_t frames_per_datagram, std::uint32_t sources,
+                                     std::uint32_t first_sequence) {
+  std::vector<std::vector<RawFrame>> by_source(sources);
+  for (const RawFrame& f : frames) by_source[frame_bdm(f.bytes) % sources].push_back(f);
+  struct Pending {
+    std::uint64_t first_time;
+    std::uint32_t source;
+    std::size_t begin, end;
+  };
+  std::vector<Pending> order;
+  for (std::uint32_t s = 0; s < sources; ++s)
+    for (std::size_t i = 0; i < by_source[s].size(); i += frames_per_datagram)
+      order.push_back({frame_time(by_source[s][i].bytes), s, i,
+                       std::min(by_source[s].size(), i + frames_per_datagram)});
+  std::stable_sort(order.begin(), order.end(),
+                   [](const Pending& a, const Pending& b) { return a.first_time < b.first_time; });
+  std::vector<std::uint32_t> sequence(sources, first_sequence);
+  std::vector<Datagram> out;
+  out.reserve(order.size());
+  for (const Pending& p : order) {
+    const std::size_t n = p.end - p.begin;
+    Datagram d;
+    std::size_t at = 0;
+    if (framing == Framing::sequenced) {
+      d.resize(kSequencedHeaderBytes + n * kFrameBytes);
+      SequencedHeader h;
+      h.source_id = static_cast<std::uint16_t>(p.source);
+      h.sequence = sequence[p.source]++;
+      h.frame_count = static_cast<std::uint32_t>(n);
+      encode_sequenced_header(h, d.data());
+      at = kSequencedHeaderBytes;
+    } else {
+      d.resize(n * kFrameBytes);
+    }
+    std::memcpy(d.data() + at, by_source[p.source].data() + p.begin, n * kFrameBytes);
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+UdpSender::UdpSender(const std::string& bind_address) {
+  fd_ = socket(AF_INET, SOCK_DGRAM, 0);
+  int big = 16 << 20;
+  setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &big, sizeof big);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, bind_address.c_str(), &a.sin_addr);
+  if (bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+    throw std::runtime_error("cannot bind sender to " + bind_address + ": " + std::strerror(errno));
+}
+
+UdpSender::~UdpSender() { close(fd_); }
+
+void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
+                     double datagrams_per_s) {
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  constexpr std::size_t kBatch = 32;
+  std::vector<mmsghdr> msgs(kBatch);
+  std::vector<iovec> iovs(kBatch);
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t sent = 0;
+  while (sent < datagrams.size()) {
+    if (datagrams_per_s > 0) {
+      const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(sent / datagrams_per_s));
+      std::this_thread::sleep_until(due);
+    }
+    const std::size_t n = std::min(kBatch, datagrams.size() - sent);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Datagram& d = datagrams[sent + i];
+      iovs[i] = {const_cast<std::uint8_t*>(d.data()), d.size()};
+      msgs[i] = {};
+      msgs[i].msg_hdr.msg_name = &to;
+      msgs[i].msg_hdr.msg_namelen = sizeof to;
+      msgs[i].msg_hdr.msg_iov = &iovs[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int r = sendmmsg(fd_, msgs.data(), static_cast<unsigned>(n), 0);
+    if (r < 0) {
+      if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
+      throw std::runtime_error(std::string("sendmmsg: ") + std::strerror(errno));
+    }
+    sent += static_cast<std::size_t>(r);
+  }
+}
+
+void UdpSender::send_one(const Datagram& d, std::uint16_t port) { send({d}, port); }
+
+Stream collect(const std::vector<Published>& messages, MessageKind kind) {
+  Stream s;
+  const char* topic = kind == MessageKind::prompts ? "coinc.prompt" : "coinc.delayed";
+  std::optional<MessageHeader> prev;
+  for (const Published& p : messages) {
+    if (p.topic != topic) continue;
+    const MessageHeader& h = p.header;
+    if (h.message_id != s.messages) s.ids_consecutive = false;
+    if (prev && prev->run_id == h.run_id && prev->t_end != h.t_begin) s.tiles_time = false;
+    if (s.run_ids.empty() || s.run_ids.back() != h.run_id) s.run_ids.push_back(h.run_id);
+    ++s.messages;
+    for (std::size_t at = 0; at + sizeof(CoincRecord) <= p.body.size(); at += sizeof(CoincRecord))
+      s.records.push_back(decode_record(p.body.data() + at));
+    prev = h;
+  }
+  return s;
+}
+
+std::uint64_t vm_rss_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10);
+  return 0;
+}
+
+}  // namespace petdaq::test

@@ -1,0 +1,141 @@
+// Test harness for petdaqd end to end: runs the daemon as a child process on a small test
+// scanner, sends frames over UDP (raw or sequenced framing), subscribes over ZeroMQ and
+// reads the published batches and `rates` documents.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "core/settings.h"
+#include "proto/datagram.h"
+#include "proto/frame.h"
+#include "proto/records.h"
+
+namespace petdaq::test {
+
+// A UDP port nobody holds right now (bound and released; good enough for tests that run
+// side by side, since the kernel hands ephemeral ports out in turn).
+std::uint16_t free_udp_port();
+
+// Extra YAML appended to the test scanner's config: the daemon's input and output.
+struct DaemonConfig {
+  std::uint16_t udp_port = 0;
+  std::string zmq_endpoint;  // ipc:// in the test folder, unique per test
+  Framing framing = Framing::raw;
+  std::string allowed_sources = "127.0.0.0/8";
+  std::uint64_t ring_chunk_bytes = 1u << 20;
+  std::uint32_t ring_chunks = 32;
+  std::uint64_t receive_buffer_bytes = 8u << 20;
+  std::int32_t send_hwm = 100000;
+  double rates_interval_ms = 200;
+  std::uint32_t receiver_threads = 1;
+  std::string input_extra;  // more keys of the input section ("  key: value\n")
+  std::string extra;        // more YAML sections
+};
+std::string daemon_yaml(const DaemonConfig& c);
+
+// petdaqd as a child process; stderr goes to a log file.
+class DaemonProcess {
+ public:
+  DaemonProcess(const std::filesystem::path& config, const std::filesystem::path& log,
+                std::vector<std::string> extra_args = {});
+  ~DaemonProcess();
+  pid_t pid() const { return pid_; }
+  void signal(int sig) const;
+  // Exit status (0..255), 128+signal when killed, or nullopt on timeout.
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  bool running();
+  std::string log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::filesystem::path log_;
+  std::optional<int> status_;
+};
+
+// Runs petdaqd to completion (e.g. --check-config) and returns its exit status and stderr;
+// a daemon still running after 20 s is killed (status 128 + SIGKILL).
+std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& args,
+                                               const std::filesystem::path& log);
+
+struct Published {
+  std::string topic;
+  MessageHeader header;
+  std::vector<std::uint8_t> body;
+};
+
+class Subscriber {
+ public:
+  explicit Subscriber(const std::string& endpoint, int rcvhwm = 0, bool read = true);
+  ~Subscriber();
+  // Waits until a `rates` document satisfies pred; returns it (or nullopt on timeout).
+  std::optional<std::string> wait_rates(const std::function<bool(const std::string&)>& pred,
+                                        std::chrono::milliseconds timeout);
+  std::vector<Published> messages();
+  std::optional<std::string> last_rates();
+
+ private:
+  void run(std::string endpoint, int rcvhwm);
+  zmq::context_t context_{1};
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Published> messages_;
+  std::optional<std::string> last_rates_;
+  bool stop_ = false;
+  bool read_;
+  std::thread thread_;
+};
+
+// A number in a JSON document by key ("rx.frames", "run_id", "p99"); the first occurrence.
+double json_number(const std::string& json, const std::string& key);
+std::uint64_t json_counter(const std::string& json, const std::string& name);
+
+using Datagram = std::vector<std::uint8_t>;
+
+// Splits frames into per-source datagrams (source = bdm byte % sources), at most
+// frames_per_datagram each, frames in their given order, datagrams in the order of their
+// first frame's time (the way boards interleave); sequenced framing numbers each source's
+// datagrams from first_sequence.
+std::vector<Datagram> make_datagrams(const std::vector<RawFrame>& frames, Framing framing,
+                                     std::size_t frames_per_datagram, std::uint32_t sources,
+                                     std::uint32_t first_sequence = 0);
+
+class UdpSender {
+ public:
+  explicit UdpSender(const std::string& bind_address = "127.0.0.1");
+  ~UdpSender();
+  // Sends with sendmmsg; datagrams_per_s = 0 sends as fast as the socket takes them.
+  void send(const std::vector<Datagram>& datagrams, std::uint16_t port, double datagrams_per_s = 0);
+  void send_one(const Datagram& d, std::uint16_t port);
+
+ private:
+  int fd_ = -1;
+};
+
+// The coincidence records of one kind, in publication order, with the checks every
+// subscriber can make: message ids consecutive from 0, batches tiling time within a run.
+struct Stream {
+  std::vector<CoincRecord> records;
+  std::size_t messages = 0;
+  bool ids_consecutive = true;
+  bool tiles_time = true;
+  std::vector<std::uint64_t> run_ids;
+};
+Stream collect(const std::vector<Published>& messages, MessageKind kind);
+
+// Resident memory of a process, from /proc/<pid>/status.
+std::uint64_t vm_rss_kib(pid_t pid);
+
+}  // namespace petdaq::test

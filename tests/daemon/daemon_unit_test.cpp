@@ -1,0 +1,324 @@
+// The daemon's parts in-process: sequence accounting, source filter, latency percentiles,
+// the reload plan, the host ring, and the receiver on a real loopback socket.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "core/counters.h"
+#include "core/settings.h"
+#include "daemon/host_ring.h"
+#include "daemon/rates.h"
+#include "daemon/receiver.h"
+#include "daemon/sequence_tracker.h"
+#include "daemon/source_filter.h"
+#include "daemon/worker.h"
+#include "proto/datagram.h"
+
+namespace petdaq::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(SequenceTracker, InOrderCountsNothing) {
+  SequenceTracker t;
+  SequenceCounts c;
+  for (std::uint32_t s = 5; s < 1000; ++s) EXPECT_TRUE(t.observe(3, s, c));
+  t.flush(c);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.duplicate, 0u);
+  EXPECT_EQ(c.reordered, 0u);
+}
+
+TEST(SequenceTracker, GapsCountEveryMissingDatagram) {
+  SequenceTracker t;
+  SequenceCounts c;
+  t.observe(0, 0, c);
+  t.observe(0, 1, c);
+  t.observe(0, 5, c);    // 2, 3, 4 missing (not yet final)
+  EXPECT_EQ(c.missing, 0u);
+  t.observe(0, 400, c);  // 6 .. 399: 394 missing; 2, 3, 4 fall out of the window
+  EXPECT_EQ(c.missing, 3u + 394u - (SequenceTracker::kWindow - 1));
+  t.flush(c);
+  EXPECT_EQ(c.missing, 397u);
+  EXPECT_EQ(c.reordered, 0u);
+}
+
+TEST(SequenceTracker, ALateDatagramIsReorderedNotMissing) {
+  SequenceTracker t;
+  SequenceCounts c;
+  for (std::uint32_t s : {10u, 11u, 13u, 14u, 12u, 15u}) EXPECT_TRUE(t.observe(1, s, c));
+  t.flush(c);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.reordered, 1u);
+}
+
+TEST(SequenceTracker, DuplicatesAreRefusedAndCounted) {
+  SequenceTracker t;
+  SequenceCounts c;
+  EXPECT_TRUE(t.observe(2, 100, c));
+  EXPECT_TRUE(t.observe(2, 101, c));
+  EXPECT_FALSE(t.observe(2, 101, c));  // the newest again
+  EXPECT_FALSE(t.observe(2, 100, c));  // an older one again
+  EXPECT_TRUE(t.observe(2, 102, c));
+  EXPECT_EQ(c.duplicate, 2u);
+  EXPECT_EQ(c.reordered, 0u);
+}
+
+TEST(SequenceTracker, SourcesAreIndependentAndWrapAround) {
+  SequenceTracker t;
+  SequenceCounts c;
+  t.observe(7, 0xFFFFFFFEu, c);
+  t.observe(8, 0, c);
+  t.observe(7, 0xFFFFFFFFu, c);
+  t.observe(7, 0, c);  // wraps
+  t.observe(8, 2, c);  // 1 missing on source 8
+  t.flush(c);
+  EXPECT_EQ(c.missing, 1u);
+  EXPECT_EQ(c.duplicate, 0u);
+}
+
+TEST(SequenceTracker, AHugeJumpIsARestartNotBillionsMissing) {
+  SequenceTracker t;
+  SequenceCounts c;
+  t.observe(0, 1'000'000, c);
+  t.observe(0, 1'000'001, c);
+  t.observe(0, 0, c);  // the source restarted its numbering
+  t.observe(0, 1, c);
+  t.flush(c);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.reordered, 0u);
+}
+
+TEST(SourceFilter, CidrMatching) {
+  SourceFilter f({"127.0.0.1/32", "10.1.0.0/16"});
+  auto ip = [](const char* s) {
+    in_addr a{};
+    inet_pton(AF_INET, s, &a);
+    return ntohl(a.s_addr);
+  };
+  EXPECT_TRUE(f.allows(ip("127.0.0.1")));
+  EXPECT_FALSE(f.allows(ip("127.0.0.2")));
+  EXPECT_TRUE(f.allows(ip("10.1.255.3")));
+  EXPECT_FALSE(f.allows(ip("10.2.0.1")));
+  EXPECT_TRUE(SourceFilter({"0.0.0.0/0"}).allows(ip("192.168.1.1")));
+  EXPECT_THROW(parse_ipv4_network("10.0.0.0/33"), std::invalid_argument);
+  EXPECT_THROW(parse_ipv4_network("10.0.0/8"), std::invalid_argument);
+  EXPECT_THROW(parse_ipv4_network("10.0.0.0/x"), std::invalid_argument);
+}
+
+TEST(LatencyWindow, Percentiles) {
+  LatencyWindow w;
+  for (int i = 1; i <= 1000; ++i) w.add(i);
+  const auto s = w.take();
+  EXPECT_EQ(s.samples, 1000u);
+  EXPECT_NEAR(s.p50_ms, 500, 1);
+  EXPECT_NEAR(s.p99_ms, 990, 1);
+  EXPECT_EQ(s.max_ms, 1000);
+  EXPECT_EQ(w.take().samples, 0u);  // a new interval
+  // Past its capacity it thins the samples but keeps the shape and the maximum.
+  for (int i = 0; i < 100000; ++i) w.add(i % 100);
+  w.add(5000);
+  const auto t = w.take();
+  EXPECT_NEAR(t.p50_ms, 50, 2);
+  EXPECT_EQ(t.max_ms, 5000);
+}
+
+TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {
+  Settings running;
+  Settings reread = running;
+  reread.coincidence.window_ps = 3000;
+  reread.coincidence.policy = Policy::take_all_goods;
+  reread.energy_window.low_keV = 400;
+  reread.input.ring_chunks = 8;
+  reread.stream.max_slice_ms = 5;
+  const ReloadPlan p = plan_reload(running, reread);
+  EXPECT_EQ(p.live, (std::vector<std::string>{"energy_window", "coincidence"}));
+  EXPECT_EQ(p.restart, (std::vector<std::string>{"stream", "input"}));
+  EXPECT_EQ(p.applied.coincidence.window_ps, 3000);
+  EXPECT_EQ(p.applied.energy_window.low_keV, 400);
+  EXPECT_EQ(p.applied.input.ring_chunks, running.input.ring_chunks);
+  EXPECT_EQ(p.applied.stream.max_slice_ms, running.stream.max_slice_ms);
+  EXPECT_TRUE(plan_reload(running, running).live.empty());
+  EXPECT_TRUE(plan_reload(running, running).restart.empty());
+}
+
+TEST(HostRing, ChunksCirculateAndRunOut) {
+  LockedPageAllocator alloc;
+  HostRing ring(1 << 16, 3, 1, alloc);
+  auto token = ring.make_sealed_token();
+  Chunk* a = ring.try_acquire();
+  Chunk* b = ring.try_acquire();
+  Chunk* c = ring.try_acquire();
+  ASSERT_TRUE(a && b && c);
+  EXPECT_EQ(ring.try_acquire(), nullptr);  // all taken: the receiver would drop
+  a->frame_count = 1;
+  ring.seal(a, *token);
+  EXPECT_EQ(ring.try_sealed(), a);
+  EXPECT_EQ(ring.try_sealed(), nullptr);
+  ring.release(a);
+  EXPECT_EQ(a->frame_count, 0u);
+  EXPECT_EQ(ring.try_acquire(), a);
+  EXPECT_GE(a->span_capacity, (1u << 16) / HostRing::kMinSpanBytes);
+}
+
+// The receiver on a loopback socket, its chunks read straight from the ring.
+class ReceiverTest : public ::testing::Test {
+ protected:
+  void start(Framing framing, const char* allowed = "127.0.0.1/32") {
+    in.endpoints = {"127.0.0.1:0"};
+    in.framing = framing;
+    in.allowed_sources = {allowed};
+    in.receive_buffer_bytes = 1 << 20;
+    in.flush_ms = 1;
+    in.ring_chunk_bytes = 1 << 16;
+    in.ring_chunks = 4;
+    ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, 1, alloc);
+    rx = std::make_unique<Receiver>(in, *ring, counters);
+    rx->start();
+    fd = socket(AF_INET, SOCK_DGRAM, 0);
+    to.sin_family = AF_INET;
+    to.sin_port = htons(rx->bound().at(0).port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  void TearDown() override {
+    if (rx) rx->stop();
+    if (fd >= 0) close(fd);
+  }
+  void send(const std::vector<std::uint8_t>& d) {
+    ASSERT_EQ(sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(d.size()));
+  }
+  // Frames of every chunk sealed so far, in order.
+  std::vector<RawFrame> frames_until(std::size_t n) {
+    std::vector<RawFrame> out;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (out.size() < n && std::chrono::steady_clock::now() < until) {
+      Chunk* c = ring->wait_sealed(10ms);
+      if (!c) continue;
+      for (std::size_t i = 0; i < c->span_count; ++i)
+        out.insert(out.end(), c->frames(c->spans[i]), c->frames(c->spans[i]) + c->spans[i].frame_count);
+      ring->release(c);
+    }
+    return out;
+  }
+  static std::vector<std::uint8_t> frames_bytes(std::uint8_t first, std::size_t n) {
+    std::vector<std::uint8_t> d(n * kFrameBytes);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint8_t>(first + i / kFrameBytes);
+    return d;
+  }
+
+  InputSettings in;
+  LockedPageAllocator alloc;
+  Counters counters{4};
+  std::unique_ptr<HostRing> ring;
+  std::unique_ptr<Receiver> rx;
+  int fd = -1;
+  sockaddr_in to{};
+};
+
+TEST_F(ReceiverTest, RawFramesArriveInOrderAndBadDatagramsAreCounted) {
+  start(Framing::raw);
+  send(frames_bytes(1, 3));                       // 3 frames
+  send({});                                       // empty
+  std::vector<std::uint8_t> ragged = frames_bytes(10, 2);
+  ragged.resize(ragged.size() + 5, 0xEE);         // 2 frames + 5 trailing bytes
+  send(ragged);
+  send(frames_bytes(20, 100));                    // a span of its own (>= 1 KiB)
+  const auto frames = frames_until(105);
+  ASSERT_EQ(frames.size(), 105u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  EXPECT_EQ(frames[2].bytes[15], 3);
+  EXPECT_EQ(frames[3].bytes[0], 10);
+  EXPECT_EQ(frames[4].bytes[0], 11);
+  EXPECT_EQ(frames[5].bytes[0], 20);
+  EXPECT_EQ(frames[104].bytes[0], 119);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 4u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 105u);
+  EXPECT_EQ(counters.get(Counter::rx_empty), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_trailing_bytes), 5u);
+  EXPECT_EQ(counters.get(Counter::rx_bytes), 3u * 16 + 0 + 37 + 1600);
+}
+
+TEST_F(ReceiverTest, SequencedHeadersAreCheckedAndDuplicatesDropped) {
+  start(Framing::sequenced);
+  auto datagram = [](std::uint16_t source, std::uint32_t seq, std::uint8_t first, std::uint32_t n,
+                     std::uint32_t claimed) {
+    std::vector<std::uint8_t> d(kSequencedHeaderBytes + n * kFrameBytes);
+    SequencedHeader h;
+    h.source_id = source;
+    h.sequence = seq;
+    h.frame_count = claimed;
+    encode_sequenced_header(h, d.data());
+    for (std::size_t i = 0; i < n * kFrameBytes; ++i)
+      d[kSequencedHeaderBytes + i] = static_cast<std::uint8_t>(first + i / kFrameBytes);
+    return d;
+  };
+  send(datagram(1, 0, 1, 2, 2));
+  send(datagram(1, 0, 1, 2, 2));    // duplicate: dropped
+  send(datagram(1, 2, 5, 1, 1));    // sequence 1 missing
+  send(datagram(1, 3, 7, 2, 5));    // claims more frames than it holds: refused
+  std::vector<std::uint8_t> bad_magic = datagram(2, 0, 9, 1, 1);
+  bad_magic[0] ^= 0xFF;
+  send(bad_magic);
+  send(std::vector<std::uint8_t>(15, 0));  // shorter than a header
+  const auto frames = frames_until(3);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  EXPECT_EQ(frames[1].bytes[0], 2);
+  EXPECT_EQ(frames[2].bytes[0], 5);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_seq_duplicate), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_seq_missing), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_bad_header), 3u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 3u);
+}
+
+TEST_F(ReceiverTest, ForeignSourcesAreDropped) {
+  start(Framing::raw, "10.0.0.0/8");
+  send(frames_bytes(1, 4));
+  std::this_thread::sleep_for(100ms);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_foreign_source), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 0u);
+  EXPECT_EQ(ring->try_sealed(), nullptr);
+}
+
+TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
+  start(Framing::raw);
+  // Keep every chunk: the worker is "stuck".
+  std::vector<Chunk*> held;
+  for (int i = 0; i < 40; ++i) send(frames_bytes(0, 500));  // 8000 bytes each, 8 per chunk
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (held.size() < 4 && std::chrono::steady_clock::now() < until)
+    if (Chunk* c = ring->wait_sealed(10ms)) held.push_back(c);
+  ASSERT_EQ(held.size(), 4u);  // the ring's four chunks, full or flushed
+  std::this_thread::sleep_for(100ms);
+  rx->stop();
+  const std::uint64_t in_chunks = counters.get(Counter::rx_frames) / 500;
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 40u);
+  EXPECT_EQ(in_chunks + counters.get(Counter::rx_ring_full), 40u);
+  EXPECT_GT(counters.get(Counter::rx_ring_full), 0u);
+  for (Chunk* c : held) ring->release(c);
+}
+
+TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
+  start(Framing::raw);
+  send(frames_bytes(0, (kDatagramSlotBytes + 64) / kFrameBytes));
+  send(frames_bytes(1, 2));
+  const auto frames = frames_until(2);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_oversize), 1u);
+}
+
+}  // namespace
+}  // namespace petdaq::daemon
