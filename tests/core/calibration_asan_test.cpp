@@ -339,7 +339,8 @@ TEST(LoadCalibration, TimeOffsetsAndTheirRange) {
 
 // ---- interchange with NumPy itself ----
 
-// A Python interpreter with NumPy, or "" (the test then skips).
+// A Python interpreter with NumPy, or "" (the test then skips). The python3 first on PATH
+// may be a separate installation without NumPy; the system one is tried next.
 std::string python_with_numpy() {
   for (const char* py : {"python3", "/usr/bin/python3"}) {
     const std::string cmd = std::string(py) + " -c \"import numpy\" >/dev/null 2>&1";
