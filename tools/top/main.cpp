@@ -250,7 +250,7 @@ class Screen {
     for (double v : r.bdm_singles_per_s) peak = std::max(peak, v);
     const int cell = std::max(24, cols / int(ax));
     // "t03 a1 [#####     ] 12.3 k  41.2C" : 7 + bar + 2 + 8 + 7
-    const int bar = std::max(4, cell - 26);
+    const int bar = std::clamp(cell - 26, 4, 40);
     for (std::uint32_t t = 0; t < ta; ++t) {
       if (y >= rows - 1) {
         mvaddnstr(y++, 0, "... (enlarge the terminal to see every BDM)", cols);
@@ -305,7 +305,7 @@ class Screen {
         x = 2;
       }
       if (y >= rows) break;
-      mvaddnstr(y, x, item.c_str(), cols - x);
+      if (x < cols) mvaddnstr(y, x, item.c_str(), cols - x);
       x += int(item.size()) + 3;
     }
     ++y;
