@@ -3,7 +3,6 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -910,7 +909,9 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
       options.disorder_ps >= 0 ? options.disorder_ps : settings.stream.max_disorder_ps / 10;
   if (disorder_ps > settings.stream.max_disorder_ps / 2)
     throw std::invalid_argument("--disorder-ps must stay well inside stream.max_disorder_ps (at most half of it)");
-  plan.disorder_ticks = static_cast<std::uint64_t>(std::floor(disorder_ps / plan.tick_ps));
+  // Drawn by a 32-bit multiply-shift: keep the bound below 2^32 ticks (67 ms).
+  plan.disorder_ticks = std::min<std::uint64_t>(
+      static_cast<std::uint64_t>(std::floor(disorder_ps / plan.tick_ps)), 0xFFFF'FFFEull);
   const double time_sigma_ps = options.time_resolution_fwhm_ps / kFwhmPerSigma;
   plan.guard_ticks = static_cast<std::uint64_t>(model.max_abs_delay_ticks()) +
                      static_cast<std::uint64_t>(std::ceil(5 * time_sigma_ps / plan.tick_ps)) + 2;
