@@ -1,4 +1,4 @@
-// A scratch directory per test and small helpers to run petdaq-sim and read its files.
+// A scratch directory per test, and functions that read what petdaq-sim wrote.
 #pragma once
 
 #include <gtest/gtest.h>
