@@ -48,6 +48,8 @@ Pace (frame files need the tick for --speed: --tick-ps or --config)
   --speed X                follow the input's own time line X times faster than real time
                            (default 1.0 when the tick or a capture's times are known)
   --rate FRAMES_PER_S      a fixed frame rate
+  --burst-ms MS            with --rate: how much of a stall is caught up afterwards, in
+                           milliseconds of frames sent back to back (default 50)
   --max                    as fast as possible
   --tick-ps PS             tick length of the frames' time stamps
   --config FILE            petdaq configuration to take scanner.tick_ps from
@@ -70,6 +72,7 @@ struct Options {
   std::uint16_t source_port_base = 0;
   std::optional<double> speed;
   std::optional<double> rate;
+  double burst_ms = 50;
   bool max = false;
   std::optional<double> tick_ps;
   std::filesystem::path config;
@@ -129,6 +132,8 @@ Options parse_args(int argc, char** argv) {
       o.speed = parse_number(a, value(), 1e-9);
     } else if (a == "--rate") {
       o.rate = parse_number(a, value(), 1e-9);
+    } else if (a == "--burst-ms") {
+      o.burst_ms = parse_number(a, value(), 0);
     } else if (a == "--max") {
       o.max = true;
     } else if (a == "--tick-ps") {
@@ -283,12 +288,14 @@ std::vector<Destination> destinations(const Options& o) {
   return out;
 }
 
-Pacer make_pacer(const Options& o, bool have_time_line, std::uint32_t frames_per_datagram,
-                 std::uint32_t batch) {
+Pacer make_pacer(const Options& o, bool have_time_line, std::uint32_t frames_per_datagram) {
   if (o.max) return Pacer::max();
   if (o.rate) {
-    // Deep enough for a full batch and for ~5 ms of sleep overshoot on a busy machine.
-    const double bucket = std::max(*o.rate * 0.005, double(frames_per_datagram) * batch);
+    // The bucket's depth is how much of a stall (a busy machine, a slow wake-up) is caught
+    // up afterwards, and how long the burst that does so may be; the tokens that pile up
+    // during one sendmmsg round fill the next batch. At least two datagrams, so low rates
+    // still send whole datagrams on time.
+    const double bucket = std::max(*o.rate * o.burst_ms * 1e-3, 2.0 * frames_per_datagram);
     return Pacer::rate(*o.rate, bucket);
   }
   if (!have_time_line) {
@@ -324,8 +331,8 @@ int replay_frames(const Options& o, const MappedFile& file) {
 
   UdpSender sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base);
   sender.set_release([&packer](std::uint32_t b) { packer.release(b); });
-  Run run(make_pacer(o, tick_ps.has_value(), static_cast<std::uint32_t>(packer.frames_per_datagram()),
-                     o.batch),
+  Run run(make_pacer(o, tick_ps.has_value(),
+                     static_cast<std::uint32_t>(packer.frames_per_datagram())),
           sender, o.quiet);
 
   std::fprintf(stderr,
@@ -389,7 +396,7 @@ int replay_capture(const Options& o) {
   UdpSender sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base);
   std::uint32_t max_frames = 1;
   for (const auto& d : cap.datagrams) max_frames = std::max(max_frames, d.bytes / 16u);
-  Run run(make_pacer(o, true, max_frames, o.batch), sender, o.quiet);
+  Run run(make_pacer(o, true, max_frames), sender, o.quiet);
   std::fprintf(stderr, "petdaq-replay: %s: %zu UDP datagrams from %u sender(s), %llu packets "
                        "skipped, %u sources, %zu destination(s)\n",
                o.input.c_str(), cap.datagrams.size(), captured_sources,
