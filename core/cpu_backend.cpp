@@ -1,8 +1,11 @@
 #include "core/cpu_backend.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <stdexcept>
@@ -79,9 +82,33 @@ std::size_t convert_prefetched(const RawFrame* frames, std::size_t n, const Conv
   return kept;
 }
 
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+template <class T>
+using HugeArray = std::unique_ptr<T[], FreeDeleter>;
+
+// A copy of a calibration table on transparent huge pages where the kernel allows them: the
+// energy table's rows are a page apart, so with 4 KiB pages nearly every look-up also misses
+// the TLB.
+template <class T>
+HugeArray<T> huge_page_copy(const T* source, std::size_t count) {
+  constexpr std::size_t kHugePageBytes = 2u << 20;
+  const std::size_t bytes =
+      std::max<std::size_t>(1, (count * sizeof(T) + kHugePageBytes - 1) / kHugePageBytes) *
+      kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, bytes);
+  if (!p) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it works all the same
+  if (count > 0) std::memcpy(p, source, count * sizeof(T));
+  return HugeArray<T>(static_cast<T*>(p));
+}
+
 }  // namespace
 
 struct CpuBackend::Impl {
+  HugeArray<std::uint8_t> position_lut;
+  HugeArray<float> energy_correction;
   ConvertTables tables;
   CoincidenceParams params;
   std::size_t max_slice_frames = 0;
@@ -113,12 +140,17 @@ struct CpuBackend::Impl {
   SliceResult result;
 
   Impl(const Settings& s, const Calibration& cal)
-      : tables(make_convert_tables(s, cal)),
+      : position_lut(huge_page_copy(cal.position_lut.data(), cal.position_lut.size())),
+        energy_correction(
+            huge_page_copy(cal.energy_correction.data(), cal.energy_correction.size())),
+        tables(make_convert_tables(s, cal)),
         params(CoincidenceParams::from(s)),
         max_slice_frames(s.stream.max_slice_frames),
         max_carry_singles(s.stream.max_carry_singles),
         bdm_count(tables.geometry.bdm_count()) {
     if (max_slice_frames == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+    tables.position_lut = position_lut.get();
+    tables.energy_correction = energy_correction.get();
     const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
     input = std::make_unique_for_overwrite<RawFrame[]>(max_slice_frames);
     singles_a = std::make_unique_for_overwrite<Single[]>(singles_capacity);
