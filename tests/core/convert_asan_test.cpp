@@ -127,7 +127,9 @@ void expect_only(const Convert::Result& r, Counter expected) {
   }
   for (std::uint32_t b = 0; b < kBdms; ++b) {
     EXPECT_EQ(r.bdm_singles[b], 0u);
-    if (expected != Counter::single_energy_rejected) EXPECT_EQ(r.bdm_rejected[b], 0u);
+    if (expected != Counter::single_energy_rejected) {
+      EXPECT_EQ(r.bdm_rejected[b], 0u);
+    }
   }
 }
 

@@ -27,7 +27,9 @@ TEST(RawFraming, SplitsWholeFramesAndCountsTrailingBytes) {
     EXPECT_EQ(v.status, c.status) << "len " << c.len;
     EXPECT_EQ(v.frame_count, c.frames) << "len " << c.len;
     EXPECT_EQ(v.trailing_bytes, c.trailing) << "len " << c.len;
-    if (c.frames) EXPECT_EQ(v.frames, buf.data());
+    if (c.frames) {
+      EXPECT_EQ(v.frames, buf.data());
+    }
   }
 }
 

@@ -70,7 +70,9 @@ TEST(CoincRecord, EncodesToDocumentedBytes) {
   EXPECT_TRUE(back == r);
   EXPECT_EQ(back.dt, -2);
   EXPECT_EQ(record_multiplicity(back), 3u);
-  if (kHostIsLittleEndian) EXPECT_EQ(std::memcmp(&r, want, 32), 0);
+  if (kHostIsLittleEndian) {
+    EXPECT_EQ(std::memcmp(&r, want, 32), 0);
+  }
 }
 
 TEST(CoincRecord, MultiplicityIsBits8To15) {
