@@ -11,6 +11,7 @@
 #include "tests/tools/process.h"
 #include "tools/replay/input.h"
 #include "tools/replay/packer.h"
+#include "tools/replay/pacer.h"
 
 namespace petdaq {
 namespace {
@@ -152,6 +153,56 @@ TEST(ReplayPacker, RefusesAPayloadTooSmallForOneFrame) {
   pc.framing = Framing::raw;
   pc.payload_bytes = 70000;
   EXPECT_THROW(replay::Packer{pc}, std::invalid_argument);
+}
+
+// ---------------- pacing ----------------
+
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+TEST(ReplayPacer, RateStartsEmptyAndSpacesDatagramsByTheirFrames) {
+  replay::Pacer p = replay::Pacer::rate(1000.0, 100.0);  // 1000 frames/s, 100 frames deep
+  const replay::Clock::time_point t0{};
+  p.start(t0);
+  // 10 frames need 10 ms of tokens.
+  auto due = p.due(10, 0, t0);
+  EXPECT_NEAR(std::chrono::duration<double>(due - t0).count(), 0.010, 1e-6);
+  p.commit(10, due, due);
+  EXPECT_NEAR(p.behind_last_s(), 0.0, 1e-6);
+  // Right after, the next 10 frames are due another 10 ms later.
+  auto due2 = p.due(10, 0, due);
+  EXPECT_NEAR(std::chrono::duration<double>(due2 - t0).count(), 0.020, 1e-6);
+  p.commit(10, due2, due2);
+}
+
+TEST(ReplayPacer, AStallLongerThanTheBucketShowsAsBehind) {
+  replay::Pacer p = replay::Pacer::rate(1000.0, 100.0);
+  const replay::Clock::time_point t0{};
+  p.start(t0);
+  // Stalled for 1 s: only 100 frames of tokens are kept.
+  const auto late = t0 + milliseconds(1000);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(p.due(10, 0, late), late) << i;  // the bucket's 100 frames go at once
+    p.commit(10, late, late);
+  }
+  const auto next = p.due(10, 0, late);
+  EXPECT_NEAR(std::chrono::duration<double>(next - late).count(), 0.010, 1e-6);
+  // 100 frames sent in 1 s at 1000 frames/s: 0.9 s behind the ideal line; the first 10 of
+  // them went out 0.99 s behind.
+  EXPECT_NEAR(p.behind_last_s(), 0.9, 1e-6);
+  EXPECT_NEAR(p.behind_max_s(), 0.99, 1e-6);
+}
+
+TEST(ReplayPacer, SpeedScalesTheInputTimeLine) {
+  replay::Pacer p = replay::Pacer::speed(4.0);
+  const replay::Clock::time_point t0{};
+  p.start(t0);
+  EXPECT_EQ(p.due(1, 8'000'000, t0), t0 + nanoseconds(2'000'000));  // 8 ms of input: 2 ms
+  p.commit(1, t0 + milliseconds(2), t0 + milliseconds(5));           // sent 3 ms late
+  EXPECT_NEAR(p.behind_last_s(), 0.003, 1e-9);
+  replay::Pacer m = replay::Pacer::max();
+  m.start(t0);
+  EXPECT_EQ(m.due(1000, 123'456'789, t0 + milliseconds(1)), t0 + milliseconds(1));
 }
 
 // ---------------- pcap decoding ----------------
