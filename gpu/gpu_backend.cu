@@ -52,10 +52,11 @@ std::uint64_t blocks_for(std::uint64_t items, int threads) {
 constexpr std::uint64_t kMaxStrideBlocks = 4096;
 
 // The CUB calls, written once for sizing (temp == nullptr) and for running.
-cudaError_t sort_singles_async(void* temp, std::size_t& bytes, cub::DoubleBuffer<Single>& keys,
-                               std::int64_t count, cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortKeys(temp, bytes, keys, count, gpu::SingleDecomposer{}, 0,
-                                        128, stream);
+cudaError_t sort_keys_async(void* temp, std::size_t& bytes,
+                            cub::DoubleBuffer<unsigned long long>& keys,
+                            cub::DoubleBuffer<std::uint32_t>& index, std::int64_t count,
+                            cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys, index, count, 0, 64, stream);
 }
 cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
                              std::uint32_t* out, std::int64_t count, cudaStream_t stream) {
@@ -121,7 +122,11 @@ class GpuBackend final : public Backend {
   device_unique_ptr<float> d_energy_;
   device_unique_ptr<std::int32_t> d_offsets_;
 
+  // a: carry-over + new singles as converted; b: the same in order.
   device_unique_ptr<Single> d_singles_a_, d_singles_b_, d_carry_;
+  device_unique_ptr<unsigned long long> d_keys_a_, d_keys_b_;
+  device_unique_ptr<std::uint32_t> d_index_a_, d_index_b_;
+  gpu::SortKeyLayout key_layout_{};
   device_unique_ptr<std::uint32_t> d_tile_accepted_, d_tile_offset_;
   device_unique_ptr<std::uint32_t> d_segment_start_, d_segment_count_;
   device_unique_ptr<unsigned long long> d_prompt_count_, d_prompt_offset_;
@@ -180,6 +185,15 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   d_singles_a_ = make_device<Single>(sort_capacity_);
   d_singles_b_ = make_device<Single>(sort_capacity_);
   d_carry_ = make_device<Single>(max_carry_);
+  d_keys_a_ = make_device<unsigned long long>(sort_capacity_);
+  d_keys_b_ = make_device<unsigned long long>(sort_capacity_);
+  d_index_a_ = make_device<std::uint32_t>(sort_capacity_);
+  d_index_b_ = make_device<std::uint32_t>(sort_capacity_);
+  {
+    std::uint32_t bits = 1;  // at least one: the key layout shifts by 64 - bits
+    while (bits < 32 && (std::uint64_t{1} << bits) < host_tables.geometry.crystal_count()) ++bits;
+    key_layout_.crystal_bits = bits;
+  }
   d_tile_accepted_ = make_device<std::uint32_t>(tile_capacity_);
   d_tile_offset_ = make_device<std::uint32_t>(tile_capacity_);
   d_segment_start_ = make_device<std::uint32_t>(sort_capacity_);
@@ -195,9 +209,10 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
 
   // CUB's temporary storage: the largest of what the calls need at full size.
   std::size_t bytes = 0, need = 0;
-  cub::DoubleBuffer<Single> keys(d_singles_a_.get(), d_singles_b_.get());
-  PETDAQ_CUDA_CHECK(sort_singles_async(nullptr, bytes, keys,
-                                       static_cast<std::int64_t>(sort_capacity_), nullptr));
+  cub::DoubleBuffer<unsigned long long> keys(d_keys_a_.get(), d_keys_b_.get());
+  cub::DoubleBuffer<std::uint32_t> index(d_index_a_.get(), d_index_b_.get());
+  PETDAQ_CUDA_CHECK(sort_keys_async(nullptr, bytes, keys, index,
+                                    static_cast<std::int64_t>(sort_capacity_), nullptr));
   need = std::max(need, bytes);
   PETDAQ_CUDA_CHECK(scan_tiles_async(nullptr, bytes, nullptr, nullptr,
                                      static_cast<std::int64_t>(tile_capacity_), nullptr));
@@ -289,22 +304,35 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
 
-  // Sort the carry-over and the new singles together; the range is padded with sentinels to
-  // a size the host knows without waiting for the device.
+  // Order: 64-bit keys with the singles' positions, one radix sort, a gather, and the
+  // rare runs of equal keys put in energy order. The sort range is padded to a size the
+  // host knows without waiting for the device.
   const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  const unsigned elementwise_blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(sort_count, ElementwisePolicy::threads_per_block)));
   gpu::place_carry_kernel<<<std::min(kMaxStrideBlocks,
-                                     blocks_for(sort_count, ElementwisePolicy::threads_per_block)),
+                                     blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
                             ElementwisePolicy::threads_per_block, 0, stream>>>(
       d_singles_a_.get(), d_carry_.get(), state, d_tile_accepted_.get(), d_tile_offset_.get(),
-      static_cast<std::uint32_t>(tiles), sort_count, counts);
+      static_cast<std::uint32_t>(tiles), counts);
   PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
-  cub::DoubleBuffer<Single> keys(d_singles_a_.get(), d_singles_b_.get());
+  gpu::make_keys_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      d_singles_a_.get(), counts, key_layout_, sort_count, d_keys_a_.get(), d_index_a_.get());
+  PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
+  cub::DoubleBuffer<unsigned long long> keys(d_keys_a_.get(), d_keys_b_.get());
+  cub::DoubleBuffer<std::uint32_t> index(d_index_a_.get(), d_index_b_.get());
   if (sort_count > 1) {
     std::size_t bytes = temp_bytes_;
-    PETDAQ_CUDA_CHECK(sort_singles_async(d_temp_.get(), bytes, keys,
-                                         static_cast<std::int64_t>(sort_count), stream));
+    PETDAQ_CUDA_CHECK(sort_keys_async(d_temp_.get(), bytes, keys, index,
+                                      static_cast<std::int64_t>(sort_count), stream));
   }
-  const Single* sorted = keys.Current();
+  Single* sorted = d_singles_b_.get();
+  gpu::gather_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      d_singles_a_.get(), index.Current(), counts, sorted);
+  PETDAQ_CUDA_CHECK_LAUNCH("gather_kernel");
+  gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      keys.Current(), counts, sorted);
+  PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
 
   // Windows: units of work are chain segments (first_open) or singles (every_single).

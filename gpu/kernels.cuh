@@ -6,7 +6,7 @@
 #include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cuda/std/tuple>
+#include <cuda/functional>
 
 #include <cstdint>
 
@@ -42,20 +42,15 @@ __device__ __forceinline__ T max_of(T a, T b) {
 // Shared-memory per-BDM tallies cover every BDM a frame can address (its bdm field is a byte).
 inline constexpr int kMaxFrameBdms = 256;
 
-// Orders singles by (time, crystal, energy) for cub::DeviceRadixSort: the leftmost tuple
-// element is the most significant.
-struct SingleDecomposer {
-  __host__ __device__ ::cuda::std::tuple<std::uint64_t&, std::uint32_t&, float&> operator()(
-      Single& s) const {
-    return {s.time, s.crystal, s.energy};
-  }
+// The sort key of a single: the slice-relative time above the crystal id, so that one
+// 64-bit radix sort gives the (time, crystal) order; equal keys (same time and crystal) are
+// put in energy order afterwards. When a slice spans too long for that (hours of ticks:
+// never through the slicer, which drops time jumps), the key is the time alone and the
+// tie pass orders equal times by (crystal, energy). Padding sorts after every real key.
+struct SortKeyLayout {
+  std::uint32_t crystal_bits;  // bits of the largest crystal id
 };
-
-// Pads the sort range past the real singles; sorts after every real single (corrected times
-// never exceed INT64_MAX).
-__host__ __device__ inline Single sentinel_single() {
-  return Single{~std::uint64_t{0}, ~std::uint32_t{0}, 0.0f};
-}
+inline constexpr unsigned long long kPaddingKey = ~0ull;
 
 // Counts and decisions of one slice, accumulated on the device (sums only:
 // order-independent atomics).
@@ -66,6 +61,8 @@ struct SliceCounts {
   unsigned long long carry_start;  // first unresolved opener (atomicMin), ~0 when none
   unsigned long long accepted;     // new singles of this slice
   unsigned long long singles;      // carry-over + new singles in the sort range
+  unsigned long long t_min;        // over the slice's singles (atomicMin / atomicMax)
+  unsigned long long t_max;
   unsigned int resolve_all;        // final slice, or turned into one by a carry overflow
   unsigned int redo;               // the count pass must run again (carry overflow)
   unsigned int carry_overflow;
@@ -75,6 +72,8 @@ struct SliceCounts {
 struct CarryState {
   unsigned long long carry_count;
   unsigned long long t_begin;
+  unsigned long long carry_t_min;  // the carry-over is sorted: its first and last times
+  unsigned long long carry_t_max;
 };
 
 // What the host reads after a slice (mapped pinned memory, written by summarize_kernel).
@@ -130,6 +129,7 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   __syncthreads();
 
   std::uint32_t accepted = 0;
+  unsigned long long t_min = ~0ull, t_max = 0;
 #pragma unroll
   for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
     const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
@@ -141,6 +141,8 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     atomicAdd(&status_tally[static_cast<int>(status)], 1u);
     if (status == FrameStatus::single) {
       ++accepted;
+      t_min = min_of<unsigned long long>(t_min, s.time);
+      t_max = max_of<unsigned long long>(t_max, s.time);
       atomicAdd(&accepted_tally[bytes[frame_offset::bdm]], 1u);
     } else if (status == FrameStatus::energy_rejected) {
       atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
@@ -149,6 +151,15 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   const std::uint32_t tile_total = Reduce(temp.reduce).Sum(accepted);
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
   __syncthreads();
+  using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
+  __shared__ typename Bound::TempStorage bound;
+  const unsigned long long block_min = Bound(bound).Reduce(t_min, ::cuda::minimum<>{});
+  __syncthreads();
+  const unsigned long long block_max = Bound(bound).Reduce(t_max, ::cuda::maximum<>{});
+  if (threadIdx.x == 0 && tile_total > 0) {
+    atomicMin(&counts->t_min, block_min);
+    atomicMax(&counts->t_max, block_max);
+  }
   if (threadIdx.x < kFrameStatusCount && status_tally[threadIdx.x])
     atomicAdd(&counts->status[threadIdx.x], status_tally[threadIdx.x]);
   const std::uint32_t bdms = min_of<std::uint32_t>(bdm_count, kMaxFrameBdms);
@@ -196,23 +207,107 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     if (keep[k]) *dst++ = out[k];
 }
 
-// Puts the carry-over in front of the new singles and pads the sort range with sentinels.
+// Puts the carry-over in front of the new singles.
 __global__ void place_carry_kernel(Single* singles, const Single* carry, const CarryState* state,
                                    const std::uint32_t* tile_accepted,
                                    const std::uint32_t* tile_offset, std::uint32_t tiles,
-                                   std::uint64_t sort_count, SliceCounts* counts) {
+                                   SliceCounts* counts) {
   const std::uint64_t c = state->carry_count;
-  const std::uint64_t m = tiles ? std::uint64_t{tile_offset[tiles - 1]} + tile_accepted[tiles - 1] : 0;
   const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
   if (i == 0) {
+    const std::uint64_t m =
+        tiles ? std::uint64_t{tile_offset[tiles - 1]} + tile_accepted[tiles - 1] : 0;
     counts->accepted = m;
     counts->singles = c + m;
+    if (c > 0) {
+      counts->t_min = min_of<unsigned long long>(counts->t_min, state->carry_t_min);
+      counts->t_max = max_of<unsigned long long>(counts->t_max, state->carry_t_max);
+    }
   }
-  for (std::uint64_t j = i; j < sort_count; j += std::uint64_t{gridDim.x} * blockDim.x) {
-    if (j < c)
-      singles[j] = carry[j];
-    else if (j >= c + m)
-      singles[j] = sentinel_single();
+  for (std::uint64_t j = i; j < c; j += std::uint64_t{gridDim.x} * blockDim.x)
+    singles[j] = carry[j];
+}
+
+__device__ inline bool relative_keys_fit(const SliceCounts& c, SortKeyLayout layout) {
+  if (c.singles == 0) return true;
+  const unsigned long long span = c.t_max - c.t_min;
+  // Strictly below the largest value, so that no real key equals the padding key.
+  return span < (1ull << (64 - layout.crystal_bits)) - 1;
+}
+
+__global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
+                                 SortKeyLayout layout, std::uint64_t sort_count,
+                                 unsigned long long* keys, std::uint32_t* index) {
+  const std::uint64_t n = counts->singles;
+  const bool relative = relative_keys_fit(*counts, layout);
+  const unsigned long long t_min = counts->t_min;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < sort_count;
+       i += std::uint64_t{gridDim.x} * blockDim.x) {
+    unsigned long long key = kPaddingKey;
+    if (i < n) {
+      const Single s = singles[i];
+      key = relative ? ((s.time - t_min) << layout.crystal_bits) | s.crystal : s.time;
+    }
+    keys[i] = key;
+    index[i] = static_cast<std::uint32_t>(i);
+  }
+}
+
+__global__ void gather_kernel(const Single* unsorted, const std::uint32_t* index,
+                              const SliceCounts* counts, Single* sorted) {
+  const std::uint64_t n = counts->singles;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    sorted[i] = unsorted[index[i]];
+}
+
+// Sorts one run in place by single_less: insertion sort for the usual short run, heapsort
+// (no extra memory, n log n) for the long runs only a faulty input makes.
+__device__ inline void sort_run(Single* s, std::uint64_t len) {
+  if (len <= 32) {
+    for (std::uint64_t i = 1; i < len; ++i) {
+      const Single x = s[i];
+      std::uint64_t j = i;
+      while (j > 0 && single_less(x, s[j - 1])) {
+        s[j] = s[j - 1];
+        --j;
+      }
+      s[j] = x;
+    }
+    return;
+  }
+  auto sift_down = [&](std::uint64_t root, std::uint64_t end) {
+    while (2 * root + 1 < end) {
+      std::uint64_t child = 2 * root + 1;
+      if (child + 1 < end && single_less(s[child], s[child + 1])) ++child;
+      if (!single_less(s[root], s[child])) return;
+      const Single t = s[root];
+      s[root] = s[child];
+      s[child] = t;
+      root = child;
+    }
+  };
+  for (std::uint64_t start = len / 2; start-- > 0;) sift_down(start, len);
+  for (std::uint64_t end = len - 1; end > 0; --end) {
+    const Single t = s[0];
+    s[0] = s[end];
+    s[end] = t;
+    sift_down(0, end);
+  }
+}
+
+// Equal keys are the same time and crystal (or the same time, for long slices): the first
+// thread of each run of equal keys completes the order.
+__global__ void order_ties_kernel(const unsigned long long* keys, const SliceCounts* counts,
+                                  Single* sorted) {
+  const std::uint64_t n = counts->singles;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += std::uint64_t{gridDim.x} * blockDim.x) {
+    if (i + 1 >= n || keys[i + 1] != keys[i]) continue;
+    if (i > 0 && keys[i - 1] == keys[i]) continue;
+    std::uint64_t end = i + 2;
+    while (end < n && keys[end] == keys[i]) ++end;
+    sort_run(sorted + i, end - i);
   }
 }
 
@@ -238,6 +333,20 @@ __device__ inline std::uint64_t lower_bound_time(const Single* s, std::uint64_t 
       hi = mid;
   }
   return lo;
+}
+
+// First index in [from, n) with time >= t, searching outwards from `from`: the delayed
+// interval starts a few singles ahead, so this stays in cache where a binary search over
+// the whole slice would not.
+__device__ inline std::uint64_t gallop_lower_bound(const Single* s, std::uint64_t from,
+                                                   std::uint64_t n, std::uint64_t t) {
+  std::uint64_t lo = from, hi = from, step = 1;
+  while (hi < n && s[hi].time < t) {
+    lo = hi + 1;
+    hi = min_of<std::uint64_t>(n, hi + step);
+    step *= 2;
+  }
+  return lower_bound_time(s, lo, hi, t);
 }
 
 struct WalkTotals {
@@ -282,6 +391,7 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
   }
   RankedSink<Emit> prompt_sink{emit, false, totals.prompts};
   RankedSink<Emit> delayed_sink{emit, true, totals.delayed};
+  std::uint64_t delayed_from = 0;  // delayed intervals only move forward along a segment
   while (open < unit_end) {
     const std::uint64_t t_open = s[open].time;
     if (!final && !p.resolvable(t_open, in.horizon)) return open;
@@ -295,7 +405,9 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
     }
     if (p.delayed) {
       const std::uint64_t start = t_open + p.delayed_offset_ticks;
-      const std::uint64_t begin = lower_bound_time(s, open + 1, n, start);
+      const std::uint64_t begin =
+          gallop_lower_bound(s, max_of<std::uint64_t>(open + 1, delayed_from), n, start);
+      delayed_from = begin;
       std::uint64_t end = begin;
       while (end < n && p.within(start, s[end].time)) ++end;
       const std::uint64_t members = end - begin;
@@ -411,6 +523,7 @@ __global__ void begin_slice_kernel(SliceCounts* counts, CarryState* state, bool 
   if (threadIdx.x != 0) return;
   *counts = SliceCounts{};
   counts->carry_start = ~0ull;
+  counts->t_min = ~0ull;
   counts->resolve_all = final ? 1u : 0u;
   if (run_start) *state = CarryState{};
 }
@@ -463,10 +576,14 @@ __global__ void summarize_kernel(const Single* singles, SliceCounts* counts, Car
 
 // Keeps the carry-over for the next slice (the sort's output buffer is reused).
 __global__ void save_carry_kernel(const Single* singles, const SliceCounts* counts,
-                                  const CarryState* state, Single* carry,
+                                  CarryState* state, Single* carry,
                                   std::uint64_t max_carry) {
   const std::uint64_t c = state->carry_count;
   const std::uint64_t from = counts->carry_start;
+  if (blockIdx.x == 0 && threadIdx.x == 0 && c > 0) {
+    state->carry_t_min = singles[from].time;
+    state->carry_t_max = singles[from + c - 1].time;
+  }
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c && i < max_carry;
        i += std::uint64_t{gridDim.x} * blockDim.x)
     carry[i] = singles[from + i];

@@ -480,6 +480,44 @@ TEST_F(GpuBackendTest, RecordOverflowKeepsTheFirstRecords) {
   EXPECT_GT(t.records_overflow, 0u);
 }
 
+// Long runs of equal times (a board whose clock stopped) and of equal (time, crystal) with
+// different energies: the tie pass after the radix sort, insertion sort and heapsort.
+TEST_F(GpuBackendTest, StuckClockRunsOfEqualTimes) {
+  Settings s = small_scanner();
+  s.coincidence.policy = Policy::take_winner_if_all_good;
+  s.coincidence.window_mode = WindowMode::every_single;
+  const Calibration cal = small_calibration(s, false, 14);
+  StreamShape shape;
+  shape.frames = 6000;
+  shape.tie_fraction = 0.99;
+  shape.exact_w_fraction = 0.0;
+  shape.crystal_pool = 2;
+  const auto frames = make_stream(shape, 26);
+  const auto requests = cut_slices(frames, 4096, 0, 27);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.multiples, 0u);
+}
+
+// A slice whose times span more than the relative sort key holds (2^57 ticks here): the
+// backend orders by time alone and completes the order in the tie pass.
+TEST_F(GpuBackendTest, SliceSpanningMoreThanTheSortKeyHolds) {
+  Settings s = small_scanner();
+  const Calibration cal = small_calibration(s, true, 15);
+  StreamShape shape;
+  shape.frames = 3000;
+  shape.tie_fraction = 0.3;
+  shape.bad_fraction = 0.0;
+  shape.start_ticks = 1000;
+  std::vector<RawFrame> frames = make_stream(shape, 28);
+  shape.start_ticks = 1ull << 62;
+  const auto late = make_stream(shape, 29);
+  frames.insert(frames.end(), late.begin(), late.end());
+  // Slices of 2000 frames: the second one holds both ends of the jump.
+  const auto requests = cut_slices(frames, 0, cal.min_time_offset, 30, 2000);
+  const Totals t = expect_same(s, cal, frames, requests);
+  EXPECT_GT(t.prompts, 0u);
+}
+
 TEST_F(GpuBackendTest, TwoRunsWithAClockReset) {
   Settings s = small_scanner();
   const Calibration cal = small_calibration(s, true, 13);
