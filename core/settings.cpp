@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -49,6 +50,9 @@ class Reader {
 
   void check_keys(const YAML::Node& map, const std::string& path,
                   std::initializer_list<const char*> known) {
+    // yaml-cpp keeps duplicate keys and lookups see only the first: refuse them, or an edit
+    // to the second copy would be silently ignored.
+    std::vector<std::string> seen;
     for (const auto& kv : map) {
       if (!kv.first.IsScalar()) {
         fail(path.empty() ? "(top level)" : path,
@@ -56,6 +60,11 @@ class Reader {
         continue;
       }
       const std::string k = kv.first.Scalar();
+      if (std::find(seen.begin(), seen.end(), k) != seen.end()) {
+        fail(join(path, k.c_str()), "appears more than once");
+        continue;
+      }
+      seen.push_back(k);
       bool ok = false;
       for (const char* name : known) ok = ok || k == name;
       if (!ok) {

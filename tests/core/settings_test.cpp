@@ -242,6 +242,13 @@ TEST(Settings, KeysMustBeNames) {
             "scanner: keys must be names, got a map as a key");
 }
 
+TEST(Settings, DuplicateKeysAreRefused) {
+  EXPECT_EQ(refusal("coincidence:\n  window_ps: 3000\n  window_ps: 5000\n"),
+            "coincidence.window_ps: appears more than once");
+  EXPECT_EQ(refusal("coincidence: {window_ps: 3000}\ncoincidence: {window_ps: 5000}\n"),
+            "coincidence: appears more than once");
+}
+
 TEST(Settings, BadEnumValue) {
   EXPECT_EQ(refusal("coincidence:\n  policy: kill_some\n"),
             "coincidence.policy: must be one of kill_multiples, take_all_goods, "
