@@ -205,11 +205,17 @@ class Run {
     Clock::time_point now = Clock::now();
     const Clock::time_point due = pacer_.due(frames, input_ns, now);
     if (due > now) {
-      // What is queued is due now: send it before sleeping.
+      // What is queued is due now: send it before sleeping. Long waits (a pause in the
+      // input's time line) go in steps so progress goes on and Ctrl-C is heard.
       flush();
-      progress(Clock::now());
-      sleep_until(due);
-      now = Clock::now();
+      for (;;) {
+        progress(now);
+        const auto step_end = std::min(due, now + std::chrono::milliseconds(200));
+        sleep_until(step_end);
+        now = Clock::now();
+        if (now >= due) break;
+        if (g_stop) return;
+      }
     }
     sender_.enqueue(source, data, bytes, frames, token);
     if (sender_.pending() == 0) last_send_ = Clock::now();
