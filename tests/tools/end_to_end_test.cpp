@@ -107,7 +107,16 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   test::Child recorder({(bin_dir() / "petdaq-record").string(), "--config", config, "--output",
                         (dir / "recorded.plm").string(), "--quiet"},
                        dir / "rec.out", dir / "rec.err");
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the subscription settles
+  // The Python example listens too, where a Python with pyzmq and NumPy is installed.
+  std::optional<test::Child> example;
+  if (std::system("/usr/bin/python3 -c 'import zmq, numpy' > /dev/null 2>&1") == 0) {
+    example.emplace(std::vector<std::string>{"/usr/bin/python3",
+                                             (test::source_dir() / "tools" / "examples" /
+                                              "subscribe.py").string(),
+                                             "--endpoint", zmq_endpoint},
+                    dir / "py.out", dir / "py.err");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the subscriptions settle
 
   const int replay_rc = test::run_command(
       {(bin_dir() / "petdaq-replay").string(), frames, "--to", "127.0.0.1:" + std::to_string(udp_port),
@@ -121,6 +130,19 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   recorder.signal(SIGINT);
   ASSERT_EQ(recorder.wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "rec.err");
+  std::size_t example_prompts = 0, example_delayed = 0;
+  if (example) {
+    example->signal(SIGINT);
+    EXPECT_EQ(example->wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "py.err");
+    std::istringstream lines(test::read_text(dir / "py.out"));
+    std::string line;
+    while (std::getline(lines, line)) {
+      const auto at = line.find(" records=");
+      if (at == std::string::npos) continue;
+      const std::size_t n = std::stoul(line.substr(at + 9));
+      (line.rfind("coinc.prompt ", 0) == 0 ? example_prompts : example_delayed) += n;
+    }
+  }
 
   const std::string daemon_log = test::read_text(dir / "d.err");
   const auto counters_at = daemon_log.find("final counters");
@@ -144,6 +166,12 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   const std::string rec_err = test::read_text(dir / "rec.err");
   EXPECT_NE(rec_err.find("missed 0 prompts 0 delayed"), std::string::npos) << rec_err;
   EXPECT_NE(rec_err.find("prompts  first message id 0,"), std::string::npos) << rec_err;
+  if (example) {
+    EXPECT_EQ(example_prompts, offline.records[0].size()) << "subscribe.py";
+    EXPECT_EQ(example_delayed, offline.records[1].size()) << "subscribe.py";
+    std::printf("end to end: subscribe.py decoded %zu prompts, %zu delayed\n", example_prompts,
+                example_delayed);
+  }
   std::printf("end to end: %zu prompts, %zu delayed in %zu recorded messages (offline: %zu "
               "messages)\n",
               recorded.records[0].size(), recorded.records[1].size(), recorded.messages.size(),
