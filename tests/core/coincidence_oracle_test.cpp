@@ -168,7 +168,7 @@ TEST(CoincidenceOracle, EngineMatchesOracleOnRandomInputs) {
           for (const std::uint32_t msd : min_sector_differences)
             for (int rep = 0; rep < kInputsPerCombination; ++rep) {
               CoincidenceParams p;
-              p.window_ticks = std::uniform_int_distribution<std::uint64_t>(1, 40)(rng);
+              p.window_ticks = std::uniform_int_distribution<std::uint64_t>(0, 40)(rng);
               p.closed = closed;
               p.mode = mode;
               p.policy = policy;
