@@ -5,6 +5,7 @@
 // next to the 50 M frames/s per-core target, then the same frames against other layouts of
 // the energy table, to show what the table's size costs.
 #include <sys/mman.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -243,38 +244,51 @@ std::string anon_huge_pages() {
   return "";
 }
 
-struct Measured {
-  double median_fps, min_fps, max_fps;
-  CounterDelta delta;  // of one pass
+// One way of converting the stream: its frames, tables and loop.
+struct Variant {
+  std::string label;
+  double table_MB;
+  const std::vector<RawFrame>* frames;
+  ConvertTables tables;
+  ConvertFn convert;
+  std::vector<double> wall_fps, cpu_fps;  // one per round
+  CounterDelta delta;                     // of the first round
 };
 
-Measured measure(const std::vector<RawFrame>& frames, const ConvertTables& t, std::vector<Single>& out,
-                 std::uint32_t bdm_count, int repeat, ConvertFn convert = &convert_frames) {
-  std::vector<std::uint64_t> bdm_singles(bdm_count), bdm_rejected(bdm_count);
-  std::vector<double> fps;
-  Measured m{};
-  std::size_t kept_total = 0;
-  for (int r = 0; r < repeat; ++r) {
-    CounterDelta delta;
-    const auto t0 = std::chrono::steady_clock::now();
-    kept_total += convert(frames.data(), frames.size(), t, out.data(), delta,
-                                 bdm_singles.data(), bdm_rejected.data());
-    const auto t1 = std::chrono::steady_clock::now();
-    fps.push_back(frames.size() / std::chrono::duration<double>(t1 - t0).count());
-    if (r == 0) m.delta = delta;
-  }
-  if (kept_total == 0) std::printf("  (no frame was accepted)\n");
-  std::sort(fps.begin(), fps.end());
-  m.median_fps = fps[fps.size() / 2];
-  m.min_fps = fps.front();
-  m.max_fps = fps.back();
-  return m;
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + ts.tv_nsec * 1e-9;
 }
 
-void report(const char* label, double table_MB, const Measured& m) {
-  std::printf("%-52s %8.1f MB  %7.2f M frames/s (min %.2f, max %.2f)  ratio to 50 M/s: %.3f\n",
-              label, table_MB, m.median_fps / 1e6, m.min_fps / 1e6, m.max_fps / 1e6,
-              m.median_fps / kTargetFramesPerSecond);
+// One pass of `v` over its frames: frames/s of wall-clock time and of this thread's CPU time
+// (the latter leaves out the time other processes held the core).
+void measure_once(Variant& v, std::vector<Single>& out, std::uint32_t bdm_count, bool first) {
+  std::vector<std::uint64_t> bdm_singles(bdm_count), bdm_rejected(bdm_count);
+  CounterDelta delta;
+  const double cpu0 = thread_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t kept = v.convert(v.frames->data(), v.frames->size(), v.tables, out.data(), delta,
+                                     bdm_singles.data(), bdm_rejected.data());
+  const auto t1 = std::chrono::steady_clock::now();
+  const double cpu1 = thread_cpu_seconds();
+  const double n = double(v.frames->size());
+  v.wall_fps.push_back(n / std::chrono::duration<double>(t1 - t0).count());
+  v.cpu_fps.push_back(n / std::max(cpu1 - cpu0, 1e-9));
+  if (first) v.delta = delta;
+  if (kept > out.size()) std::abort();  // never: convert_frames keeps at most n
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+void report(const Variant& v) {
+  const double cpu = median(v.cpu_fps);
+  const double wall = median(v.wall_fps);
+  std::printf("%-52s %6.1f MB  %7.2f M frames/s per core (wall clock %6.2f)  ratio to 50 M/s: %.3f\n",
+              v.label.c_str(), v.table_MB, cpu / 1e6, wall / 1e6, cpu / kTargetFramesPerSecond);
 }
 
 // The same calibration at `factor` times coarser bins: each coarse bin averages its fine bins.
@@ -325,82 +339,67 @@ int run(const Options& o) {
               frames.size(), o.frames_per_datagram, o.repeat, load[0]);
 
   const double MB = 1.0 / (1 << 20);
+  const double table_MB = cal.energy_correction.size() * sizeof(float) * MB;
   const ConvertTables base = make_convert_tables(s, cal);
-  const Measured m = measure(frames, base, out, g.bdm_count(), o.repeat);
-  const double n = double(frames.size());
-  std::printf("stream: %.1f %% singles in the window, %.1f %% outside it, %.1f %% no crystal, %.1f %% other bad\n",
-              100 * m.delta[Counter::single_accepted] / n, 100 * m.delta[Counter::single_energy_rejected] / n,
-              100 * m.delta[Counter::frame_no_crystal] / n,
-              100 * (m.delta[Counter::frame_bad_marker] + m.delta[Counter::frame_bad_bdm] +
-                     m.delta[Counter::frame_bad_du] + m.delta[Counter::frame_bad_position] +
-                     m.delta[Counter::frame_bad_time]) / n);
-  std::printf("\nconvert_frames, energy table layout:\n");
-  report("float32[bdm][du][crystal][1000 bins] (the .npy layout)",
-         cal.energy_correction.size() * sizeof(float) * MB, m);
 
-  {
-    HugePageTable huge(cal.energy_correction);
-    ConvertTables t = base;
-    t.energy_correction = huge.data;
-    const Measured h = measure(frames, t, out, g.bdm_count(), o.repeat);
-    report("  same table in 2 MB pages (madvise)", huge.bytes * MB, h);
-    const std::string granted = anon_huge_pages();
-    if (!granted.empty()) std::printf("      (AnonHugePages while it ran:%s)\n", granted.c_str());
-    const Measured hp = measure(frames, t, out, g.bdm_count(), o.repeat, &convert_frames_prefetched);
-    report("  2 MB pages + software prefetch of LUT and table", huge.bytes * MB, hp);
+  // Worst case: consecutive frames from random BDMs (no datagram locality at all).
+  std::vector<RawFrame> mixed = frames;
+  std::shuffle(mixed.begin(), mixed.end(), rng);
+  // Control: the same frames, all moved to BDM 0 / DU 0, so both tables stay in cache: what
+  // the stage costs without memory misses.
+  std::vector<RawFrame> one_du = frames;
+  for (RawFrame& f : one_du) {
+    f.bytes[frame_offset::bdm] = 0;
+    f.bytes[frame_offset::head_du] &= 0xF0;
   }
-  {
-    const Measured p = measure(frames, base, out, g.bdm_count(), o.repeat, &convert_frames_prefetched);
-    report("  4 KB pages + software prefetch of LUT and table",
-           cal.energy_correction.size() * sizeof(float) * MB, p);
-  }
-  for (const std::uint32_t factor : {10u, 100u}) {
-    const std::vector<float> coarse = coarsen(cal.energy_correction, bins, factor);
+  const HugePageTable huge(cal.energy_correction);
+  ConvertTables huge_tables = base;
+  huge_tables.energy_correction = huge.data;
+  std::vector<std::vector<float>> coarse_tables;
+  std::vector<Variant> variants;
+  const auto add = [&](std::string label, double MB_, const std::vector<RawFrame>& f, const ConvertTables& t,
+                       ConvertFn fn = &convert_frames) {
+    variants.push_back({std::move(label), MB_, &f, t, fn, {}, {}, {}});
+  };
+  add("float32[bdm][du][crystal][1000 bins] (the .npy layout)", table_MB, frames, base);
+  add("  same table in 2 MB pages (madvise)", huge.bytes * MB, frames, huge_tables);
+  add("  2 MB pages + software prefetch of LUT and table", huge.bytes * MB, frames, huge_tables,
+      &convert_frames_prefetched);
+  add("  4 KB pages + software prefetch of LUT and table", table_MB, frames, base, &convert_frames_prefetched);
+  coarse_tables.reserve(3);
+  for (const std::uint32_t factor : {10u, 100u, bins}) {
+    coarse_tables.push_back(coarsen(cal.energy_correction, bins, factor));
     ConvertTables t = base;
-    t.energy_correction = coarse.data();
+    t.energy_correction = coarse_tables.back().data();
     t.energy_bins = (bins + factor - 1) / factor;
     t.energy_bin_width = bin_width * factor;
-    const Measured c = measure(frames, t, out, g.bdm_count(), o.repeat);
     char label[96];
-    std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
-    report(label, coarse.size() * sizeof(float) * MB, c);
+    if (factor == bins)  // one bin: a per-crystal gain, the floor of any "gain x shared curve"
+      std::snprintf(label, sizeof label, "  per-crystal gain only (1 bin)");
+    else
+      std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
+    add(label, coarse_tables.back().size() * sizeof(float) * MB, frames, t);
   }
-  {
-    // One bin: a per-crystal gain, the floor any "gain x shared curve" layout could reach
-    // (its shared curve of 1000 floats stays in L1).
-    const std::vector<float> gain = coarsen(cal.energy_correction, bins, bins);
-    ConvertTables t = base;
-    t.energy_correction = gain.data();
-    t.energy_bins = 1;
-    t.energy_bin_width = 65536;
-    const Measured c = measure(frames, t, out, g.bdm_count(), o.repeat);
-    report("  per-crystal gain only (1 bin)", gain.size() * sizeof(float) * MB, c);
-  }
-  if (o.frames_per_datagram > 1) {
-    // Worst case: consecutive frames from random BDMs (no datagram locality at all).
-    std::mt19937_64 shuffle_rng(o.seed + 1);
-    std::vector<RawFrame> mixed = frames;
-    std::shuffle(mixed.begin(), mixed.end(), shuffle_rng);
-    report("worst case: every frame from a random BDM", cal.energy_correction.size() * sizeof(float) * MB,
-           measure(mixed, base, out, g.bdm_count(), o.repeat));
-    HugePageTable huge(cal.energy_correction);
-    ConvertTables t = base;
-    t.energy_correction = huge.data;
-    report("  same, 2 MB pages + software prefetch", huge.bytes * MB,
-           measure(mixed, t, out, g.bdm_count(), o.repeat, &convert_frames_prefetched));
-  }
-  {
-    // Control: the same frames, all moved to BDM 0 / DU 0, so both tables stay in cache:
-    // what the stage costs without memory misses.
-    std::vector<RawFrame> one_du = frames;
-    for (RawFrame& f : one_du) {
-      f.bytes[frame_offset::bdm] = 0;
-      f.bytes[frame_offset::head_du] &= 0xF0;
-    }
-    const Measured c = measure(one_du, base, out, g.bdm_count(), o.repeat);
-    report("control: all frames on one DU (tables in cache)",
-           cal.energy_correction.size() * sizeof(float) * MB, c);
-  }
+  add("worst case: every frame from a random BDM", table_MB, mixed, base);
+  add("  same, 2 MB pages + software prefetch", huge.bytes * MB, mixed, huge_tables, &convert_frames_prefetched);
+  add("control: all frames on one DU (tables in cache)", table_MB, one_du, base);
+
+  // Rounds over all variants, so that a change of the machine's load hits them all alike.
+  for (int r = 0; r < o.repeat; ++r)
+    for (Variant& v : variants) measure_once(v, out, g.bdm_count(), r == 0);
+
+  const CounterDelta& d = variants.front().delta;
+  const double n = double(frames.size());
+  std::printf("stream: %.1f %% singles in the window, %.1f %% outside it, %.1f %% no crystal, %.1f %% other bad\n",
+              100 * d[Counter::single_accepted] / n, 100 * d[Counter::single_energy_rejected] / n,
+              100 * d[Counter::frame_no_crystal] / n,
+              100 * (d[Counter::frame_bad_marker] + d[Counter::frame_bad_bdm] + d[Counter::frame_bad_du] +
+                     d[Counter::frame_bad_position] + d[Counter::frame_bad_time]) / n);
+  std::printf("\nconvert_frames by energy-table layout (median of %d; per core = per second of this\n"
+              "thread's CPU time):\n", o.repeat);
+  for (const Variant& v : variants) report(v);
+  const std::string granted = anon_huge_pages();
+  if (!granted.empty()) std::printf("(AnonHugePages at the end:%s)\n", granted.c_str());
   std::printf("\ntarget: 50 M frames/s per core for the convert stage\n");
   return 0;
 }
