@@ -1,2 +1,232 @@
-// placeholder replaced below
-int main() { return 0; }
+// petdaqd over UDP loopback: the highest sending rate with zero loss (DESIGN section 11),
+// with slice latency and resident memory at that rate. Starts the daemon (CPU backend) on
+// the test scanner, sends raw 8 960-byte datagrams (560 frames) at a paced rate, and
+// searches the rate: doubling until frames are lost, then bisecting.
+//
+//   petdaqd_bench [--seconds S] [--start-mfps R] [--max-mfps R] [--steps N]
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+#include "core/test_scanner.h"
+#include "daemon_harness.h"
+
+using namespace petdaq;
+using namespace petdaq::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr double kTargetFramesPerS = 10e6;  // DESIGN section 11, 2-core machine, CPU backend
+constexpr std::size_t kFramesPerDatagram = 560;
+
+struct Trial {
+  double rate_fps = 0;
+  double achieved_fps = 0;
+  std::uint64_t sent_frames = 0;
+  std::uint64_t received_frames = 0;
+  std::uint64_t kernel_drops = 0;
+  std::uint64_t ring_full = 0;
+  std::uint64_t late = 0;
+  double p50_ms = 0;
+  double p99_ms = 0;
+  std::uint64_t rss_kib = 0;
+  bool lossless() const {
+    return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0;
+  }
+};
+
+struct Snapshot {
+  std::uint64_t frames, kernel, ring, late;
+};
+Snapshot snapshot(const std::string& j) {
+  return {json_counter(j, "rx.frames"), json_counter(j, "rx.kernel_drops"),
+          json_counter(j, "rx.ring_full"), json_counter(j, "stream.late")};
+}
+
+// The acquisition is replayed whole in a loop; each pass is shifted in time just past the
+// previous one so the stream keeps going forward without gaps.
+class Source {
+ public:
+  Source(const TestScanner& sc, std::size_t frames) {
+    std::mt19937_64 rng(42);
+    AcquisitionOptions o;
+    o.events = frames * 10 / 17;  // about 1.7 frames per event
+    o.mean_gap_ticks = 3200;      // ~20 M singles/s of scanner time
+    o.bad_fraction = 0;
+    const auto acq = random_acquisition(sc, rng, o);
+    span_ticks_ = frame_time(acq.back().bytes) + 10'000'000;
+    datagrams_ = make_datagrams(acq, Framing::raw, kFramesPerDatagram, 4);
+    for (const auto& d : datagrams_) frames_ += d.size() / kFrameBytes;
+  }
+  // Shifts every frame time by one pass.
+  void advance() {
+    for (auto& d : datagrams_)
+      for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
+        std::uint8_t* t = d.data() + at + frame_offset::time;
+        bytes::store_be64(t, bytes::load_be64(t) + span_ticks_);
+      }
+  }
+  const std::vector<Datagram>& datagrams() const { return datagrams_; }
+  std::uint64_t frames() const { return frames_; }
+
+ private:
+  std::vector<Datagram> datagrams_;
+  std::uint64_t frames_ = 0;
+  std::uint64_t span_ticks_ = 0;
+};
+
+double arg(int argc, char** argv, const char* name, double fallback) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], name) == 0) return std::atof(argv[i + 1]);
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const double seconds = arg(argc, argv, "--seconds", 3);
+  const double start_mfps = arg(argc, argv, "--start-mfps", 2);
+  const double max_mfps = arg(argc, argv, "--max-mfps", 64);
+  const int bisect_steps = static_cast<int>(arg(argc, argv, "--steps", 4));
+
+  TestScanner sc;
+  auto& st = sc.settings.stream;
+  st.max_slice_frames = 1u << 20;
+  st.max_pending_frames = 4u << 20;
+  st.max_carry_singles = 1u << 20;
+  DaemonConfig dc;
+  dc.udp_port = free_udp_port();
+  dc.zmq_endpoint = "ipc://" + (sc.dir / "pub.sock").string();
+  dc.ring_chunk_bytes = 1u << 20;
+  dc.ring_chunks = 64;
+  dc.receive_buffer_bytes = 64u << 20;
+  dc.rates_interval_ms = 500;
+  const auto config = sc.write_config();
+  {
+    std::FILE* f = std::fopen(config.c_str(), "a");
+    const std::string y = daemon_yaml(dc);
+    std::fwrite(y.data(), 1, y.size(), f);
+    std::fclose(f);
+  }
+  std::printf("generating the acquisition...\n");
+  Source source(sc, 2'000'000);
+
+  DaemonProcess d(config, sc.dir / "petdaqd.log");
+  Subscriber sub(dc.zmq_endpoint, 0, true, false);
+  if (!sub.wait_rates([](const std::string&) { return true; }, 20s)) {
+    std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());
+    return 1;
+  }
+  UdpSender tx;
+  std::printf("petdaqd pid %d, CPU backend, %zu-frame datagrams (%zu bytes), %.1f s per trial\n",
+              d.pid(), kFramesPerDatagram, kFramesPerDatagram * kFrameBytes, seconds);
+
+  auto settle = [&] {
+    std::string last = *sub.last_rates();
+    for (int i = 0; i < 40; ++i) {
+      std::this_thread::sleep_for(600ms);
+      const std::string now = *sub.last_rates();
+      if (json_counter(now, "rx.frames") == json_counter(last, "rx.frames") &&
+          json_counter(now, "rx.kernel_drops") == json_counter(last, "rx.kernel_drops") &&
+          json_number(now, "pending_frames") == 0)
+        return now;
+      last = now;
+    }
+    return last;
+  };
+
+  auto trial = [&](double rate_fps) {
+    Trial t;
+    t.rate_fps = rate_fps;
+    const Snapshot before = snapshot(settle());
+    const double datagrams_per_s = rate_fps / kFramesPerDatagram;
+    const auto start = std::chrono::steady_clock::now();
+    const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   std::chrono::duration<double>(seconds));
+    const std::size_t first_message = sub.messages().size();
+    while (std::chrono::steady_clock::now() < until) {
+      tx.send(source.datagrams(), dc.udp_port, datagrams_per_s);
+      t.sent_frames += source.frames();
+      source.advance();
+    }
+    t.achieved_fps = static_cast<double>(t.sent_frames) /
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string after_json = settle();
+    const Snapshot after = snapshot(after_json);
+    t.received_frames = after.frames - before.frames;
+    t.kernel_drops = after.kernel - before.kernel;
+    t.ring_full = after.ring - before.ring;
+    t.late = after.late - before.late;
+    std::vector<double> p50, p99;
+    const auto messages = sub.messages();
+    for (std::size_t i = first_message; i < messages.size(); ++i) {
+      const std::string j(messages[i].body.begin(), messages[i].body.end());
+      if (json_number(j, "frames") > 0) {
+        p50.push_back(json_number(j, "p50"));
+        p99.push_back(json_number(j, "p99"));
+      }
+    }
+    if (!p50.empty()) {
+      std::sort(p50.begin(), p50.end());
+      t.p50_ms = p50[p50.size() / 2];
+      t.p99_ms = *std::max_element(p99.begin(), p99.end());
+    }
+    t.rss_kib = vm_rss_kib(d.pid());
+    std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
+                "ring_full %llu late %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
+                static_cast<unsigned long long>(t.sent_frames),
+                static_cast<unsigned long long>(t.received_frames),
+                static_cast<unsigned long long>(t.kernel_drops),
+                static_cast<unsigned long long>(t.ring_full), static_cast<unsigned long long>(t.late),
+                t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+    std::fflush(stdout);
+    return t;
+  };
+
+  std::optional<Trial> best;
+  double lo = 0, hi = 0;
+  for (double r = start_mfps * 1e6; r <= max_mfps * 1e6; r *= 2) {
+    const Trial t = trial(r);
+    // A sender that cannot reach the asked rate measures the sender, not the daemon.
+    if (t.lossless() && t.achieved_fps >= 0.85 * r) {
+      best = t;
+      lo = r;
+    } else {
+      hi = r;
+      break;
+    }
+  }
+  for (int i = 0; i < bisect_steps && lo > 0 && hi > 0; ++i) {
+    const double mid = (lo + hi) / 2;
+    const Trial t = trial(mid);
+    if (t.lossless() && t.achieved_fps >= 0.85 * mid) {
+      best = t;
+      lo = mid;
+    } else {
+      hi = mid;
+    }
+  }
+  d.signal(SIGTERM);
+  const auto status = d.wait(20s);
+  char cpu[256] = "unknown";
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    if (!std::fgets(cpu, sizeof cpu, f)) cpu[0] = 0;
+    std::fclose(f);
+  }
+  std::printf("load average at the end: %s", cpu);
+  if (!best) {
+    std::printf("no rate without loss from %.2f M frames/s\n", start_mfps);
+    return 1;
+  }
+  std::printf("highest zero-loss rate: %.2f M frames/s (target %.0f M frames/s, ratio %.2f); "
+              "slice latency p50 %.2f ms, p99 %.2f ms; VmRSS %.1f MiB; petdaqd exit %d\n",
+              best->achieved_fps / 1e6, kTargetFramesPerS / 1e6, best->achieved_fps / kTargetFramesPerS,
+              best->p50_ms, best->p99_ms, best->rss_kib / 1024.0, status.value_or(-1));
+  return 0;
+}

@@ -149,7 +149,8 @@ std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& a
 
 // ---- subscriber ----
 
-Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read) : read_(read) {
+Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read, bool keep_batches)
+    : read_(read), keep_batches_(keep_batches) {
   thread_ = std::thread([this, endpoint, rcvhwm] { run(endpoint, rcvhwm); });
 }
 
@@ -190,6 +191,7 @@ void Subscriber::run(std::string endpoint, int rcvhwm) {
     }
     Published p;
     p.topic = parts[0].to_string();
+    if (!keep_batches_ && p.topic != "rates") continue;
     p.header = decode_message_header(parts[1].data<std::uint8_t>());
     p.body.assign(parts[2].data<std::uint8_t>(), parts[2].data<std::uint8_t>() + parts[2].size());
     std::lock_guard lock(mutex_);

@@ -78,7 +78,9 @@ struct Published {
 
 class Subscriber {
  public:
-  explicit Subscriber(const std::string& endpoint, int rcvhwm = 0, bool read = true);
+  // keep_batches = false keeps only the `rates` documents (long benchmarks).
+  explicit Subscriber(const std::string& endpoint, int rcvhwm = 0, bool read = true,
+                      bool keep_batches = true);
   ~Subscriber();
   // Waits until a `rates` document satisfies pred; returns it (or nullopt on timeout).
   std::optional<std::string> wait_rates(const std::function<bool(const std::string&)>& pred,
@@ -95,6 +97,7 @@ class Subscriber {
   std::optional<std::string> last_rates_;
   bool stop_ = false;
   bool read_;
+  bool keep_batches_;
   std::thread thread_;
 };
 
