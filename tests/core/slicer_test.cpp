@@ -426,5 +426,44 @@ TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
   expect_counters_equal_batch(counters, want);
 }
 
+TEST(Slicer, PollDeliversWithoutFinishOnceTimeAndIdleSourcesAllowIt) {
+  TestScanner scanner(false);
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 1000 * s.scanner.tick_ps;
+  s.stream.source_idle_ms = 50.0;
+  s.stream.max_slice_ms = 5.0;
+  s.coincidence.delayed.enabled = false;
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  // A pair, then one more single far enough on for the pair's window to be resolvable once
+  // the horizon passes it.
+  const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 10'000, 500),
+                                        scanner.frame(2, 0, 1, 10'050, 500),
+                                        scanner.frame(1, 0, 1, 30'000, 500)};
+  const Slicer::Clock::time_point t0{};
+  slicer.push(frames.data(), frames.size(), t0);
+  slicer.poll(t0 + std::chrono::milliseconds(1));
+  EXPECT_TRUE(sink.batches.empty());  // no time cut yet
+  // Sources 0 and 2 hold the horizon at 10 000 - 1000: the pair is not resolvable.
+  slicer.poll(t0 + std::chrono::milliseconds(6));
+  std::size_t delivered = 0;
+  for (const Batch& b : sink.batches) delivered += b.prompts.size();
+  EXPECT_EQ(delivered, 0u);
+  EXPECT_EQ(slicer.horizon(), 9'000u);
+  // Every source idle: what was received is complete, and the pair reaches the sink.
+  slicer.poll(t0 + std::chrono::milliseconds(60));
+  EXPECT_EQ(counters.get(Counter::stream_source_idle), 3u);
+  delivered = 0;
+  for (const Batch& b : sink.batches) delivered += b.prompts.size();
+  EXPECT_EQ(delivered, 1u);
+  EXPECT_EQ(slicer.horizon(), 30'001u);
+  EXPECT_TRUE(sink.run_ends.empty());
+  slicer.finish();
+  EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
+}
+
 }  // namespace
 }  // namespace petdaq
