@@ -168,15 +168,16 @@ std::vector<RawFrame> make_frames(const Geometry& g, const Settings& s,
 
 // A copy of a table in memory backed by 2 MB pages where the kernel grants them, so that the
 // random per-frame row look-ups miss the TLB less often.
+template <class T>
 struct HugePageTable {
-  float* data = nullptr;
+  T* data = nullptr;
   std::size_t bytes = 0;
-  explicit HugePageTable(const std::vector<float>& src) {
-    bytes = (src.size() * sizeof(float) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
-    data = static_cast<float*>(std::aligned_alloc(kHugePageBytes, bytes));
+  explicit HugePageTable(const std::vector<T>& src) {
+    bytes = (src.size() * sizeof(T) + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes;
+    data = static_cast<T*>(std::aligned_alloc(kHugePageBytes, bytes));
     if (!data) throw std::bad_alloc();
     madvise(data, bytes, MADV_HUGEPAGE);
-    std::memcpy(data, src.data(), src.size() * sizeof(float));
+    std::memcpy(data, src.data(), src.size() * sizeof(T));
   }
   ~HugePageTable() { std::free(data); }
   HugePageTable(const HugePageTable&) = delete;
@@ -352,9 +353,12 @@ int run(const Options& o) {
     f.bytes[frame_offset::bdm] = 0;
     f.bytes[frame_offset::head_du] &= 0xF0;
   }
-  const HugePageTable huge(cal.energy_correction);
+  const HugePageTable<float> huge(cal.energy_correction);
   ConvertTables huge_tables = base;
   huge_tables.energy_correction = huge.data;
+  const HugePageTable<std::uint8_t> huge_lut(cal.position_lut);
+  ConvertTables all_huge_tables = huge_tables;
+  all_huge_tables.position_lut = huge_lut.data;
   std::vector<std::vector<float>> coarse_tables;
   std::vector<Variant> variants;
   const auto add = [&](std::string label, double MB_, const std::vector<RawFrame>& f, const ConvertTables& t,
@@ -366,6 +370,9 @@ int run(const Options& o) {
   add("  2 MB pages + software prefetch of LUT and table", huge.bytes * MB, frames, huge_tables,
       &convert_frames_prefetched);
   add("  4 KB pages + software prefetch of LUT and table", table_MB, frames, base, &convert_frames_prefetched);
+  add("  LUT and table in 2 MB pages", huge.bytes * MB, frames, all_huge_tables);
+  add("  LUT and table in 2 MB pages + software prefetch", huge.bytes * MB, frames, all_huge_tables,
+      &convert_frames_prefetched);
   coarse_tables.reserve(3);
   for (const std::uint32_t factor : {10u, 100u, bins}) {
     coarse_tables.push_back(coarsen(cal.energy_correction, bins, factor));
