@@ -5,8 +5,7 @@
 // of runs would need many passes. Singles are spread fairly evenly over the slice's time
 // range, so one counting pass and one scatter by the top bits of (time - min_time) into
 // about n / 8 buckets (the scatter is nearly sequential, as the input is ordered at that
-// scale) leaves a few singles per bucket, which an insertion sort finishes while copying
-// them back. A bucket that is still large (clustered times, hostile input) gets a stable
+// scale) leaves a few singles per bucket, which are copied back straight to their rank. A bucket that is still large (clustered times, hostile input) gets a stable
 // LSD radix sort on time with 11-bit digits and then the (crystal, energy) order within
 // equal times. Already-sorted input costs one read.
 #include <algorithm>
@@ -99,13 +98,19 @@ void radix_sort(Single* singles, std::size_t n, Single* scratch, std::uint64_t m
   order_equal_times(singles, n);
 }
 
-// Copies src[0, n) to dst[0, n) in order.
-void insertion_copy(const Single* src, std::size_t n, Single* dst) {
+// Copies src[0, n) to dst[0, n) in time order (stable), n <= kInsertionSortMax. Each single
+// goes straight to its rank, counted without branches: within a bucket the singles of
+// different BDMs come in no useful order, and an insertion sort would mispredict about
+// once per single.
+void rank_copy(const Single* src, std::size_t n, Single* dst) {
+  std::uint64_t time[kInsertionSortMax];
+  for (std::size_t i = 0; i < n; ++i) time[i] = src[i].time;
   for (std::size_t i = 0; i < n; ++i) {
-    const Single v = src[i];
-    std::size_t j = i;
-    for (; j > 0 && single_less(v, dst[j - 1]); --j) dst[j] = dst[j - 1];
-    dst[j] = v;
+    const std::uint64_t t = time[i];
+    std::size_t rank = 0;
+    for (std::size_t j = 0; j < i; ++j) rank += time[j] <= t;
+    for (std::size_t j = i + 1; j < n; ++j) rank += time[j] < t;
+    dst[rank] = src[i];
   }
 }
 
@@ -166,7 +171,8 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     const std::size_t end = next[b];
     const std::size_t m = end - begin;
     if (m <= kInsertionSortMax) {
-      insertion_copy(scratch + begin, m, singles + begin);
+      rank_copy(scratch + begin, m, singles + begin);
+      order_equal_times(singles + begin, m);
     } else {
       std::memcpy(singles + begin, scratch + begin, m * sizeof(Single));
       radix_sort(singles + begin, m, scratch + begin, min_time + (std::uint64_t{b} << shift),
