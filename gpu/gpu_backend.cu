@@ -2,8 +2,8 @@
 // host memory on a copy stream while the previous slice computes; on the compute stream a
 // fused convert kernel (the same convert_frame() as the CPU) counts and compacts the
 // singles, a radix sort puts carry-over and new singles in (time, crystal, energy) order,
-// and two walks over the windows (count, scan, fill) write the records straight into
-// mapped pinned host memory. The carry-over stays on the device. Every buffer, including
+// and two walks over the windows (count, scan, fill) write the records; collect() copies
+// exactly those back to pinned host memory. The carry-over stays on the device. Every buffer, including
 // CUB's temporary storage, is taken at construction.
 #include "gpu/gpu_backend.h"
 
@@ -82,11 +82,11 @@ struct Slot {
   pinned_unique_ptr<CoincRecord> h_delayed;
   pinned_unique_ptr<SliceSummary> h_summary;
   pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], then energy-rejected [bdm]
-  CoincRecord* d_prompts = nullptr;  // device addresses of the mapped buffers
-  CoincRecord* d_delayed = nullptr;
+  device_unique_ptr<CoincRecord> d_prompts;
+  device_unique_ptr<CoincRecord> d_delayed;
   SliceSummary* d_summary = nullptr;
   std::uint64_t* d_bdm_out = nullptr;
-  cuda::Event copy_begin, copy_end, convert_end, sort_end, done;
+  cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
   std::uint64_t slice_id = 0;
 };
 
@@ -137,7 +137,7 @@ class GpuBackend final : public Backend {
   device_unique_ptr<std::uint8_t> d_temp_;
   std::size_t temp_bytes_ = 0;
 
-  cuda::Stream copy_stream_, compute_stream_;
+  cuda::Stream copy_stream_, compute_stream_, out_stream_;
   Slot slots_[kSlicesInFlight];
   std::uint64_t next_submit_ = 0;
   std::uint64_t next_collect_ = 0;
@@ -229,12 +229,12 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   for (Slot& slot : slots_) {
     slot.h_frames = make_pinned<RawFrame>(max_slice_frames_);
     slot.d_frames = make_device<RawFrame>(max_slice_frames_);
-    slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_, true);
-    slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_, true);
+    slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_);
+    slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_);
+    slot.d_prompts = make_device<CoincRecord>(prompt_capacity_);
+    slot.d_delayed = make_device<CoincRecord>(delayed_capacity_);
     slot.h_summary = make_pinned<SliceSummary>(1, true);
     slot.h_bdm = make_pinned<std::uint64_t>(2 * std::size_t{bdm_count_}, true);
-    slot.d_prompts = cuda::device_address(slot.h_prompts);
-    slot.d_delayed = cuda::device_address(slot.h_delayed);
     slot.d_summary = cuda::device_address(slot.h_summary);
     slot.d_bdm_out = cuda::device_address(slot.h_bdm);
   }
@@ -245,6 +245,7 @@ GpuBackend::~GpuBackend() {
   // Work still queued must finish before its buffers are freed; errors here have nowhere
   // to go.
   cudaStreamSynchronize(copy_stream_.get());
+  cudaStreamSynchronize(out_stream_.get());
   cudaStreamSynchronize(compute_stream_.get());
 }
 
@@ -366,7 +367,7 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
                                        static_cast<std::int64_t>(sort_count), stream));
   }
   gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
-      walk, d_prompt_offset_.get(), d_delayed_offset_.get(), slot.d_prompts, slot.d_delayed,
+      walk, d_prompt_offset_.get(), d_delayed_offset_.get(), slot.d_prompts.get(), slot.d_delayed.get(),
       prompt_capacity_, delayed_capacity_);
   PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
   gpu::summarize_kernel<<<1, 1, 0, stream>>>(
@@ -385,24 +386,43 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
 }
 
-const SliceResult& GpuBackend::collect() {
-  if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
-  Slot& slot = slots_[next_collect_ % kSlicesInFlight];
-  // Poll rather than block forever: a lost device must surface as an error, not a hang.
+// Polls rather than blocks forever: a lost device must surface as an error, not a hang.
+void wait_for(cudaEvent_t event, std::uint64_t slice_id) {
   const auto deadline = std::chrono::steady_clock::now() + kSliceTimeout;
   for (;;) {
-    const cudaError_t e = cudaEventQuery(slot.done.get());
-    if (e == cudaSuccess) break;
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) PETDAQ_CUDA_CHECK(e);
     if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error("GpuBackend::collect: slice " + std::to_string(slot.slice_id) +
+      throw std::runtime_error("GpuBackend::collect: slice " + std::to_string(slice_id) +
                                " did not finish within " +
                                std::to_string(kSliceTimeout.count()) + " s");
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
+}
+
+const SliceResult& GpuBackend::collect() {
+  if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
+  Slot& slot = slots_[next_collect_ % kSlicesInFlight];
+  wait_for(slot.done.get(), slot.slice_id);
+  // Only now is the number of records known on the host: copy exactly those, on a stream
+  // of their own, while the compute stream goes on with the slices behind this one.
+  const SliceSummary& summary = slot.h_summary[0];
+  cudaStream_t out = out_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_begin.get(), out));
+  if (summary.prompts_kept > 0)
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_prompts.get(), slot.d_prompts.get(),
+                                      summary.prompts_kept * sizeof(CoincRecord),
+                                      cudaMemcpyDeviceToHost, out));
+  if (summary.delayed_kept > 0)
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_delayed.get(), slot.d_delayed.get(),
+                                      summary.delayed_kept * sizeof(CoincRecord),
+                                      cudaMemcpyDeviceToHost, out));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
+  wait_for(slot.out_end.get(), slot.slice_id);
   ++next_collect_;
 
-  const SliceSummary& sum = slot.h_summary[0];
+  const SliceSummary& sum = summary;
   result_ = SliceResult{};
   result_.slice_id = slot.slice_id;
   result_.t_begin = sum.t_begin;
@@ -433,6 +453,8 @@ const SliceResult& GpuBackend::collect() {
                                          slot.sort_end.get()));
   PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.coincidence_ms, slot.sort_end.get(),
                                          slot.done.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.copy_out_ms, slot.out_begin.get(),
+                                         slot.out_end.get()));
   PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.slice_ms, slot.copy_begin.get(),
                                          slot.done.get()));
   return result_;
