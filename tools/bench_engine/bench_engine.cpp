@@ -4,7 +4,7 @@
 // per core (DESIGN section 11).
 //
 // The stream: annihilations at a Poisson rate in the default 12 x 2-BDM scanner, each
-// photon detected with probability 0.5 (so a single's partner is present half the time),
+// photon detected with probability 0.7 (a single's partner is present 70 % of the time),
 // photon pairs in roughly opposite BDMs, ~200 ps time jitter. Each BDM's singles arrive in
 // time order up to that jitter, in packets of 560 (one 8 972-byte datagram), and packets of
 // all BDMs interleave in the order they fill. Data generation is not timed.
@@ -135,7 +135,7 @@ class Stream {
   std::uint64_t start_ticks() const { return kStartTicks; }
 
  private:
-  static constexpr double kDetectProbability = 0.5;
+  static constexpr double kDetectProbability = 0.7;
   static constexpr std::uint64_t kStartTicks = 1'000'000'000;
 
   struct Packet {
