@@ -24,7 +24,7 @@ class RateLimitedWarning {
     if (last != 0 && now - last < interval_ns_) return;
     if (!last_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
     suppressed_.fetch_sub(n, std::memory_order_relaxed);
-    spdlog::warn("{} (x{} since the last such warning)",
+    spdlog::warn("{} ({} occurrences since the last such warning)",
                  fmt::format(fmt, std::forward<Args>(args)...), n);
   }
 

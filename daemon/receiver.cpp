@@ -44,6 +44,9 @@ void set_int_option(int fd, int level, int name, int value, const char* what) {
 }
 
 RateLimitedWarning g_recv_error_warning;
+RateLimitedWarning g_ring_full_warning;
+RateLimitedWarning g_kernel_drop_warning;
+RateLimitedWarning g_foreign_warning;
 
 }  // namespace
 
@@ -115,6 +118,15 @@ struct Receiver::Lane {
   }
 
   void publish_counts() {
+    if (delta[Counter::rx_ring_full])
+      g_ring_full_warning.warn("host ring full: {} datagrams dropped (the worker is behind)",
+                               delta[Counter::rx_ring_full]);
+    if (delta[Counter::rx_kernel_drops])
+      g_kernel_drop_warning.warn("the kernel dropped {} datagrams (socket receive buffer full)",
+                                 delta[Counter::rx_kernel_drops]);
+    if (delta[Counter::rx_foreign_source])
+      g_foreign_warning.warn("{} datagrams from sources outside input.allowed_sources dropped",
+                             delta[Counter::rx_foreign_source]);
     counters.add(delta);
     delta = CounterDelta{};
   }

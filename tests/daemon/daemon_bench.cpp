@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
   UdpSender tx;
   std::printf("petdaqd pid %d, CPU backend, %zu-frame datagrams (%zu bytes), %.1f s per trial\n",
               d.pid(), kFramesPerDatagram, kFramesPerDatagram * kFrameBytes, seconds);
+  std::fflush(stdout);
 
   auto settle = [&] {
     std::string last = *sub.last_rates();
@@ -154,6 +155,9 @@ int main(int argc, char** argv) {
       t.sent_frames += source.frames();
       source.advance();
     }
+    // Latency is taken from the intervals while frames were coming: after the last one, the
+    // tail waits for the sources to be declared idle, which is not a steady-state figure.
+    const std::size_t last_message = sub.messages().size();
     t.achieved_fps = static_cast<double>(t.sent_frames) /
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string after_json = settle();
@@ -164,7 +168,7 @@ int main(int argc, char** argv) {
     t.late = after.late - before.late;
     std::vector<double> p50, p99;
     const auto messages = sub.messages();
-    for (std::size_t i = first_message; i < messages.size(); ++i) {
+    for (std::size_t i = first_message + 1; i < last_message && i < messages.size(); ++i) {
       const std::string j(messages[i].body.begin(), messages[i].body.end());
       if (json_number(j, "frames") > 0) {
         p50.push_back(json_number(j, "p50"));

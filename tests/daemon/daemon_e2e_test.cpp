@@ -15,8 +15,14 @@
 
 #include <gtest/gtest.h>
 
+#include "core/output.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+
+namespace petdaq {
+// Readable test names for the framing parameter.
+inline void PrintTo(Framing f, std::ostream* os) { *os << to_string(f); }
+}  // namespace petdaq
 
 namespace petdaq::test {
 namespace {
@@ -99,12 +105,15 @@ TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
   rig.daemon.framing = GetParam();
   std::mt19937_64 rng(7);
   AcquisitionOptions o;
-  o.events = 60000;
+  o.events = 150000;  // > 1 MiB of records: the file sink rotates
   const std::vector<RawFrame> frames = random_acquisition(rig.scanner, rng, o);
   const BatchResult ref = batch_process(rig.scanner, frames);
   ASSERT_GT(ref.prompts.size(), 1000u);
   ASSERT_GT(ref.delayed.size(), 10u);
 
+  // The list-mode file sink too, rotated at 1 MiB.
+  rig.daemon.file_directory = rig.scanner.dir / "plm";
+  std::filesystem::create_directories(rig.daemon.file_directory);
   auto d = rig.start({"--print-rates"});
   Subscriber sub(rig.daemon.zmq_endpoint);
   wait_up(sub, *d);
@@ -140,6 +149,37 @@ TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
   // The per-BDM singles rates are there, one number per BDM.
   EXPECT_NE(rates.find("\"singles_per_s\":["), std::string::npos);
   EXPECT_NE(d->log().find("final counters: rx.datagrams="), std::string::npos);
+
+  // The files hold exactly the published coincidence messages, in order.
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(rig.daemon.file_directory))
+    files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  EXPECT_GE(files.size(), 2u) << "no rotation: " << json_counter(final_rates(messages), "out.file_bytes");
+  std::vector<const Published*> published;
+  for (const Published& p : messages)
+    if (p.topic == "coinc.prompt" || p.topic == "coinc.delayed") published.push_back(&p);
+  std::size_t at = 0;
+  std::uint64_t file_bytes = 0;
+  for (const auto& f : files) {
+    PlmReader reader(f);
+    EXPECT_EQ(reader.header().crystal_count, rig.scanner.geometry().crystal_count());
+    MessageHeader h;
+    std::vector<CoincRecord> records;
+    while (reader.next(h, records)) {
+      ASSERT_LT(at, published.size());
+      const Published& p = *published[at++];
+      std::uint8_t a[kMessageHeaderBytes], b[kMessageHeaderBytes];
+      encode_message_header(h, a);
+      encode_message_header(p.header, b);
+      EXPECT_EQ(std::memcmp(a, b, sizeof a), 0);
+      ASSERT_EQ(records.size() * sizeof(CoincRecord), p.body.size());
+      EXPECT_EQ(std::memcmp(records.data(), p.body.data(), p.body.size()), 0);
+    }
+    file_bytes += std::filesystem::file_size(f) - kPlmHeaderBytes;
+  }
+  EXPECT_EQ(at, published.size());
+  EXPECT_EQ(json_counter(rates, "out.file_bytes"), file_bytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Framings, EndToEnd, ::testing::Values(Framing::raw, Framing::sequenced),

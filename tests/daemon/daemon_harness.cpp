@@ -50,7 +50,13 @@ std::string daemon_yaml(const DaemonConfig& c) {
     << "  zmq:\n"
     << "    endpoint: \"" << c.zmq_endpoint << "\"\n"
     << "    send_hwm: " << c.send_hwm << "\n"
-    << "  rates_interval_ms: " << c.rates_interval_ms << "\n"
+    << "  rates_interval_ms: " << c.rates_interval_ms << "\n";
+  if (!c.file_directory.empty())
+    y << "  file:\n"
+      << "    enabled: true\n"
+      << "    directory: \"" << c.file_directory.string() << "\"\n"
+      << "    rotate_bytes: " << c.file_rotate_bytes << "\n";
+  y
     << "backend: cpu\n"
     << c.extra;
   return y.str();

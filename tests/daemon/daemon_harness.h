@@ -41,6 +41,8 @@ struct DaemonConfig {
   std::int32_t send_hwm = 100000;
   double rates_interval_ms = 200;
   std::uint32_t receiver_threads = 1;
+  std::filesystem::path file_directory;  // list-mode file sink there (empty: off)
+  std::uint64_t file_rotate_bytes = 1u << 20;
   std::string input_extra;  // more keys of the input section ("  key: value\n")
   std::string extra;        // more YAML sections
 };

@@ -171,15 +171,16 @@ TEST(HostRing, ChunksCirculateAndRunOut) {
 // The receiver on a loopback socket, its chunks read straight from the ring.
 class ReceiverTest : public ::testing::Test {
  protected:
-  void start(Framing framing, const char* allowed = "127.0.0.1/32") {
+  void start(Framing framing, const char* allowed = "127.0.0.1/32", std::uint32_t threads = 1) {
     in.endpoints = {"127.0.0.1:0"};
+    in.receiver_threads = threads;
     in.framing = framing;
     in.allowed_sources = {allowed};
     in.receive_buffer_bytes = 1 << 20;
     in.flush_ms = 1;
     in.ring_chunk_bytes = 1 << 16;
     in.ring_chunks = 4;
-    ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, 1, alloc);
+    ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, threads, alloc);
     rx = std::make_unique<Receiver>(in, *ring, counters);
     rx->start();
     fd = socket(AF_INET, SOCK_DGRAM, 0);
@@ -307,6 +308,27 @@ TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(in_chunks + counters.get(Counter::rx_ring_full), 40u);
   EXPECT_GT(counters.get(Counter::rx_ring_full), 0u);
   for (Chunk* c : held) ring->release(c);
+}
+
+TEST_F(ReceiverTest, SeveralThreadsShareAPortWithReusePort) {
+  start(Framing::raw, "127.0.0.1/32", 2);
+  ASSERT_EQ(rx->bound().size(), 2u);
+  EXPECT_EQ(rx->bound()[0].port, rx->bound()[1].port);
+  // Many senders (source ports), so the kernel spreads them over both sockets.
+  std::vector<int> senders;
+  for (int s = 0; s < 16; ++s) senders.push_back(socket(AF_INET, SOCK_DGRAM, 0));
+  for (int round = 0; round < 10; ++round)
+    for (int s : senders) {
+      const auto d = frames_bytes(static_cast<std::uint8_t>(round), 3);
+      ASSERT_EQ(sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+                static_cast<ssize_t>(d.size()));
+    }
+  const auto frames = frames_until(16 * 10 * 3);
+  EXPECT_EQ(frames.size(), 480u);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 160u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 480u);
+  for (int s : senders) close(s);
 }
 
 TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
