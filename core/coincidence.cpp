@@ -4,6 +4,8 @@
 // core/window_policy.h, shared with the GPU backend.
 #include "core/coincidence.h"
 
+#include <cstdint>
+
 #include "core/window_policy.h"
 
 namespace petdaq {
