@@ -501,7 +501,7 @@ void Slicer::finish() {
   }
   m.end_run();
   // A later push() starts a new run; run_id() keeps naming the finished one until then.
-  m.run_finished = m.run_delivered;
+  m.run_finished = m.run_finished || m.run_delivered;
   m.start_run();
   m.flush_counters();
 }

@@ -465,5 +465,33 @@ TEST(Slicer, PollDeliversWithoutFinishOnceTimeAndIdleSourcesAllowIt) {
   EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
 }
 
+TEST(Slicer, APushAfterFinishStartsTheNextRun) {
+  TestScanner scanner(false);
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  const RawFrame a = scanner.frame(0, 0, 1, 5000, 500), b = scanner.frame(1, 0, 1, 5010, 500);
+  slicer.push(&a, 1, {});
+  slicer.push(&b, 1, {});
+  slicer.finish();
+  slicer.finish();  // nothing left: no slice, no second run end
+  EXPECT_EQ(slicer.run_id(), 0u);
+  slicer.push(&a, 1, {});
+  slicer.push(&b, 1, {});
+  EXPECT_EQ(slicer.run_id(), 1u);
+  slicer.finish();
+  EXPECT_EQ(sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
+  ASSERT_EQ(sink.batches.size(), 2u);
+  EXPECT_EQ(sink.batches[0].run, 0u);
+  EXPECT_EQ(sink.batches[1].run, 1u);
+  EXPECT_EQ(sink.batches[1].t_begin, 0u);
+  EXPECT_EQ(sink.batches[0].prompts.size(), 1u);
+  EXPECT_EQ(sink.batches[1].prompts.size(), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);  // not a clock reset
+}
+
 }  // namespace
 }  // namespace petdaq
