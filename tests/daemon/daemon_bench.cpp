@@ -32,20 +32,29 @@ struct Trial {
   std::uint64_t kernel_drops = 0;
   std::uint64_t ring_full = 0;
   std::uint64_t late = 0;
+  std::uint64_t refused = 0;
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
   bool lossless() const {
-    return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0;
+    return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0 &&
+           refused == 0;
   }
 };
 
 struct Snapshot {
-  std::uint64_t frames, kernel, ring, late;
+  std::uint64_t frames, kernel, ring, late, refused;
 };
 Snapshot snapshot(const std::string& j) {
   return {json_counter(j, "rx.frames"), json_counter(j, "rx.kernel_drops"),
-          json_counter(j, "rx.ring_full"), json_counter(j, "stream.late")};
+          json_counter(j, "rx.ring_full"), json_counter(j, "stream.late"),
+          json_counter(j, "out.zmq_refused")};
+}
+
+std::uint64_t unix_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
 }
 
 // The acquisition is replayed whole in a loop; each pass is shifted in time just past the
@@ -117,7 +126,10 @@ int main(int argc, char** argv) {
   Source source(sc, 2'000'000);
 
   DaemonProcess d(config, sc.dir / "petdaqd.log");
-  Subscriber sub(dc.zmq_endpoint, 0, true, false);
+  // The rates on a connection of their own, so that they never queue behind coincidences;
+  // a second subscriber takes every coincidence batch (and drops it), as a consumer would.
+  Subscriber sub(dc.zmq_endpoint, 0, true, true, "rates");
+  Subscriber consumer(dc.zmq_endpoint, 0, true, false, "coinc.");
   if (!sub.wait_rates([](const std::string&) { return true; }, 20s)) {
     std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());
     return 1;
@@ -150,6 +162,7 @@ int main(int argc, char** argv) {
     const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                    std::chrono::duration<double>(seconds));
     const std::size_t first_message = sub.messages().size();
+    const std::uint64_t send_begin_ns = unix_ns();
     while (std::chrono::steady_clock::now() < until) {
       tx.send(source.datagrams(), dc.udp_port, datagrams_per_s);
       t.sent_frames += source.frames();
@@ -157,7 +170,7 @@ int main(int argc, char** argv) {
     }
     // Latency is taken from the intervals while frames were coming: after the last one, the
     // tail waits for the sources to be declared idle, which is not a steady-state figure.
-    const std::size_t last_message = sub.messages().size();
+    const std::uint64_t send_end_ns = unix_ns();
     t.achieved_fps = static_cast<double>(t.sent_frames) /
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string after_json = settle();
@@ -166,11 +179,14 @@ int main(int argc, char** argv) {
     t.kernel_drops = after.kernel - before.kernel;
     t.ring_full = after.ring - before.ring;
     t.late = after.late - before.late;
+    t.refused = after.refused - before.refused;
     std::vector<double> p50, p99;
     const auto messages = sub.messages();
-    for (std::size_t i = first_message + 1; i < last_message && i < messages.size(); ++i) {
+    const auto interval_ns = static_cast<std::uint64_t>(dc.rates_interval_ms * 1e6);
+    for (std::size_t i = first_message; i < messages.size(); ++i) {
       const std::string j(messages[i].body.begin(), messages[i].body.end());
-      if (json_number(j, "frames") > 0) {
+      const auto at_ns = static_cast<std::uint64_t>(json_number(j, "time_unix_ns"));
+      if (at_ns > send_begin_ns + interval_ns && at_ns <= send_end_ns) {
         p50.push_back(json_number(j, "p50"));
         p99.push_back(json_number(j, "p99"));
       }
@@ -182,12 +198,13 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu refused %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
                 static_cast<unsigned long long>(t.kernel_drops),
                 static_cast<unsigned long long>(t.ring_full), static_cast<unsigned long long>(t.late),
+                static_cast<unsigned long long>(t.refused),
                 t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
     std::fflush(stdout);
     return t;

@@ -155,9 +155,10 @@ std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& a
 
 // ---- subscriber ----
 
-Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read, bool keep_batches)
+Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read, bool keep_batches,
+                       const std::string& topic)
     : read_(read), keep_batches_(keep_batches) {
-  thread_ = std::thread([this, endpoint, rcvhwm] { run(endpoint, rcvhwm); });
+  thread_ = std::thread([this, endpoint, rcvhwm, topic] { run(endpoint, rcvhwm, topic); });
 }
 
 Subscriber::~Subscriber() {
@@ -168,13 +169,13 @@ Subscriber::~Subscriber() {
   thread_.join();
 }
 
-void Subscriber::run(std::string endpoint, int rcvhwm) {
+void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic) {
   zmq::socket_t sub(context_, zmq::socket_type::sub);
   if (rcvhwm > 0) {
     sub.set(zmq::sockopt::rcvhwm, rcvhwm);
     sub.set(zmq::sockopt::rcvbuf, 4096);
   }
-  sub.set(zmq::sockopt::subscribe, "");
+  sub.set(zmq::sockopt::subscribe, topic);
   sub.set(zmq::sockopt::rcvtimeo, 20);
   sub.set(zmq::sockopt::linger, 0);
   sub.connect(endpoint);

@@ -81,8 +81,9 @@ struct Published {
 class Subscriber {
  public:
   // keep_batches = false keeps only the `rates` documents (long benchmarks).
+  // `topic`: the subscription prefix ("" for everything).
   explicit Subscriber(const std::string& endpoint, int rcvhwm = 0, bool read = true,
-                      bool keep_batches = true);
+                      bool keep_batches = true, const std::string& topic = "");
   ~Subscriber();
   // Waits until a `rates` document satisfies pred; returns it (or nullopt on timeout).
   std::optional<std::string> wait_rates(const std::function<bool(const std::string&)>& pred,
@@ -91,7 +92,7 @@ class Subscriber {
   std::optional<std::string> last_rates();
 
  private:
-  void run(std::string endpoint, int rcvhwm);
+  void run(std::string endpoint, int rcvhwm, std::string topic);
   zmq::context_t context_{1};
   std::mutex mutex_;
   std::condition_variable cv_;
