@@ -73,8 +73,9 @@ cudaError_t select_segments_async(void* temp, std::size_t& bytes, gpu::SegmentSt
                                out_count, count, start, stream);
 }
 
-// One slice in flight: its pinned input, its device copy of the frames, its mapped
-// outputs and its events.
+// One slice in flight: its pinned input, its device copy of the frames, its records on
+// the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
+// writes it directly) and its events.
 struct Slot {
   pinned_unique_ptr<RawFrame> h_frames;
   device_unique_ptr<RawFrame> d_frames;
@@ -84,7 +85,7 @@ struct Slot {
   pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], then energy-rejected [bdm]
   device_unique_ptr<CoincRecord> d_prompts;
   device_unique_ptr<CoincRecord> d_delayed;
-  SliceSummary* d_summary = nullptr;
+  SliceSummary* d_summary = nullptr;  // device addresses of the mapped summary buffers
   std::uint64_t* d_bdm_out = nullptr;
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
   std::uint64_t slice_id = 0;
