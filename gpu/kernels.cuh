@@ -1,5 +1,6 @@
 // The per-slice kernels of the GPU backend: fused convert + count + compaction, carry-over
-// placement, window walks (count, then fill) and the per-slice summary. Launch shapes live in
+// placement, sort keys, gather and tie pass, window walks (count, then fill) and the
+// per-slice summary. Launch shapes live in
 // the policy structs; the host side (gpu_backend.cu) sizes and queues them.
 #pragma once
 

@@ -11,8 +11,10 @@ status=0
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee "$out/device.txt"
 
-echo "== gpu_backend_test"
-"$bin/gpu_backend_test" --gtest_brief=1 2>&1 | tee "$out/tests.log" | tail -25 || status=1
+for test in gpu_backend_test gpu_slicer_test; do
+  echo "== $test"
+  "$bin/$test" --gtest_brief=1 2>&1 | tee -a "$out/tests.log" | tail -25 || status=1
+done
 grep -q "FAILED" "$out/tests.log" && status=1
 
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null)
