@@ -3,11 +3,12 @@
 // The input is a sorted carry-over followed by a few dozen nearly time-ordered per-BDM
 // streams interleaved packet by packet, so natural runs are short (one packet) and a merge
 // of runs would need many passes. Singles are spread fairly evenly over the slice's time
-// range, so one counting pass and one scatter by the top bits of (time - min_time) into
-// about n / 8 buckets (the scatter is nearly sequential, as the input is ordered at that
-// scale) leaves a few singles per bucket, which are copied back straight to their rank. A bucket that is still large (clustered times, hostile input) gets a stable
-// LSD radix sort on time with 11-bit digits and then the (crystal, energy) order within
-// equal times. Already-sorted input costs one read.
+// range, so one counting pass and one scatter into about n / 4 equal slices of that range
+// (at most 65 536; the scatter is nearly sequential, as the input is ordered at that scale)
+// leave a few singles per bucket, which are copied back straight to their rank. A bucket
+// that is still large (clustered times, hostile input) gets a stable LSD radix sort on time
+// with 11-bit digits; equal times are then put in (crystal, energy) order. Already-sorted
+// input costs one read.
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -22,8 +23,9 @@ namespace {
 constexpr unsigned kMaxDigitBits = 11;  // 2048 buckets: histograms stay in L1
 constexpr unsigned kMaxPasses = (64 + kMaxDigitBits - 1) / kMaxDigitBits;
 constexpr std::size_t kInsertionSortMax = 32;
-constexpr unsigned kMaxBucketBits = 14;  // 16 384 bucket counts: 64 KiB on the stack
-constexpr std::size_t kSinglesPerBucket = 8;
+constexpr unsigned kMaxBucketBits = 16;
+constexpr std::size_t kSinglesPerBucket = 4;
+__extension__ typedef unsigned __int128 uint128;
 
 void insertion_sort(Single* s, std::size_t n) {
   for (std::size_t i = 1; i < n; ++i) {
@@ -141,19 +143,28 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     return;
   }
 
-  const unsigned key_bits = static_cast<unsigned>(std::bit_width(max_time - min_time));
-  const unsigned bucket_bits = std::min<unsigned>(
-      {kMaxBucketBits, key_bits, static_cast<unsigned>(std::bit_width(n / kSinglesPerBucket))});
-  if (bucket_bits == 0) {  // every single has the same time
-    order_equal_times(singles, n);
+  // Buckets split the time range evenly: bucket = (time - min_time) * buckets / (range + 1),
+  // as one 64 x 64 -> 128-bit multiply. At most one bucket per tick of the range, so the
+  // scale fits in 64 bits; a range that leaves a single bucket goes to the radix sort.
+  const std::uint64_t range = max_time - min_time;
+  unsigned bucket_bits = std::min<unsigned>(
+      kMaxBucketBits, static_cast<unsigned>(std::bit_width(n / kSinglesPerBucket)));
+  while (bucket_bits > 0 && (std::uint64_t{1} << bucket_bits) > range) --bucket_bits;
+  if (bucket_bits == 0) {
+    radix_sort(singles, n, scratch, min_time, static_cast<unsigned>(std::bit_width(range)));
     return;
   }
-  const unsigned shift = key_bits - bucket_bits;
   const std::size_t buckets = std::size_t{1} << bucket_bits;
+  const std::uint64_t scale = static_cast<std::uint64_t>(
+      (static_cast<uint128>(buckets) << 64) / (static_cast<uint128>(range) + 1));
+  auto bucket_of = [min_time, scale](std::uint64_t t) {
+    return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
+  };
 
-  std::uint32_t next[std::size_t{1} << kMaxBucketBits];
+  // Thread-local rather than on the stack: 256 KiB, taken once per thread.
+  static thread_local std::uint32_t next[std::size_t{1} << kMaxBucketBits];
   std::memset(next, 0, buckets * sizeof(std::uint32_t));
-  for (std::size_t i = 0; i < n; ++i) ++next[(singles[i].time - min_time) >> shift];
+  for (std::size_t i = 0; i < n; ++i) ++next[bucket_of(singles[i].time)];
   std::uint32_t sum = 0;
   for (std::size_t b = 0; b < buckets; ++b) {
     const std::uint32_t c = next[b];
@@ -162,7 +173,7 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
   }
   for (std::size_t i = 0; i < n; ++i) {
     const Single& v = singles[i];
-    scratch[next[(v.time - min_time) >> shift]++] = v;
+    scratch[next[bucket_of(v.time)]++] = v;
   }
 
   // next[b] is now the end of bucket b.
@@ -175,8 +186,14 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
       order_equal_times(singles + begin, m);
     } else {
       std::memcpy(singles + begin, scratch + begin, m * sizeof(Single));
-      radix_sort(singles + begin, m, scratch + begin, min_time + (std::uint64_t{b} << shift),
-                 shift);
+      std::uint64_t lo = singles[begin].time;
+      std::uint64_t hi = lo;
+      for (std::size_t i = begin + 1; i < end; ++i) {
+        lo = std::min(lo, singles[i].time);
+        hi = std::max(hi, singles[i].time);
+      }
+      radix_sort(singles + begin, m, scratch + begin, lo,
+                 static_cast<unsigned>(std::bit_width(hi - lo)));
     }
     begin = end;
   }
