@@ -101,7 +101,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       print_rates_(print_rates),
       rates_(counters),
       temperature_degC_(counters.bdm_count(), NAN),
-      pending_(ring.chunk_count()) {
+      pending_(4 * std::size_t{ring.chunk_count()}) {
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
@@ -169,19 +169,24 @@ void Worker::take_chunk(Chunk* c) {
     slicer.push(frames, s.frame_count, Clock::now());
   }
   if (pending_count_ == pending_.size()) {
-    // Full: the oldest entry is one a wild timestamp keeps from ever being passed.
-    std::move(pending_.begin() + 1, pending_.begin() + pending_count_, pending_.begin());
-    --pending_count_;
+    // More chunks in the slicer than entries (it is far behind): the newest joins the last
+    // entry, whose older arrival time makes its sample an upper bound.
+    Pending& last = pending_[pending_count_ - 1];
+    last.last_time = std::max(last.last_time, last_time);
+  } else {
+    pending_[pending_count_++] = {c->first_rx, last_time};
   }
-  pending_[pending_count_++] = {c->first_rx, last_time};
   ring_.release(c);
 }
 
 void Worker::retire_latency(Clock::time_point now, bool all) {
   const std::uint64_t horizon = engine_->slicer->horizon();
+  // A latest time past the time-jump limit is a wild timestamp the slicer drops: the horizon
+  // will never pass it.
+  const std::uint64_t wild = horizon + engine_->max_future_ticks;
   std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_count_; ++i) {
-    if (all || pending_[i].last_time < horizon)
+    if (all || pending_[i].last_time < horizon || (horizon > 0 && pending_[i].last_time > wild))
       latency_.add(std::chrono::duration<double, std::milli>(now - pending_[i].rx).count());
     else
       pending_[kept++] = pending_[i];

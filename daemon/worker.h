@@ -89,7 +89,7 @@ class Worker final : public ResultSink {
   std::chrono::microseconds watchdog_interval_{0};
 
   // Chunks pushed and not yet behind the published horizon: when each arrived and the
-  // latest raw time in it. Fixed capacity (one entry per ring chunk).
+  // latest raw time in it. Fixed capacity (four entries per ring chunk).
   struct Pending {
     Clock::time_point rx;
     std::uint64_t last_time;
