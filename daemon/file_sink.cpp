@@ -67,9 +67,4 @@ void FileSink::close() {
   }
 }
 
-const std::filesystem::path& FileSink::current_path() const {
-  static const std::filesystem::path none;
-  return writer_ ? writer_->path() : none;
-}
-
 }  // namespace petdaq::daemon

@@ -21,7 +21,6 @@ class FileSink {
 
   void write(const MessageHeader& header, const void* records, std::size_t bytes);
   void close();
-  const std::filesystem::path& current_path() const;
 
  private:
   void open_next();
