@@ -4,9 +4,11 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <random>
@@ -578,6 +580,58 @@ TEST(Lifecycle, SighupAppliesANewWindowAsANewRun) {
       for (std::size_t at = 0; at < p.body.size(); at += sizeof(CoincRecord))
         run0.push_back(decode_record(p.body.data() + at));
   EXPECT_TRUE(run0 == ref.prompts);
+}
+
+}  // namespace
+}  // namespace petdaq::test
+
+namespace petdaq::test {
+namespace {
+
+// systemd's notify protocol, with this test as the service manager: a datagram socket named
+// by NOTIFY_SOCKET, and WATCHDOG_USEC asking for watchdog pings.
+TEST(Lifecycle, NotifiesReadyStatusWatchdogAndStopping) {
+  Rig rig;
+  const std::filesystem::path notify_path = rig.scanner.dir / "notify.sock";
+  const int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(notify_path.string().size(), sizeof addr.sun_path);
+  std::strcpy(addr.sun_path, notify_path.c_str());
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  timeval tv{0, 100'000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+
+  setenv("NOTIFY_SOCKET", notify_path.c_str(), 1);
+  setenv("WATCHDOG_USEC", "200000", 1);
+  auto d = rig.start();
+  unsetenv("NOTIFY_SOCKET");
+  unsetenv("WATCHDOG_USEC");
+
+  std::vector<std::string> got;
+  auto receive_for = [&](std::chrono::milliseconds span) {
+    const auto until = std::chrono::steady_clock::now() + span;
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < until) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n > 0) got.emplace_back(buf, static_cast<std::size_t>(n));
+    }
+  };
+  receive_for(1500ms);
+  auto count = [&](const std::string& prefix) {
+    return std::count_if(got.begin(), got.end(),
+                         [&](const std::string& m) { return m.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_EQ(count("READY=1"), 1) << d->log();
+  // Pings at half the watchdog interval (100 ms), from the worker's loop.
+  EXPECT_GE(count("WATCHDOG=1"), 5);
+  EXPECT_GE(count("STATUS=run 0 | frames"), 2);
+  d->signal(SIGTERM);
+  EXPECT_EQ(d->wait(10s).value_or(-1), 0);
+  receive_for(200ms);
+  EXPECT_EQ(count("STOPPING=1"), 1);
+  close(fd);
 }
 
 }  // namespace
