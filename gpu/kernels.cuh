@@ -323,31 +323,27 @@ struct WalkInput {
   std::uint64_t horizon;
 };
 
-// First index in [lo, hi) with time >= t.
-__device__ inline std::uint64_t lower_bound_time(const Single* s, std::uint64_t lo,
-                                                 std::uint64_t hi, std::uint64_t t) {
+// The first index in [from, n) whose time fails `inside` (true on a prefix of the sorted
+// singles, then false), searching outwards from `from`: windows and delayed intervals lie a
+// few singles ahead, so this stays in cache where a binary search over the whole slice
+// would not, and a window of many members (a stuck clock) costs log k, not k.
+template <class Inside>
+__device__ std::uint64_t gallop_end(const Single* s, std::uint64_t from, std::uint64_t n,
+                                    Inside inside) {
+  std::uint64_t lo = from, hi = from, step = 1;
+  while (hi < n && inside(s[hi].time)) {
+    lo = hi + 1;
+    hi = min_of<std::uint64_t>(n, hi + step);
+    step *= 2;
+  }
   while (lo < hi) {
     const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (s[mid].time < t)
+    if (inside(s[mid].time))
       lo = mid + 1;
     else
       hi = mid;
   }
   return lo;
-}
-
-// First index in [from, n) with time >= t, searching outwards from `from`: the delayed
-// interval starts a few singles ahead, so this stays in cache where a binary search over
-// the whole slice would not.
-__device__ inline std::uint64_t gallop_lower_bound(const Single* s, std::uint64_t from,
-                                                   std::uint64_t n, std::uint64_t t) {
-  std::uint64_t lo = from, hi = from, step = 1;
-  while (hi < n && s[hi].time < t) {
-    lo = hi + 1;
-    hi = min_of<std::uint64_t>(n, hi + step);
-    step *= 2;
-  }
-  return lower_bound_time(s, lo, hi, t);
 }
 
 struct WalkTotals {
@@ -396,8 +392,8 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
   while (open < unit_end) {
     const std::uint64_t t_open = s[open].time;
     if (!final && !p.resolvable(t_open, in.horizon)) return open;
-    std::uint64_t window_end = open + 1;
-    while (window_end < n && p.within(t_open, s[window_end].time)) ++window_end;
+    const std::uint64_t window_end =
+        gallop_end(s, open + 1, n, [&](std::uint64_t t) { return p.within(t_open, t); });
     const std::uint64_t others = window_end - open - 1;
     if (others >= 2) ++totals.multiples;
     if (others >= 1) {
@@ -407,10 +403,11 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
     if (p.delayed) {
       const std::uint64_t start = t_open + p.delayed_offset_ticks;
       const std::uint64_t begin =
-          gallop_lower_bound(s, max_of<std::uint64_t>(open + 1, delayed_from), n, start);
+          gallop_end(s, max_of<std::uint64_t>(open + 1, delayed_from), n,
+                     [&](std::uint64_t t) { return t < start; });
       delayed_from = begin;
-      std::uint64_t end = begin;
-      while (end < n && p.within(start, s[end].time)) ++end;
+      const std::uint64_t end =
+          gallop_end(s, begin, n, [&](std::uint64_t t) { return p.within(start, t); });
       const std::uint64_t members = end - begin;
       if (members >= 2) ++totals.delayed_multiples;
       if (members >= 1) {
