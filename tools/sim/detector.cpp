@@ -57,6 +57,12 @@ DetectorModel::DetectorModel(const Settings& settings, const SimOptions& options
   if (geometry_.du_per_bdm() > 16)
     throw SettingsError("scanner: more than 16 DUs per BDM cannot be addressed by a frame");
 
+  panels_per_rad_ = panels_ / (2.0 * std::numbers::pi);
+  inv_pitch_t_ = 1.0 / pitch_t_mm_;
+  inv_pitch_a_ = 1.0 / pitch_a_mm_;
+  inv_du_step_t_ = 1.0 / du_step_t_mm_;
+  inv_du_step_a_ = 1.0 / du_step_a_mm_;
+  inv_bdm_step_a_ = 1.0 / bdm_step_a_mm_;
   panel_cos_.resize(panels_);
   panel_sin_.resize(panels_);
   for (std::uint32_t b = 0; b < panels_; ++b) {
@@ -86,21 +92,55 @@ double DetectorModel::crystal_volume_cc() const {
   return pitch_t_mm_ * pitch_a_mm_ * depth_mm_ / 1000.0;
 }
 
+namespace {
+// atan2 within 2e-5 rad (odd minimax polynomial on [0, 1] and octant folding): it only picks
+// which three panels to test, and any error below half a panel's angle is harmless.
+double fast_atan2(double y, double x) {
+  const double ax = std::abs(x), ay = std::abs(y);
+  const double hi = std::max(ax, ay), lo = std::min(ax, ay);
+  const double q = hi > 0 ? lo / hi : 0.0;
+  const double q2 = q * q;
+  double a = q * (0.99997726 +
+                  q2 * (-0.33262347 + q2 * (0.19354346 + q2 * (-0.11643287 +
+                                                             q2 * (0.05265332 + q2 * -0.01172120)))));
+  if (ay > ax) a = 0.5 * std::numbers::pi - a;
+  if (x < 0) a = std::numbers::pi - a;
+  return y < 0 ? -a : a;
+}
+}  // namespace
+
 bool DetectorModel::locate(double px, double py, double pz, double ux, double uy, double uz,
                            DetectorHit& hit) const {
-  // Leaving a convex polygon: the exit face is the one reached first, i.e. the smallest
-  // num / den over faces the ray moves towards (compared cross-multiplied: no division).
+  const double a = ux * ux + uy * uy;
+  if (a < 1e-24) return false;
+  const double b = px * ux + py * uy;
+  const double c = px * px + py * py - ring_radius_mm_ * ring_radius_mm_;
+  const double t = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a;
+  return locate_from_circle(px, py, pz, ux, uy, uz, t, hit);
+}
+
+bool DetectorModel::locate_from_circle(double px, double py, double pz, double ux, double uy,
+                                       double uz, double t_circle_mm, DetectorHit& hit) const {
+  // The ray leaves the polygon within half a panel's angle of where it leaves the inscribed
+  // circle (the exit point P satisfies P.Q >= R^2), so the exit face is the panel facing Q or
+  // a neighbour: the one reached first among those the ray moves towards (compared
+  // cross-multiplied, no division).
+  const double qx = px + t_circle_mm * ux, qy = py + t_circle_mm * uy;
+  double sector = std::nearbyint(fast_atan2(qy, qx) * panels_per_rad_);
+  if (sector < 0) sector += panels_;
+  const auto centre = static_cast<std::uint32_t>(sector) % panels_;
   double best_num = 1, best_den = 0;
   std::uint32_t best = panels_;
-  for (std::uint32_t b = 0; b < panels_; ++b) {
-    const double den = ux * panel_cos_[b] + uy * panel_sin_[b];
-    if (den <= 1e-12) continue;
-    const double num = ring_radius_mm_ - (px * panel_cos_[b] + py * panel_sin_[b]);
-    if (best == panels_ || num * best_den < best_num * den) {
-      best_num = num;
-      best_den = den;
-      best = b;
-    }
+  for (std::uint32_t k = 0; k < 3; ++k) {
+    std::uint32_t p = centre + k + panels_ - 1;
+    p = p >= panels_ ? p - panels_ : p;
+    p = p >= panels_ ? p - panels_ : p;
+    const double den = ux * panel_cos_[p] + uy * panel_sin_[p];
+    const double num = ring_radius_mm_ - (px * panel_cos_[p] + py * panel_sin_[p]);
+    const bool better = den > 1e-12 && num * best_den < best_num * den;
+    best_num = better ? num : best_num;
+    best_den = better ? den : best_den;
+    best = better ? p : best;
   }
   if (best == panels_ || best_num < 0) return false;
   const double best_t = best_num / best_den;
@@ -109,30 +149,35 @@ bool DetectorModel::locate(double px, double py, double pz, double ux, double uy
   const double hz = pz + best_t * uz;
 
   const double s_mm = -hx * panel_sin_[best] + hy * panel_cos_[best] + 0.5 * total_t_mm_;
-  if (s_mm < 0 || s_mm >= total_t_mm_) return false;
-  const auto d_trans = static_cast<std::uint32_t>(s_mm / du_step_t_mm_);
-  const double in_du_t = s_mm - d_trans * du_step_t_mm_;
-  if (d_trans >= geometry_.du_transaxial || in_du_t >= du_width_t_mm_) return false;
-  const auto c_trans =
-      std::min(static_cast<std::uint32_t>(in_du_t / pitch_t_mm_), geometry_.crystal_transaxial - 1);
-
   const double z_mm = hz + 0.5 * total_a_mm_;
-  if (z_mm < 0 || z_mm >= total_a_mm_) return false;
-  const auto b_axial = static_cast<std::uint32_t>(z_mm / bdm_step_a_mm_);
+  if (s_mm < 0 || s_mm >= total_t_mm_ || z_mm < 0 || z_mm >= total_a_mm_) return false;
+  const auto d_trans = static_cast<std::uint32_t>(s_mm * inv_du_step_t_);
+  const double in_du_t = s_mm - d_trans * du_step_t_mm_;
+  const auto b_axial = static_cast<std::uint32_t>(z_mm * inv_bdm_step_a_);
   const double in_bdm = z_mm - b_axial * bdm_step_a_mm_;
-  if (b_axial >= geometry_.bdm_axial || in_bdm >= bdm_len_a_mm_) return false;
-  const auto d_axial = static_cast<std::uint32_t>(in_bdm / du_step_a_mm_);
+  const auto d_axial = static_cast<std::uint32_t>(in_bdm * inv_du_step_a_);
   const double in_du_a = in_bdm - d_axial * du_step_a_mm_;
-  if (d_axial >= geometry_.du_axial || in_du_a >= du_len_a_mm_) return false;
-  const auto c_axial =
-      std::min(static_cast<std::uint32_t>(in_du_a / pitch_a_mm_), geometry_.crystal_axial - 1);
+  // Gaps (and the rounding at the far ends) lose the photon: one test for all of them.
+  const bool inside = (d_trans < geometry_.du_transaxial) & (in_du_t >= 0) &
+                      (in_du_t < du_width_t_mm_) & (b_axial < geometry_.bdm_axial) &
+                      (in_bdm >= 0) & (in_bdm < bdm_len_a_mm_) & (d_axial < geometry_.du_axial) &
+                      (in_du_a >= 0) & (in_du_a < du_len_a_mm_);
+  if (!inside) return false;
+  const auto c_trans = std::min(static_cast<std::uint32_t>(in_du_t * inv_pitch_t_),
+                                geometry_.crystal_transaxial - 1);
+  const auto c_axial = std::min(static_cast<std::uint32_t>(in_du_a * inv_pitch_a_),
+                                geometry_.crystal_axial - 1);
 
   hit.bdm = b_axial * geometry_.bdm_transaxial + best;
   hit.du = d_trans * geometry_.du_axial + d_axial;
   hit.local = c_trans * geometry_.crystal_axial + c_axial;
-  hit.crystal = geometry_.crystal_id(hit.bdm, hit.du, hit.local);
+  const Geometry& g = geometry_;
+  hit.crystal = (b_axial * (g.du_axial * g.crystal_axial) + d_axial * g.crystal_axial + c_axial) *
+                    g.crystals_per_ring() +
+                best * (g.du_transaxial * g.crystal_transaxial) + d_trans * g.crystal_transaxial +
+                c_trans;
   hit.distance_mm = best_t;
-  hit.cos_incidence = ux * panel_cos_[best] + uy * panel_sin_[best];
+  hit.cos_incidence = best_den;
   return true;
 }
 

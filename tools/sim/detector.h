@@ -36,6 +36,11 @@ class DetectorModel {
   // when it leaves through a gap or past the axial ends.
   bool locate(double px, double py, double pz, double ux, double uy, double uz,
               DetectorHit& hit) const;
+  // The same, given where the (unit) ray leaves the circle the panel faces touch, t_circle_mm
+  // along it. Only the panel facing that point and
+  // its two neighbours can be the exit face, so no loop over the ring.
+  bool locate_from_circle(double px, double py, double pz, double ux, double uy, double uz,
+                          double t_circle_mm, DetectorHit& hit) const;
 
   // Per global crystal: ADC units per keV before saturation, and the delay in ticks (one
   // struct, so a frame touches one cache line for both).
@@ -79,6 +84,9 @@ class DetectorModel {
   double du_len_a_mm_ = 0, du_step_a_mm_ = 0, bdm_len_a_mm_ = 0, bdm_step_a_mm_ = 0;
   double total_a_mm_ = 0;
   std::vector<double> panel_cos_, panel_sin_;
+  double panels_per_rad_ = 0;
+  double inv_pitch_t_ = 0, inv_pitch_a_ = 0, inv_du_step_t_ = 0, inv_du_step_a_ = 0,
+         inv_bdm_step_a_ = 0;
   std::vector<CrystalResponse> response_;
   std::int32_t max_abs_delay_ticks_ = 0;
   double saturation_keV_ = 0;

@@ -29,7 +29,7 @@ namespace {
 
 constexpr double kElectronKeV = 510.99895;
 constexpr double kAnnihilationKeV = kElectronKeV;
-constexpr double kLightMmPerPs = 0.299792458;
+constexpr double kInvLightMmPerPs = 1 / 0.299792458;  // ps per mm
 // Water: 3.343e23 electrons per cm^3; with the Klein-Nishina cross-section this gives
 // mu(511 keV) = 0.0096 / mm, photoelectric absorption being negligible above 100 keV.
 constexpr double kWaterElectronsPerMm3 = 3.3428e20;
@@ -63,7 +63,7 @@ double water_mu_per_mm(double energy_keV) {
 }
 
 // cos(theta) of a Compton scatter, Klein-Nishina distributed (rejection sampling).
-double sample_compton_cos(double energy_keV, Rng& rng) {
+double sample_compton_cos(double energy_keV, BlockRng& rng) {
   const double k = energy_keV / kElectronKeV;
   for (;;) {
     const double c = 2 * rng.uniform() - 1;
@@ -79,7 +79,7 @@ double compton_energy(double energy_keV, double cos_theta) {
 }
 
 // A uniformly distributed azimuth as (cos, sin), without trigonometry.
-void random_azimuth(Rng& rng, double& c, double& s) {
+void random_azimuth(BlockRng& rng, double& c, double& s) {
   double a, b, r2;
   do {
     a = 2 * rng.uniform() - 1;
@@ -91,7 +91,7 @@ void random_azimuth(Rng& rng, double& c, double& s) {
 }
 
 // Turns the unit vector u by theta (given by its cosine) about a random azimuth.
-void deflect(double& ux, double& uy, double& uz, double cos_t, Rng& rng) {
+void deflect(double& ux, double& uy, double& uz, double cos_t, BlockRng& rng) {
   double cp, sp;
   random_azimuth(rng, cp, sp);
   const double sin_t = std::sqrt(std::max(0.0, 1 - cos_t * cos_t));
@@ -151,7 +151,31 @@ struct BlockStats {
   }
 };
 
+// Decays are simulated a chunk at a time, stage by stage (emission, phantom, ring, crystal,
+// frame) over arrays, so each stage is a tight loop and the arrays stay in the L1/L2 cache.
+constexpr std::uint32_t kChunkDecays = 1024;
+constexpr std::uint32_t kChunkPhotons = 2 * kChunkDecays;
+
+struct ChunkScratch {
+  // Per photon (2 i + which for decay i of the chunk).
+  double px[kChunkPhotons], py[kChunkPhotons], pz[kChunkPhotons];
+  double ux[kChunkPhotons], uy[kChunkPhotons], uz[kChunkPhotons];
+  double energy_keV[kChunkPhotons], path_mm[kChunkPhotons];
+  std::uint8_t scatters[kChunkPhotons];
+  std::uint8_t lost[kChunkPhotons];
+  std::uint8_t made[kChunkPhotons], in_window[kChunkPhotons];
+  std::uint32_t measured_crystal[kChunkPhotons];
+  // Compacted lists of photon indices, with what the stage found.
+  std::uint32_t list[kChunkPhotons];
+  double list_value[kChunkPhotons];
+  std::uint32_t hit_photon[kChunkPhotons];
+  DetectorHit hit[kChunkPhotons];
+};
+
 struct Block {
+  Block() : scratch(std::make_unique<ChunkScratch>()) {}
+  std::unique_ptr<ChunkScratch> scratch;
+  std::vector<double> decay_ps;  // emission times in the block
   std::uint64_t index = 0;
   std::uint64_t end_ticks = 0;  // relative to the origin
   std::vector<SimFrame> generated;  // in generation order
@@ -189,6 +213,7 @@ class BlockGenerator {
     low_keV_ = settings.energy_window.low_keV;
     high_keV_ = settings.energy_window.high_keV;
     half_axial_mm_ = 0.5 * model.axial_extent_mm();
+    ring_r2_mm2_ = model.ring_radius_mm() * model.ring_radius_mm();
     head_marker_ = settings.frame.head_marker;
     tail_marker_ = settings.frame.tail_marker;
   }
@@ -197,7 +222,7 @@ class BlockGenerator {
     out.index = index;
     out.generated.clear();
     out.stats = {};
-    Rng rng(mix_seed(options_.seed, kAcquisitionStream, index));
+    BlockRng rng(mix_seed(options_.seed, kAcquisitionStream, index));
     const std::uint64_t start = index * plan_.block_ticks;
     std::uint64_t end = start + plan_.block_ticks;
     if (plan_.total_ticks) end = std::min(end, plan_.total_ticks);
@@ -206,11 +231,15 @@ class BlockGenerator {
     Context ctx{out, rng, plan_.origin_ticks + start};
     set_temperatures(ctx, (double(start) + 0.5 * double(end - start)) * plan_.tick_ps * 1e-12);
 
+    out.decay_ps.clear();
     if (std::isfinite(plan_.decay_mean_ps)) {
       for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
            t += rng.exponential(plan_.decay_mean_ps))
-        decay(ctx, t);
+        out.decay_ps.push_back(t);
     }
+    for (std::size_t first = 0; first < out.decay_ps.size(); first += kChunkDecays)
+      decay_chunk(ctx, first, std::min<std::size_t>(kChunkDecays, out.decay_ps.size() - first));
+    ctx.next_event = static_cast<std::uint32_t>(out.decay_ps.size());
     if (std::isfinite(plan_.background_mean_ps)) {
       for (double t = rng.exponential(plan_.background_mean_ps); t < length_ps;
            t += rng.exponential(plan_.background_mean_ps))
@@ -222,11 +251,238 @@ class BlockGenerator {
  private:
   struct Context {
     Block& out;
-    Rng& rng;
+    BlockRng& rng;
     std::uint64_t base_ticks;  // origin + block start
     std::uint32_t next_event = 0;
     std::vector<std::pair<std::int8_t, std::uint8_t>> temperature{};  // per BDM: int, 16ths
   };
+
+  std::uint64_t ticks_of(Context& ctx, double t_ps) const {
+    return ctx.base_ticks + static_cast<std::uint64_t>(t_ps * inv_tick_ps_ + 0.5);
+  }
+
+  // Decays first .. first + n of the block: emission, phantom, ring, crystal, frame, each
+  // stage over the whole chunk before the next.
+  void decay_chunk(Context& ctx, std::size_t first, std::size_t n) const {
+    ChunkScratch& s = *ctx.out.scratch;
+    BlockRng& rng = ctx.rng;
+    const std::uint32_t photons = static_cast<std::uint32_t>(2 * n);
+    ctx.out.stats.decays += n;
+
+    // Emission: a point in the source, an isotropic direction (Marsaglia 1972: a point in
+    // the unit disk, no trigonometry) and its nearly back-to-back partner.
+    for (std::uint32_t i = 0; i < n; ++i) {
+      double px = 0, py = 0, pz = 0;
+      if (options_.source == SourceShape::cylinder) {
+        double a, b;
+        do {
+          a = 2 * rng.uniform() - 1;
+          b = 2 * rng.uniform() - 1;
+        } while (a * a + b * b >= 1);
+        px = a * options_.phantom_radius_mm;
+        py = b * options_.phantom_radius_mm;
+        pz = (rng.uniform() - 0.5) * options_.phantom_length_mm;
+      }
+      double a, b, q;
+      do {
+        a = 2 * rng.uniform() - 1;
+        b = 2 * rng.uniform() - 1;
+        q = a * a + b * b;
+      } while (q >= 1);
+      const double f = 2 * std::sqrt(1 - q);
+      const double ux = a * f, uy = b * f, uz = 1 - 2 * q;
+      // Residual momentum of the positron-electron pair: the second photon is off
+      // back-to-back by a small angle, Gaussian in each of its two projections. The angle
+      // is a fraction of a degree: tilting along two axes normal to u and renormalising is
+      // exact to second order and needs no trigonometry.
+      double vx = -ux, vy = -uy, vz = -uz;
+      if (acollinearity_sigma_rad_ > 0) {
+        const double gx = rng.gauss() * acollinearity_sigma_rad_;
+        const double gy = rng.gauss() * acollinearity_sigma_rad_;
+        const double rxy = std::sqrt(ux * ux + uy * uy);
+        // e1 = (u x z) / |u x z|, e2 = u x e1; along the axis any normal pair will do.
+        double e1x = 1, e1y = 0, e2x = 0, e2y = 1, e2z = 0;
+        if (rxy > 1e-9) {
+          const double inv = 1 / rxy;
+          e1x = uy * inv;
+          e1y = -ux * inv;
+          e2x = uz * ux * inv;
+          e2y = uz * uy * inv;
+          e2z = -rxy;
+        }
+        vx += gx * e1x + gy * e2x;
+        vy += gx * e1y + gy * e2y;
+        vz += gy * e2z;
+        const double norm = 1 / std::sqrt(vx * vx + vy * vy + vz * vz);
+        vx *= norm;
+        vy *= norm;
+        vz *= norm;
+      }
+      const std::uint32_t j = 2 * i;
+      s.px[j] = s.px[j + 1] = px;
+      s.py[j] = s.py[j + 1] = py;
+      s.pz[j] = s.pz[j + 1] = pz;
+      s.ux[j] = ux;
+      s.uy[j] = uy;
+      s.uz[j] = uz;
+      s.ux[j + 1] = vx;
+      s.uy[j + 1] = vy;
+      s.uz[j + 1] = vz;
+    }
+    for (std::uint32_t j = 0; j < photons; ++j) {
+      s.energy_keV[j] = kAnnihilationKeV;
+      s.path_mm[j] = 0;
+      s.scatters[j] = 0;
+      s.lost[j] = 0;
+      s.made[j] = 0;
+      s.in_window[j] = 0;
+    }
+
+    // Phantom: a free path against the distance to the surface; the few photons that
+    // interact (about one in six) are followed scatter by scatter.
+    if (phantom_) {
+      std::uint32_t m = 0;
+      for (std::uint32_t j = 0; j < photons; ++j) {
+        const double free_mm = rng.standard_exponential() * water_mean_free_path511_mm_;
+        const double exit_mm = phantom_exit_mm(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j]);
+        s.list[m] = j;
+        s.list_value[m] = free_mm;
+        m += free_mm < exit_mm;
+      }
+      for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], s.list_value[k], rng);
+    }
+
+    // Ring: where the line meets the circle the panel faces touch, before any panel; past
+    // an axial end there and moving away from it, the photon is lost.
+    std::uint32_t m = 0;
+    for (std::uint32_t j = 0; j < photons; ++j) {
+      const double ux = s.ux[j], uy = s.uy[j], uz = s.uz[j];
+      const double a = ux * ux + uy * uy;
+      const double b = s.px[j] * ux + s.py[j] * uy;
+      const double c = s.px[j] * s.px[j] + s.py[j] * s.py[j] - ring_r2_mm2_;
+      const double t_circle = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / std::max(a, 1e-300);
+      const double z_circle = s.pz[j] + t_circle * uz;
+      const bool away = std::abs(z_circle) >= half_axial_mm_ && z_circle * uz > 0;
+      s.list[m] = j;
+      s.list_value[m] = t_circle;
+      m += !(away | (a < 1e-12) | (s.lost[j] != 0));
+    }
+    std::uint32_t hits = 0;
+    for (std::uint32_t k = 0; k < m; ++k) {
+      const std::uint32_t j = s.list[k];
+      s.hit_photon[hits] = j;
+      hits += model_.locate_from_circle(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j],
+                                        s.list_value[k], s.hit[hits]);
+    }
+
+    // Crystal: interaction within the depth, an exponential depth (in units of 1/mu)
+    // against the path through the crystal: the law 1 - exp(-mu depth / cos) without the
+    // exponential function.
+    std::uint32_t kept = 0;
+    for (std::uint32_t k = 0; k < hits; ++k) {
+      const std::uint32_t j = s.hit_photon[k];
+      const double mu_lyso =
+          s.scatters[j] == 0
+              ? kLysoMu511PerMm
+              : kLysoMu511PerMm * std::pow(kAnnihilationKeV / s.energy_keV[j], kLysoMuExponent);
+      bool interacts = rng.standard_exponential() * s.hit[k].cos_incidence < mu_lyso * depth_mm_;
+      if (options_.detector_efficiency < 1)
+        interacts = interacts && rng.uniform() < options_.detector_efficiency;
+      s.hit_photon[kept] = j;
+      s.hit[kept] = s.hit[k];
+      kept += interacts;
+    }
+
+    // Frames: full absorption (photopeak) or a Compton interaction whose scattered photon
+    // escapes, then the BDM's view of it.
+    for (std::uint32_t k = 0; k < kept; ++k) {
+      const std::uint32_t j = s.hit_photon[k];
+      const DetectorHit& hit = s.hit[k];
+      const double energy = s.energy_keV[j];
+      const unsigned scatters = s.scatters[j];
+      const double ratio = kAnnihilationKeV / energy;
+      const double photofraction =
+          scatters == 0 ? options_.photofraction_511
+                        : std::min(1.0, options_.photofraction_511 * ratio * std::sqrt(ratio));
+      double deposit = energy;
+      if (rng.uniform() >= photofraction)
+        deposit = energy - compton_energy(energy, sample_compton_cos(energy, rng));
+      const std::uint32_t i = j >> 1;
+      const double t_ps = ctx.out.decay_ps[first + i];
+      const std::uint64_t id = (ctx.out.index << 32) | (first + i);
+      const PhotonKind kind = scatters ? PhotonKind::scattered : PhotonKind::annihilation;
+      const PhotonOutcome o =
+          frame(ctx, hit.bdm, hit.du, hit.local, hit.crystal, deposit,
+                t_ps + (s.path_mm[j] + hit.distance_mm) * kInvLightMmPerPs, ticks_of(ctx, t_ps),
+                id, kind, static_cast<std::uint8_t>(j & 1), scatters, PhotonOutcome{});
+      s.made[j] = o.made;
+      s.in_window[j] = o.in_window;
+      s.measured_crystal[j] = o.measured_crystal;
+    }
+
+    BlockStats& st = ctx.out.stats;
+    for (std::uint32_t j = 0; j < photons; j += 2) {
+      const bool pair = s.made[j] & s.made[j + 1];
+      const bool scattered = (s.scatters[j] | s.scatters[j + 1]) != 0;
+      const bool in_window = pair & s.in_window[j] & s.in_window[j + 1] &
+                             (s.measured_crystal[j] != s.measured_crystal[j + 1]);
+      st.pairs += pair;
+      st.pairs_scattered += pair & scattered;
+      st.pairs_in_window += in_window;
+      st.pairs_in_window_scattered += in_window & scattered;
+    }
+  }
+
+  // Follows photon j from its first interaction in the phantom (free_mm along its line)
+  // until it leaves the phantom or is absorbed. Only where a photon turns does its position
+  // change: an escaping photon keeps its line, and the ring is found from the last point.
+  void scatter_in_phantom(ChunkScratch& s, std::uint32_t j, double free_mm, BlockRng& rng) const {
+    double px = s.px[j], py = s.py[j], pz = s.pz[j];
+    double ux = s.ux[j], uy = s.uy[j], uz = s.uz[j];
+    double energy = kAnnihilationKeV, path_mm = 0;
+    unsigned scatters = 0;
+    for (;;) {
+      px += free_mm * ux;
+      py += free_mm * uy;
+      pz += free_mm * uz;
+      path_mm += free_mm;
+      const double c = sample_compton_cos(energy, rng);
+      energy = compton_energy(energy, c);
+      deflect(ux, uy, uz, c, rng);
+      ++scatters;
+      // Below 20 keV water absorbs it; a photon still inside after many scatters is lost.
+      if (energy < 20.0 || scatters >= 64) {
+        s.lost[j] = 1;
+        break;
+      }
+      free_mm = rng.exponential(1.0 / water_mu_per_mm(energy));
+      if (free_mm >= phantom_max_chord_mm_) break;
+      if (free_mm >= phantom_exit_mm(px, py, pz, ux, uy, uz)) break;
+    }
+    s.px[j] = px;
+    s.py[j] = py;
+    s.pz[j] = pz;
+    s.ux[j] = ux;
+    s.uy[j] = uy;
+    s.uz[j] = uz;
+    s.energy_keV[j] = energy;
+    s.path_mm[j] = path_mm;
+    s.scatters[j] = static_cast<std::uint8_t>(scatters);
+  }
+
+  // Distance from a point inside the phantom cylinder to its surface along u (no branch:
+  // a line parallel to the axis or to the end faces gets an infinite distance there).
+  double phantom_exit_mm(double px, double py, double pz, double ux, double uy,
+                         double uz) const {
+    const double a = ux * ux + uy * uy;
+    const double b = px * ux + py * uy;
+    const double c = px * px + py * py - phantom_r2_;
+    const double t_side = a > 1e-18 ? (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a
+                                    : std::numeric_limits<double>::infinity();
+    const double end_mm = uz > 0 ? phantom_half_mm_ : -phantom_half_mm_;
+    const double t_end = uz != 0 ? (end_mm - pz) / uz : std::numeric_limits<double>::infinity();
+    return std::max(std::min(t_side, t_end), 0.0);
+  }
 
   // Board temperatures drift slowly: a warm-up and a few-minute oscillation per board.
   void set_temperatures(Context& ctx, double t_s) const {
@@ -245,151 +501,8 @@ class BlockGenerator {
     return (ctx.out.index << 32) | ctx.next_event++;
   }
 
-  void decay(Context& ctx, double t_ps) const {
-    Rng& rng = ctx.rng;
-    const std::uint64_t id = event_id(ctx);
-    ++ctx.out.stats.decays;
-    double px = 0, py = 0, pz = 0;
-    if (options_.source == SourceShape::cylinder) {
-      double a, b;
-      do {
-        a = 2 * rng.uniform() - 1;
-        b = 2 * rng.uniform() - 1;
-      } while (a * a + b * b >= 1);
-      px = a * options_.phantom_radius_mm;
-      py = b * options_.phantom_radius_mm;
-      pz = (rng.uniform() - 0.5) * options_.phantom_length_mm;
-    }
-    // Isotropic direction (Marsaglia 1972: a point in the unit disk, no trigonometry).
-    double a, b, s;
-    do {
-      a = 2 * rng.uniform() - 1;
-      b = 2 * rng.uniform() - 1;
-      s = a * a + b * b;
-    } while (s >= 1);
-    const double f = 2 * std::sqrt(1 - s);
-    const double ux = a * f, uy = b * f, uz = 1 - 2 * s;
-    // Residual momentum of the positron-electron pair: the second photon is off
-    // back-to-back by a small angle, Gaussian in each of its two projections.
-    // The angle is a fraction of a degree: tilting along two axes normal to u and
-    // renormalising is exact to second order and needs no trigonometry.
-    double vx = -ux, vy = -uy, vz = -uz;
-    if (acollinearity_sigma_rad_ > 0) {
-      const double gx = rng.gauss() * acollinearity_sigma_rad_;
-      const double gy = rng.gauss() * acollinearity_sigma_rad_;
-      const double rxy = std::sqrt(ux * ux + uy * uy);
-      // e1 = (u x z) / |u x z|, e2 = u x e1; along the axis any normal pair will do.
-      double e1x = 1, e1y = 0, e2x = 0, e2y = 1, e2z = 0;
-      if (rxy > 1e-9) {
-        e1x = uy / rxy;
-        e1y = -ux / rxy;
-        e2x = uz * ux / rxy;
-        e2y = uz * uy / rxy;
-        e2z = -rxy;
-      }
-      vx += gx * e1x + gy * e2x;
-      vy += gx * e1y + gy * e2y;
-      vz += gy * e2z;
-      const double norm = 1 / std::sqrt(vx * vx + vy * vy + vz * vz);
-      vx *= norm;
-      vy *= norm;
-      vz *= norm;
-    }
-    const std::uint64_t event_ticks = ctx.base_ticks + std::llround(t_ps / plan_.tick_ps);
-    const PhotonOutcome p0 = photon(ctx, t_ps, event_ticks, px, py, pz, ux, uy, uz, id, 0);
-    const PhotonOutcome p1 = photon(ctx, t_ps, event_ticks, px, py, pz, vx, vy, vz, id, 1);
-    if (p0.made && p1.made) {
-      BlockStats& st = ctx.out.stats;
-      const bool scattered = p0.scattered || p1.scattered;
-      ++st.pairs;
-      st.pairs_scattered += scattered;
-      if (p0.in_window && p1.in_window && p0.measured_crystal != p1.measured_crystal) {
-        ++st.pairs_in_window;
-        st.pairs_in_window_scattered += scattered;
-      }
-    }
-  }
-
-  // Distance from a point inside the phantom cylinder to its surface along u.
-  double phantom_exit_mm(double px, double py, double pz, double ux, double uy,
-                         double uz) const {
-    double t = std::numeric_limits<double>::infinity();
-    const double a = ux * ux + uy * uy;
-    if (a > 1e-18) {
-      const double b = px * ux + py * uy;
-      const double c = px * px + py * py - phantom_r2_;
-      t = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a;
-    }
-    if (uz > 0) t = std::min(t, (phantom_half_mm_ - pz) / uz);
-    if (uz < 0) t = std::min(t, (-phantom_half_mm_ - pz) / uz);
-    return std::max(t, 0.0);
-  }
-
-  PhotonOutcome photon(Context& ctx, double t_ps, std::uint64_t event_ticks, double px, double py,
-                       double pz, double ux, double uy, double uz, std::uint64_t id,
-                       std::uint8_t which) const {
-    Rng& rng = ctx.rng;
-    PhotonOutcome outcome;
-    double energy = kAnnihilationKeV;
-    double path_mm = 0;
-    unsigned scatters = 0;
-    if (phantom_) {
-      // Only where a photon turns does its position change: an escaping photon keeps its
-      // line, and the detector is found from the last point on it.
-      for (;;) {
-        const double free_mm =
-            scatters == 0 ? rng.exponential(water_mean_free_path511_mm_)
-                          : rng.exponential(1.0 / water_mu_per_mm(energy));
-        if (free_mm >= phantom_max_chord_mm_) break;
-        if (free_mm >= phantom_exit_mm(px, py, pz, ux, uy, uz)) break;
-        px += free_mm * ux;
-        py += free_mm * uy;
-        pz += free_mm * uz;
-        path_mm += free_mm;
-        const double c = sample_compton_cos(energy, rng);
-        energy = compton_energy(energy, c);
-        deflect(ux, uy, uz, c, rng);
-        ++scatters;
-        outcome.scattered = true;
-        // Below 20 keV water absorbs it; a photon still inside after many scatters is lost.
-        if (energy < 20.0 || scatters >= 64) return outcome;
-      }
-    }
-    // Most photons that miss leave through the ends of the ring: every panel face is at
-    // least the ring radius from the axis, so the line has come at least this far there.
-    const double uxy2 = ux * ux + uy * uy;
-    if (uxy2 < 1e-12) return outcome;
-    const double reach_mm =
-        (model_.ring_radius_mm() - std::sqrt(px * px + py * py)) / std::sqrt(uxy2);
-    const double z_reach = pz + reach_mm * uz;
-    if (std::abs(z_reach) >= half_axial_mm_ && z_reach * uz > 0) return outcome;
-    DetectorHit hit;
-    if (!model_.locate(px, py, pz, ux, uy, uz, hit)) return outcome;
-    path_mm += hit.distance_mm;
-
-    const double mu_lyso =
-        scatters == 0 ? kLysoMu511PerMm
-                      : kLysoMu511PerMm * std::pow(kAnnihilationKeV / energy, kLysoMuExponent);
-    const double interact = options_.detector_efficiency *
-                            (1 - std::exp(-mu_lyso * depth_mm_ / hit.cos_incidence));
-    if (rng.uniform() >= interact) return outcome;
-
-    // Full absorption (photopeak) or a Compton interaction whose scattered photon escapes.
-    const double photofraction =
-        scatters == 0 ? options_.photofraction_511
-                      : std::min(1.0, options_.photofraction_511 *
-                                          std::pow(kAnnihilationKeV / energy, 1.5));
-    double deposit = energy;
-    if (rng.uniform() >= photofraction)
-      deposit = energy - compton_energy(energy, sample_compton_cos(energy, rng));
-
-    const PhotonKind kind = scatters ? PhotonKind::scattered : PhotonKind::annihilation;
-    return frame(ctx, hit.bdm, hit.du, hit.local, hit.crystal, deposit,
-                 t_ps + path_mm / kLightMmPerPs, event_ticks, id, kind, which, scatters, outcome);
-  }
-
   void background(Context& ctx, double t_ps) const {
-    Rng& rng = ctx.rng;
+    BlockRng& rng = ctx.rng;
     const std::uint64_t id = event_id(ctx);
     ++ctx.out.stats.background_events;
     const std::uint32_t crystal = rng.below(g_.crystal_count());
@@ -402,7 +515,7 @@ class BlockGenerator {
     double deposit = kLuBetaEndpointKeV * u[1];
     for (int i = 0; i < 3; ++i)
       if (rng.uniform() < kLuGammaAbsorbed[i]) deposit += kLuGammaKeV[i];
-    const std::uint64_t event_ticks = ctx.base_ticks + std::llround(t_ps / plan_.tick_ps);
+    const std::uint64_t event_ticks = ticks_of(ctx, t_ps);
     frame(ctx, addr.bdm, addr.du, addr.crystal, crystal, deposit, t_ps, event_ticks, id,
           PhotonKind::background, 0, 0, PhotonOutcome{});
   }
@@ -412,7 +525,7 @@ class BlockGenerator {
                       std::uint32_t crystal, double deposit_keV, double arrival_ps,
                       std::uint64_t event_ticks, std::uint64_t id, PhotonKind kind,
                       std::uint8_t which, unsigned scatters, PhotonOutcome outcome) const {
-    Rng& rng = ctx.rng;
+    BlockRng& rng = ctx.rng;
     const double measured =
         deposit_keV + energy_sigma_ * std::sqrt(std::max(deposit_keV, 0.0)) * rng.gauss();
     if (measured < options_.trigger_threshold_keV) return outcome;
@@ -536,6 +649,7 @@ class BlockGenerator {
   double depth_mm_ = 0;
   double low_keV_ = 0, high_keV_ = 0;
   double half_axial_mm_ = 0;
+  double ring_r2_mm2_ = 0;
   std::uint8_t head_marker_ = 0, tail_marker_ = 0;
 };
 
