@@ -67,6 +67,11 @@ void HostRing::seal(Chunk* c, Token& token) {
   if (!sealed_.try_enqueue(token, c)) sealed_.enqueue(token, c);
 }
 
+void HostRing::give_back(Chunk* c) {
+  c->reset();
+  free_.enqueue(c);
+}
+
 void HostRing::release(Chunk* c) {
   c->reset();
   if (!free_.try_enqueue(release_token_, c)) free_.enqueue(release_token_, c);

@@ -102,7 +102,10 @@ class HostRing {
     Chunk* c = nullptr;
     return sealed_.try_dequeue(c) ? c : nullptr;
   }
+  // Worker side only (its producer token is not shared).
   void release(Chunk* c);
+  // Any other thread (a receiver handing back an unused chunk at shutdown).
+  void give_back(Chunk* c);
 
  private:
   HostAllocator& allocator_;

@@ -320,7 +320,7 @@ void Receiver::stop() {
   for (auto& lane : lanes_) {
     lane->seal_current();
     if (lane->current) {  // an empty chunk goes straight back
-      lane->ring.release(lane->current);
+      lane->ring.give_back(lane->current);
       lane->current = nullptr;
     }
     SequenceCounts sc;
