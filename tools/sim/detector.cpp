@@ -109,15 +109,6 @@ double fast_atan2(double y, double x) {
 }
 }  // namespace
 
-bool DetectorModel::locate(double px, double py, double pz, double ux, double uy, double uz,
-                           DetectorHit& hit) const {
-  const double a = ux * ux + uy * uy;
-  if (a < 1e-24) return false;
-  const double b = px * ux + py * uy;
-  const double c = px * px + py * py - ring_radius_mm_ * ring_radius_mm_;
-  const double t = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a;
-  return locate_from_circle(px, py, pz, ux, uy, uz, t, hit);
-}
 
 bool DetectorModel::locate_from_circle(double px, double py, double pz, double ux, double uy,
                                        double uz, double t_circle_mm, DetectorHit& hit) const {
@@ -126,42 +117,49 @@ bool DetectorModel::locate_from_circle(double px, double py, double pz, double u
   // a neighbour: the one reached first among those the ray moves towards (compared
   // cross-multiplied, no division).
   const double qx = px + t_circle_mm * ux, qy = py + t_circle_mm * uy;
-  double sector = std::nearbyint(fast_atan2(qy, qx) * panels_per_rad_);
-  if (sector < 0) sector += panels_;
-  const auto centre = static_cast<std::uint32_t>(sector) % panels_;
+  // Nearest panel angle, as an integer in [0, panels): the angle is in [-pi, pi].
+  const auto rounded = static_cast<std::int32_t>(fast_atan2(qy, qx) * panels_per_rad_ +
+                                                 (panels_ + 0.5));
+  std::uint32_t centre = static_cast<std::uint32_t>(rounded) % panels_;
   double best_num = 1, best_den = 0;
-  std::uint32_t best = panels_;
+  std::uint32_t best = centre;
+  bool found = false;
   for (std::uint32_t k = 0; k < 3; ++k) {
     std::uint32_t p = centre + k + panels_ - 1;
     p = p >= panels_ ? p - panels_ : p;
-    p = p >= panels_ ? p - panels_ : p;
     const double den = ux * panel_cos_[p] + uy * panel_sin_[p];
     const double num = ring_radius_mm_ - (px * panel_cos_[p] + py * panel_sin_[p]);
-    const bool better = den > 1e-12 && num * best_den < best_num * den;
+    const bool better = (den > 1e-12) & (num * best_den < best_num * den);
     best_num = better ? num : best_num;
     best_den = better ? den : best_den;
     best = better ? p : best;
+    found |= better;
   }
-  if (best == panels_ || best_num < 0) return false;
-  const double best_t = best_num / best_den;
+  const double best_t = best_num / (found ? best_den : 1.0);
   const double hx = px + best_t * ux;
   const double hy = py + best_t * uy;
   const double hz = pz + best_t * uz;
 
+  // Position on the panel; gaps, the panel's ends and the axial ends lose the photon, one
+  // test for all (coordinates clamped to [-1, end] first, so that truncating x + 1 floors).
   const double s_mm = -hx * panel_sin_[best] + hy * panel_cos_[best] + 0.5 * total_t_mm_;
   const double z_mm = hz + 0.5 * total_a_mm_;
-  if (s_mm < 0 || s_mm >= total_t_mm_ || z_mm < 0 || z_mm >= total_a_mm_) return false;
-  const auto d_trans = static_cast<std::uint32_t>(s_mm * inv_du_step_t_);
-  const double in_du_t = s_mm - d_trans * du_step_t_mm_;
-  const auto b_axial = static_cast<std::uint32_t>(z_mm * inv_bdm_step_a_);
-  const double in_bdm = z_mm - b_axial * bdm_step_a_mm_;
-  const auto d_axial = static_cast<std::uint32_t>(in_bdm * inv_du_step_a_);
+  const double s_clamped = std::clamp(s_mm, -1.0, total_t_mm_);
+  const double z_clamped = std::clamp(z_mm, -1.0, total_a_mm_);
+  const auto d_trans = static_cast<std::int32_t>(s_clamped * inv_du_step_t_ + 1.0) - 1;
+  const double in_du_t = s_clamped - d_trans * du_step_t_mm_;
+  const auto b_axial = static_cast<std::int32_t>(z_clamped * inv_bdm_step_a_ + 1.0) - 1;
+  const double in_bdm = z_clamped - b_axial * bdm_step_a_mm_;
+  const auto d_axial = static_cast<std::int32_t>(in_bdm * inv_du_step_a_ + 1.0) - 1;
   const double in_du_a = in_bdm - d_axial * du_step_a_mm_;
-  // Gaps (and the rounding at the far ends) lose the photon: one test for all of them.
-  const bool inside = (d_trans < geometry_.du_transaxial) & (in_du_t >= 0) &
-                      (in_du_t < du_width_t_mm_) & (b_axial < geometry_.bdm_axial) &
-                      (in_bdm >= 0) & (in_bdm < bdm_len_a_mm_) & (d_axial < geometry_.du_axial) &
-                      (in_du_a >= 0) & (in_du_a < du_len_a_mm_);
+  const bool inside = found & (best_num >= 0) & (s_mm >= 0) & (s_mm < total_t_mm_) &
+                      (z_mm >= 0) & (z_mm < total_a_mm_) & (d_trans >= 0) &
+                      (d_trans < std::int32_t(geometry_.du_transaxial)) & (in_du_t >= 0) &
+                      (in_du_t < du_width_t_mm_) & (b_axial >= 0) &
+                      (b_axial < std::int32_t(geometry_.bdm_axial)) & (in_bdm >= 0) &
+                      (in_bdm < bdm_len_a_mm_) & (d_axial >= 0) &
+                      (d_axial < std::int32_t(geometry_.du_axial)) & (in_du_a >= 0) &
+                      (in_du_a < du_len_a_mm_);
   if (!inside) return false;
   const auto c_trans = std::min(static_cast<std::uint32_t>(in_du_t * inv_pitch_t_),
                                 geometry_.crystal_transaxial - 1);

@@ -156,20 +156,35 @@ struct BlockStats {
 constexpr std::uint32_t kChunkDecays = 1024;
 constexpr std::uint32_t kChunkPhotons = 2 * kChunkDecays;
 
+// A frame whose flood-map label is still being fetched: the table is megabytes, read at
+// random, so every frame of a chunk issues its load before any is used.
+struct PendingFrame {
+  const std::uint8_t* seen;  // the flood-map pixel
+  std::uint32_t index;       // in Block::generated
+  std::uint32_t label;       // the true crystal's label
+  std::uint32_t bdm_du;
+  std::uint32_t photon;      // in the chunk
+  double measured_keV;
+};
+
+// Photon 0 of decay i is i, photon 1 is kChunkDecays + i: each stage runs the same loop
+// over both halves, and the arithmetic-only loops vectorise.
 struct ChunkScratch {
-  // Per photon (2 i + which for decay i of the chunk).
   double px[kChunkPhotons], py[kChunkPhotons], pz[kChunkPhotons];
   double ux[kChunkPhotons], uy[kChunkPhotons], uz[kChunkPhotons];
   double energy_keV[kChunkPhotons], path_mm[kChunkPhotons];
+  double free_mm[kChunkPhotons], t_circle[kChunkPhotons];
+  // Emission draws per decay: a point in the unit disk (direction) and the acollinearity.
+  double disk_a[kChunkDecays], disk_b[kChunkDecays], tilt_x[kChunkDecays], tilt_y[kChunkDecays];
   std::uint8_t scatters[kChunkPhotons];
+  std::uint8_t flag[kChunkPhotons];  // per stage: interacts in the phantom / reaches the ring
   std::uint8_t lost[kChunkPhotons];
   std::uint8_t made[kChunkPhotons], in_window[kChunkPhotons];
   std::uint32_t measured_crystal[kChunkPhotons];
-  // Compacted lists of photon indices, with what the stage found.
-  std::uint32_t list[kChunkPhotons];
-  double list_value[kChunkPhotons];
+  std::uint32_t list[kChunkPhotons];  // compacted photon indices
   std::uint32_t hit_photon[kChunkPhotons];
   DetectorHit hit[kChunkPhotons];
+  PendingFrame pending[kChunkPhotons];
 };
 
 struct Block {
@@ -214,6 +229,9 @@ class BlockGenerator {
     high_keV_ = settings.energy_window.high_keV;
     half_axial_mm_ = 0.5 * model.axial_extent_mm();
     ring_r2_mm2_ = model.ring_radius_mm() * model.ring_radius_mm();
+    inv_saturation_keV_ = 1.0 / model.saturation_keV();
+    du_per_bdm_ = g_.du_per_bdm();
+    crystals_per_du_ = g_.crystals_per_du();
     head_marker_ = settings.frame.head_marker;
     tail_marker_ = settings.frame.tail_marker;
   }
@@ -266,14 +284,15 @@ class BlockGenerator {
   void decay_chunk(Context& ctx, std::size_t first, std::size_t n) const {
     ChunkScratch& s = *ctx.out.scratch;
     BlockRng& rng = ctx.rng;
-    const std::uint32_t photons = static_cast<std::uint32_t>(2 * n);
+    constexpr std::uint32_t K = kChunkDecays;
     ctx.out.stats.decays += n;
 
-    // Emission: a point in the source, an isotropic direction (Marsaglia 1972: a point in
-    // the unit disk, no trigonometry) and its nearly back-to-back partner.
+    // Emission draws: a point in the source, a point in the unit disk for the direction
+    // (Marsaglia 1972: isotropic without trigonometry), the two acollinearity projections.
+    const bool cylinder = options_.source == SourceShape::cylinder;
     for (std::uint32_t i = 0; i < n; ++i) {
       double px = 0, py = 0, pz = 0;
-      if (options_.source == SourceShape::cylinder) {
+      if (cylinder) {
         double a, b;
         do {
           a = 2 * rng.uniform() - 1;
@@ -283,96 +302,104 @@ class BlockGenerator {
         py = b * options_.phantom_radius_mm;
         pz = (rng.uniform() - 0.5) * options_.phantom_length_mm;
       }
-      double a, b, q;
+      s.px[i] = s.px[K + i] = px;
+      s.py[i] = s.py[K + i] = py;
+      s.pz[i] = s.pz[K + i] = pz;
+      double a, b;
       do {
         a = 2 * rng.uniform() - 1;
         b = 2 * rng.uniform() - 1;
-        q = a * a + b * b;
-      } while (q >= 1);
+      } while (a * a + b * b >= 1);
+      s.disk_a[i] = a;
+      s.disk_b[i] = b;
+      s.tilt_x[i] = rng.gauss() * acollinearity_sigma_rad_;
+      s.tilt_y[i] = rng.gauss() * acollinearity_sigma_rad_;
+    }
+    // Directions. The partner is off back-to-back by the residual momentum of the pair, a
+    // fraction of a degree: tilting along two axes normal to u and renormalising is exact
+    // to second order and needs no trigonometry. Along the axis any normal pair will do.
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const double a = s.disk_a[i], b = s.disk_b[i], q = a * a + b * b;
       const double f = 2 * std::sqrt(1 - q);
       const double ux = a * f, uy = b * f, uz = 1 - 2 * q;
-      // Residual momentum of the positron-electron pair: the second photon is off
-      // back-to-back by a small angle, Gaussian in each of its two projections. The angle
-      // is a fraction of a degree: tilting along two axes normal to u and renormalising is
-      // exact to second order and needs no trigonometry.
-      double vx = -ux, vy = -uy, vz = -uz;
-      if (acollinearity_sigma_rad_ > 0) {
-        const double gx = rng.gauss() * acollinearity_sigma_rad_;
-        const double gy = rng.gauss() * acollinearity_sigma_rad_;
-        const double rxy = std::sqrt(ux * ux + uy * uy);
-        // e1 = (u x z) / |u x z|, e2 = u x e1; along the axis any normal pair will do.
-        double e1x = 1, e1y = 0, e2x = 0, e2y = 1, e2z = 0;
-        if (rxy > 1e-9) {
-          const double inv = 1 / rxy;
-          e1x = uy * inv;
-          e1y = -ux * inv;
-          e2x = uz * ux * inv;
-          e2y = uz * uy * inv;
-          e2z = -rxy;
-        }
-        vx += gx * e1x + gy * e2x;
-        vy += gx * e1y + gy * e2y;
-        vz += gy * e2z;
-        const double norm = 1 / std::sqrt(vx * vx + vy * vy + vz * vz);
-        vx *= norm;
-        vy *= norm;
-        vz *= norm;
-      }
-      const std::uint32_t j = 2 * i;
-      s.px[j] = s.px[j + 1] = px;
-      s.py[j] = s.py[j + 1] = py;
-      s.pz[j] = s.pz[j + 1] = pz;
-      s.ux[j] = ux;
-      s.uy[j] = uy;
-      s.uz[j] = uz;
-      s.ux[j + 1] = vx;
-      s.uy[j + 1] = vy;
-      s.uz[j + 1] = vz;
+      const double rxy = std::sqrt(ux * ux + uy * uy);
+      const bool axial = rxy <= 1e-9;
+      const double inv = 1 / (axial ? 1.0 : rxy);
+      const double e1x = axial ? 1.0 : uy * inv, e1y = axial ? 0.0 : -ux * inv;
+      const double e2x = axial ? 0.0 : uz * ux * inv, e2y = axial ? 1.0 : uz * uy * inv;
+      const double e2z = axial ? 0.0 : -rxy;
+      const double gx = s.tilt_x[i], gy = s.tilt_y[i];
+      const double vx = -ux + gx * e1x + gy * e2x;
+      const double vy = -uy + gx * e1y + gy * e2y;
+      const double vz = -uz + gy * e2z;
+      const double norm = 1 / std::sqrt(vx * vx + vy * vy + vz * vz);
+      s.ux[i] = ux;
+      s.uy[i] = uy;
+      s.uz[i] = uz;
+      s.ux[K + i] = vx * norm;
+      s.uy[K + i] = vy * norm;
+      s.uz[K + i] = vz * norm;
     }
-    for (std::uint32_t j = 0; j < photons; ++j) {
-      s.energy_keV[j] = kAnnihilationKeV;
-      s.path_mm[j] = 0;
-      s.scatters[j] = 0;
-      s.lost[j] = 0;
-      s.made[j] = 0;
-      s.in_window[j] = 0;
+    for (std::uint32_t h = 0; h < 2; ++h) {
+      for (std::uint32_t i = h * K; i < h * K + n; ++i) {
+        s.energy_keV[i] = kAnnihilationKeV;
+        s.path_mm[i] = 0;
+        s.scatters[i] = 0;
+        s.lost[i] = 0;
+        s.made[i] = 0;
+        s.in_window[i] = 0;
+      }
     }
 
     // Phantom: a free path against the distance to the surface; the few photons that
     // interact (about one in six) are followed scatter by scatter.
     if (phantom_) {
+      for (std::uint32_t h = 0; h < 2; ++h)
+        for (std::uint32_t i = h * K; i < h * K + n; ++i)
+          s.free_mm[i] = rng.standard_exponential() * water_mean_free_path511_mm_;
+      for (std::uint32_t h = 0; h < 2; ++h)
+        for (std::uint32_t i = h * K; i < h * K + n; ++i)
+          s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i]);
       std::uint32_t m = 0;
-      for (std::uint32_t j = 0; j < photons; ++j) {
-        const double free_mm = rng.standard_exponential() * water_mean_free_path511_mm_;
-        const double exit_mm = phantom_exit_mm(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j]);
-        s.list[m] = j;
-        s.list_value[m] = free_mm;
-        m += free_mm < exit_mm;
+      for (std::uint32_t i = 0; i < n; ++i) {
+        s.list[m] = i;
+        m += s.flag[i];
+        s.list[m] = K + i;
+        m += s.flag[K + i];
       }
-      for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], s.list_value[k], rng);
+      for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], rng);
     }
 
     // Ring: where the line meets the circle the panel faces touch, before any panel; past
     // an axial end there and moving away from it, the photon is lost.
+    for (std::uint32_t h = 0; h < 2; ++h) {
+      for (std::uint32_t i = h * K; i < h * K + n; ++i) {
+        const double ux = s.ux[i], uy = s.uy[i], uz = s.uz[i];
+        const double a = ux * ux + uy * uy;
+        const double b = s.px[i] * ux + s.py[i] * uy;
+        const double c = s.px[i] * s.px[i] + s.py[i] * s.py[i] - ring_r2_mm2_;
+        // -c / (b + sqrt(b^2 - a c)) is the positive root (the point is inside, c < 0) and
+        // infinite, not undefined, for a line along the axis.
+        const double t = -c / (b + std::sqrt(std::max(0.0, b * b - a * c)));
+        const double z = s.pz[i] + t * uz;
+        const bool away = (std::abs(z) >= half_axial_mm_) & (z * uz > 0);
+        s.t_circle[i] = t;
+        s.flag[i] = !(away | (a < 1e-12) | (s.lost[i] != 0));
+      }
+    }
     std::uint32_t m = 0;
-    for (std::uint32_t j = 0; j < photons; ++j) {
-      const double ux = s.ux[j], uy = s.uy[j], uz = s.uz[j];
-      const double a = ux * ux + uy * uy;
-      const double b = s.px[j] * ux + s.py[j] * uy;
-      const double c = s.px[j] * s.px[j] + s.py[j] * s.py[j] - ring_r2_mm2_;
-      const double t_circle = (-b + std::sqrt(std::max(0.0, b * b - a * c))) / std::max(a, 1e-300);
-      const double z_circle = s.pz[j] + t_circle * uz;
-      const bool away = std::abs(z_circle) >= half_axial_mm_ && z_circle * uz > 0;
-      s.list[m] = j;
-      s.list_value[m] = t_circle;
-      m += !(away | (a < 1e-12) | (s.lost[j] != 0));
+    for (std::uint32_t i = 0; i < n; ++i) {
+      s.list[m] = i;
+      m += s.flag[i];
+      s.list[m] = K + i;
+      m += s.flag[K + i];
     }
     std::uint32_t hits = 0;
     for (std::uint32_t k = 0; k < m; ++k) {
       const std::uint32_t j = s.list[k];
       s.hit_photon[hits] = j;
       hits += model_.locate_from_circle(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j],
-                                        s.list_value[k], s.hit[hits]);
+                                        s.t_circle[j], s.hit[hits]);
     }
 
     // Crystal: interaction within the depth, an exponential depth (in units of 1/mu)
@@ -394,7 +421,8 @@ class BlockGenerator {
     }
 
     // Frames: full absorption (photopeak) or a Compton interaction whose scattered photon
-    // escapes, then the BDM's view of it.
+    // escapes, then the BDM's view of it; the flood-map reads come last, all loads issued.
+    std::uint32_t pending = 0;
     for (std::uint32_t k = 0; k < kept; ++k) {
       const std::uint32_t j = s.hit_photon[k];
       const DetectorHit& hit = s.hit[k];
@@ -407,25 +435,31 @@ class BlockGenerator {
       double deposit = energy;
       if (rng.uniform() >= photofraction)
         deposit = energy - compton_energy(energy, sample_compton_cos(energy, rng));
-      const std::uint32_t i = j >> 1;
+      const std::uint32_t i = j & (K - 1);
       const double t_ps = ctx.out.decay_ps[first + i];
       const std::uint64_t id = (ctx.out.index << 32) | (first + i);
       const PhotonKind kind = scatters ? PhotonKind::scattered : PhotonKind::annihilation;
-      const PhotonOutcome o =
-          frame(ctx, hit.bdm, hit.du, hit.local, hit.crystal, deposit,
-                t_ps + (s.path_mm[j] + hit.distance_mm) * kInvLightMmPerPs, ticks_of(ctx, t_ps),
-                id, kind, static_cast<std::uint8_t>(j & 1), scatters, PhotonOutcome{});
-      s.made[j] = o.made;
-      s.in_window[j] = o.in_window;
-      s.measured_crystal[j] = o.measured_crystal;
+      PendingFrame& p = s.pending[pending];
+      p.photon = j;
+      pending += frame_begin(ctx, hit.bdm, hit.du, hit.local, hit.crystal, deposit,
+                             t_ps + (s.path_mm[j] + hit.distance_mm) * kInvLightMmPerPs,
+                             ticks_of(ctx, t_ps), id, kind, static_cast<std::uint8_t>(j >= K),
+                             scatters, p);
+    }
+    for (std::uint32_t k = 0; k < pending; ++k) {
+      const PendingFrame& p = s.pending[k];
+      const PhotonOutcome o = frame_end(ctx, p);
+      s.made[p.photon] = 1;
+      s.in_window[p.photon] = o.in_window;
+      s.measured_crystal[p.photon] = o.measured_crystal;
     }
 
     BlockStats& st = ctx.out.stats;
-    for (std::uint32_t j = 0; j < photons; j += 2) {
-      const bool pair = s.made[j] & s.made[j + 1];
-      const bool scattered = (s.scatters[j] | s.scatters[j + 1]) != 0;
-      const bool in_window = pair & s.in_window[j] & s.in_window[j + 1] &
-                             (s.measured_crystal[j] != s.measured_crystal[j + 1]);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const bool pair = s.made[i] & s.made[K + i];
+      const bool scattered = (s.scatters[i] | s.scatters[K + i]) != 0;
+      const bool in_window = pair & s.in_window[i] & s.in_window[K + i] &
+                             (s.measured_crystal[i] != s.measured_crystal[K + i]);
       st.pairs += pair;
       st.pairs_scattered += pair & scattered;
       st.pairs_in_window += in_window;
@@ -436,7 +470,8 @@ class BlockGenerator {
   // Follows photon j from its first interaction in the phantom (free_mm along its line)
   // until it leaves the phantom or is absorbed. Only where a photon turns does its position
   // change: an escaping photon keeps its line, and the ring is found from the last point.
-  void scatter_in_phantom(ChunkScratch& s, std::uint32_t j, double free_mm, BlockRng& rng) const {
+  void scatter_in_phantom(ChunkScratch& s, std::uint32_t j, BlockRng& rng) const {
+    double free_mm = s.free_mm[j];
     double px = s.px[j], py = s.py[j], pz = s.pz[j];
     double ux = s.ux[j], uy = s.uy[j], uz = s.uz[j];
     double energy = kAnnihilationKeV, path_mm = 0;
@@ -470,17 +505,17 @@ class BlockGenerator {
     s.scatters[j] = static_cast<std::uint8_t>(scatters);
   }
 
-  // Distance from a point inside the phantom cylinder to its surface along u (no branch:
-  // a line parallel to the axis or to the end faces gets an infinite distance there).
+  // Distance from a point inside the phantom cylinder to its surface along u, without a
+  // branch (a line parallel to the axis or to the end faces is infinitely far from them).
   double phantom_exit_mm(double px, double py, double pz, double ux, double uy,
                          double uz) const {
     const double a = ux * ux + uy * uy;
     const double b = px * ux + py * uy;
     const double c = px * px + py * py - phantom_r2_;
-    const double t_side = a > 1e-18 ? (-b + std::sqrt(std::max(0.0, b * b - a * c))) / a
-                                    : std::numeric_limits<double>::infinity();
-    const double end_mm = uz > 0 ? phantom_half_mm_ : -phantom_half_mm_;
-    const double t_end = uz != 0 ? (end_mm - pz) / uz : std::numeric_limits<double>::infinity();
+    // The positive root written so that a = 0 gives +inf; uz = 0 gives +inf (or NaN at the
+    // very end face, which min then ignores) for the end faces.
+    const double t_side = -c / (b + std::sqrt(std::max(0.0, b * b - a * c)));
+    const double t_end = (std::copysign(phantom_half_mm_, uz) - pz) / uz;
     return std::max(std::min(t_side, t_end), 0.0);
   }
 
@@ -516,22 +551,26 @@ class BlockGenerator {
     for (int i = 0; i < 3; ++i)
       if (rng.uniform() < kLuGammaAbsorbed[i]) deposit += kLuGammaKeV[i];
     const std::uint64_t event_ticks = ticks_of(ctx, t_ps);
-    frame(ctx, addr.bdm, addr.du, addr.crystal, crystal, deposit, t_ps, event_ticks, id,
-          PhotonKind::background, 0, 0, PhotonOutcome{});
+    PendingFrame pending;
+    if (frame_begin(ctx, addr.bdm, addr.du, addr.crystal, crystal, deposit, t_ps, event_ticks, id,
+                    PhotonKind::background, 0, 0, pending))
+      frame_end(ctx, pending);
   }
 
-  // The BDM's view of one interaction: resolution, flood map, gain, delay, encoding.
-  PhotonOutcome frame(Context& ctx, std::uint32_t bdm, std::uint32_t du, std::uint32_t local,
-                      std::uint32_t crystal, double deposit_keV, double arrival_ps,
-                      std::uint64_t event_ticks, std::uint64_t id, PhotonKind kind,
-                      std::uint8_t which, unsigned scatters, PhotonOutcome outcome) const {
+  // The BDM's view of one interaction: resolution, flood map, gain, delay, encoding. Fills
+  // the frame and its truth but for the flood-map label, whose load it starts: frame_end
+  // finishes it. False (and nothing written) below the trigger threshold.
+  bool frame_begin(Context& ctx, std::uint32_t bdm, std::uint32_t du, std::uint32_t local,
+                   std::uint32_t crystal, double deposit_keV, double arrival_ps,
+                   std::uint64_t event_ticks, std::uint64_t id, PhotonKind kind,
+                   std::uint8_t which, unsigned scatters, PendingFrame& pending) const {
     BlockRng& rng = ctx.rng;
     const double measured =
         deposit_keV + energy_sigma_ * std::sqrt(std::max(deposit_keV, 0.0)) * rng.gauss();
-    if (measured < options_.trigger_threshold_keV) return outcome;
+    if (measured < options_.trigger_threshold_keV) return false;
 
     // Light centroid: fewer photons at low energy spread it more.
-    const std::uint32_t bdm_du = bdm * g_.du_per_bdm() + du;
+    const std::uint32_t bdm_du = bdm * du_per_bdm_ + du;
     const std::uint32_t label = g_.label_of_local_crystal(local);
     const DetectorModel::Peak& peak = model_.peak(bdm_du, label);
     const double sigma_px = options_.position_blur * peak.spacing *
@@ -541,13 +580,12 @@ class BlockGenerator {
         std::clamp(peak.x + sigma_px * rng.gauss(), 0.0, max_px) + 0.5);
     const auto y = static_cast<std::uint32_t>(
         std::clamp(peak.y + sigma_px * rng.gauss(), 0.0, max_px) + 0.5);
-    // The flood-map table is megabytes: start its load now, use it last.
     const std::uint8_t* seen = model_.label_address(bdm_du, x, y);
     __builtin_prefetch(seen);
 
     const DetectorModel::CrystalResponse& response = model_.response(crystal);
     const double raw_real =
-        response.adc_per_keV * measured / (1 + measured / model_.saturation_keV());
+        response.adc_per_keV * measured / (1 + measured * inv_saturation_keV_);
     const auto raw = static_cast<std::uint16_t>(std::min(raw_real, 65535.0) + 0.5);
 
     const double jitter_ps = std::clamp(time_sigma_ps_ * rng.gauss(), -5 * time_sigma_ps_,
@@ -561,6 +599,7 @@ class BlockGenerator {
     const std::uint64_t disorder =
         plan_.disorder_ticks ? ((rng.next() >> 32) * (plan_.disorder_ticks + 1)) >> 32 : 0;
 
+    pending.index = static_cast<std::uint32_t>(ctx.out.generated.size());
     SimFrame& f = ctx.out.generated.emplace_back();
     f.key = static_cast<std::uint64_t>(stamp) + disorder;
     FrameFields fields{};
@@ -585,25 +624,41 @@ class BlockGenerator {
     t.kind = kind;
     t.photon = which;
     t.phantom_scatters = static_cast<std::uint8_t>(std::min(scatters, 255u));
-    const std::uint32_t seen_label = *seen;
-    const bool in_crystal = seen_label < g_.crystals_per_du();
+
+    pending.seen = seen;
+    pending.label = label;
+    pending.bdm_du = bdm_du;
+    pending.measured_keV = measured;
+    return true;
+  }
+
+  // The flood-map label of a frame begun by frame_begin: truth flags and counts.
+  PhotonOutcome frame_end(Context& ctx, const PendingFrame& pending) const {
+    SimFrame& f = ctx.out.generated[pending.index];
+    TruthRecord& t = f.truth;
+    const std::uint32_t seen_label = *pending.seen;
+    const bool in_crystal = seen_label < crystals_per_du_;
     if (!in_crystal)
       t.flags |= truth_flag::no_crystal;
-    else if (seen_label != label)
+    else if (seen_label != pending.label)
       t.flags |= truth_flag::mispositioned;
 
     BlockStats& st = ctx.out.stats;
     ++st.frames;
-    st.frames_annihilation += kind == PhotonKind::annihilation;
-    st.frames_scattered += kind == PhotonKind::scattered;
-    st.frames_background += kind == PhotonKind::background;
+    st.frames_annihilation += t.kind == PhotonKind::annihilation;
+    st.frames_scattered += t.kind == PhotonKind::scattered;
+    st.frames_background += t.kind == PhotonKind::background;
     st.frames_mispositioned += (t.flags & truth_flag::mispositioned) != 0;
     st.frames_no_crystal += !in_crystal;
+    PhotonOutcome outcome;
     outcome.made = true;
-    outcome.in_window = in_crystal && measured >= low_keV_ && measured <= high_keV_;
+    outcome.in_window =
+        in_crystal && pending.measured_keV >= low_keV_ && pending.measured_keV <= high_keV_;
     st.frames_in_window += outcome.in_window;
     if (in_crystal)
-      outcome.measured_crystal = g_.crystal_id(bdm, du, g_.local_crystal_of_label(seen_label));
+      outcome.measured_crystal = g_.crystal_id(pending.bdm_du / du_per_bdm_,
+                                               pending.bdm_du % du_per_bdm_,
+                                               g_.local_crystal_of_label(seen_label));
     return outcome;
   }
 
@@ -650,6 +705,8 @@ class BlockGenerator {
   double low_keV_ = 0, high_keV_ = 0;
   double half_axial_mm_ = 0;
   double ring_r2_mm2_ = 0;
+  double inv_saturation_keV_ = 0;
+  std::uint32_t du_per_bdm_ = 1, crystals_per_du_ = 1;
   std::uint8_t head_marker_ = 0, tail_marker_ = 0;
 };
 
