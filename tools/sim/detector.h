@@ -32,13 +32,10 @@ class DetectorModel {
   double axial_extent_mm() const { return total_a_mm_; }
   double crystal_volume_cc() const;
 
-  // The first panel a ray from inside the ring crosses, and the crystal it enters; false
-  // when it leaves through a gap or past the axial ends.
-  bool locate(double px, double py, double pz, double ux, double uy, double uz,
-              DetectorHit& hit) const;
-  // The same, given where the (unit) ray leaves the circle the panel faces touch, t_circle_mm
-  // along it. Only the panel facing that point and
-  // its two neighbours can be the exit face, so no loop over the ring.
+  // The first panel a unit ray from inside the ring crosses, and the crystal it enters;
+  // false when it leaves through a gap or past the axial ends. t_circle_mm: where the ray
+  // leaves the circle the panel faces touch. Only the panel facing that point and its two
+  // neighbours can be the exit face, so there is no loop over the ring.
   bool locate_from_circle(double px, double py, double pz, double ux, double uy, double uz,
                           double t_circle_mm, DetectorHit& hit) const;
 
