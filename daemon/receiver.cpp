@@ -253,6 +253,9 @@ struct Receiver::Lane {
 };
 
 Receiver::Receiver(const InputSettings& in, HostRing& ring, Counters& counters) {
+  if (ring.chunk_bytes() < kDatagramSlotBytes)
+    throw std::runtime_error("input.ring_chunk_bytes must hold at least one datagram slot (" +
+                             std::to_string(kDatagramSlotBytes) + " bytes)");
   const std::size_t lane_count = in.receiver_threads;
   const std::size_t socket_count = std::max<std::size_t>(lane_count, in.endpoints.size());
   for (std::size_t i = 0; i < lane_count; ++i)
