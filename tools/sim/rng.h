@@ -171,6 +171,18 @@ class BlockRng {
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
   double uniform_open0() { return static_cast<double>((next() >> 11) + 1) * 0x1.0p-53; }
+  // [0, 1) in steps of 2^-32, half a draw: for rejection tests and points in a disk, where
+  // 32 bits are plenty.
+  double uniform32() {
+    if (half_left_) {
+      half_left_ = false;
+      return static_cast<double>(half_) * 0x1.0p-32;
+    }
+    const std::uint64_t bits = next();
+    half_ = static_cast<std::uint32_t>(bits >> 32);
+    half_left_ = true;
+    return static_cast<double>(static_cast<std::uint32_t>(bits)) * 0x1.0p-32;
+  }
   std::uint32_t below(std::uint32_t n) {
     return static_cast<std::uint32_t>(((next() >> 32) * std::uint64_t{n}) >> 32);
   }
@@ -264,6 +276,8 @@ class BlockRng {
   Lanes state_[4];
   alignas(64) std::uint64_t buffer_[kBuffer];
   unsigned pos_ = kBuffer;
+  std::uint32_t half_ = 0;  // the unused half of uniform32's last draw
+  bool half_left_ = false;
   const ZigguratTables& tables_ = ziggurat();
 };
 

@@ -62,15 +62,39 @@ double water_mu_per_mm(double energy_keV) {
   return kWaterElectronsPerMm3 * klein_nishina_total_mm2(energy_keV);
 }
 
+// A smooth function of the photon energy on [0, 511] keV, tabulated every keV and
+// interpolated linearly: for the water mean free path and the LYSO attenuation (otherwise a
+// logarithm and several divisions, or a power, per use) the relative error is below 1e-3
+// at 20 keV and 1e-5 above 150 keV.
+class EnergyTable {
+ public:
+  template <class F>
+  explicit EnergyTable(F f) {
+    for (std::size_t i = 0; i < kPoints; ++i)
+      value_[i] = f(std::max(static_cast<double>(i), 1.0) * kAnnihilationKeV / (kPoints - 1));
+  }
+  double operator()(double energy_keV) const {
+    const double x = std::clamp(energy_keV * kPerKeV, 0.0, kPoints - 1.0);
+    const auto i = std::min(static_cast<std::size_t>(x), kPoints - 2);
+    const double f = x - static_cast<double>(i);
+    return value_[i] + f * (value_[i + 1] - value_[i]);
+  }
+
+ private:
+  static constexpr std::size_t kPoints = 512;
+  static constexpr double kPerKeV = (kPoints - 1) / kAnnihilationKeV;
+  double value_[kPoints];
+};
+
 // cos(theta) of a Compton scatter, Klein-Nishina distributed (rejection sampling).
 double sample_compton_cos(double energy_keV, BlockRng& rng) {
   const double k = energy_keV / kElectronKeV;
   for (;;) {
-    const double c = 2 * rng.uniform() - 1;
+    const double c = 2 * rng.uniform32() - 1;
     const double p = 1 / (1 + k * (1 - c));
     // dsigma/dOmega ~ p^2 (p + 1/p - sin^2), at most 2 (forward).
     const double f = 0.5 * p * p * (p + 1 / p - (1 - c * c));
-    if (rng.uniform() < f) return c;
+    if (rng.uniform32() < f) return c;
   }
 }
 
@@ -82,8 +106,8 @@ double compton_energy(double energy_keV, double cos_theta) {
 void random_azimuth(BlockRng& rng, double& c, double& s) {
   double a, b, r2;
   do {
-    a = 2 * rng.uniform() - 1;
-    b = 2 * rng.uniform() - 1;
+    a = 2 * rng.uniform32() - 1;
+    b = 2 * rng.uniform32() - 1;
     r2 = a * a + b * b;
   } while (r2 >= 1 || r2 == 0);
   c = (a * a - b * b) / r2;
@@ -211,7 +235,14 @@ class BlockGenerator {
  public:
   BlockGenerator(const Settings& settings, const SimOptions& options, const DetectorModel& model,
                  const Plan& plan)
-      : options_(options), model_(model), g_(model.geometry()), plan_(plan) {
+      : options_(options),
+        model_(model),
+        g_(model.geometry()),
+        plan_(plan),
+        water_mean_free_path_mm_([](double e) { return 1.0 / water_mu_per_mm(e); }),
+        lyso_mu_per_mm_([](double e) {
+          return kLysoMu511PerMm * std::pow(kAnnihilationKeV / e, kLysoMuExponent);
+        }) {
     phantom_ = options.phantom == PhantomKind::water_cylinder ||
                (options.phantom == PhantomKind::automatic &&
                 options.source == SourceShape::cylinder);
@@ -295,20 +326,20 @@ class BlockGenerator {
       if (cylinder) {
         double a, b;
         do {
-          a = 2 * rng.uniform() - 1;
-          b = 2 * rng.uniform() - 1;
+          a = 2 * rng.uniform32() - 1;
+          b = 2 * rng.uniform32() - 1;
         } while (a * a + b * b >= 1);
         px = a * options_.phantom_radius_mm;
         py = b * options_.phantom_radius_mm;
-        pz = (rng.uniform() - 0.5) * options_.phantom_length_mm;
+        pz = (rng.uniform32() - 0.5) * options_.phantom_length_mm;
       }
       s.px[i] = s.px[K + i] = px;
       s.py[i] = s.py[K + i] = py;
       s.pz[i] = s.pz[K + i] = pz;
       double a, b;
       do {
-        a = 2 * rng.uniform() - 1;
-        b = 2 * rng.uniform() - 1;
+        a = 2 * rng.uniform32() - 1;
+        b = 2 * rng.uniform32() - 1;
       } while (a * a + b * b >= 1);
       s.disk_a[i] = a;
       s.disk_b[i] = b;
@@ -409,12 +440,14 @@ class BlockGenerator {
     for (std::uint32_t k = 0; k < hits; ++k) {
       const std::uint32_t j = s.hit_photon[k];
       const double mu_lyso =
-          s.scatters[j] == 0
-              ? kLysoMu511PerMm
-              : kLysoMu511PerMm * std::pow(kAnnihilationKeV / s.energy_keV[j], kLysoMuExponent);
+          s.scatters[j] == 0 ? kLysoMu511PerMm : lyso_mu_per_mm_(s.energy_keV[j]);
       bool interacts = rng.standard_exponential() * s.hit[k].cos_incidence < mu_lyso * depth_mm_;
       if (options_.detector_efficiency < 1)
         interacts = interacts && rng.uniform() < options_.detector_efficiency;
+      // The frame stage reads the crystal's response and flood-map peak: fetch them now.
+      __builtin_prefetch(&model_.response(s.hit[k].crystal));
+      __builtin_prefetch(&model_.peak(s.hit[k].bdm * du_per_bdm_ + s.hit[k].du,
+                                      g_.label_of_local_crystal(s.hit[k].local)));
       s.hit_photon[kept] = j;
       s.hit[kept] = s.hit[k];
       kept += interacts;
@@ -433,7 +466,7 @@ class BlockGenerator {
           scatters == 0 ? options_.photofraction_511
                         : std::min(1.0, options_.photofraction_511 * ratio * std::sqrt(ratio));
       double deposit = energy;
-      if (rng.uniform() >= photofraction)
+      if (rng.uniform32() >= photofraction)
         deposit = energy - compton_energy(energy, sample_compton_cos(energy, rng));
       const std::uint32_t i = j & (K - 1);
       const double t_ps = ctx.out.decay_ps[first + i];
@@ -490,7 +523,7 @@ class BlockGenerator {
         s.lost[j] = 1;
         break;
       }
-      free_mm = rng.exponential(1.0 / water_mu_per_mm(energy));
+      free_mm = rng.standard_exponential() * water_mean_free_path_mm_(energy);
       if (free_mm >= phantom_max_chord_mm_) break;
       if (free_mm >= phantom_exit_mm(px, py, pz, ux, uy, uz)) break;
     }
@@ -705,6 +738,8 @@ class BlockGenerator {
   double low_keV_ = 0, high_keV_ = 0;
   double half_axial_mm_ = 0;
   double ring_r2_mm2_ = 0;
+  EnergyTable water_mean_free_path_mm_;
+  EnergyTable lyso_mu_per_mm_;
   double inv_saturation_keV_ = 0;
   std::uint32_t du_per_bdm_ = 1, crystals_per_du_ = 1;
   std::uint8_t head_marker_ = 0, tail_marker_ = 0;
