@@ -125,7 +125,8 @@ bool DetectorModel::locate_from_circle(double px, double py, double pz, double u
   std::uint32_t best = centre;
   bool found = false;
   for (std::uint32_t k = 0; k < 3; ++k) {
-    std::uint32_t p = centre + k + panels_ - 1;
+    std::uint32_t p = centre + k + panels_ - 1;  // in [panels - 1, 2 panels]
+    p = p >= panels_ ? p - panels_ : p;
     p = p >= panels_ ? p - panels_ : p;
     const double den = ux * panel_cos_[p] + uy * panel_sin_[p];
     const double num = ring_radius_mm_ - (px * panel_cos_[p] + py * panel_sin_[p]);

@@ -174,14 +174,9 @@ class BlockRng {
   // [0, 1) in steps of 2^-32, half a draw: for rejection tests and points in a disk, where
   // 32 bits are plenty.
   double uniform32() {
-    if (half_left_) {
-      half_left_ = false;
-      return static_cast<double>(half_) * 0x1.0p-32;
-    }
-    const std::uint64_t bits = next();
-    half_ = static_cast<std::uint32_t>(bits >> 32);
-    half_left_ = true;
-    return static_cast<double>(static_cast<std::uint32_t>(bits)) * 0x1.0p-32;
+    if (half_pos_ == 2 * kBuffer) [[unlikely]]
+      refill_halves();
+    return static_cast<double>(halves_[half_pos_++]) * 0x1.0p-32;
   }
   std::uint32_t below(std::uint32_t n) {
     return static_cast<std::uint32_t>(((next() >> 32) * std::uint64_t{n}) >> 32);
@@ -239,6 +234,17 @@ class BlockRng {
     pos_ = 0;
   }
 
+  // The 32-bit draws come from whole buffers of 64-bit ones, so that uniform32 has no
+  // alternating branch.
+  [[gnu::noinline]] void refill_halves() {
+    for (unsigned i = 0; i < kBuffer; ++i) {
+      const std::uint64_t bits = next();
+      halves_[2 * i] = static_cast<std::uint32_t>(bits);
+      halves_[2 * i + 1] = static_cast<std::uint32_t>(bits >> 32);
+    }
+    half_pos_ = 0;
+  }
+
   [[gnu::noinline]] double normal_slow(std::int64_t hz, unsigned iz) {
     const ZigguratTables& z = tables_;
     for (;;) {
@@ -276,8 +282,8 @@ class BlockRng {
   Lanes state_[4];
   alignas(64) std::uint64_t buffer_[kBuffer];
   unsigned pos_ = kBuffer;
-  std::uint32_t half_ = 0;  // the unused half of uniform32's last draw
-  bool half_left_ = false;
+  std::uint32_t halves_[2 * kBuffer];
+  unsigned half_pos_ = 2 * kBuffer;
   const ZigguratTables& tables_ = ziggurat();
 };
 

@@ -261,6 +261,19 @@ class BlockGenerator {
     half_axial_mm_ = 0.5 * model.axial_extent_mm();
     ring_r2_mm2_ = model.ring_radius_mm() * model.ring_radius_mm();
     inv_saturation_keV_ = 1.0 / model.saturation_keV();
+    // A global crystal id is a sum of a part from (BDM, DU) and a part from the local
+    // crystal: tabulated, so that frames need no integer division.
+    du_crystal_base_.resize(std::size_t{g_.bdm_count()} * g_.du_per_bdm());
+    for (std::uint32_t b = 0; b < g_.bdm_count(); ++b)
+      for (std::uint32_t d = 0; d < g_.du_per_bdm(); ++d)
+        du_crystal_base_[b * g_.du_per_bdm() + d] = g_.crystal_id(b, d, 0);
+    label_of_local_.resize(g_.crystals_per_du());
+    crystal_offset_of_label_.resize(g_.crystals_per_du());
+    for (std::uint32_t c = 0; c < g_.crystals_per_du(); ++c) {
+      label_of_local_[c] = g_.label_of_local_crystal(c);
+      crystal_offset_of_label_[c] =
+          g_.crystal_id(0, 0, g_.local_crystal_of_label(c)) - g_.crystal_id(0, 0, 0);
+    }
     du_per_bdm_ = g_.du_per_bdm();
     crystals_per_du_ = g_.crystals_per_du();
     head_marker_ = settings.frame.head_marker;
@@ -447,7 +460,7 @@ class BlockGenerator {
       // The frame stage reads the crystal's response and flood-map peak: fetch them now.
       __builtin_prefetch(&model_.response(s.hit[k].crystal));
       __builtin_prefetch(&model_.peak(s.hit[k].bdm * du_per_bdm_ + s.hit[k].du,
-                                      g_.label_of_local_crystal(s.hit[k].local)));
+                                      label_of_local_[s.hit[k].local]));
       s.hit_photon[kept] = j;
       s.hit[kept] = s.hit[k];
       kept += interacts;
@@ -604,7 +617,7 @@ class BlockGenerator {
 
     // Light centroid: fewer photons at low energy spread it more.
     const std::uint32_t bdm_du = bdm * du_per_bdm_ + du;
-    const std::uint32_t label = g_.label_of_local_crystal(local);
+    const std::uint32_t label = label_of_local_[local];
     const DetectorModel::Peak& peak = model_.peak(bdm_du, label);
     const double sigma_px = options_.position_blur * peak.spacing *
                             std::min(std::sqrt(kAnnihilationKeV / measured), 2.5);
@@ -689,9 +702,8 @@ class BlockGenerator {
         in_crystal && pending.measured_keV >= low_keV_ && pending.measured_keV <= high_keV_;
     st.frames_in_window += outcome.in_window;
     if (in_crystal)
-      outcome.measured_crystal = g_.crystal_id(pending.bdm_du / du_per_bdm_,
-                                               pending.bdm_du % du_per_bdm_,
-                                               g_.local_crystal_of_label(seen_label));
+      outcome.measured_crystal =
+          du_crystal_base_[pending.bdm_du] + crystal_offset_of_label_[seen_label];
     return outcome;
   }
 
@@ -741,6 +753,9 @@ class BlockGenerator {
   EnergyTable water_mean_free_path_mm_;
   EnergyTable lyso_mu_per_mm_;
   double inv_saturation_keV_ = 0;
+  std::vector<std::uint32_t> du_crystal_base_;          // per BDM * DU: crystal id of local 0
+  std::vector<std::uint32_t> label_of_local_;           // per local crystal
+  std::vector<std::uint32_t> crystal_offset_of_label_;  // per label: id - the DU's base
   std::uint32_t du_per_bdm_ = 1, crystals_per_du_ = 1;
   std::uint8_t head_marker_ = 0, tail_marker_ = 0;
 };
