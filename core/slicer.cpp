@@ -21,6 +21,9 @@ constexpr std::size_t kWarmupFrames = 64;
 // Far-backwards frames each source must have sent before a clock reset is acted on, so one
 // corrupt timestamp on a single-source scanner does not start a new run.
 constexpr std::uint64_t kResetConfirmFrames = 4;
+// Frames in a row a source must send far ahead of the horizon before they are taken as its
+// clock having moved on (the scanner paused while its clock ran) rather than corrupt stamps.
+constexpr std::uint32_t kJumpConfirmFrames = 4;
 
 // Frames between horizon updates inside one push().
 constexpr std::size_t kHorizonBlockFrames = 4096;
@@ -40,6 +43,7 @@ struct Slicer::Impl {
     bool sent = false;              // has sent in this run: it holds the horizon
     bool idle = false;              // silent for source_idle_ms: does not hold the horizon
     bool reset = false;             // jumped far backwards: its frames wait for the next run
+    std::uint32_t ahead_streak = 0;  // frames in a row far ahead of the horizon
     std::uint64_t held = 0;         // its frames waiting for the next run
     Clock::time_point last_seen{};  // wall clock of its last frame
   };
@@ -375,6 +379,8 @@ struct Slicer::Impl {
       return;
     }
     Source& s = sources[static_cast<std::size_t>(src)];
+    // Idle by the last poll(), or by the clock now (the push may come first after a pause).
+    const bool was_idle = s.idle || (s.sent && now - s.last_seen >= source_idle);
     s.last_seen = now;
     s.idle = false;
     const std::uint64_t key = key_of(f);
@@ -408,10 +414,15 @@ struct Slicer::Impl {
       // The horizon is brought up to date once per block of frames; a frame that looks far
       // ahead of it checks against the current one first.
       update_horizon();
-      if (key > sat_add(h_cur, max_future_ticks)) {
+      // A source back from silence, or one that keeps sending far ahead, has moved on with
+      // the scanner's clock: its frames are taken. A lone far-ahead stamp is corrupt.
+      if (key > sat_add(h_cur, max_future_ticks) && !was_idle &&
+          ++s.ahead_streak < kJumpConfirmFrames) {
         stream_delta[Counter::stream_time_jump] += 1;
         return;
       }
+    } else {
+      s.ahead_streak = 0;
     }
     if (!s.sent || key > s.latest) s.latest = key;
     s.sent = true;

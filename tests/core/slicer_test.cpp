@@ -296,6 +296,94 @@ TEST(Slicer, AnIdleSourceStopsHoldingTheHorizonAndRejoins) {
   expect_counters_equal_batch(counters, want);
 }
 
+// The scanner pauses for longer than max_future_ps while its clock runs on: the data after
+// the pause is the same run, not a stream of time jumps.
+std::vector<RawFrame> with_pause(const std::vector<RawFrame>& frames, std::uint64_t gap_ticks) {
+  const std::uint64_t t0 = frame_time(frames.front().bytes);
+  const std::uint64_t mid = t0 + (frame_time(frames.back().bytes) - t0) / 2;
+  std::vector<RawFrame> out = frames;
+  for (RawFrame& f : out) {
+    const std::uint64_t t = frame_time(f.bytes);
+    if (t >= mid) bytes::store_be64(f.bytes + frame_offset::time, t + gap_ticks);
+  }
+  return out;
+}
+
+TEST(Slicer, APauseLongerThanMaxFutureAfterTheSourcesWentIdleLosesNothing) {
+  std::mt19937_64 rng(17);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 50'000 * s.scanner.tick_ps;
+  s.stream.source_idle_ms = 20.0;
+  s.stream.max_slice_frames = 64;
+  AcquisitionOptions o;
+  o.events = 3000;
+  const auto frames = with_pause(test::random_acquisition(scanner, rng, o), 10'000'000);
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  // Wall clock follows acquisition time (1 tick = 1 µs): every source is idle in the pause.
+  const Slicer::Clock::time_point epoch{};
+  for (const RawFrame& f : arrival) {
+    const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
+    slicer.push(&f, 1, now);
+    slicer.poll(now);
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_GE(counters.get(Counter::stream_source_idle), 1u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
+TEST(Slicer, APauseSeenBeforeAnySourceWentIdleCostsAFewCountedFramesPerSource) {
+  std::mt19937_64 rng(19);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 50'000 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 64;
+  AcquisitionOptions o;
+  o.events = 3000;
+  const auto frames = with_pause(test::random_acquisition(scanner, rng, o), 10'000'000);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  const Slicer::Clock::time_point now{};  // no wall time passes: no source ever goes idle
+  for (const RawFrame& f : arrival) {
+    slicer.push(&f, 1, now);
+    slicer.poll(now);
+  }
+  slicer.finish();
+  // Up to three far-ahead frames per source are taken for corrupt stamps before the
+  // source's new time is believed; everything else after the pause is processed.
+  const std::uint64_t jumps = counters.get(Counter::stream_time_jump);
+  EXPECT_GE(jumps, 1u);
+  EXPECT_LE(jumps, 3u * scanner.geometry().bdm_count());
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  std::uint64_t converted = 0;
+  for (Counter c : {Counter::single_accepted, Counter::single_energy_rejected,
+                    Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
+                    Counter::frame_bad_position, Counter::frame_no_crystal,
+                    Counter::frame_bad_time, Counter::stream_pending_full})
+    converted += counters.get(c);
+  EXPECT_EQ(converted + jumps, frames.size());
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+}
+
 TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
   std::mt19937_64 rng(17);
   TestScanner scanner;
