@@ -15,7 +15,10 @@
 // * The first 64 frames of a run wait until their median time is known: those more than
 //   stream.max_future_ps from it are time jumps. After that, a frame more than max_future
 //   ahead of the horizon is a time jump and one before the last published horizon is late
-//   (both counted and dropped).
+//   (both counted and dropped) — except that a source back from idle, or one that has sent
+//   4 such frames in a row, has moved on with the scanner's clock (a pause with the clock
+//   running, a long loss): its frames are taken again, at the cost of at most 3 counted
+//   time jumps per source.
 // * Clock reset: a frame more than max_future before the horizon puts its source into the
 //   next run and is held. When every live source has sent at least 4 such frames, the run
 //   ends with a final slice (on_run_end), stream.runs and run_id go up by one and the held
