@@ -45,7 +45,27 @@ constexpr Counter counter_of(FrameStatus s) {
   return Counter::frame_bad_marker;
 }
 
-// Everything convert_frame() reads, as plain values and raw pointers (host or device).
+// Division by a divisor fixed at start-up, exact for numerators below 256 (the byte fields of
+// a frame): (n * m) >> 16 with m = ceil(2^16 / d). With e = m * d - 2^16 < d, the error term
+// n * e / (d * 2^16) stays below 1 / d when n * e < 2^16, which n < 256 and e < d <= 256
+// guarantee; for d > 256, n * m < 2^16 and the quotient is 0, as it should be. A multiply
+// costs a cycle, a run-time divide tens.
+struct ByteDivisor {
+  std::uint32_t divisor = 1;
+  std::uint32_t multiplier = 1u << 16;
+
+  static constexpr ByteDivisor of(std::uint32_t d) {
+    ByteDivisor b;
+    b.divisor = d == 0 ? 1 : d;
+    b.multiplier = static_cast<std::uint32_t>(((std::uint64_t{1} << 16) + b.divisor - 1) / b.divisor);
+    return b;
+  }
+  PETDAQ_HD std::uint32_t quotient(std::uint32_t n) const { return (n * multiplier) >> 16; }
+};
+
+// Everything convert_frame() reads, as plain values and raw pointers (host or device). Build it
+// with make_convert_tables(); after changing the geometry or the energy binning of a copy, call
+// derive() so the values worked out from them follow.
 struct ConvertTables {
   Geometry geometry;
   const std::uint8_t* position_lut = nullptr;  // [bdm][du][y][x]
@@ -58,30 +78,102 @@ struct ConvertTables {
   std::uint8_t tail_marker = 0x5;
   float low_keV = 0;   // inclusive bounds, rounded to float once
   float high_keV = 0;
+
+  // Derived from the above by derive(), so that a frame costs no division. The global crystal
+  // id (Geometry::crystal_id) is linear in its parts:
+  //   crystal = b_axial * bdm_axial_stride + b_trans * bdm_trans_stride
+  //           + d_axial * du_axial_stride + d_trans * crystal_transaxial
+  //           + c_axial * crystals_per_ring + c_trans
+  // with b_axial = bdm / bdm_transaxial, d_trans = du / du_axial, row = label / crystal_axial.
+  std::uint32_t bdm_count = 0;
+  std::uint32_t du_per_bdm = 0;
+  std::uint32_t crystals_per_du = 0;
+  std::uint32_t crystals_per_ring = 0;
+  std::uint32_t bdm_axial_stride = 0;  // du_axial * crystal_axial * crystals_per_ring
+  std::uint32_t bdm_trans_stride = 0;  // du_transaxial * crystal_transaxial
+  std::uint32_t du_axial_stride = 0;   // crystal_axial * crystals_per_ring
+  ByteDivisor by_bdm_transaxial;
+  ByteDivisor by_du_axial;
+  ByteDivisor by_crystal_axial;
+  // bin = min(raw / energy_bin_width, energy_bins - 1) as (raw * energy_bin_multiplier) >> 32,
+  // m = ceil(2^32 / width): exact for the 16-bit raw value when width <= 2^16 (raw * e < 2^32
+  // with e = m * width - 2^32 < width); a wider bin holds every raw value in bin 0 (m = 0).
+  std::uint64_t energy_bin_multiplier = 0;
+
+  void derive() {
+    const Geometry& g = geometry;
+    bdm_count = g.bdm_count();
+    du_per_bdm = g.du_per_bdm();
+    crystals_per_du = g.crystals_per_du();
+    crystals_per_ring = g.crystals_per_ring();
+    du_axial_stride = g.crystal_axial * crystals_per_ring;
+    bdm_axial_stride = g.du_axial * du_axial_stride;
+    bdm_trans_stride = g.du_transaxial * g.crystal_transaxial;
+    by_bdm_transaxial = ByteDivisor::of(g.bdm_transaxial);
+    by_du_axial = ByteDivisor::of(g.du_axial);
+    by_crystal_axial = ByteDivisor::of(g.crystal_axial);
+    const std::uint64_t w = energy_bin_width;
+    energy_bin_multiplier = w == 0 || w > (1u << 16) ? 0 : ((std::uint64_t{1} << 32) + w - 1) / w;
+  }
 };
 
 // Host tables built from settings and a loaded calibration (pointers into `cal`).
 ConvertTables make_convert_tables(const Settings& settings, const Calibration& cal);
 
-PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& t, Single& out) {
+// The steps of convert_frame() that the CPU's prefetching stages repeat to find addresses.
+// (bdm, du) index of a frame whose markers, BDM, DU and position are valid; otherwise the
+// status that rejects it.
+PETDAQ_HD FrameStatus check_frame(const std::uint8_t* f, const ConvertTables& t) {
   const std::uint8_t head_du = f[frame_offset::head_du];
   const std::uint8_t frac_tail = f[frame_offset::temp_frac_tail];
   if (t.check_markers && ((head_du >> 4) != t.head_marker || (frac_tail & 0x0F) != t.tail_marker))
     return FrameStatus::bad_marker;
-  const Geometry& g = t.geometry;
+  if (f[frame_offset::bdm] >= t.bdm_count) return FrameStatus::bad_bdm;
+  if ((head_du & 0x0Fu) >= t.du_per_bdm) return FrameStatus::bad_du;
+  const std::uint32_t ps = t.geometry.position_size;
+  if (f[frame_offset::x] >= ps || f[frame_offset::y] >= ps) return FrameStatus::bad_position;
+  return FrameStatus::single;
+}
+// Index of the frame's flood-map pixel in position_lut (valid after check_frame passed).
+PETDAQ_HD std::size_t position_index(const std::uint8_t* f, const ConvertTables& t) {
+  const std::uint32_t bdm_du = f[frame_offset::bdm] * t.du_per_bdm + (f[frame_offset::head_du] & 0x0Fu);
+  const std::size_t ps = t.geometry.position_size;
+  return (bdm_du * ps + f[frame_offset::y]) * ps + f[frame_offset::x];
+}
+// Local crystal of a flood-map label below crystals_per_du (Geometry::local_crystal_of_label).
+PETDAQ_HD std::uint32_t local_of_label(std::uint32_t label, const ConvertTables& t) {
+  const std::uint32_t row = t.by_crystal_axial.quotient(label);
+  const std::uint32_t col = label - row * t.geometry.crystal_axial;
+  return (t.geometry.crystal_transaxial - 1 - row) * t.geometry.crystal_axial + col;
+}
+// Index of the gain for a frame's crystal and raw energy in energy_correction.
+PETDAQ_HD std::size_t energy_index(const std::uint8_t* f, std::uint32_t local,
+                                   const ConvertTables& t) {
+  const std::uint32_t bdm_du = f[frame_offset::bdm] * t.du_per_bdm + (f[frame_offset::head_du] & 0x0Fu);
+  const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
+  std::uint32_t bin = static_cast<std::uint32_t>((raw * t.energy_bin_multiplier) >> 32);
+  if (bin >= t.energy_bins) bin = t.energy_bins - 1;
+  return (std::size_t{bdm_du} * t.crystals_per_du + local) * t.energy_bins + bin;
+}
+
+PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& t, Single& out) {
+  const FrameStatus checked = check_frame(f, t);
+  if (checked != FrameStatus::single) return checked;
+  const std::uint32_t label = t.position_lut[position_index(f, t)];
+  if (label >= t.crystals_per_du) return FrameStatus::no_crystal;
   const std::uint32_t bdm = f[frame_offset::bdm];
-  if (bdm >= g.bdm_count()) return FrameStatus::bad_bdm;
-  const std::uint32_t du = head_du & 0x0Fu;
-  if (du >= g.du_per_bdm()) return FrameStatus::bad_du;
-  const std::uint32_t x = f[frame_offset::x];
-  const std::uint32_t y = f[frame_offset::y];
-  if (x >= g.position_size || y >= g.position_size) return FrameStatus::bad_position;
-  const std::uint32_t bdm_du = bdm * g.du_per_bdm() + du;
-  const std::uint32_t label =
-      t.position_lut[(std::size_t{bdm_du} * g.position_size + y) * g.position_size + x];
-  if (label >= g.crystals_per_du()) return FrameStatus::no_crystal;
-  const std::uint32_t local = g.local_crystal_of_label(label);
-  const std::uint32_t crystal = g.crystal_id(bdm, du, local);
+  const std::uint32_t du = f[frame_offset::head_du] & 0x0Fu;
+  const Geometry& g = t.geometry;
+  const std::uint32_t b_axial = t.by_bdm_transaxial.quotient(bdm);
+  const std::uint32_t b_trans = bdm - b_axial * g.bdm_transaxial;
+  const std::uint32_t d_trans = t.by_du_axial.quotient(du);
+  const std::uint32_t d_axial = du - d_trans * g.du_axial;
+  const std::uint32_t row = t.by_crystal_axial.quotient(label);
+  const std::uint32_t c_axial = label - row * g.crystal_axial;
+  const std::uint32_t c_trans = g.crystal_transaxial - 1 - row;
+  const std::uint32_t crystal = b_axial * t.bdm_axial_stride + b_trans * t.bdm_trans_stride +
+                                d_axial * t.du_axial_stride + d_trans * g.crystal_transaxial +
+                                c_axial * t.crystals_per_ring + c_trans;
 
   std::uint64_t time = bytes::load_be64(f + frame_offset::time);
   // Times are signed 64-bit after correction; a raw time past INT64_MAX is a corrupt stamp.
@@ -97,10 +189,7 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
   }
 
   const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
-  std::uint32_t bin = raw / t.energy_bin_width;
-  if (bin >= t.energy_bins) bin = t.energy_bins - 1;
-  const float gain =
-      t.energy_correction[(std::size_t{bdm_du} * g.crystals_per_du() + local) * t.energy_bins + bin];
+  const float gain = t.energy_correction[energy_index(f, c_trans * g.crystal_axial + c_axial, t)];
   // + 0.0f turns -0 into +0, so equal energies have equal bits on every backend.
   const float energy = static_cast<float>(raw) * gain + 0.0f;
 
@@ -112,11 +201,21 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
                                                        : FrameStatus::energy_rejected;
 }
 
+// How many frames ahead convert_frames() requests a frame's flood-map pixel and its gain. The
+// two look-ups are random reads in tables of megabytes (6 MiB and 65 MiB for the default
+// scanner) and the second depends on the first: without prefetching, a frame waits for
+// memory twice in a row. The best distances depend on the machine's memory latency
+// (petdaq-bench-convert measures a few); position must exceed energy.
+struct PrefetchDistance {
+  std::size_t position = 64;
+  std::size_t energy = 32;
+};
+
 // Converts `n` frames; writes the singles inside the energy window to `out` (capacity n) in
 // frame order and returns how many. Counts every status into `delta` and the per-BDM
 // accepted / energy-rejected singles into the two arrays (bdm_count entries each).
 std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertTables& t,
                            Single* out, CounterDelta& delta, std::uint64_t* bdm_singles,
-                           std::uint64_t* bdm_energy_rejected);
+                           std::uint64_t* bdm_energy_rejected, PrefetchDistance ahead = {});
 
 }  // namespace petdaq

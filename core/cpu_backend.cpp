@@ -21,87 +21,6 @@ namespace petdaq {
 
 namespace {
 
-// Where a frame's look-ups will land, worked out without integer division (a divide costs
-// more than the rest of the address): the local crystal of each flood-map label, and the bin
-// from a float reciprocal, which may be one bin off: it is only a prefetch address.
-struct PrefetchPlan {
-  std::uint32_t local_of_label[256];  // UINT32_MAX: no crystal
-  float bins_per_adc = 0;
-};
-
-PrefetchPlan make_prefetch_plan(const ConvertTables& t) {
-  PrefetchPlan plan;
-  for (std::uint32_t label = 0; label < 256; ++label)
-    plan.local_of_label[label] = label < t.geometry.crystals_per_du()
-                                     ? t.geometry.local_crystal_of_label(label)
-                                     : UINT32_MAX;
-  plan.bins_per_adc = t.energy_bin_width > 0 ? 1.0f / static_cast<float>(t.energy_bin_width) : 0.0f;
-  return plan;
-}
-
-// convert_frames() with the tables' cache lines fetched ahead. The look-ups are random reads
-// in tables of tens of MB (energy correction: bdm x du x crystal x 1000 bins), so without
-// this nearly every frame waits for memory twice: the position entry of frame i + 2k and the
-// energy entry of frame i + k are requested while frame i converts. Prefetches never fault,
-// and convert_frame() alone decides every outcome, so the result is convert_frames()'s.
-std::size_t convert_prefetched(const RawFrame* frames, std::size_t n, const ConvertTables& t,
-                               const PrefetchPlan& plan, Single* out, CounterDelta& delta,
-                               std::uint64_t* bdm_singles, std::uint64_t* bdm_energy_rejected) {
-  constexpr std::size_t kAhead = 16;
-  const Geometry& g = t.geometry;
-  const std::uint32_t bdm_count = g.bdm_count();
-  const std::uint32_t du_per_bdm = g.du_per_bdm();
-  const std::uint32_t ps = g.position_size;
-  const std::size_t crystals_per_du = g.crystals_per_du();
-  const std::uint32_t last_bin = t.energy_bins - 1;
-  // The (bdm, du) index of a frame, or UINT32_MAX when the frame never reaches the tables.
-  const auto bdm_du_of = [&](const std::uint8_t* f) -> std::uint32_t {
-    const std::uint32_t bdm = f[frame_offset::bdm];
-    const std::uint32_t du = f[frame_offset::head_du] & 0x0Fu;
-    if (bdm >= bdm_count || du >= du_per_bdm || f[frame_offset::x] >= ps || f[frame_offset::y] >= ps)
-      return UINT32_MAX;
-    return bdm * du_per_bdm + du;
-  };
-  const auto lut_entry = [&](const std::uint8_t* f, std::uint32_t bdm_du) {
-    return t.position_lut + (std::size_t{bdm_du} * ps + f[frame_offset::y]) * ps + f[frame_offset::x];
-  };
-  std::uint64_t by_status[kFrameStatusCount] = {};
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i + 2 * kAhead < n) {
-      const std::uint8_t* f = frames[i + 2 * kAhead].bytes;
-      const std::uint32_t bdm_du = bdm_du_of(f);
-      if (bdm_du != UINT32_MAX) __builtin_prefetch(lut_entry(f, bdm_du));
-    }
-    if (i + kAhead < n) {
-      const std::uint8_t* f = frames[i + kAhead].bytes;
-      const std::uint32_t bdm_du = bdm_du_of(f);
-      if (bdm_du != UINT32_MAX) {
-        const std::uint32_t local = plan.local_of_label[*lut_entry(f, bdm_du)];
-        if (local != UINT32_MAX) {
-          const float raw = static_cast<float>(bytes::load_be16(f + frame_offset::energy));
-          const std::uint32_t bin =
-              std::min(static_cast<std::uint32_t>(raw * plan.bins_per_adc), last_bin);
-          __builtin_prefetch(t.energy_correction +
-                             (bdm_du * crystals_per_du + local) * t.energy_bins + bin);
-        }
-      }
-    }
-    const std::uint8_t* f = frames[i].bytes;
-    const FrameStatus status = convert_frame(f, t, out[kept]);
-    ++by_status[static_cast<int>(status)];
-    if (status == FrameStatus::single) {
-      ++bdm_singles[f[frame_offset::bdm]];
-      ++kept;
-    } else if (status == FrameStatus::energy_rejected) {
-      ++bdm_energy_rejected[f[frame_offset::bdm]];
-    }
-  }
-  for (int k = 0; k < kFrameStatusCount; ++k)
-    delta[counter_of(static_cast<FrameStatus>(k))] += by_status[k];
-  return kept;
-}
-
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
@@ -130,7 +49,6 @@ struct CpuBackend::Impl {
   HugeArray<std::uint8_t> position_lut;
   HugeArray<float> energy_correction;
   ConvertTables tables;
-  PrefetchPlan prefetch_plan;
   CoincidenceParams params;
   std::size_t max_slice_frames = 0;
   std::size_t max_carry_singles = 0;
@@ -165,7 +83,6 @@ struct CpuBackend::Impl {
         energy_correction(
             huge_page_copy(cal.energy_correction.data(), cal.energy_correction.size())),
         tables(make_convert_tables(s, cal)),
-        prefetch_plan(make_prefetch_plan(tables)),
         params(CoincidenceParams::from(s)),
         max_slice_frames(s.stream.max_slice_frames),
         max_carry_singles(s.stream.max_carry_singles),
@@ -213,8 +130,8 @@ struct CpuBackend::Impl {
     const std::size_t frame_count = std::min(req.frame_count, max_slice_frames);
     CounterDelta& delta = result.counters;
     const std::size_t fresh =
-        convert_prefetched(req.frames, frame_count, tables, prefetch_plan, singles + carry_count,
-                           delta, bdm_singles.data(), bdm_energy_rejected.data());
+        convert_frames(req.frames, frame_count, tables, singles + carry_count, delta,
+                       bdm_singles.data(), bdm_energy_rejected.data());
     const Clock::time_point t1 = Clock::now();
     sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only

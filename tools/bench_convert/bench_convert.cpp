@@ -184,58 +184,6 @@ struct HugePageTable {
   HugePageTable& operator=(const HugePageTable&) = delete;
 };
 
-// convert_frames with a two-stage software prefetch: kPrefetchFrames ahead, the frame's
-// flood-map pixel is fetched; half as far ahead, its label (by then in cache) gives the
-// energy-table entry, which is fetched. Frames are independent, so this turns two dependent
-// cache misses per frame into many overlapped ones. The conversion itself is convert_frame.
-constexpr std::size_t kPrefetchFrames = 16;
-
-inline const std::uint8_t* lut_entry(const std::uint8_t* f, const ConvertTables& t) {
-  const Geometry& g = t.geometry;
-  const std::uint32_t bdm = f[frame_offset::bdm], du = f[frame_offset::head_du] & 0x0Fu;
-  const std::uint32_t x = f[frame_offset::x], y = f[frame_offset::y];
-  if (bdm >= g.bdm_count() || du >= g.du_per_bdm() || x >= g.position_size || y >= g.position_size)
-    return nullptr;
-  return &t.position_lut[((std::size_t{bdm} * g.du_per_bdm() + du) * g.position_size + y) * g.position_size + x];
-}
-
-inline void prefetch_energy(const std::uint8_t* f, const ConvertTables& t) {
-  const std::uint8_t* entry = lut_entry(f, t);
-  if (!entry || *entry >= t.geometry.crystals_per_du()) return;
-  const Geometry& g = t.geometry;
-  const std::uint32_t bdm_du = f[frame_offset::bdm] * g.du_per_bdm() + (f[frame_offset::head_du] & 0x0Fu);
-  const std::uint32_t local = g.local_crystal_of_label(*entry);
-  std::uint32_t bin = bytes::load_be16(f + frame_offset::energy) / t.energy_bin_width;
-  if (bin >= t.energy_bins) bin = t.energy_bins - 1;
-  __builtin_prefetch(&t.energy_correction[(std::size_t{bdm_du} * g.crystals_per_du() + local) * t.energy_bins + bin]);
-}
-
-std::size_t convert_frames_prefetched(const RawFrame* frames, std::size_t n, const ConvertTables& t,
-                                      Single* out, CounterDelta& delta, std::uint64_t* bdm_singles,
-                                      std::uint64_t* bdm_energy_rejected) {
-  std::uint64_t by_status[kFrameStatusCount] = {};
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (i + kPrefetchFrames < n)
-      if (const std::uint8_t* e = lut_entry(frames[i + kPrefetchFrames].bytes, t)) __builtin_prefetch(e);
-    if (i + kPrefetchFrames / 2 < n) prefetch_energy(frames[i + kPrefetchFrames / 2].bytes, t);
-    const std::uint8_t* f = frames[i].bytes;
-    const FrameStatus s = convert_frame(f, t, out[kept]);
-    ++by_status[static_cast<int>(s)];
-    if (s == FrameStatus::single) {
-      ++bdm_singles[f[frame_offset::bdm]];
-      ++kept;
-    } else if (s == FrameStatus::energy_rejected) {
-      ++bdm_energy_rejected[f[frame_offset::bdm]];
-    }
-  }
-  for (int s = 0; s < kFrameStatusCount; ++s) delta[counter_of(static_cast<FrameStatus>(s))] += by_status[s];
-  return kept;
-}
-
-using ConvertFn = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&, Single*,
-                                  CounterDelta&, std::uint64_t*, std::uint64_t*);
-
 // Kernel's count of anonymous memory in huge pages, for the record ("" if unknown).
 std::string anon_huge_pages() {
   std::ifstream in("/proc/meminfo");
@@ -251,7 +199,7 @@ struct Variant {
   double table_MB;
   const std::vector<RawFrame>* frames;
   ConvertTables tables;
-  ConvertFn convert;
+  PrefetchDistance ahead;
   std::vector<double> wall_fps, cpu_fps;  // one per round
   CounterDelta delta;                     // of the first round
 };
@@ -269,8 +217,8 @@ void measure_once(Variant& v, std::vector<Single>& out, std::uint32_t bdm_count,
   CounterDelta delta;
   const double cpu0 = thread_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::size_t kept = v.convert(v.frames->data(), v.frames->size(), v.tables, out.data(), delta,
-                                     bdm_singles.data(), bdm_rejected.data());
+  const std::size_t kept = convert_frames(v.frames->data(), v.frames->size(), v.tables, out.data(),
+                                          delta, bdm_singles.data(), bdm_rejected.data(), v.ahead);
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu1 = thread_cpu_seconds();
   const double n = double(v.frames->size());
@@ -362,24 +310,32 @@ int run(const Options& o) {
   std::vector<std::vector<float>> coarse_tables;
   std::vector<Variant> variants;
   const auto add = [&](std::string label, double MB_, const std::vector<RawFrame>& f, const ConvertTables& t,
-                       ConvertFn fn = &convert_frames) {
-    variants.push_back({std::move(label), MB_, &f, t, fn, {}, {}, {}});
+                       PrefetchDistance ahead = {}) {
+    variants.push_back({std::move(label), MB_, &f, t, ahead, {}, {}, {}});
   };
-  add("float32[bdm][du][crystal][1000 bins] (the .npy layout)", table_MB, frames, base);
-  add("  same table in 2 MB pages (madvise)", huge.bytes * MB, frames, huge_tables);
-  add("  2 MB pages + software prefetch of LUT and table", huge.bytes * MB, frames, huge_tables,
-      &convert_frames_prefetched);
-  add("  4 KB pages + software prefetch of LUT and table", table_MB, frames, base, &convert_frames_prefetched);
-  add("  LUT and table in 2 MB pages", huge.bytes * MB, frames, all_huge_tables);
-  add("  LUT and table in 2 MB pages + software prefetch", huge.bytes * MB, frames, all_huge_tables,
-      &convert_frames_prefetched);
+  // convert_frames prefetches the look-ups of frames ahead itself; the CPU backend hands it
+  // copies of both tables on 2 MB pages, the first line below.
+  char first[96];
+  std::snprintf(first, sizeof first, "2 MB pages, prefetch %zu / %zu ahead (the CPU backend)",
+                PrefetchDistance{}.position, PrefetchDistance{}.energy);
+  add(first, huge.bytes * MB, frames, all_huge_tables);
+  add("  LUT and table in 4 KB pages (the .npy layout)", table_MB, frames, base);
+  add("  table in 2 MB pages, LUT in 4 KB pages", huge.bytes * MB, frames, huge_tables);
+  for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{32, 16},
+                                   PrefetchDistance{128, 64}, PrefetchDistance{256, 128}}) {
+    char label[96];
+    std::snprintf(label, sizeof label, "  2 MB pages, prefetch %zu / %zu frames ahead%s", d.position, d.energy,
+                  d.position == 0 ? " (none)" : "");
+    add(label, huge.bytes * MB, frames, all_huge_tables, d);
+  }
   coarse_tables.reserve(3);
   for (const std::uint32_t factor : {10u, 100u, bins}) {
     coarse_tables.push_back(coarsen(cal.energy_correction, bins, factor));
-    ConvertTables t = base;
+    ConvertTables t = all_huge_tables;
     t.energy_correction = coarse_tables.back().data();
     t.energy_bins = (bins + factor - 1) / factor;
     t.energy_bin_width = bin_width * factor;
+    t.derive();
     char label[96];
     if (factor == bins)  // one bin: a per-crystal gain, the floor of any "gain x shared curve"
       std::snprintf(label, sizeof label, "  per-crystal gain only (1 bin)");
@@ -387,8 +343,9 @@ int run(const Options& o) {
       std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
     add(label, coarse_tables.back().size() * sizeof(float) * MB, frames, t);
   }
-  add("worst case: every frame from a random BDM", table_MB, mixed, base);
-  add("  same, 2 MB pages + software prefetch", huge.bytes * MB, mixed, huge_tables, &convert_frames_prefetched);
+  add("worst case: every frame from a random BDM, 2 MB pages", huge.bytes * MB, mixed, all_huge_tables);
+  add("  same, no prefetch", huge.bytes * MB, mixed, all_huge_tables, PrefetchDistance{0, 0});
+  add("  same, 4 KB pages", table_MB, mixed, base);
   add("control: all frames on one DU (tables in cache)", table_MB, one_du, base);
 
   // Rounds over all variants, so that a change of the machine's load hits them all alike.

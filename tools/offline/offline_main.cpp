@@ -87,18 +87,46 @@ BackendKind backend_kind(const std::string& name, BackendKind from_config) {
   throw UsageError("--backend: 'cpu', 'gpu' or 'auto', not '" + name + "'");
 }
 
-// Acquisition time of a chunk from evenly spaced samples: the median for the clock, and
-// low and high eighths for the span, so that a few corrupt stamps cannot move them.
-struct ChunkTime {
-  std::uint64_t median, low, high;
-};
-ChunkTime chunk_time(const RawFrame* frames, std::size_t n) {
+// Acquisition time of a chunk for the slicer's clock: the median of evenly spaced samples, so
+// that a few corrupt stamps cannot move it.
+std::uint64_t chunk_time(const RawFrame* frames, std::size_t n) {
   std::array<std::uint64_t, kClockSamples> t{};
   const std::size_t k = std::min(n, kClockSamples);
   for (std::size_t i = 0; i < k; ++i) t[i] = frame_time(frames[i * n / k].bytes);
-  std::sort(t.begin(), t.begin() + k);
-  return {t[k / 2], t[k / 8], t[k - 1 - k / 8]};
+  std::nth_element(t.begin(), t.begin() + k / 2, t.begin() + k);
+  return t[k / 2];
 }
+
+// Passes every result on to the list-mode file and measures the acquisition's span from the
+// batches themselves, at no per-frame cost: for each run, from its first coincidence record
+// (the earliest single any window opened with) to the end of its final batch (its last
+// single's time + 1, core/backend.h); runs add up.
+class SpanSink final : public ResultSink {
+ public:
+  explicit SpanSink(ResultSink& inner) : inner_(inner) {}
+  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
+    if (!have_first_) {
+      if (r.prompt_count > 0) first_ = r.prompts[0].time_a, have_first_ = true;
+      if (r.delayed_count > 0 && (!have_first_ || r.delayed[0].time_a < first_))
+        first_ = r.delayed[0].time_a, have_first_ = true;
+    }
+    last_end_ = r.t_end;
+    inner_.on_slice(run_id, r);
+  }
+  void on_run_end(std::uint64_t run_id) override {
+    if (have_first_ && last_end_ > first_) ticks_ += last_end_ - first_;
+    have_first_ = false;
+    inner_.on_run_end(run_id);
+  }
+  std::uint64_t ticks() const { return ticks_; }
+
+ private:
+  ResultSink& inner_;
+  bool have_first_ = false;
+  std::uint64_t first_ = 0;
+  std::uint64_t last_end_ = 0;
+  std::uint64_t ticks_ = 0;
+};
 
 class Progress {
  public:
@@ -161,7 +189,8 @@ int run(const Options& o) {
   const Geometry geometry = Geometry::from(settings.scanner);
   Counters counters(geometry.bdm_count());
   PlmSink sink(settings, o.output);
-  Slicer slicer(settings, calibration, *backend, sink, counters);
+  SpanSink span(sink);
+  Slicer slicer(settings, calibration, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   std::vector<RawFrame> chunk(kChunkFrames);
@@ -169,7 +198,7 @@ int run(const Options& o) {
   std::size_t carried_bytes = 0;
   std::uint64_t bytes_read = 0;
   std::uint64_t frames = 0;
-  std::uint64_t first_time = 0, acquisition_ticks = 0, span_low = 0, span_high = 0;
+  std::uint64_t first_time = 0, acquisition_ticks = 0;
   bool have_time = false;
   const auto epoch = Slicer::Clock::time_point{};
   Progress progress(input_bytes, !o.quiet);
@@ -191,15 +220,13 @@ int run(const Options& o) {
     const std::size_t n = available / kFrameBytes;
     carried_bytes = available % kFrameBytes;
     if (n > 0) {
-      const ChunkTime ct = chunk_time(chunk.data(), n);
+      const std::uint64_t median = chunk_time(chunk.data(), n);
       if (!have_time) {
-        first_time = ct.median;
-        span_low = ct.low;
+        first_time = median;
         have_time = true;
       }
-      span_high = std::max(span_high, ct.high);
       acquisition_ticks =
-          std::max(acquisition_ticks, ct.median > first_time ? ct.median - first_time : 0);
+          std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
       const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
                                    std::chrono::duration<double, std::pico>(
                                        static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
@@ -218,10 +245,7 @@ int run(const Options& o) {
   const double wall_s = std::chrono::duration<double>(wall_end - wall_start).count();
   const double processing_s = std::chrono::duration<double>(wall_end - processing_start).count();
 
-  // From sampled frame times: close enough for rates.
-  const double acq_s =
-      static_cast<double>(span_high > span_low ? span_high - span_low : 0) *
-      settings.scanner.tick_ps * 1e-12;
+  const double acq_s = static_cast<double>(span.ticks()) * settings.scanner.tick_ps * 1e-12;
   auto c = [&](Counter k) { return counters.get(k); };
   const std::uint64_t bad = c(Counter::frame_bad_marker) + c(Counter::frame_bad_bdm) +
                             c(Counter::frame_bad_du) + c(Counter::frame_bad_position) +

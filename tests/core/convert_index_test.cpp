@@ -1,0 +1,124 @@
+// The division-free addressing of convert_frame(): the crystal id, the local crystal and the
+// gain's index equal those of Geometry and of plain division for every valid input.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/convert.h"
+#include "core/settings.h"
+
+namespace petdaq {
+namespace {
+
+TEST(ByteDivisor, ExactForEveryByteAndDivisor) {
+  for (std::uint32_t d = 1; d <= 1000; ++d) {
+    const ByteDivisor b = ByteDivisor::of(d);
+    for (std::uint32_t n = 0; n < 256; ++n) ASSERT_EQ(b.quotient(n), n / d) << n << " / " << d;
+  }
+}
+
+TEST(EnergyBin, MultiplierEqualsDivisionForEveryRawValue) {
+  std::vector<std::uint32_t> widths;
+  for (std::uint32_t w = 1; w <= 1100; ++w) widths.push_back(w);
+  for (std::uint32_t w : {1023u, 4093u, 9973u, 32767u, 32768u, 40000u, 65535u, 65536u, 65537u,
+                          100000u, 0xFFFFFFFFu})
+    widths.push_back(w);
+  for (const std::uint32_t w : widths) {
+    ConvertTables t;
+    t.geometry.bdm_transaxial = t.geometry.bdm_axial = 1;
+    t.geometry.du_transaxial = t.geometry.du_axial = 1;
+    t.geometry.crystal_transaxial = t.geometry.crystal_axial = 1;
+    t.geometry.position_size = 1;
+    t.energy_bins = 0xFFFFFFFFu;  // no clamping: the bin itself is compared
+    t.energy_bin_width = w;
+    t.derive();
+    std::uint8_t f[kFrameBytes] = {};
+    for (std::uint32_t raw = 0; raw < 65536; ++raw) {
+      f[frame_offset::energy] = static_cast<std::uint8_t>(raw >> 8);
+      f[frame_offset::energy + 1] = static_cast<std::uint8_t>(raw);
+      ASSERT_EQ(energy_index(f, 0, t), raw / w) << raw << " / " << w;
+    }
+  }
+}
+
+// Every (BDM, DU, label) of a scanner through convert_frame(): the single's crystal is
+// Geometry::crystal_id, and the gain read is the one at [bdm][du][local crystal][bin].
+void check_scanner(const ScannerSettings& scanner) {
+  Settings s;
+  s.scanner = scanner;
+  s.energy_window.low_keV = 0;
+  s.energy_window.high_keV = 1e9;
+  const Geometry g = Geometry::from(scanner);
+  Calibration cal;
+  const std::uint32_t ps = scanner.position_size;
+  const std::size_t dus = std::size_t{g.bdm_count()} * g.du_per_bdm();
+  // Pixel (x, y) of every DU holds label y * ps + x, or 255 past the DU's crystals.
+  cal.position_lut.resize(dus * ps * ps);
+  for (std::size_t bd = 0; bd < dus; ++bd)
+    for (std::uint32_t p = 0; p < ps * ps; ++p)
+      cal.position_lut[bd * ps * ps + p] =
+          static_cast<std::uint8_t>(p < g.crystals_per_du() ? p : 255);
+  cal.energy_bins = 3;
+  cal.energy_bin_width = 7;
+  cal.energy_correction.resize(dus * g.crystals_per_du() * cal.energy_bins);
+  // Each gain is its own index, so the energy of raw value 1 names the entry read.
+  for (std::size_t i = 0; i < cal.energy_correction.size(); ++i)
+    cal.energy_correction[i] = static_cast<float>(i);
+  const ConvertTables t = make_convert_tables(s, cal);
+
+  std::size_t checked = 0;
+  for (std::uint32_t bdm = 0; bdm < g.bdm_count(); ++bdm)
+    for (std::uint32_t du = 0; du < g.du_per_bdm(); ++du)
+      for (std::uint32_t label = 0; label < g.crystals_per_du(); ++label) {
+        FrameFields ff{};
+        ff.head_marker = s.frame.head_marker;
+        ff.tail_marker = s.frame.tail_marker;
+        ff.bdm = static_cast<std::uint8_t>(bdm);
+        ff.du = static_cast<std::uint8_t>(du);
+        ff.x = static_cast<std::uint8_t>(label % ps);
+        ff.y = static_cast<std::uint8_t>(label / ps);
+        ff.time_ticks = 1000;
+        ff.energy_raw = 1;
+        RawFrame f;
+        encode_frame(ff, f.bytes);
+        Single out{};
+        ASSERT_EQ(convert_frame(f.bytes, t, out), FrameStatus::single);
+        const std::uint32_t local = g.local_crystal_of_label(label);
+        ASSERT_EQ(local_of_label(label, t), local);
+        ASSERT_EQ(out.crystal, g.crystal_id(bdm, du, local))
+            << "bdm " << bdm << " du " << du << " label " << label;
+        const std::size_t entry =
+            ((std::size_t{bdm} * g.du_per_bdm() + du) * g.crystals_per_du() + local) * 3;
+        ASSERT_EQ(out.energy, static_cast<float>(entry));
+        ++checked;
+      }
+  EXPECT_EQ(checked, dus * g.crystals_per_du());
+}
+
+ScannerSettings scanner(std::uint32_t bt, std::uint32_t ba, std::uint32_t dt, std::uint32_t da,
+                        std::uint32_t ct, std::uint32_t ca, std::uint32_t ps) {
+  ScannerSettings s;
+  s.bdm_transaxial = bt;
+  s.bdm_axial = ba;
+  s.du_transaxial = dt;
+  s.du_axial = da;
+  s.crystal_transaxial = ct;
+  s.crystal_axial = ca;
+  s.position_size = ps;
+  return s;
+}
+
+TEST(ConvertIndex, DefaultScanner) { check_scanner(ScannerSettings{}); }
+
+TEST(ConvertIndex, UnevenScanners) {
+  check_scanner(scanner(7, 3, 3, 5, 11, 9, 16));   // every factor different, 99 crystals
+  check_scanner(scanner(1, 1, 1, 1, 1, 1, 1));     // one crystal
+  check_scanner(scanner(85, 3, 1, 16, 16, 16, 16));  // 255 BDMs, 16 DUs, 256 labels
+  check_scanner(scanner(3, 85, 16, 1, 1, 255, 16));  // long axial
+  check_scanner(scanner(255, 1, 2, 1, 255, 1, 16));
+}
+
+}  // namespace
+}  // namespace petdaq
