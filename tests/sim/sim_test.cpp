@@ -10,6 +10,8 @@
 #include "core/convert.h"
 #include "core/settings.h"
 #include "tests/sim/sim_fixture.h"
+#include "tools/sim/detector.h"
+#include "tools/sim/rng.h"
 
 namespace petdaq::sim {
 namespace {
@@ -51,6 +53,46 @@ TEST(SimDeterminism, SameSeedSameFilesWhateverTheThreads) {
   // The detector (and so its calibration) belongs to detector_seed, not to the acquisition.
   EXPECT_TRUE(read_file(dir.path() / "a" / "energy_correction.npy") ==
               read_file(dir.path() / "c" / "energy_correction.npy"));
+}
+
+// The exit panel comes from three candidates around where the ray leaves the ring's circle;
+// it must be the panel a search over the whole ring finds, at the same distance, for rays
+// from anywhere inside the phantom, including the last panel (where the candidates wrap).
+TEST(SimGeometry, ExitPanelFromThreeCandidatesMatchesTheWholeRing) {
+  const Settings settings = load_settings(testing::default_config());
+  const DetectorModel model(settings, SimOptions{});
+  const std::uint32_t panels = settings.scanner.bdm_transaxial;
+  const double radius = settings.scanner.ring_radius_mm;
+  Rng rng(7);
+  std::vector<std::uint64_t> hits_per_panel(panels, 0);
+  std::uint64_t located = 0;
+  for (int n = 0; n < 200000; ++n) {
+    const double px = rng.uniform(-30, 30), py = rng.uniform(-30, 30), pz = rng.uniform(-30, 30);
+    double ux = rng.gauss(), uy = rng.gauss(), uz = 0.3 * rng.gauss();
+    const double norm = 1 / std::sqrt(ux * ux + uy * uy + uz * uz);
+    ux *= norm;
+    uy *= norm;
+    uz *= norm;
+    const double a = ux * ux + uy * uy, b = px * ux + py * uy;
+    const double t_circle = (-b + std::sqrt(b * b - a * (px * px + py * py - radius * radius))) / a;
+    double best_t = INFINITY;
+    std::uint32_t best = panels;
+    for (std::uint32_t k = 0; k < panels; ++k) {
+      const double angle = 2 * M_PI * k / panels;
+      const double den = ux * std::cos(angle) + uy * std::sin(angle);
+      if (den <= 1e-12) continue;
+      const double t = (radius - px * std::cos(angle) - py * std::sin(angle)) / den;
+      if (t < best_t) best_t = t, best = k;
+    }
+    DetectorHit hit;
+    if (!model.locate_from_circle(px, py, pz, ux, uy, uz, t_circle, hit)) continue;
+    ++located;
+    ASSERT_EQ(hit.bdm % panels, best) << n;
+    ASSERT_NEAR(hit.distance_mm, best_t, 1e-9 * best_t) << n;
+    ++hits_per_panel[best];
+  }
+  EXPECT_GT(located, 50000u);
+  for (std::uint32_t k = 0; k < panels; ++k) EXPECT_GT(hits_per_panel[k], 1000u) << k;
 }
 
 // Per BDM, no frame is older than the newest frame before it by more than the disorder
