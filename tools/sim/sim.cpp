@@ -201,8 +201,9 @@ struct ChunkScratch {
   // Emission draws per decay: a point in the unit disk (direction) and the acollinearity.
   double disk_a[kChunkDecays], disk_b[kChunkDecays], tilt_x[kChunkDecays], tilt_y[kChunkDecays];
   std::uint8_t scatters[kChunkPhotons];
-  std::uint8_t flag[kChunkPhotons];  // per stage: interacts in the phantom / reaches the ring
-  std::uint8_t lost[kChunkPhotons];
+  // Per stage, 1 or 0: interacts in the phantom / reaches the ring (a double, so that the
+  // loop computing it is all doubles and vectorises).
+  double flag[kChunkPhotons];
   std::uint8_t made[kChunkPhotons], in_window[kChunkPhotons];
   std::uint32_t measured_crystal[kChunkPhotons];
   std::uint32_t list[kChunkPhotons];  // compacted photon indices
@@ -385,11 +386,10 @@ class BlockGenerator {
       s.uz[K + i] = vz * norm;
     }
     for (std::uint32_t h = 0; h < 2; ++h) {
-      for (std::uint32_t i = h * K; i < h * K + n; ++i) {
+      for (std::size_t i = h * K, end = h * K + n; i < end; ++i) {
         s.energy_keV[i] = kAnnihilationKeV;
         s.path_mm[i] = 0;
         s.scatters[i] = 0;
-        s.lost[i] = 0;
         s.made[i] = 0;
         s.in_window[i] = 0;
       }
@@ -399,17 +399,19 @@ class BlockGenerator {
     // interact (about one in six) are followed scatter by scatter.
     if (phantom_) {
       for (std::uint32_t h = 0; h < 2; ++h)
-        for (std::uint32_t i = h * K; i < h * K + n; ++i)
+        for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
           s.free_mm[i] = rng.standard_exponential() * water_mean_free_path511_mm_;
       for (std::uint32_t h = 0; h < 2; ++h)
-        for (std::uint32_t i = h * K; i < h * K + n; ++i)
-          s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i]);
+        for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
+          s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i])
+                          ? 1.0
+                          : 0.0;
       std::uint32_t m = 0;
       for (std::uint32_t i = 0; i < n; ++i) {
         s.list[m] = i;
-        m += s.flag[i];
+        m += s.flag[i] != 0;
         s.list[m] = K + i;
-        m += s.flag[K + i];
+        m += s.flag[K + i] != 0;
       }
       for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], rng);
     }
@@ -417,7 +419,7 @@ class BlockGenerator {
     // Ring: where the line meets the circle the panel faces touch, before any panel; past
     // an axial end there and moving away from it, the photon is lost.
     for (std::uint32_t h = 0; h < 2; ++h) {
-      for (std::uint32_t i = h * K; i < h * K + n; ++i) {
+      for (std::size_t i = h * K, end = h * K + n; i < end; ++i) {
         const double ux = s.ux[i], uy = s.uy[i], uz = s.uz[i];
         const double a = ux * ux + uy * uy;
         const double b = s.px[i] * ux + s.py[i] * uy;
@@ -428,15 +430,15 @@ class BlockGenerator {
         const double z = s.pz[i] + t * uz;
         const bool away = (std::abs(z) >= half_axial_mm_) & (z * uz > 0);
         s.t_circle[i] = t;
-        s.flag[i] = !(away | (a < 1e-12) | (s.lost[i] != 0));
+        s.flag[i] = away | (a < 1e-12) ? 0.0 : 1.0;
       }
     }
     std::uint32_t m = 0;
     for (std::uint32_t i = 0; i < n; ++i) {
       s.list[m] = i;
-      m += s.flag[i];
+      m += s.flag[i] != 0;
       s.list[m] = K + i;
-      m += s.flag[K + i];
+      m += s.flag[K + i] != 0;
     }
     std::uint32_t hits = 0;
     for (std::uint32_t k = 0; k < m; ++k) {
@@ -533,7 +535,9 @@ class BlockGenerator {
       ++scatters;
       // Below 20 keV water absorbs it; a photon still inside after many scatters is lost.
       if (energy < 20.0 || scatters >= 64) {
-        s.lost[j] = 1;
+        // Absorbed: a line along the axis never reaches the ring.
+        ux = uy = 0;
+        uz = 1;
         break;
       }
       free_mm = rng.standard_exponential() * water_mean_free_path_mm_(energy);
