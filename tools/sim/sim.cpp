@@ -334,29 +334,35 @@ class BlockGenerator {
 
     // Emission draws: a point in the source, a point in the unit disk for the direction
     // (Marsaglia 1972: isotropic without trigonometry), the two acollinearity projections.
-    const bool cylinder = options_.source == SourceShape::cylinder;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      double px = 0, py = 0, pz = 0;
-      if (cylinder) {
-        double a, b;
-        do {
-          a = 2 * rng.uniform32() - 1;
-          b = 2 * rng.uniform32() - 1;
-        } while (a * a + b * b >= 1);
-        px = a * options_.phantom_radius_mm;
-        py = b * options_.phantom_radius_mm;
-        pz = (rng.uniform32() - 0.5) * options_.phantom_length_mm;
+    // Points in the disk by rejection, kept by advancing the output index (no branch).
+    const auto fill_disk = [&rng](double* a_out, double* b_out, std::size_t count) {
+      for (std::size_t have = 0; have < count;) {
+        const double a = 2 * rng.uniform32() - 1;
+        const double b = 2 * rng.uniform32() - 1;
+        a_out[have] = a;
+        b_out[have] = b;
+        have += a * a + b * b < 1;
       }
-      s.px[i] = s.px[K + i] = px;
-      s.py[i] = s.py[K + i] = py;
-      s.pz[i] = s.pz[K + i] = pz;
-      double a, b;
-      do {
-        a = 2 * rng.uniform32() - 1;
-        b = 2 * rng.uniform32() - 1;
-      } while (a * a + b * b >= 1);
-      s.disk_a[i] = a;
-      s.disk_b[i] = b;
+    };
+    if (options_.source == SourceShape::cylinder) {
+      fill_disk(s.disk_a, s.disk_b, n);
+      for (std::uint32_t i = 0; i < n; ++i) {
+        const double px = s.disk_a[i] * options_.phantom_radius_mm;
+        const double py = s.disk_b[i] * options_.phantom_radius_mm;
+        const double pz = (rng.uniform32() - 0.5) * options_.phantom_length_mm;
+        s.px[i] = s.px[K + i] = px;
+        s.py[i] = s.py[K + i] = py;
+        s.pz[i] = s.pz[K + i] = pz;
+      }
+    } else {
+      for (std::uint32_t i = 0; i < n; ++i) {
+        s.px[i] = s.px[K + i] = 0;
+        s.py[i] = s.py[K + i] = 0;
+        s.pz[i] = s.pz[K + i] = 0;
+      }
+    }
+    fill_disk(s.disk_a, s.disk_b, n);
+    for (std::uint32_t i = 0; i < n; ++i) {
       s.tilt_x[i] = rng.gauss() * acollinearity_sigma_rad_;
       s.tilt_y[i] = rng.gauss() * acollinearity_sigma_rad_;
     }
