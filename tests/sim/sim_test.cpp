@@ -85,7 +85,10 @@ TEST(SimGeometry, ExitPanelFromThreeCandidatesMatchesTheWholeRing) {
       if (t < best_t) best_t = t, best = k;
     }
     DetectorHit hit;
-    if (!model.locate_from_circle(px, py, pz, ux, uy, uz, t_circle, hit)) continue;
+    const std::uint32_t centre =
+        model.panel_of(model.nearest_panel_raw(px + t_circle * ux, py + t_circle * uy));
+    ASSERT_LT(centre, panels);
+    if (!model.locate_near_panel(px, py, pz, ux, uy, uz, centre, hit)) continue;
     ++located;
     ASSERT_EQ(hit.bdm % panels, best) << n;
     ASSERT_NEAR(hit.distance_mm, best_t, 1e-9 * best_t) << n;

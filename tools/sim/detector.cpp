@@ -92,35 +92,12 @@ double DetectorModel::crystal_volume_cc() const {
   return pitch_t_mm_ * pitch_a_mm_ * depth_mm_ / 1000.0;
 }
 
-namespace {
-// atan2 within 2e-5 rad (odd minimax polynomial on [0, 1] and octant folding): it only picks
-// which three panels to test, and any error below half a panel's angle is harmless.
-double fast_atan2(double y, double x) {
-  const double ax = std::abs(x), ay = std::abs(y);
-  const double hi = std::max(ax, ay), lo = std::min(ax, ay);
-  const double q = hi > 0 ? lo / hi : 0.0;
-  const double q2 = q * q;
-  double a = q * (0.99997726 +
-                  q2 * (-0.33262347 + q2 * (0.19354346 + q2 * (-0.11643287 +
-                                                             q2 * (0.05265332 + q2 * -0.01172120)))));
-  if (ay > ax) a = 0.5 * std::numbers::pi - a;
-  if (x < 0) a = std::numbers::pi - a;
-  return y < 0 ? -a : a;
-}
-}  // namespace
-
-
-bool DetectorModel::locate_from_circle(double px, double py, double pz, double ux, double uy,
-                                       double uz, double t_circle_mm, DetectorHit& hit) const {
+bool DetectorModel::locate_near_panel(double px, double py, double pz, double ux, double uy,
+                                      double uz, std::uint32_t centre, DetectorHit& hit) const {
   // The ray leaves the polygon within half a panel's angle of where it leaves the inscribed
   // circle (the exit point P satisfies P.Q >= R^2), so the exit face is the panel facing Q or
   // a neighbour: the one reached first among those the ray moves towards (compared
   // cross-multiplied, no division).
-  const double qx = px + t_circle_mm * ux, qy = py + t_circle_mm * uy;
-  // Nearest panel angle, as an integer in [0, panels): the angle is in [-pi, pi].
-  const auto rounded = static_cast<std::int32_t>(fast_atan2(qy, qx) * panels_per_rad_ +
-                                                 (panels_ + 0.5));
-  std::uint32_t centre = static_cast<std::uint32_t>(rounded) % panels_;
   double best_num = 1, best_den = 0;
   std::uint32_t best = centre;
   bool found = false;

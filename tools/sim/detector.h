@@ -2,9 +2,12 @@
 // per-crystal response the calibration tables undo (gain, non-linearity, delay, flood map).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <numbers>
 #include <vector>
 
 #include "core/geometry.h"
@@ -33,11 +36,24 @@ class DetectorModel {
   double crystal_volume_cc() const;
 
   // The first panel a unit ray from inside the ring crosses, and the crystal it enters;
-  // false when it leaves through a gap or past the axial ends. t_circle_mm: where the ray
-  // leaves the circle the panel faces touch. Only the panel facing that point and its two
-  // neighbours can be the exit face, so there is no loop over the ring.
-  bool locate_from_circle(double px, double py, double pz, double ux, double uy, double uz,
-                          double t_circle_mm, DetectorHit& hit) const;
+  // false when it leaves through a gap or past the axial ends. The ray leaves the polygon
+  // within half a panel's angle of where it leaves the circle the panel faces touch (the
+  // exit point P and that point Q satisfy P.Q >= R^2), so only the panel facing Q and its
+  // two neighbours can be the exit face: `centre`, from nearest_panel(Q), and no loop over
+  // the ring.
+  bool locate_near_panel(double px, double py, double pz, double ux, double uy, double uz,
+                         std::uint32_t centre, DetectorHit& hit) const;
+
+  // The panel whose face normal is nearest in angle to the point (qx, qy), as
+  // panel + panels + 0.5 before truncation (in [panels / 2, 3 panels / 2 + 1)): arithmetic
+  // only, so a loop over many points vectorises; panel_of() finishes it.
+  double nearest_panel_raw(double qx, double qy) const {
+    return fast_atan2(qy, qx) * panels_per_rad_ + (panels_ + 0.5);
+  }
+  std::uint32_t panel_of(double raw) const {
+    const auto p = static_cast<std::uint32_t>(raw);
+    return p >= panels_ ? p - panels_ : p;
+  }
 
   // Per global crystal: ADC units per keV before saturation, and the delay in ticks (one
   // struct, so a frame touches one cache line for both).
@@ -72,6 +88,23 @@ class DetectorModel {
 
  private:
   void build_flood_maps(std::uint64_t seed);
+
+  // atan2 within 2e-5 rad (odd minimax polynomial on [0, 1] and octant folding, with
+  // selects rather than branches): it only picks which three panels to test, and any error
+  // below half a panel's angle is harmless.
+  static double fast_atan2(double y, double x) {
+    const double ax = std::abs(x), ay = std::abs(y);
+    const double hi = std::max(ax, ay), lo = std::min(ax, ay);
+    const double q = lo / (hi > 0 ? hi : 1.0);
+    const double q2 = q * q;
+    const double poly =
+        q * (0.99997726 +
+             q2 * (-0.33262347 +
+                   q2 * (0.19354346 + q2 * (-0.11643287 + q2 * (0.05265332 + q2 * -0.01172120)))));
+    const double octant = ay > ax ? 0.5 * std::numbers::pi - poly : poly;
+    const double half = x < 0 ? std::numbers::pi - octant : octant;
+    return y < 0 ? -half : half;
+  }
 
   Geometry geometry_;
   std::uint32_t panels_ = 0;

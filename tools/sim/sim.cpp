@@ -197,7 +197,7 @@ struct ChunkScratch {
   double px[kChunkPhotons], py[kChunkPhotons], pz[kChunkPhotons];
   double ux[kChunkPhotons], uy[kChunkPhotons], uz[kChunkPhotons];
   double energy_keV[kChunkPhotons], path_mm[kChunkPhotons];
-  double free_mm[kChunkPhotons], t_circle[kChunkPhotons];
+  double free_mm[kChunkPhotons], panel_raw[kChunkPhotons];
   // Emission draws per decay: a point in the unit disk (direction) and the acollinearity.
   double disk_a[kChunkDecays], disk_b[kChunkDecays], tilt_x[kChunkDecays], tilt_y[kChunkDecays];
   std::uint8_t scatters[kChunkPhotons];
@@ -423,7 +423,8 @@ class BlockGenerator {
     }
 
     // Ring: where the line meets the circle the panel faces touch, before any panel; past
-    // an axial end there and moving away from it, the photon is lost.
+    // an axial end there and moving away from it, the photon is lost. The panel facing
+    // that point (whose neighbours are the only other candidates) is found here too.
     for (std::uint32_t h = 0; h < 2; ++h) {
       for (std::size_t i = h * K, end = h * K + n; i < end; ++i) {
         const double ux = s.ux[i], uy = s.uy[i], uz = s.uz[i];
@@ -435,7 +436,7 @@ class BlockGenerator {
         const double t = -c / (b + std::sqrt(std::max(0.0, b * b - a * c)));
         const double z = s.pz[i] + t * uz;
         const bool away = (std::abs(z) >= half_axial_mm_) & (z * uz > 0);
-        s.t_circle[i] = t;
+        s.panel_raw[i] = model_.nearest_panel_raw(s.px[i] + t * ux, s.py[i] + t * uy);
         s.flag[i] = away | (a < 1e-12) ? 0.0 : 1.0;
       }
     }
@@ -450,8 +451,8 @@ class BlockGenerator {
     for (std::uint32_t k = 0; k < m; ++k) {
       const std::uint32_t j = s.list[k];
       s.hit_photon[hits] = j;
-      hits += model_.locate_from_circle(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j],
-                                        s.t_circle[j], s.hit[hits]);
+      hits += model_.locate_near_panel(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j],
+                                       model_.panel_of(s.panel_raw[j]), s.hit[hits]);
     }
 
     // Crystal: interaction within the depth, an exponential depth (in units of 1/mu)
