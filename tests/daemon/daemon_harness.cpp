@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -67,7 +68,9 @@ std::string daemon_yaml(const DaemonConfig& c) {
 namespace {
 pid_t spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
   std::vector<char*> argv;
-  std::string binary = PETDAQD_BINARY;
+  // PETDAQD names another binary (a build moved to another machine, say).
+  const char* other = std::getenv("PETDAQD");
+  std::string binary = other && *other ? other : PETDAQD_BINARY;
   argv.push_back(binary.data());
   std::vector<std::string> copy = args;
   for (auto& a : copy) argv.push_back(a.data());
