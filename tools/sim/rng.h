@@ -210,7 +210,14 @@ class BlockRng {
   // GCC vector extension: one value per lane, split into whatever registers the target has.
   using Lanes = std::uint64_t __attribute__((vector_size(8 * kLanes)));
 
-  [[gnu::noinline]] void refill() {
+  // Integer arithmetic only, so the AVX2 and the baseline versions (chosen when the program
+  // loads) give the same numbers.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  [[gnu::noinline, gnu::target_clones("avx2", "default")]]
+#else
+  [[gnu::noinline]]
+#endif
+  void refill() {
     // rotl(s1 * 5, 7) * 9 with shifts and adds: there is no 64-bit vector multiply before
     // AVX-512.
     Lanes s0 = state_[0], s1 = state_[1], s2 = state_[2], s3 = state_[3];
