@@ -1,0 +1,24 @@
+#!/bin/sh
+# Installs the build into a scratch DESTDIR and checks the layout; then installs again over
+# an edited configuration, which must be kept.
+set -eu
+cmake=$1 build=$2 bindir=$3 sysconfdir=$4 prefix=$5
+dest=$(mktemp -d)
+log=$(mktemp)
+trap 'rm -rf "$dest" "$log"' EXIT
+DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
+for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
+         "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" \
+         "$sysconfdir/petdaq/petdaq.yaml" "$sysconfdir/petdaq/petdaq.yaml.default" \
+         "$prefix/lib/systemd/system/petdaqd.service" "$prefix/lib/sysctl.d/60-petdaq.conf" \
+         "$prefix/lib/sysusers.d/petdaq.conf"; do
+  [ -e "$dest/$f" ] || { echo "missing after install: $f"; cat "$log"; exit 1; }
+done
+grep -qx "ExecStart=$bindir/petdaqd --config $sysconfdir/petdaq/petdaq.yaml" \
+  "$dest/$prefix/lib/systemd/system/petdaqd.service" \
+  || { echo "the unit does not start $bindir/petdaqd with $sysconfdir/petdaq/petdaq.yaml"; exit 1; }
+echo "# edited" >> "$dest/$sysconfdir/petdaq/petdaq.yaml"
+DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
+grep -qx '# edited' "$dest/$sysconfdir/petdaq/petdaq.yaml" \
+  || { echo "a reinstall replaced the edited configuration"; exit 1; }
+echo "install layout ok ($prefix)"
