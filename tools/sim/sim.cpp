@@ -224,10 +224,8 @@ struct Block {
   BlockStats stats;
 };
 
-// What a photon looked like to the detector, for the truth summary.
+// What a frame looked like to the flood map and energy window, for the truth summary.
 struct PhotonOutcome {
-  bool made = false;       // a frame was sent
-  bool scattered = false;  // scattered in the phantom (whether detected or not)
   bool in_window = false;  // measured energy in the window and a crystal in the flood map
   std::uint32_t measured_crystal = 0;
 };
@@ -708,7 +706,6 @@ class BlockGenerator {
     st.frames_mispositioned += (t.flags & truth_flag::mispositioned) != 0;
     st.frames_no_crystal += !in_crystal;
     PhotonOutcome outcome;
-    outcome.made = true;
     outcome.in_window =
         in_crystal && pending.measured_keV >= low_keV_ && pending.measured_keV <= high_keV_;
     st.frames_in_window += outcome.in_window;
