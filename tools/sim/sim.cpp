@@ -86,15 +86,20 @@ class EnergyTable {
   double value_[kPoints];
 };
 
-// cos(theta) of a Compton scatter, Klein-Nishina distributed (rejection sampling).
+// cos(theta) of a Compton scatter, Klein-Nishina distributed. dsigma/dOmega is
+// p^2 (p + 1/p - sin^2) with p = E'/E = 1 / (1 + k (1 - cos)); under the envelope p^2 the ratio
+// p is uniform on [1 / (1 + 2k), 1], and p + 1/p - sin^2 <= p_min + 1/p_min bounds the rest:
+// an exact rejection accepting 52 % of draws at 511 keV (a uniform cos accepts 29 %).
 double sample_compton_cos(double energy_keV, BlockRng& rng) {
   const double k = energy_keV / kElectronKeV;
+  const double p_min = 1 / (1 + 2 * k);
+  const double bound = p_min + 1 / p_min;
+  const double inv_k = 1 / k;
   for (;;) {
-    const double c = 2 * rng.uniform32() - 1;
-    const double p = 1 / (1 + k * (1 - c));
-    // dsigma/dOmega ~ p^2 (p + 1/p - sin^2), at most 2 (forward).
-    const double f = 0.5 * p * p * (p + 1 / p - (1 - c * c));
-    if (rng.uniform32() < f) return c;
+    const double p = p_min + (1 - p_min) * rng.uniform32();
+    const double inv_p = 1 / p;
+    const double c = std::clamp(1 - (inv_p - 1) * inv_k, -1.0, 1.0);
+    if (rng.uniform32() * bound < p + inv_p - (1 - c * c)) return c;
   }
 }
 
