@@ -23,22 +23,6 @@ ConvertTables make_convert_tables(const Settings& settings, const Calibration& c
   return t;
 }
 
-namespace {
-
-void prefetch_position(const std::uint8_t* f, const ConvertTables& t) {
-  if (check_frame(f, t) == FrameStatus::single)
-    __builtin_prefetch(t.position_lut + position_index(f, t));
-}
-
-void prefetch_energy(const std::uint8_t* f, const ConvertTables& t) {
-  if (check_frame(f, t) != FrameStatus::single) return;
-  const std::uint32_t label = t.position_lut[position_index(f, t)];
-  if (label < t.crystals_per_du)
-    __builtin_prefetch(t.energy_correction + energy_index(f, local_of_label(label, t), t));
-}
-
-}  // namespace
-
 std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                            Single* out, CounterDelta& delta, std::uint64_t* bdm_singles,
                            std::uint64_t* bdm_energy_rejected, PrefetchDistance ahead) {
@@ -50,21 +34,33 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   // of frame i + ahead.energy, whose pixel has arrived by then. Prefetches never fault and
   // convert_frame() alone decides every outcome, so the result is that of the plain loop.
   for (std::size_t i = 0; i < n; ++i) {
-    if (ahead.position > 0 && i + ahead.position < n)
-      prefetch_position(frames[i + ahead.position].bytes, t);
-    if (ahead.energy > 0 && i + ahead.energy < n) prefetch_energy(frames[i + ahead.energy].bytes, t);
+    // Written out here rather than in helpers: GCC deems a function whose only effect is a
+    // prefetch free of side effects and drops the call.
+    if (ahead.position > 0 && i + ahead.position < n) {
+      const std::uint8_t* p = frames[i + ahead.position].bytes;
+      if (check_frame(p, t) == FrameStatus::single)
+        __builtin_prefetch(t.position_lut + position_index(p, t));
+    }
+    if (ahead.energy > 0 && i + ahead.energy < n) {
+      const std::uint8_t* e = frames[i + ahead.energy].bytes;
+      if (check_frame(e, t) == FrameStatus::single) {
+        const std::uint32_t label = t.position_lut[position_index(e, t)];
+        if (label < t.crystals_per_du)
+          __builtin_prefetch(t.energy_correction + energy_index(e, local_of_label(label, t), t));
+      }
+    }
     const std::uint8_t* f = frames[i].bytes;
     // Written unconditionally and kept only when accepted: no branch on the common path.
     const FrameStatus s = convert_frame(f, t, out[kept]);
     ++by_status[static_cast<int>(s)];
-    // Branch-free: in and out of the energy window alternate at random. A frame that was not
-    // converted may carry any BDM byte, so it adds its zeros to BDM 0.
-    const bool accepted = s == FrameStatus::single;
-    const bool rejected = s == FrameStatus::energy_rejected;
-    const std::uint32_t bdm = accepted || rejected ? f[frame_offset::bdm] : 0;
-    bdm_singles[bdm] += accepted;
-    bdm_energy_rejected[bdm] += rejected;
-    kept += accepted;
+    // A branch, not arithmetic on the status: predicted, it lets the next frames' stores and
+    // counts go ahead before this frame's energy look-up has returned.
+    if (s == FrameStatus::single) {
+      ++bdm_singles[f[frame_offset::bdm]];
+      ++kept;
+    } else if (s == FrameStatus::energy_rejected) {
+      ++bdm_energy_rejected[f[frame_offset::bdm]];
+    }
   }
   for (int s = 0; s < kFrameStatusCount; ++s)
     delta[counter_of(static_cast<FrameStatus>(s))] += by_status[s];

@@ -207,8 +207,8 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
 // memory twice in a row. The best distances depend on the machine's memory latency
 // (petdaq-bench-convert measures a few); position must exceed energy.
 struct PrefetchDistance {
-  std::size_t position = 64;
-  std::size_t energy = 32;
+  std::size_t position = 32;
+  std::size_t energy = 16;
 };
 
 // Converts `n` frames; writes the singles inside the energy window to `out` (capacity n) in

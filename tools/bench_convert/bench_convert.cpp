@@ -16,6 +16,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct Options {
   std::size_t frames = 10'000'000;
   int repeat = 7;
   std::string config;
+  std::string input;  // frames file; empty: synthetic frames
   std::uint64_t seed = 1;
   std::size_t frames_per_datagram = 560;  // 8960 bytes: a full raw datagram under a 9000 MTU
 };
@@ -40,13 +42,16 @@ struct Options {
 void usage() {
   std::printf(
       "usage: petdaq-bench-convert [--frames N] [--repeat R] [--datagram F] [--config FILE] [--seed S]\n"
+      "                            [--input FRAMES]\n"
       "  --frames N     frames per pass (default 10000000)\n"
       "  --datagram F   frames per datagram, all from one BDM (default 560); the worst case,\n"
       "                 every frame from a random BDM, is measured as well\n"
       "  --repeat R     passes per layout; the median is reported (default 7)\n"
       "  --config FILE  scanner and energy window from this file (default: built-in defaults,\n"
       "                 which equal config/petdaq.yaml); the tables are synthetic\n"
-      "  --seed S       random seed of the synthetic stream (default 1)\n");
+      "  --seed S       random seed of the synthetic stream (default 1)\n"
+      "  --input FRAMES convert the first N frames of this file of raw frames (petdaq-sim's\n"
+      "                 frames.bin) with the calibration tables --config names\n");
 }
 
 bool parse_args(int argc, char** argv, Options& o) {
@@ -60,6 +65,8 @@ bool parse_args(int argc, char** argv, Options& o) {
       o.frames = std::strtoull(argv[++i], nullptr, 10);
     } else if (a == "--repeat" && has_value) {
       o.repeat = std::atoi(argv[++i]);
+    } else if (a == "--input" && has_value) {
+      o.input = argv[++i];
     } else if (a == "--config" && has_value) {
       o.config = argv[++i];
     } else if (a == "--datagram" && has_value) {
@@ -256,20 +263,39 @@ std::vector<float> coarsen(const std::vector<float>& fine, std::uint32_t fine_bi
   return t;
 }
 
+// The first `n` frames of a file of raw frames (fewer if the file is shorter).
+std::vector<RawFrame> read_frames(const std::string& file, std::size_t n) {
+  std::FILE* in = std::fopen(file.c_str(), "rb");
+  if (!in) throw std::runtime_error(file + ": cannot open");
+  std::vector<RawFrame> frames(n);
+  const std::size_t got = std::fread(frames.data(), sizeof(RawFrame), n, in);
+  std::fclose(in);
+  if (got == 0) throw std::runtime_error(file + ": no frames");
+  frames.resize(got);
+  return frames;
+}
+
 int run(const Options& o) {
   Settings s = o.config.empty() ? Settings{} : load_settings(o.config);
   const Geometry g = Geometry::from(s.scanner);
-  const std::uint32_t bins = 1000;
-  const std::uint32_t bin_width = s.calibration.energy_bin_width;
   std::mt19937_64 rng(o.seed);
 
-  const auto peaks = make_photopeaks(g, rng);
   Calibration cal;
-  cal.position_lut = make_position_lut(g);
-  cal.energy_correction = make_energy_table(g, peaks, bins, bin_width);
-  cal.energy_bins = bins;
-  cal.energy_bin_width = bin_width;
-  const std::vector<RawFrame> frames = make_frames(g, s, peaks, o.frames, o.frames_per_datagram, rng);
+  std::vector<RawFrame> frames;
+  if (!o.input.empty()) {
+    // Recorded frames with the configuration's own calibration tables (time offsets included).
+    cal = load_calibration(s);
+    frames = read_frames(o.input, o.frames);
+  } else {
+    const auto peaks = make_photopeaks(g, rng);
+    cal.position_lut = make_position_lut(g);
+    cal.energy_bins = 1000;
+    cal.energy_bin_width = s.calibration.energy_bin_width;
+    cal.energy_correction = make_energy_table(g, peaks, cal.energy_bins, cal.energy_bin_width);
+    frames = make_frames(g, s, peaks, o.frames, o.frames_per_datagram, rng);
+  }
+  const std::uint32_t bins = cal.energy_bins;
+  const std::uint32_t bin_width = cal.energy_bin_width;
   std::vector<Single> out(frames.size());
   std::fill(reinterpret_cast<unsigned char*>(out.data()),
             reinterpret_cast<unsigned char*>(out.data() + out.size()), 0);  // fault the pages in
@@ -283,9 +309,13 @@ int run(const Options& o) {
   std::printf("scanner: %u BDMs x %u DUs x %u crystals, flood map %ux%u, energy table %u bins of %u ADC\n",
               g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), g.position_size, g.position_size,
               bins, bin_width);
-  std::printf("frames: %zu per pass in datagrams of %zu frames from one BDM, %d passes per layout\n"
-              "        (median reported); load average %.2f\n",
-              frames.size(), o.frames_per_datagram, o.repeat, load[0]);
+  if (o.input.empty())
+    std::printf("frames: %zu per pass, synthetic, in datagrams of %zu frames from one BDM\n",
+                frames.size(), o.frames_per_datagram);
+  else
+    std::printf("frames: the first %zu of %s, calibration of the configuration%s\n", frames.size(),
+                o.input.c_str(), cal.time_offsets.empty() ? "" : " (with time offsets)");
+  std::printf("%d passes per layout (median reported); load average %.2f\n", o.repeat, load[0]);
 
   const double MB = 1.0 / (1 << 20);
   const double table_MB = cal.energy_correction.size() * sizeof(float) * MB;
@@ -321,7 +351,7 @@ int run(const Options& o) {
   add(first, huge.bytes * MB, frames, all_huge_tables);
   add("  LUT and table in 4 KB pages (the .npy layout)", table_MB, frames, base);
   add("  table in 2 MB pages, LUT in 4 KB pages", huge.bytes * MB, frames, huge_tables);
-  for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{32, 16},
+  for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{64, 32},
                                    PrefetchDistance{128, 64}, PrefetchDistance{256, 128}}) {
     char label[96];
     std::snprintf(label, sizeof label, "  2 MB pages, prefetch %zu / %zu frames ahead%s", d.position, d.energy,
