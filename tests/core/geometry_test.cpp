@@ -48,7 +48,7 @@ TEST(Geometry, DefaultCounts) {
   EXPECT_EQ(kDefault.bdm_count(), 24u);
   EXPECT_EQ(kDefault.du_per_bdm(), 4u);
   EXPECT_EQ(kDefault.crystals_per_du(), 169u);
-  // 12 boards x 2 DUs x 13 crystals around the ring (the seed forgot the board count).
+  // 12 boards x 2 DUs x 13 crystals around the ring (the earlier pipeline forgot the board count).
   EXPECT_EQ(kDefault.crystals_per_ring(), 312u);
   EXPECT_EQ(kDefault.ring_count(), 52u);
   EXPECT_EQ(kDefault.crystal_count(), 16224u);
