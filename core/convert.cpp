@@ -53,13 +53,14 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
     // Written unconditionally and kept only when accepted: no branch on the common path.
     const FrameStatus s = convert_frame(f, t, out[kept]);
     ++by_status[static_cast<int>(s)];
-    // A branch, not arithmetic on the status: predicted, it lets the next frames' stores and
-    // counts go ahead before this frame's energy look-up has returned.
-    if (s == FrameStatus::single) {
-      ++bdm_singles[f[frame_offset::bdm]];
-      ++kept;
-    } else if (s == FrameStatus::energy_rejected) {
-      ++bdm_energy_rejected[f[frame_offset::bdm]];
+    // Converted frames (nearly all) have a valid BDM; inside or outside the energy window
+    // alternates at random, so that part is arithmetic rather than a branch.
+    if (s <= FrameStatus::energy_rejected) {
+      const bool accepted = s == FrameStatus::single;
+      const std::uint32_t bdm = f[frame_offset::bdm];
+      bdm_singles[bdm] += accepted;
+      bdm_energy_rejected[bdm] += !accepted;
+      kept += accepted;
     }
   }
   for (int s = 0; s < kFrameStatusCount; ++s)

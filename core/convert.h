@@ -179,13 +179,12 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
   // Times are signed 64-bit after correction; a raw time past INT64_MAX is a corrupt stamp.
   if (time > 0x7FFF'FFFF'FFFF'FFFFull) return FrameStatus::bad_time;
   if (t.time_offsets) {
-    const std::int64_t offset = t.time_offsets[crystal];
-    // A correction carrying the time past INT64_MAX is as corrupt as a raw time there.
-    if (offset > 0 && time > static_cast<std::uint64_t>(0x7FFF'FFFF'FFFF'FFFFll - offset))
-      return FrameStatus::bad_time;
-    const std::int64_t corrected = static_cast<std::int64_t>(time) + offset;
-    if (corrected < 0) return FrameStatus::bad_time;
-    time = static_cast<std::uint64_t>(corrected);
+    // A correction carrying the time past INT64_MAX, or below 0, is as corrupt as a raw time
+    // past INT64_MAX. With time <= INT64_MAX and |offset| < 2^31, the unsigned sum lands past
+    // INT64_MAX in exactly those two cases (below 0 wraps to near 2^64): one test, and no
+    // branch on the offset's sign, which is random from crystal to crystal.
+    time += static_cast<std::uint64_t>(static_cast<std::int64_t>(t.time_offsets[crystal]));
+    if (time > 0x7FFF'FFFF'FFFF'FFFFull) return FrameStatus::bad_time;
   }
 
   const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);

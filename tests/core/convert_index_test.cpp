@@ -2,6 +2,7 @@
 // gain's index equal those of Geometry and of plain division for every valid input.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cstdint>
 #include <vector>
 
@@ -118,6 +119,51 @@ TEST(ConvertIndex, UnevenScanners) {
   check_scanner(scanner(85, 3, 1, 16, 16, 16, 16));  // 255 BDMs, 16 DUs, 256 labels
   check_scanner(scanner(3, 85, 16, 1, 1, 255, 16));  // long axial
   check_scanner(scanner(255, 1, 2, 1, 255, 1, 16));
+}
+
+
+// The corrected time and its bad_time test against the plain signed arithmetic, at the edges:
+// times near 0 and near INT64_MAX and past it, offsets of either sign up to the int32 limits.
+TEST(ConvertTime, CorrectionEqualsSignedArithmetic) {
+  Settings s;
+  s.scanner = scanner(1, 1, 1, 1, 1, 1, 1);
+  s.energy_window.low_keV = 0;
+  s.energy_window.high_keV = 1e9;
+  Calibration cal;
+  cal.position_lut = {0};
+  cal.energy_bins = 1;
+  cal.energy_bin_width = 10;
+  cal.energy_correction = {1.0f};
+  cal.time_offsets = {0};
+  constexpr std::uint64_t kMax = 0x7FFF'FFFF'FFFF'FFFFull;
+  const std::vector<std::uint64_t> times = {0, 1, 2, 5, 1000, 0x7FFF'FFFFull, 0x8000'0000ull,
+                                            0xFFFF'FFFFull, 1ull << 40, kMax - 0x8000'0000ull,
+                                            kMax - 0x7FFF'FFFFull, kMax - 1000, kMax - 1, kMax,
+                                            kMax + 1, kMax + 0x8000'0000ull, ~0ull};
+  const std::vector<std::int32_t> offsets = {INT32_MIN, INT32_MIN + 1, -1000, -5, -1, 0, 1, 5,
+                                             1000, INT32_MAX - 1, INT32_MAX};
+  for (const std::int32_t offset : offsets) {
+    cal.time_offsets[0] = offset;
+    const ConvertTables t = make_convert_tables(s, cal);
+    for (const std::uint64_t time : times) {
+      FrameFields ff{};
+      ff.head_marker = s.frame.head_marker;
+      ff.tail_marker = s.frame.tail_marker;
+      ff.time_ticks = time;
+      ff.energy_raw = 100;
+      RawFrame f;
+      encode_frame(ff, f.bytes);
+      Single out{};
+      const FrameStatus status = convert_frame(f.bytes, t, out);
+      // Valid when the raw and the corrected time lie in [0, INT64_MAX].
+      const std::uint64_t magnitude =
+          static_cast<std::uint64_t>(offset < 0 ? -std::int64_t{offset} : std::int64_t{offset});
+      const bool valid = time <= kMax && (offset >= 0 ? time <= kMax - magnitude : time >= magnitude);
+      ASSERT_EQ(status, valid ? FrameStatus::single : FrameStatus::bad_time)
+          << "time " << time << " offset " << offset;
+      if (valid) ASSERT_EQ(out.time, offset >= 0 ? time + magnitude : time - magnitude);
+    }
+  }
 }
 
 }  // namespace
