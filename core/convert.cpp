@@ -1,5 +1,8 @@
 #include "core/convert.h"
 
+#include <algorithm>
+#include <climits>
+
 #include "core/calibration.h"
 #include "core/settings.h"
 
@@ -30,23 +33,38 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const ConvertTables t = tables;
   std::uint64_t by_status[kFrameStatusCount] = {};
   std::size_t kept = 0;
-  // While frame i converts, the pixel of frame i + ahead.position is requested, and the gain
-  // of frame i + ahead.energy, whose pixel has arrived by then. Prefetches never fault and
-  // convert_frame() alone decides every outcome, so the result is that of the plain loop.
-  for (std::size_t i = 0; i < n; ++i) {
-    // Written out here rather than in helpers: GCC deems a function whose only effect is a
-    // prefetch free of side effects and drops the call.
-    if (ahead.position > 0 && i + ahead.position < n) {
-      const std::uint8_t* p = frames[i + ahead.position].bytes;
-      if (check_frame(p, t) == FrameStatus::single)
-        __builtin_prefetch(t.position_lut + position_index(p, t));
+  // While frame i converts, the pixel of frame i + ahead.position is requested and its index
+  // kept in a ring, and the gain of frame i + ahead.energy, whose pixel has arrived by then,
+  // is requested from the label at the kept index. Prefetches never fault and convert_frame()
+  // alone decides every outcome, so the result is that of the plain loop.
+  constexpr std::size_t kRing = 512;
+  constexpr std::uint32_t kNoPixel = UINT32_MAX;  // the frame never reaches the tables
+  std::uint32_t pixel[kRing];
+  const std::size_t pos_ahead = std::min(ahead.position, kRing);
+  const std::size_t energy_ahead = ahead.energy < pos_ahead ? ahead.energy : 0;
+  // Written out here rather than in a helper: GCC deems a function whose only effect is a
+  // prefetch free of side effects and drops the call.
+  const auto request_pixel = [&](std::size_t j) {
+    const std::uint8_t* p = frames[j].bytes;
+    std::uint32_t index = kNoPixel;
+    if (check_frame(p, t) == FrameStatus::single) {
+      index = static_cast<std::uint32_t>(position_index(p, t));
+      __builtin_prefetch(t.position_lut + index);
     }
-    if (ahead.energy > 0 && i + ahead.energy < n) {
-      const std::uint8_t* e = frames[i + ahead.energy].bytes;
-      if (check_frame(e, t) == FrameStatus::single) {
-        const std::uint32_t label = t.position_lut[position_index(e, t)];
+    pixel[j % kRing] = index;
+  };
+  if (pos_ahead > 0)
+    for (std::size_t j = 0; j < std::min(pos_ahead, n); ++j) request_pixel(j);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (pos_ahead > 0 && i + pos_ahead < n) request_pixel(i + pos_ahead);
+    if (energy_ahead > 0 && i + energy_ahead < n) {
+      const std::size_t k = i + energy_ahead;
+      const std::uint32_t index = pixel[k % kRing];
+      if (index != kNoPixel) {
+        const std::uint32_t label = t.position_lut[index];
         if (label < t.crystals_per_du)
-          __builtin_prefetch(t.energy_correction + energy_index(e, local_of_label(label, t), t));
+          __builtin_prefetch(t.energy_correction +
+                             energy_index(frames[k].bytes, local_of_label(label, t), t));
       }
     }
     const std::uint8_t* f = frames[i].bytes;

@@ -204,7 +204,8 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
 // two look-ups are random reads in tables of megabytes (6 MiB and 65 MiB for the default
 // scanner) and the second depends on the first: without prefetching, a frame waits for
 // memory twice in a row. The best distances depend on the machine's memory latency
-// (petdaq-bench-convert measures a few); position must exceed energy.
+// (petdaq-bench-convert measures a few). position 0 turns prefetching off; position is capped
+// at 512, and an energy distance not below it turns the gain's prefetch off.
 struct PrefetchDistance {
   std::size_t position = 32;
   std::size_t energy = 16;

@@ -4,6 +4,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "core/calibration.h"
@@ -163,6 +164,74 @@ TEST(ConvertTime, CorrectionEqualsSignedArithmetic) {
           << "time " << time << " offset " << offset;
       if (valid) ASSERT_EQ(out.time, offset >= 0 ? time + magnitude : time - magnitude);
     }
+  }
+}
+
+// convert_frames() with its prefetching pipeline equals convert_frame() frame by frame, over a
+// stream longer than its ring and with many bad frames, at every kind of prefetch distance.
+TEST(ConvertFrames, EqualsTheFrameByFrameConversion) {
+  Settings s;
+  s.scanner = scanner(3, 2, 2, 2, 4, 3, 8);
+  s.energy_window.low_keV = 300;
+  s.energy_window.high_keV = 700;
+  const Geometry g = Geometry::from(s.scanner);
+  std::mt19937_64 rng(7);
+  Calibration cal;
+  cal.position_lut.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * 64);
+  for (auto& v : cal.position_lut) v = static_cast<std::uint8_t>(rng() % 14);  // 12 and 13: no crystal
+  cal.energy_bins = 5;
+  cal.energy_bin_width = 200;
+  cal.energy_correction.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * g.crystals_per_du() * 5);
+  for (auto& v : cal.energy_correction) v = 0.5f + static_cast<float>(rng() % 100) / 100.0f;
+  cal.time_offsets.resize(g.crystal_count());
+  for (auto& v : cal.time_offsets) v = static_cast<std::int32_t>(rng() % 2001) - 1000;
+  const ConvertTables t = make_convert_tables(s, cal);
+
+  std::vector<RawFrame> frames(3000);
+  for (RawFrame& f : frames) {
+    FrameFields ff{};
+    ff.head_marker = rng() % 50 ? s.frame.head_marker : 0x3;
+    ff.tail_marker = s.frame.tail_marker;
+    ff.bdm = static_cast<std::uint8_t>(rng() % (g.bdm_count() + 1));
+    ff.du = static_cast<std::uint8_t>(rng() % (g.du_per_bdm() + 1));
+    ff.x = static_cast<std::uint8_t>(rng() % 9);
+    ff.y = static_cast<std::uint8_t>(rng() % 9);
+    ff.time_ticks = rng() % 100 ? 500 + rng() % 100000 : rng() % 600;
+    ff.energy_raw = static_cast<std::uint16_t>(rng() % 1400);
+    encode_frame(ff, f.bytes);
+  }
+  std::vector<Single> expected;
+  CounterDelta expected_delta;
+  std::vector<std::uint64_t> expected_bdm(g.bdm_count()), expected_rejected(g.bdm_count());
+  for (const RawFrame& f : frames) {
+    Single one{};
+    const FrameStatus status = convert_frame(f.bytes, t, one);
+    expected_delta[counter_of(status)] += 1;
+    if (status == FrameStatus::single) expected.push_back(one), ++expected_bdm[f.bytes[frame_offset::bdm]];
+    if (status == FrameStatus::energy_rejected) ++expected_rejected[f.bytes[frame_offset::bdm]];
+  }
+  ASSERT_GT(expected.size(), 300u);
+  ASSERT_GT(expected_delta[Counter::frame_no_crystal], 100u);
+  ASSERT_GT(expected_delta[Counter::single_energy_rejected], 100u);
+  for (const PrefetchDistance d : {PrefetchDistance{}, PrefetchDistance{0, 0}, PrefetchDistance{1, 0},
+                                   PrefetchDistance{3, 2}, PrefetchDistance{16, 16}, PrefetchDistance{4, 9},
+                                   PrefetchDistance{512, 511}, PrefetchDistance{600, 300},
+                                   PrefetchDistance{5000, 2500}}) {
+    std::vector<Single> out(frames.size());
+    CounterDelta delta;
+    std::vector<std::uint64_t> bdm(g.bdm_count()), rejected(g.bdm_count());
+    const std::size_t kept = convert_frames(frames.data(), frames.size(), t, out.data(), delta,
+                                            bdm.data(), rejected.data(), d);
+    ASSERT_EQ(kept, expected.size()) << d.position << " / " << d.energy;
+    for (std::size_t i = 0; i < kept; ++i) {
+      ASSERT_EQ(out[i].time, expected[i].time);
+      ASSERT_EQ(out[i].crystal, expected[i].crystal);
+      ASSERT_EQ(out[i].energy, expected[i].energy);
+    }
+    for (std::size_t c = 0; c < kCounterCount; ++c)
+      ASSERT_EQ(delta[static_cast<Counter>(c)], expected_delta[static_cast<Counter>(c)]);
+    EXPECT_EQ(bdm, expected_bdm);
+    EXPECT_EQ(rejected, expected_rejected);
   }
 }
 
