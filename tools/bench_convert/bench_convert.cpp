@@ -1,9 +1,10 @@
 // petdaq-bench-convert: the CPU convert stage (convert_frames: decode, position and energy
-// look-ups, energy correction, window test) on one thread, over a realistic stream of the
-// configured scanner (default: 24 BDMs x 4 DUs x 169 crystals, 256 x 256 flood maps, 1000
-// energy bins: a 65 MB energy table). Prints frames/s per core (median of the repetitions)
-// next to the 50 M frames/s per-core target, then the same frames against other layouts of
-// the energy table, to show what the table's size costs.
+// look-ups with their prefetches, energy correction, window test) on one thread, over a
+// realistic synthetic stream of the configured scanner (default: 24 BDMs x 4 DUs x 169
+// crystals, 256 x 256 flood maps, 1000 energy bins: a 65 MB energy table) or over a recorded
+// file of frames with the configuration's calibration (--input). Prints frames/s per core
+// (median of the repetitions) next to the 50 M frames/s per-core target, for the tables as
+// the CPU backend holds them, other page sizes, prefetch distances and energy-table sizes.
 #include <sys/mman.h>
 #include <time.h>
 
