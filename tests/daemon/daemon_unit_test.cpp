@@ -137,7 +137,7 @@ TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {
   reread.coincidence.policy = Policy::take_all_goods;
   reread.energy_window.low_keV = 400;
   reread.input.ring_chunks = 8;
-  reread.stream.max_slice_ms = 5;
+  reread.stream.max_slice_ms = running.stream.max_slice_ms + 2;
   const ReloadPlan p = plan_reload(running, reread);
   EXPECT_EQ(p.live, (std::vector<std::string>{"energy_window", "coincidence"}));
   EXPECT_EQ(p.restart, (std::vector<std::string>{"stream", "input"}));
