@@ -8,6 +8,7 @@
 #include <string>
 #include <zmq.hpp>
 
+#include "tools/stop_signal.h"
 #include "core/output.h"
 #include "core/settings.h"
 #include "proto/records.h"
@@ -18,8 +19,6 @@ namespace {
 using namespace petdaq;
 using Clock = std::chrono::steady_clock;
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_signal(int) { g_stop = 1; }
 
 const char* kUsage = R"(usage: petdaq-record --config FILE --output FILE.plm [options]
 
@@ -119,11 +118,7 @@ std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_b
 
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  install_stop_signals();
 
   Settings settings;
   try {
@@ -165,7 +160,7 @@ int main(int argc, char** argv) {
   int rc = 0;
   try {
     zmq::message_t parts[3];
-    while (!g_stop) {
+    while (!stop_requested()) {
       const auto now = Clock::now();
       const double elapsed_s = std::chrono::duration<double>(now - start).count();
       if (o.duration_s && elapsed_s >= *o.duration_s) break;
@@ -242,7 +237,7 @@ int main(int argc, char** argv) {
   }
 
   const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-  std::fprintf(stderr, "petdaq-record: %s: %s\n", g_stop ? "stopped by signal" : "finished",
+  std::fprintf(stderr, "petdaq-record: %s: %s\n", stop_requested() ? "stopped by signal" : "finished",
                progress_text(t, elapsed_s, writer->bytes_written()).c_str());
   for (int k = 0; k < 2; ++k) {
     const auto& ids = t.ids[k];

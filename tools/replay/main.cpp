@@ -13,6 +13,7 @@
 
 #include <sys/prctl.h>
 
+#include "tools/stop_signal.h"
 #include "core/settings.h"
 #include "tools/replay/input.h"
 #include "tools/replay/packer.h"
@@ -24,8 +25,6 @@ namespace {
 using namespace petdaq;
 using namespace petdaq::replay;
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_signal(int) { g_stop = 1; }
 
 const char* kUsage = R"(usage: petdaq-replay [options] INPUT
 
@@ -214,7 +213,7 @@ class Run {
         sleep_until(step_end);
         now = Clock::now();
         if (now >= due) break;
-        if (g_stop) return;
+        if (stop_requested()) return;
       }
     }
     sender_.enqueue(source, data, bytes, frames, token);
@@ -249,7 +248,7 @@ class Run {
                  "  behind_max_ms    %.3f\n"
                  "  behind_end_ms    %.3f\n"
                  "  send_errors      %llu\n",
-                 g_stop ? "interrupted" : "finished", input_line.c_str(), skipped_line.c_str(),
+                 stop_requested() ? "interrupted" : "finished", input_line.c_str(), skipped_line.c_str(),
                  static_cast<unsigned long long>(s.datagrams),
                  static_cast<unsigned long long>(s.frames),
                  static_cast<unsigned long long>(s.bytes), elapsed_s, fps, dps,
@@ -360,9 +359,9 @@ int replay_frames(const Options& o, const MappedFile& file) {
   };
 
   run.start();
-  for (; (o.loops == 0 || loop < o.loops) && !g_stop; ++loop) {
+  for (; (o.loops == 0 || loop < o.loops) && !stop_requested(); ++loop) {
     packer.restart_time();
-    for (std::size_t i = 0; i < info.frame_count && !g_stop; ++i) {
+    for (std::size_t i = 0; i < info.frame_count && !stop_requested(); ++i) {
       packer.add(file.data() + i * kFrameBytes, emit);
     }
     packer.flush(emit);
@@ -411,8 +410,8 @@ int replay_capture(const Options& o) {
   const std::int64_t span_ns = cap.datagrams.back().time_ns + 1;
   std::uint64_t loop = 0;
   run.start();
-  for (; (o.loops == 0 || loop < o.loops) && !g_stop; ++loop) {
-    for (std::size_t i = 0; i < cap.datagrams.size() && !g_stop; ++i) {
+  for (; (o.loops == 0 || loop < o.loops) && !stop_requested(); ++loop) {
+    for (std::size_t i = 0; i < cap.datagrams.size() && !stop_requested(); ++i) {
       const CapturedDatagram& d = cap.datagrams[i];
       run.send(d.source % sources, cap.payloads.data() + d.offset, d.bytes,
                d.bytes / static_cast<std::uint32_t>(kFrameBytes), 0,
@@ -430,11 +429,7 @@ int replay_capture(const Options& o) {
 
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  install_stop_signals();
   // Deadlines are absolute, so finer timer slack only sharpens them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL);
   try {

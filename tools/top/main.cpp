@@ -15,6 +15,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "tools/stop_signal.h"
 #include "proto/records.h"
 #include "tools/top/rates.h"
 
@@ -27,8 +28,6 @@ using Clock = std::chrono::steady_clock;
 constexpr double kStaleAfter_s = 3.0;
 constexpr std::size_t kHistory_s = 60;
 
-volatile std::sig_atomic_t g_stop = 0;
-extern "C" void on_signal(int) { g_stop = 1; }
 
 const char* kUsage = R"(usage: petdaq-top [--endpoint ENDPOINT] [--plain | --json]
 
@@ -396,11 +395,7 @@ std::string clock_text() {
 
 int main(int argc, char** argv) {
   const Options o = parse_args(argc, argv);
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  install_stop_signals();
 
   zmq::context_t ctx(1);
   zmq::socket_t sub(ctx, zmq::socket_type::sub);
@@ -422,7 +417,7 @@ int main(int argc, char** argv) {
                                        std::chrono::duration<double>(kStaleAfter_s));
   auto next_draw = started;
 
-  while (!g_stop) {
+  while (!stop_requested()) {
     zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
