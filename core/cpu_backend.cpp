@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -127,7 +128,7 @@ struct CpuBackend::Impl {
       return std::chrono::duration<double>(b - a).count();
     };
     const Clock::time_point t0 = Clock::now();
-    const std::size_t frame_count = std::min(req.frame_count, max_slice_frames);
+    const std::size_t frame_count = req.frame_count;
     CounterDelta& delta = result.counters;
     const std::size_t fresh =
         convert_frames(req.frames, frame_count, tables, singles + carry_count, delta,
@@ -212,6 +213,12 @@ RawFrame* CpuBackend::input_buffer() { return impl_->input.get(); }
 void CpuBackend::submit(const SliceRequest& request) {
   if (impl_->has_pending)
     throw std::logic_error("CpuBackend::submit: the previous slice was not collected");
+  // The slicer never asks for more; a caller that does has a bug, not bad data.
+  if (request.frame_count > impl_->max_slice_frames)
+    throw std::invalid_argument("CpuBackend::submit: a slice of " +
+                                std::to_string(request.frame_count) +
+                                " frames exceeds stream.max_slice_frames = " +
+                                std::to_string(impl_->max_slice_frames));
   impl_->pending = request;
   impl_->has_pending = true;
 }

@@ -255,8 +255,13 @@ void GpuBackend::submit(const SliceRequest& request) {
     throw std::logic_error("GpuBackend::submit: " + std::to_string(kSlicesInFlight) +
                            " slices already in flight; collect one first");
   Slot& slot = slots_[next_submit_ % kSlicesInFlight];
-  // As the CPU backend: a slice holds at most max_slice_frames frames.
-  const std::size_t frame_count = std::min(request.frame_count, max_slice_frames_);
+  // As the CPU backend: a slice of more than max_slice_frames frames is the caller's bug.
+  if (request.frame_count > max_slice_frames_)
+    throw std::invalid_argument("GpuBackend::submit: a slice of " +
+                                std::to_string(request.frame_count) +
+                                " frames exceeds stream.max_slice_frames = " +
+                                std::to_string(max_slice_frames_));
+  const std::size_t frame_count = request.frame_count;
   if (frame_count > 0 && request.frames == nullptr)
     throw std::invalid_argument("GpuBackend::submit: frames missing");
   slot.slice_id = request.slice_id;

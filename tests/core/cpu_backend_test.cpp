@@ -131,6 +131,25 @@ TEST(CpuBackend, RunStartDropsACarryOverLeftByAnUnfinishedRun) {
   EXPECT_EQ(r2.t_end, 1011u);
 }
 
+TEST(CpuBackend, ASliceLargerThanMaxSliceFramesIsRefused) {
+  TestScanner scanner(false);
+  scanner.settings.stream.max_slice_frames = 2;
+  CpuBackend backend(scanner.settings, scanner.calibration);
+  RawFrame* in = backend.input_buffer();
+  in[0] = scanner.frame(0, 0, 1, 1000, 500);
+  in[1] = scanner.frame(1, 0, 1, 1001, 500);
+  SliceRequest r;
+  r.frames = in;
+  r.frame_count = 3;
+  r.horizon = 900;
+  r.run_start = true;
+  EXPECT_THROW(backend.submit(r), std::invalid_argument);
+  EXPECT_EQ(backend.in_flight(), 0u);
+  r.frame_count = 2;
+  backend.submit(r);
+  EXPECT_EQ(backend.collect().counters[Counter::single_accepted], 2u);
+}
+
 TEST(CpuBackend, CarryOverflowResolvesTheSliceAsFinalAndIsCounted) {
   TestScanner scanner(false);
   Settings& s = scanner.settings;
