@@ -1,6 +1,7 @@
 #include "core/slicer.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -93,6 +94,13 @@ struct Slicer::Impl {
   bool replaying = false;
   bool run_finished = false;
   CounterDelta stream_delta;
+
+  // The fast path's per-source summary of the frames it took since the last flush_fast().
+  bool maybe_reset = false;  // some source may be waiting for the next run
+  std::array<std::uint64_t, 256> fast_latest{};
+  std::array<std::uint8_t, 256> fast_touched{};
+  std::array<std::uint8_t, 256> fast_list{};
+  std::size_t fast_list_count = 0;
 
   Impl(const Settings& s, const Calibration& cal, Backend& b, ResultSink& out, Counters& c)
       : backend(b),
@@ -195,6 +203,23 @@ struct Slicer::Impl {
   // (nth_element by time) and is cut at the time of the first frame left out, so that later
   // slices still hold only frames at or after their predecessor's horizon.
   void release(std::uint64_t h1, bool all) {
+    // The common case: whatever is ready fits in the slice, so no split is needed and one
+    // pass moves the ready frames out and keeps the rest in their order.
+    if (!all && waiting <= slice_capacity - input_count) {
+      RawFrame* const w = pending.get();
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < waiting; ++i) {
+        if (key_of(w[i]) < h1) {
+          input_buffer()[input_count++] = w[i];
+        } else {
+          w[kept++] = w[i];
+        }
+      }
+      waiting = kept;
+      h_cur = std::max(h_cur, h1);
+      if (input_count == slice_capacity) cut(h_cur, false);
+      return;
+    }
     while (true) {
       RawFrame* const w = pending.get();
       RawFrame* const mid =
@@ -397,6 +422,7 @@ struct Slicer::Impl {
     const bool far_back = h_cur > max_future_ticks && key < h_cur - max_future_ticks;
     if (far_back && !replaying) {
       s.reset = true;
+      maybe_reset = true;
       hold_for_next_run(f, s);
       if (reset_due(false)) new_run();
       return;
@@ -433,6 +459,102 @@ struct Slicer::Impl {
     }
   }
 
+  // ---- the fast path: frames that take() would just file ----
+
+  // Applies what take() would have done to each source that sent frames through the fast
+  // path (`now` is fixed for one push, so the order of those frames does not matter).
+  void flush_fast() {
+    for (std::size_t k = 0; k < fast_list_count; ++k) {
+      const std::uint8_t b = fast_list[k];
+      Source& s = sources[b];
+      s.last_seen = now;
+      s.idle = false;
+      s.ahead_streak = 0;
+      // A source that has not sent has latest 0, so max() is take()'s rule.
+      s.latest = std::max(s.latest, fast_latest[b]);
+      s.sent = true;
+      fast_latest[b] = 0;
+      fast_touched[b] = 0;
+    }
+    fast_list_count = 0;
+  }
+
+  bool any_reset() {
+    if (!maybe_reset) return false;
+    for (const Source& s : sources)
+      if (s.reset) return true;
+    maybe_reset = false;
+    return false;
+  }
+
+  // Takes frames [i, end) as long as each is the common case (attributable, run warm, no
+  // source waiting for a reset, neither late, far back nor far ahead, room where it goes),
+  // exactly as take() would. Returns the index of the first frame not taken.
+  std::size_t take_fast(const RawFrame* frames, std::size_t i, std::size_t end) {
+    if (!warm || replaying || any_reset()) return i;
+    const std::uint64_t hi = sat_add(h_cur, max_future_ticks);
+    const std::uint64_t far_lo = h_cur > max_future_ticks ? h_cur - max_future_ticks : 0;
+    const std::uint64_t lo = std::max(published, far_lo);
+    const std::uint64_t ready_below = h_cur;
+    const std::uint32_t sources_n = bdm_count;
+    const bool markers = check_markers;
+    const std::uint8_t head = head_marker;
+    const std::uint8_t tail = tail_marker;
+    RawFrame* const w = pending.get();
+    std::size_t wait_n = waiting;
+    const std::size_t wait_max = pending_capacity - held;
+    for (; i < end; ++i) {
+      const RawFrame& f = frames[i];
+      const std::uint8_t bdm = f.bytes[frame_offset::bdm];
+      if (bdm >= sources_n) break;
+      if (markers && ((f.bytes[frame_offset::head_du] >> 4) != head ||
+                      (f.bytes[frame_offset::temp_frac_tail] & 0x0F) != tail))
+        break;
+      const std::uint64_t key = key_of(f);
+      if (key < lo || key > hi) break;
+      if (key < ready_below) {
+        waiting = wait_n;
+        input_buffer()[input_count++] = f;
+        note_fast(bdm, key);
+        if (input_count == slice_capacity) {
+          // The cut raises the published horizon: what is late changes.
+          flush_fast();
+          cut(h_cur, false);
+          return i + 1;
+        }
+      } else {
+        if (wait_n == wait_max) break;
+        w[wait_n++] = f;
+        note_fast(bdm, key);
+      }
+    }
+    waiting = wait_n;
+    return i;
+  }
+
+  void note_fast(std::uint8_t bdm, std::uint64_t key) {
+    if (!fast_touched[bdm]) {
+      fast_touched[bdm] = 1;
+      fast_list[fast_list_count++] = bdm;
+    }
+    fast_latest[bdm] = std::max(fast_latest[bdm], key);
+  }
+
+  // take() for frames [i, end), the common ones through take_fast().
+  void take_range(const RawFrame* frames, std::size_t i, std::size_t end) {
+    while (i < end) {
+      const std::size_t j = take_fast(frames, i, end);
+      if (j != i) {
+        i = j;
+        continue;
+      }
+      flush_fast();
+      take(frames[i]);
+      ++i;
+    }
+    flush_fast();
+  }
+
   void flush_counters() {
     counters.add(stream_delta);
     stream_delta = CounterDelta{};
@@ -462,10 +584,11 @@ void Slicer::push(const RawFrame* frames, std::size_t n, Clock::time_point now) 
     ++m.run;
     m.run_finished = false;
   }
-  for (std::size_t i = 0; i < n; ++i) {
-    m.take(frames[i]);
+  for (std::size_t i = 0; i < n; i += kHorizonBlockFrames) {
+    const std::size_t end = std::min(n, i + kHorizonBlockFrames);
+    m.take_range(frames, i, end);
     // A large push must not leave everything waiting until its end.
-    if ((i & (kHorizonBlockFrames - 1)) == kHorizonBlockFrames - 1) m.update_horizon();
+    if (end - i == kHorizonBlockFrames) m.update_horizon();
   }
   m.update_horizon();
   m.flush_counters();
