@@ -91,7 +91,7 @@ int run(Loaded loaded, const Options& opt) {
   receiver.stop();
   worker.stop();
   spdlog::info("final counters: {}", worker.final_report());
-  return 0;
+  return worker.failed() ? 1 : 0;
 }
 
 }  // namespace

@@ -1,5 +1,8 @@
 #include "daemon/worker.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -116,7 +119,15 @@ const std::string& Worker::backend_explanation() const { return engine_->explana
 
 void Worker::start() {
   started_ = last_rates_ = last_poll_ = last_watchdog_ = Clock::now();
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    try {
+      loop();
+    } catch (const std::exception& e) {
+      spdlog::critical("worker stopped: {}", e.what());
+      failed_.store(true, std::memory_order_release);
+      ::kill(::getpid(), SIGTERM);
+    }
+  });
 }
 
 void Worker::reload(const Settings& reread) {

@@ -49,6 +49,9 @@ class Worker final : public ResultSink {
   void reload(const Settings& reread);
   // Drains every sealed chunk, finishes the run, publishes the last results and rates.
   void stop();
+  // The worker stopped on an error (a device error, say): it logged the reason and asked the
+  // process to stop with SIGTERM; petdaqd then exits 1 so that systemd restarts it.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string final_report() const;
 
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
@@ -99,6 +102,7 @@ class Worker final : public ResultSink {
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> failed_{false};
   std::atomic<bool> reload_requested_{false};
   std::mutex reload_mutex_;
   std::optional<Settings> reload_settings_;
