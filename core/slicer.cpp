@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -97,10 +98,8 @@ struct Slicer::Impl {
 
   // The fast path's per-source summary of the frames it took since the last flush_fast().
   bool maybe_reset = false;  // some source may be waiting for the next run
-  std::array<std::uint64_t, 256> fast_latest{};
-  std::array<std::uint8_t, 256> fast_touched{};
-  std::array<std::uint8_t, 256> fast_list{};
-  std::size_t fast_list_count = 0;
+  std::array<std::uint64_t, 256> fast_latest{};  // latest time + 1 per source, 0: none
+  bool fast_dirty = false;                        // fast_latest holds something
 
   Impl(const Settings& s, const Calibration& cal, Backend& b, ResultSink& out, Counters& c)
       : backend(b),
@@ -206,16 +205,26 @@ struct Slicer::Impl {
     // The common case: whatever is ready fits in the slice, so no split is needed and one
     // pass moves the ready frames out and keeps the rest in their order.
     if (!all && waiting <= slice_capacity - input_count) {
+      // Counts and pointers live in locals: the frame copies are byte stores, which the
+      // compiler must assume may alias any member.
       RawFrame* const w = pending.get();
-      std::size_t kept = 0;
-      for (std::size_t i = 0; i < waiting; ++i) {
-        if (key_of(w[i]) < h1) {
-          input_buffer()[input_count++] = w[i];
-        } else {
-          w[kept++] = w[i];
+      const std::size_t n = waiting;
+      std::size_t i = 0;
+      while (i < n && key_of(w[i]) >= h1) ++i;
+      if (i < n) {
+        std::size_t kept = i;
+        RawFrame* const in = input_buffer();
+        std::size_t count = input_count;
+        for (; i < n; ++i) {
+          if (key_of(w[i]) < h1) {
+            std::memcpy(&in[count++], &w[i], sizeof(RawFrame));
+          } else {
+            std::memcpy(&w[kept++], &w[i], sizeof(RawFrame));
+          }
         }
+        input_count = count;
+        waiting = kept;
       }
-      waiting = kept;
       h_cur = std::max(h_cur, h1);
       if (input_count == slice_capacity) cut(h_cur, false);
       return;
@@ -464,19 +473,19 @@ struct Slicer::Impl {
   // Applies what take() would have done to each source that sent frames through the fast
   // path (`now` is fixed for one push, so the order of those frames does not matter).
   void flush_fast() {
-    for (std::size_t k = 0; k < fast_list_count; ++k) {
-      const std::uint8_t b = fast_list[k];
+    if (!fast_dirty) return;
+    fast_dirty = false;
+    for (std::uint32_t b = 0; b < bdm_count; ++b) {
+      if (fast_latest[b] == 0) continue;
       Source& s = sources[b];
       s.last_seen = now;
       s.idle = false;
       s.ahead_streak = 0;
       // A source that has not sent has latest 0, so max() is take()'s rule.
-      s.latest = std::max(s.latest, fast_latest[b]);
+      s.latest = std::max(s.latest, fast_latest[b] - 1);
       s.sent = true;
       fast_latest[b] = 0;
-      fast_touched[b] = 0;
     }
-    fast_list_count = 0;
   }
 
   bool any_reset() {
@@ -492,7 +501,10 @@ struct Slicer::Impl {
   // exactly as take() would. Returns the index of the first frame not taken.
   std::size_t take_fast(const RawFrame* frames, std::size_t i, std::size_t end) {
     if (!warm || replaying || any_reset()) return i;
-    const std::uint64_t hi = sat_add(h_cur, max_future_ticks);
+    // Everything the loop reads lives in locals (frame copies are byte stores, which the
+    // compiler must assume may alias any member).
+    // The largest time is left to take(): fast_latest holds time + 1, 0 meaning none.
+    const std::uint64_t hi = std::min(sat_add(h_cur, max_future_ticks), kNoLimit - 1);
     const std::uint64_t far_lo = h_cur > max_future_ticks ? h_cur - max_future_ticks : 0;
     const std::uint64_t lo = std::max(published, far_lo);
     const std::uint64_t ready_below = h_cur;
@@ -500,44 +512,43 @@ struct Slicer::Impl {
     const bool markers = check_markers;
     const std::uint8_t head = head_marker;
     const std::uint8_t tail = tail_marker;
+    std::uint64_t* const latest = fast_latest.data();
     RawFrame* const w = pending.get();
     std::size_t wait_n = waiting;
     const std::size_t wait_max = pending_capacity - held;
+    const std::size_t begin = i;
+    bool cut_now = false;
     for (; i < end; ++i) {
       const RawFrame& f = frames[i];
-      const std::uint8_t bdm = f.bytes[frame_offset::bdm];
+      const std::uint32_t bdm = f.bytes[frame_offset::bdm];
       if (bdm >= sources_n) break;
-      if (markers && ((f.bytes[frame_offset::head_du] >> 4) != head ||
-                      (f.bytes[frame_offset::temp_frac_tail] & 0x0F) != tail))
+      if (markers && (((f.bytes[frame_offset::head_du] >> 4) ^ head) |
+                      ((f.bytes[frame_offset::temp_frac_tail] & 0x0F) ^ tail)) != 0)
         break;
       const std::uint64_t key = key_of(f);
       if (key < lo || key > hi) break;
       if (key < ready_below) {
         waiting = wait_n;
-        input_buffer()[input_count++] = f;
-        note_fast(bdm, key);
-        if (input_count == slice_capacity) {
-          // The cut raises the published horizon: what is late changes.
-          flush_fast();
-          cut(h_cur, false);
-          return i + 1;
-        }
+        std::memcpy(&input_buffer()[input_count++], &f, sizeof(RawFrame));
+        if (input_count == slice_capacity) cut_now = true;
       } else {
         if (wait_n == wait_max) break;
-        w[wait_n++] = f;
-        note_fast(bdm, key);
+        std::memcpy(&w[wait_n++], &f, sizeof(RawFrame));
+      }
+      latest[bdm] = std::max(latest[bdm], key + 1);
+      if (cut_now) {
+        ++i;
+        break;
       }
     }
     waiting = wait_n;
-    return i;
-  }
-
-  void note_fast(std::uint8_t bdm, std::uint64_t key) {
-    if (!fast_touched[bdm]) {
-      fast_touched[bdm] = 1;
-      fast_list[fast_list_count++] = bdm;
+    if (i != begin) fast_dirty = true;
+    if (cut_now) {
+      // The cut raises the published horizon: what is late changes.
+      flush_fast();
+      cut(h_cur, false);
     }
-    fast_latest[bdm] = std::max(fast_latest[bdm], key);
+    return i;
   }
 
   // take() for frames [i, end), the common ones through take_fast().
