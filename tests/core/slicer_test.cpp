@@ -514,6 +514,46 @@ TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
   expect_counters_equal_batch(counters, want);
 }
 
+TEST(Slicer, LargePushesIntoTinySlicesWithBadFramesEqualBatch) {
+  // Slices fill inside one push, both from frames already below the horizon and from those
+  // the horizon frees, while sourceless frames are mixed in: every cut must raise what
+  // counts as late exactly as frame-by-frame handling would, so nothing is lost.
+  std::mt19937_64 rng(31);
+  for (const std::size_t slice_frames : {std::size_t{7}, std::size_t{64}, std::size_t{1000}}) {
+    TestScanner scanner;
+    Settings& s = scanner.settings;
+    small_stream_settings(s);
+    s.stream.max_disorder_ps = 200 * s.scanner.tick_ps;
+    s.stream.max_future_ps = 1e6 * s.scanner.tick_ps;
+    s.stream.max_slice_frames = slice_frames;
+    AcquisitionOptions o;
+    o.events = 6000;
+    auto frames = test::random_acquisition(scanner, rng, o);
+    // Frames no source owns: a BDM past the scanner's.
+    for (std::size_t i = 0; i < frames.size(); i += 97) {
+      RawFrame bad = frames[i];
+      bad.bytes[frame_offset::bdm] = 0xFF;
+      frames.push_back(bad);
+    }
+    const BatchResult want = test::batch_process(scanner, frames);
+    const auto arrival = test::arrival_order(frames, 150, rng);
+    RecordingSink sink;
+    Counters counters(scanner.geometry().bdm_count());
+    CpuBackend backend(s, scanner.calibration);
+    Slicer slicer(s, scanner.calibration, backend, sink, counters);
+    Streamer streamer{scanner, rng};
+    streamer.max_chunk = 9000;
+    streamer.push_all(slicer, arrival);
+    slicer.finish();
+    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u) << slice_frames;
+    EXPECT_EQ(counters.get(Counter::stream_late), 0u) << slice_frames;
+    EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u) << slice_frames;
+    EXPECT_GT(counters.get(Counter::frame_bad_bdm), 0u) << slice_frames;
+    expect_run_equals_batch(sink, 0, want);
+    expect_counters_equal_batch(counters, want);
+  }
+}
+
 TEST(Slicer, PollDeliversWithoutFinishOnceTimeAndIdleSourcesAllowIt) {
   TestScanner scanner(false);
   Settings& s = scanner.settings;
