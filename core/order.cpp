@@ -4,7 +4,8 @@
 // streams interleaved packet by packet, so natural runs are short (one packet) and a merge
 // of runs would need many passes. Singles are spread fairly evenly over the slice's time
 // range, so one counting pass and one scatter into about n / 4 equal slices of that range
-// (at most 65 536; the scatter is nearly sequential, as the input is ordered at that scale)
+// (at most 2^20, enough for ~4 M singles per call; the scatter is nearly sequential, as the
+// input is ordered at that scale)
 // leave a few singles per bucket, which are copied back straight to their rank. A bucket
 // that is still large (clustered times, hostile input) gets a stable LSD radix sort on time
 // with 11-bit digits; equal times are then put in (crystal, energy) order. Already-sorted
@@ -23,7 +24,7 @@ namespace {
 constexpr unsigned kMaxDigitBits = 11;  // 2048 buckets: histograms stay in L1
 constexpr unsigned kMaxPasses = (64 + kMaxDigitBits - 1) / kMaxDigitBits;
 constexpr std::size_t kInsertionSortMax = 32;
-constexpr unsigned kMaxBucketBits = 16;
+constexpr unsigned kMaxBucketBits = 20;
 constexpr std::size_t kSinglesPerBucket = 4;
 __extension__ typedef unsigned __int128 uint128;
 
@@ -161,7 +162,8 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
   };
 
-  // Thread-local rather than on the stack: 256 KiB, taken once per thread.
+  // Thread-local rather than on the stack: 4 MiB, taken once per thread; only the first
+  // `buckets` entries are touched, so a small call maps little of it.
   static thread_local std::uint32_t next[std::size_t{1} << kMaxBucketBits];
   std::memset(next, 0, buckets * sizeof(std::uint32_t));
   for (std::size_t i = 0; i < n; ++i) ++next[bucket_of(singles[i].time)];
