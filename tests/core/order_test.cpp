@@ -135,6 +135,13 @@ TEST(Order, NearlySortedInterleavedRuns) {
     }
 }
 
+// A call of the size the offline CPU backend makes (2-4 M singles): enough buckets to reach
+// the largest bucket count.
+TEST(Order, FullSizeInterleavedRuns) {
+  std::mt19937_64 rng(9);
+  expect_sorted_like_std(interleaved_runs(rng, 2'500'000, 24, 560));
+}
+
 // Most singles crowd into a small part of the time range (one outlier far away), so the
 // coarse buckets are uneven and the large ones take the radix path.
 TEST(Order, ClusteredTimes) {
