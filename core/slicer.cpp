@@ -98,6 +98,10 @@ struct Slicer::Impl {
 
   // The fast path's per-source summary of the frames it took since the last flush_fast().
   bool maybe_reset = false;  // some source may be waiting for the next run
+  // source_of() as three tables, by the frame's bytes 0, 1 and 15: 1 where it passes.
+  std::array<std::uint8_t, 256> fast_head_ok{};
+  std::array<std::uint8_t, 256> fast_bdm_ok{};
+  std::array<std::uint8_t, 256> fast_tail_ok{};
   std::array<std::uint64_t, 256> fast_latest{};  // latest time + 1 per source, 0: none
   bool fast_dirty = false;                        // fast_latest holds something
 
@@ -123,6 +127,11 @@ struct Slicer::Impl {
         pending_capacity(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
         warmup_keys(kWarmupFrames) {
     if (slice_capacity == 0) throw std::invalid_argument("backend takes no frames per slice");
+    for (std::uint32_t v = 0; v < 256; ++v) {
+      fast_head_ok[v] = !check_markers || (v >> 4) == head_marker;
+      fast_tail_ok[v] = !check_markers || (v & 0x0F) == tail_marker;
+      fast_bdm_ok[v] = v < bdm_count;
+    }
   }
 
   // ---- classification ----
@@ -507,32 +516,33 @@ struct Slicer::Impl {
     const std::uint64_t hi = std::min(sat_add(h_cur, max_future_ticks), kNoLimit - 1);
     const std::uint64_t far_lo = h_cur > max_future_ticks ? h_cur - max_future_ticks : 0;
     const std::uint64_t lo = std::max(published, far_lo);
+    if (lo > hi) return i;
+    const std::uint64_t span = hi - lo;
     const std::uint64_t ready_below = h_cur;
-    const std::uint32_t sources_n = bdm_count;
-    const bool markers = check_markers;
-    const std::uint8_t head = head_marker;
-    const std::uint8_t tail = tail_marker;
+    const std::uint8_t* const head_ok = fast_head_ok.data();
+    const std::uint8_t* const bdm_ok = fast_bdm_ok.data();
+    const std::uint8_t* const tail_ok = fast_tail_ok.data();
     std::uint64_t* const latest = fast_latest.data();
     RawFrame* const w = pending.get();
     std::size_t wait_n = waiting;
-    const std::size_t wait_max = pending_capacity - held;
+    // Each frame takes at most one pending place: with no room left the rest is take()'s
+    // (which counts stream.pending_full).
+    end = std::min(end, i + (pending_capacity - held - wait_n));
     const std::size_t begin = i;
     bool cut_now = false;
     for (; i < end; ++i) {
       const RawFrame& f = frames[i];
       const std::uint32_t bdm = f.bytes[frame_offset::bdm];
-      if (bdm >= sources_n) break;
-      if (markers && (((f.bytes[frame_offset::head_du] >> 4) ^ head) |
-                      ((f.bytes[frame_offset::temp_frac_tail] & 0x0F) ^ tail)) != 0)
+      if ((bdm_ok[bdm] & head_ok[f.bytes[frame_offset::head_du]] &
+           tail_ok[f.bytes[frame_offset::temp_frac_tail]]) == 0)
         break;
       const std::uint64_t key = key_of(f);
-      if (key < lo || key > hi) break;
+      if (key - lo > span) break;  // outside [lo, hi]
       if (key < ready_below) {
         waiting = wait_n;
         std::memcpy(&input_buffer()[input_count++], &f, sizeof(RawFrame));
         if (input_count == slice_capacity) cut_now = true;
       } else {
-        if (wait_n == wait_max) break;
         std::memcpy(&w[wait_n++], &f, sizeof(RawFrame));
       }
       latest[bdm] = std::max(latest[bdm], key + 1);
