@@ -484,7 +484,9 @@ struct Slicer::Impl {
   void flush_fast() {
     if (!fast_dirty) return;
     fast_dirty = false;
-    for (std::uint32_t b = 0; b < bdm_count; ++b) {
+    // A frame names its source in one byte: no more than 256 can have sent.
+    const std::uint32_t n = std::min<std::uint32_t>(bdm_count, fast_latest.size());
+    for (std::uint32_t b = 0; b < n; ++b) {
       if (fast_latest[b] == 0) continue;
       Source& s = sources[b];
       s.last_seen = now;
