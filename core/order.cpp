@@ -101,20 +101,25 @@ void radix_sort(Single* singles, std::size_t n, Single* scratch, std::uint64_t m
   order_equal_times(singles, n);
 }
 
-// Copies src[0, n) to dst[0, n) in time order (stable), n <= kInsertionSortMax. Each single
-// goes straight to its rank, counted without branches: within a bucket the singles of
-// different BDMs come in no useful order, and an insertion sort would mispredict about
-// once per single.
-void rank_copy(const Single* src, std::size_t n, Single* dst) {
+// Copies src[0, n) to dst[0, n) in time order (stable), n <= kInsertionSortMax, and returns
+// whether two of them share a time. Each single goes straight to its rank, counted without
+// branches: within a bucket the singles of different BDMs come in no useful order, and an
+// insertion sort would mispredict about once per single.
+bool rank_copy(const Single* src, std::size_t n, Single* dst) {
   std::uint64_t time[kInsertionSortMax];
   for (std::size_t i = 0; i < n; ++i) time[i] = src[i].time;
+  std::size_t ties = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t t = time[i];
     std::size_t rank = 0;
-    for (std::size_t j = 0; j < i; ++j) rank += time[j] <= t;
+    for (std::size_t j = 0; j < i; ++j) {
+      rank += time[j] <= t;
+      ties += time[j] == t;
+    }
     for (std::size_t j = i + 1; j < n; ++j) rank += time[j] < t;
     dst[rank] = src[i];
   }
+  return ties != 0;
 }
 
 }  // namespace
@@ -184,8 +189,11 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     const std::size_t end = next[b];
     const std::size_t m = end - begin;
     if (m <= kInsertionSortMax) {
-      rank_copy(scratch + begin, m, singles + begin);
-      order_equal_times(singles + begin, m);
+      // Most buckets hold one single or none.
+      if (m == 1)
+        singles[begin] = scratch[begin];
+      else if (m > 1 && rank_copy(scratch + begin, m, singles + begin))
+        order_equal_times(singles + begin, m);
     } else {
       std::memcpy(singles + begin, scratch + begin, m * sizeof(Single));
       std::uint64_t lo = singles[begin].time;
