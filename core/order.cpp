@@ -122,6 +122,41 @@ bool rank_copy(const Single* src, std::size_t n, Single* dst) {
   return ties != 0;
 }
 
+// rank_copy for a bucket of exactly M singles: with M known the loops unroll and nothing
+// but the choice of M (one indirect jump per bucket) depends on the data.
+template <std::size_t M>
+bool rank_copy_fixed(const Single* src, Single* dst) {
+  std::uint64_t time[M];
+  for (std::size_t i = 0; i < M; ++i) time[i] = src[i].time;
+  std::size_t ties = 0;
+  for (std::size_t i = 0; i < M; ++i) {
+    std::size_t rank = 0;
+    for (std::size_t j = 0; j < M; ++j) {
+      const std::size_t before_and_equal = (j < i) & (time[j] == time[i]);
+      rank += (time[j] < time[i]) + before_and_equal;
+      ties += before_and_equal;
+    }
+    dst[rank] = src[i];
+  }
+  return ties != 0;
+}
+
+// Copies a bucket of m singles to dst in time order; returns whether two share a time.
+bool copy_bucket(const Single* src, std::size_t m, Single* dst) {
+  switch (m) {
+    case 0: return false;
+    case 1: *dst = *src; return false;
+    case 2: return rank_copy_fixed<2>(src, dst);
+    case 3: return rank_copy_fixed<3>(src, dst);
+    case 4: return rank_copy_fixed<4>(src, dst);
+    case 5: return rank_copy_fixed<5>(src, dst);
+    case 6: return rank_copy_fixed<6>(src, dst);
+    case 7: return rank_copy_fixed<7>(src, dst);
+    case 8: return rank_copy_fixed<8>(src, dst);
+    default: return rank_copy(src, m, dst);
+  }
+}
+
 }  // namespace
 
 void sort_singles(Single* singles, std::size_t n, Single* scratch) {
@@ -189,11 +224,7 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     const std::size_t end = next[b];
     const std::size_t m = end - begin;
     if (m <= kInsertionSortMax) {
-      // Most buckets hold one single or none.
-      if (m == 1)
-        singles[begin] = scratch[begin];
-      else if (m > 1 && rank_copy(scratch + begin, m, singles + begin))
-        order_equal_times(singles + begin, m);
+      if (copy_bucket(scratch + begin, m, singles + begin)) order_equal_times(singles + begin, m);
     } else {
       std::memcpy(singles + begin, scratch + begin, m * sizeof(Single));
       std::uint64_t lo = singles[begin].time;
