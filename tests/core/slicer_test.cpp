@@ -125,6 +125,21 @@ void small_stream_settings(Settings& s) {
   s.stream.max_records_per_single = 8;
 }
 
+// Pushes frames one by one through a CpuBackend slicer whose fake wall clock follows
+// acquisition time (1 tick = 1 µs), polling after each, then finishes.
+void run_on_acquisition_clock(const TestScanner& scanner, const std::vector<RawFrame>& arrival,
+                              RecordingSink& sink, Counters& counters) {
+  CpuBackend backend(scanner.settings, scanner.calibration);
+  Slicer slicer(scanner.settings, scanner.calibration, backend, sink, counters);
+  const Slicer::Clock::time_point epoch{};
+  for (const RawFrame& f : arrival) {
+    const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
+    slicer.push(&f, 1, now);
+    slicer.poll(now);
+  }
+  slicer.finish();
+}
+
 TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
   std::mt19937_64 rng(20240611);
   for (int iteration = 0; iteration < 48; ++iteration) {
@@ -279,16 +294,8 @@ TEST(Slicer, AnIdleSourceStopsHoldingTheHorizonAndRejoins) {
 
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
-  // The fake wall clock follows acquisition time: 1 tick = 1 µs, so 20 ms idle = 20 000 ticks.
-  const Slicer::Clock::time_point epoch{};
-  for (const RawFrame& f : arrival) {
-    const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
-    slicer.push(&f, 1, now);
-    slicer.poll(now);
-  }
-  slicer.finish();
+  // 20 ms idle = 20 000 ticks of the acquisition clock.
+  run_on_acquisition_clock(scanner, arrival, sink, counters);
   EXPECT_EQ(counters.get(Counter::stream_source_idle), 1u);
   EXPECT_EQ(counters.get(Counter::stream_late), 0u);
   EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
@@ -326,16 +333,8 @@ TEST(Slicer, APauseLongerThanMaxFutureAfterTheSourcesWentIdleLosesNothing) {
 
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
-  // Wall clock follows acquisition time (1 tick = 1 µs): every source is idle in the pause.
-  const Slicer::Clock::time_point epoch{};
-  for (const RawFrame& f : arrival) {
-    const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
-    slicer.push(&f, 1, now);
-    slicer.poll(now);
-  }
-  slicer.finish();
+  // Every source is idle in the pause.
+  run_on_acquisition_clock(scanner, arrival, sink, counters);
   EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
   EXPECT_EQ(counters.get(Counter::stream_late), 0u);
   EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
