@@ -1,6 +1,10 @@
-// The interface the slicer drives (DESIGN sections 1 and 6): a backend turns the raw frames
-// of one slice plus its own carry-over into coincidence records. Slices are submitted in
-// order and collected in the same order; a backend may keep several in flight.
+// The interface the slicer drives (DESIGN sections 1 and 6). Frames reach a backend as they
+// arrive, in blocks (ring chunks) that it stages: the GPU backend copies them to the device,
+// the CPU backend into its own store. A slice is a raw-time bound: it takes every staged
+// frame below the bound (and every frame with no source), converts, orders and resolves them
+// with its carry-over; the frames at or after the bound stay staged for a later slice.
+// Slices are submitted in order and collected in the same order; a backend may keep several
+// in flight.
 #pragma once
 
 #include <cstddef>
@@ -14,11 +18,11 @@ namespace petdaq {
 
 struct SliceRequest {
   std::uint64_t slice_id = 0;
-  const RawFrame* frames = nullptr;  // the backend's input buffer handed out by input_buffer()
-  std::size_t frame_count = 0;       // <= max_slice_frames()
-  // Corrected-time horizon: every single of later slices has time >= horizon.
-  std::uint64_t horizon = 0;
-  // End of the run: resolve every window, emit everything, clear the carry-over.
+  // Raw-time bound: the slice takes the staged frames below it (kNoBound: all of them).
+  // Every frame staged after this request has a raw time at or after it.
+  std::uint64_t bound = 0;
+  // End of the run: take every staged frame (the bound is ignored), resolve every window,
+  // emit everything, clear the carry-over.
   bool final = false;
   // First slice of a run: t_begin of its batch is 0 and the carry-over starts empty.
   bool run_start = false;
@@ -29,7 +33,7 @@ struct SliceResult {
   // Batch interval of this slice's records: [t_begin, t_end). Consecutive slices of a run
   // tile time: t_begin of one is t_end of the one before (0 for the first of a run).
   // t_end = min(time of the first carried single, horizon); for a final slice,
-  // max(t_begin, last single's time + 1).
+  // max(t_begin, last single's time + 1). The horizon is the corrected time of `bound`.
   std::uint64_t t_begin = 0;
   std::uint64_t t_end = 0;
   const CoincRecord* prompts = nullptr;
@@ -37,7 +41,18 @@ struct SliceResult {
   const CoincRecord* delayed = nullptr;
   std::size_t delayed_count = 0;
   std::size_t carry_count = 0;  // singles kept for the next slice
-  // frame.*, single.*, coinc.*, stream.carry_overflow of this slice.
+  // Staged frames this slice took, and dropped (stream.pending_full: more than
+  // max_slice_frames frames with one time stamp, which no slice can hold).
+  std::size_t frames_taken = 0;
+  std::size_t frames_dropped = 0;
+  // The bound the slice used. It is below the requested one when more than max_slice_frames
+  // staged frames were below that: the slice then takes the earliest (every frame below
+  // the (m+1)-th smallest raw time of the frames with a source, m = max_slice_frames minus
+  // the frames without one) and is not final even if asked to be; `split` says so, and the
+  // rest stays staged for the next slice.
+  std::uint64_t bound = 0;
+  bool split = false;
+  // frame.*, single.*, coinc.*, stream.carry_overflow, stream.pending_full of this slice.
   //
   // Carry overflow, the same on every backend: when the carry-over left after resolving a
   // non-final slice would exceed stream.max_carry_singles, that slice is resolved as if it
@@ -54,13 +69,20 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
-  // New frames one slice may hold.
+  // Frames one slice may take (its buffers are sized from it, stream.max_slice_frames);
+  // also the most frames that may be staged between two submits.
   virtual std::size_t max_slice_frames() const = 0;
+  // Frames the backend can hold staged at once (stream.max_pending_frames).
+  virtual std::size_t max_staged_frames() const = 0;
   // Slices that may be submitted and not yet collected.
   virtual std::size_t max_in_flight() const = 0;
-  // The host buffer (max_slice_frames() frames; pinned on the GPU) that the next submit()
-  // must pass as its frames. Valid until that slice is collected.
-  virtual RawFrame* input_buffer() = 0;
+  // Queues a copy of `count` frames into the backend's stage and returns its ticket. The
+  // caller leaves the memory untouched until staged(ticket) says the copy is done. Memory
+  // from the backend's HostAllocator (the ring) is copied fastest.
+  virtual std::uint64_t stage(const RawFrame* frames, std::size_t count) = 0;
+  // Has the copy of this ticket (and of every earlier one) completed? Never blocks.
+  virtual bool staged(std::uint64_t ticket) = 0;
+  virtual void wait_staged(std::uint64_t ticket) = 0;
   // Queues one slice; never blocks on the slice's own work.
   virtual void submit(const SliceRequest& request) = 0;
   // Waits for the oldest submitted slice; the result stays valid until the next submit() or

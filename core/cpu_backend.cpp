@@ -16,6 +16,7 @@
 #include "core/calibration.h"
 #include "core/coincidence.h"
 #include "core/convert.h"
+#include "core/frame_source.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -52,11 +53,20 @@ struct CpuBackend::Impl {
   ConvertTables tables;
   CoincidenceParams params;
   std::size_t max_slice_frames = 0;
+  std::size_t max_staged_frames = 0;
   std::size_t max_carry_singles = 0;
+  SourceRule source_rule;
+  std::int64_t min_time_offset = 0;
   std::uint32_t bdm_count = 0;
 
   // Buffers are left uninitialised: pages nobody writes cost no memory and no start-up time.
+  // Staged frames in arrival order; a slice moves those it takes into `input`.
+  std::unique_ptr<RawFrame[]> store;
+  std::size_t store_count = 0;
+  std::uint64_t tickets = 0;
+  std::unique_ptr<std::uint64_t[]> split_keys;  // raw times, for a slice that must split
   std::unique_ptr<RawFrame[]> input;
+  std::size_t input_count = 0;
   // Two singles buffers of max_carry + max_slice: the carry-over sits at the front of
   // `singles`, the slice's new singles follow it; `scratch` is the sort's and the merge's
   // second buffer, and the two swap roles after a merge.
@@ -86,12 +96,17 @@ struct CpuBackend::Impl {
         tables(make_convert_tables(s, cal)),
         params(CoincidenceParams::from(s)),
         max_slice_frames(s.stream.max_slice_frames),
+        max_staged_frames(std::max(s.stream.max_pending_frames, s.stream.max_slice_frames)),
         max_carry_singles(s.stream.max_carry_singles),
+        min_time_offset(cal.min_time_offset),
         bdm_count(tables.geometry.bdm_count()) {
     if (max_slice_frames == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
     tables.position_lut = position_lut.get();
     tables.energy_correction = energy_correction.get();
     const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
+    source_rule = SourceRule{tables.check_markers, tables.head_marker, tables.tail_marker, bdm_count};
+    store = std::make_unique_for_overwrite<RawFrame[]>(max_staged_frames);
+    split_keys = std::make_unique_for_overwrite<std::uint64_t[]>(max_staged_frames);
     input = std::make_unique_for_overwrite<RawFrame[]>(max_slice_frames);
     singles_a = std::make_unique_for_overwrite<Single[]>(singles_capacity);
     singles_b = std::make_unique_for_overwrite<Single[]>(singles_capacity);
@@ -110,14 +125,67 @@ struct CpuBackend::Impl {
     bdm_energy_rejected.resize(bdm_count);
   }
 
+  // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
+  // the split when more than max_slice_frames are below it); the rest keep their order.
+  void take(const SliceRequest& req) {
+    result = SliceResult{};
+    result.slice_id = req.slice_id;
+    const RawFrame* const st = store.get();
+    const std::uint64_t requested = req.final ? kNoBound : req.bound;
+    std::size_t below = 0;
+    for (std::size_t i = 0; i < store_count; ++i) below += slice_takes(st[i].bytes, source_rule, requested);
+    std::uint64_t bound = requested;
+    bool drop = false;
+    std::uint64_t drop_time = 0;
+    if (below > max_slice_frames) {
+      std::size_t sourceless = 0;
+      std::size_t keyed = 0;
+      for (std::size_t i = 0; i < store_count; ++i) {
+        if (source_rule.source_of(st[i].bytes) < 0) {
+          ++sourceless;
+        } else {
+          const std::uint64_t t = frame_time(st[i].bytes);
+          if (requested == kNoBound || t < requested) split_keys[keyed++] = t;
+        }
+      }
+      const std::size_t m = max_slice_frames - sourceless;
+      std::nth_element(split_keys.get(), split_keys.get() + m, split_keys.get() + keyed);
+      bound = split_keys[m];
+      // More than max_slice_frames frames share the earliest time: no slice can hold them.
+      drop = sourceless == 0 &&
+             std::none_of(split_keys.get(), split_keys.get() + keyed,
+                          [bound](std::uint64_t t) { return t < bound; });
+      drop_time = bound;
+      result.split = true;
+    }
+    RawFrame* const in = input.get();
+    std::size_t taken = 0, kept = 0, dropped = 0;
+    for (std::size_t i = 0; i < store_count; ++i) {
+      const RawFrame& f = st[i];
+      if (slice_takes(f.bytes, source_rule, bound)) {
+        in[taken++] = f;
+      } else if (drop && frame_time(f.bytes) == drop_time && source_rule.source_of(f.bytes) >= 0) {
+        ++dropped;
+      } else {
+        store[kept++] = f;
+      }
+    }
+    store_count = kept;
+    input_count = taken;
+    result.frames_taken = taken;
+    result.frames_dropped = dropped;
+    result.bound = bound;
+    result.counters[Counter::stream_pending_full] += dropped;
+  }
+
   void process(const SliceRequest& req) {
     if (req.run_start) {
       carry_count = 0;
       next_t_begin = 0;
     }
-    result = SliceResult{};
-    result.slice_id = req.slice_id;
     result.t_begin = next_t_begin;
+    const bool final = req.final && !result.split;
+    const std::uint64_t horizon = corrected_horizon(result.bound, min_time_offset);
     prompts.clear();
     delayed.clear();
     std::fill(bdm_singles.begin(), bdm_singles.end(), 0);
@@ -128,10 +196,10 @@ struct CpuBackend::Impl {
       return std::chrono::duration<double>(b - a).count();
     };
     const Clock::time_point t0 = Clock::now();
-    const std::size_t frame_count = req.frame_count;
+    const std::size_t frame_count = input_count;
     CounterDelta& delta = result.counters;
     const std::size_t fresh =
-        convert_frames(req.frames, frame_count, tables, singles + carry_count, delta,
+        convert_frames(input.get(), frame_count, tables, singles + carry_count, delta,
                        bdm_singles.data(), bdm_energy_rejected.data());
     const Clock::time_point t1 = Clock::now();
     sort_singles(singles + carry_count, fresh, scratch);
@@ -148,13 +216,13 @@ struct CpuBackend::Impl {
 
     CoincidenceCounts counts;
     std::size_t first_carried =
-        find_coincidences(singles, total, params, req.horizon, req.final, prompts, delayed, counts);
-    bool resolved_all = req.final;
-    if (!req.final && total - first_carried > max_carry_singles) {
+        find_coincidences(singles, total, params, horizon, final, prompts, delayed, counts);
+    bool resolved_all = final;
+    if (!final && total - first_carried > max_carry_singles) {
       // Carry overflow (core/backend.h): the rest is resolved as if the run ended here. The
       // carried part starts at a window-chain start, so resolving it alone appends exactly
       // the records a final call on the whole slice would have made.
-      find_coincidences(singles + first_carried, total - first_carried, params, req.horizon,
+      find_coincidences(singles + first_carried, total - first_carried, params, horizon,
                         true, prompts, delayed, counts);
       first_carried = total;
       resolved_all = true;
@@ -170,8 +238,8 @@ struct CpuBackend::Impl {
     if (resolved_all) {
       t_end = total > 0 ? std::max(result.t_begin, singles[total - 1].time + 1) : result.t_begin;
     } else {
-      t_end = first_carried < total ? std::min(singles[first_carried].time, req.horizon)
-                                    : req.horizon;
+      t_end = first_carried < total ? std::min(singles[first_carried].time, horizon)
+                                    : horizon;
       t_end = std::max(t_end, result.t_begin);
     }
     result.t_end = t_end;
@@ -180,7 +248,7 @@ struct CpuBackend::Impl {
     carry_count = total - first_carried;
     if (carry_count > 0 && first_carried > 0)
       std::memmove(singles, singles + first_carried, carry_count * sizeof(Single));
-    if (req.final) {
+    if (final) {
       carry_count = 0;
       next_t_begin = 0;
     }
@@ -208,17 +276,26 @@ CpuBackend::~CpuBackend() = default;
 
 std::size_t CpuBackend::max_slice_frames() const { return impl_->max_slice_frames; }
 
-RawFrame* CpuBackend::input_buffer() { return impl_->input.get(); }
+std::size_t CpuBackend::max_staged_frames() const { return impl_->max_staged_frames; }
+
+std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
+  Impl& m = *impl_;
+  // The slicer never stages more; a caller that does has a bug, not bad data.
+  if (count > m.max_staged_frames - m.store_count)
+    throw std::invalid_argument("CpuBackend::stage: " + std::to_string(count) +
+                                " frames do not fit beside the " + std::to_string(m.store_count) +
+                                " staged (stream.max_pending_frames = " +
+                                std::to_string(m.max_staged_frames) + ")");
+  if (count > 0) std::memcpy(m.store.get() + m.store_count, frames, count * sizeof(RawFrame));
+  m.store_count += count;
+  return ++m.tickets;
+}
 
 void CpuBackend::submit(const SliceRequest& request) {
   if (impl_->has_pending)
     throw std::logic_error("CpuBackend::submit: the previous slice was not collected");
-  // The slicer never asks for more; a caller that does has a bug, not bad data.
-  if (request.frame_count > impl_->max_slice_frames)
-    throw std::invalid_argument("CpuBackend::submit: a slice of " +
-                                std::to_string(request.frame_count) +
-                                " frames exceeds stream.max_slice_frames = " +
-                                std::to_string(impl_->max_slice_frames));
+  // The frames are taken now: those staged after this request belong to later slices.
+  impl_->take(request);
   impl_->pending = request;
   impl_->has_pending = true;
 }

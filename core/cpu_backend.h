@@ -1,5 +1,6 @@
-// The CPU reference backend: convert, order and coincidence of one slice on the calling
-// thread, with the carry-over kept between slices. Every buffer is sized at construction.
+// The CPU reference backend: staged frames wait in a store; a slice takes those below its
+// bound, and convert, order and coincidence run on the calling thread, with the carry-over
+// kept between slices. Every buffer is sized at construction.
 #pragma once
 
 #include <memory>
@@ -18,8 +19,11 @@ class CpuBackend final : public Backend {
 
   const char* name() const override { return "cpu"; }
   std::size_t max_slice_frames() const override;
+  std::size_t max_staged_frames() const override;
   std::size_t max_in_flight() const override { return 1; }
-  RawFrame* input_buffer() override;
+  std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
+  bool staged(std::uint64_t) override { return true; }  // stage() copies at once
+  void wait_staged(std::uint64_t) override {}
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override;

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <stdexcept>
@@ -26,9 +24,10 @@ constexpr std::uint64_t kResetConfirmFrames = 4;
 // Frames in a row a source must send far ahead of the horizon before they are taken as its
 // clock having moved on (the scanner paused while its clock ran) rather than corrupt stamps.
 constexpr std::uint32_t kJumpConfirmFrames = 4;
-
-// Frames between horizon updates inside one push().
+// Frames between horizon updates inside a block that takes the per-frame pass.
 constexpr std::size_t kHorizonBlockFrames = 4096;
+// Frames push() copies per block.
+constexpr std::size_t kCopyBlockFrames = 1u << 16;
 
 constexpr std::uint64_t kNoLimit = std::numeric_limits<std::uint64_t>::max();
 
@@ -37,124 +36,207 @@ std::uint64_t sat_sub(std::uint64_t a, std::uint64_t b) { return a > b ? a - b :
 
 std::uint64_t key_of(const RawFrame& f) { return frame_time(f.bytes); }
 
+using Clock = Slicer::Clock;
+
+// Per-source clocks of one run and the horizon they allow.
+struct SourceClocks {
+  struct Source {
+    std::uint64_t latest = 0;        // latest raw time accepted in this run
+    bool sent = false;               // has sent in this run: it holds the horizon
+    bool idle = false;               // silent for source_idle_ms: does not hold the horizon
+    bool reset = false;              // jumped far backwards: its frames wait for the next run
+    std::uint32_t ahead_streak = 0;  // frames in a row far ahead of the horizon
+    std::uint64_t held = 0;          // its frames waiting for the next run
+    Clock::time_point last_seen{};   // wall clock of its last frame
+  };
+  std::vector<Source> sources;
+  bool maybe_reset = false;  // some source may be waiting for the next run
+
+  explicit SourceClocks(std::uint32_t count) : sources(count) {}
+
+  // The horizon the sources allow now (0: none yet).
+  std::uint64_t horizon(std::uint64_t max_disorder_ticks) const {
+    std::uint64_t lowest = kNoLimit;
+    std::uint64_t highest = 0;
+    bool any_live = false;
+    bool any_sent = false;
+    for (const Source& s : sources) {
+      if (!s.sent) continue;
+      any_sent = true;
+      highest = std::max(highest, s.latest);
+      if (s.idle || s.reset) continue;
+      any_live = true;
+      lowest = std::min(lowest, s.latest);
+    }
+    if (!any_sent) return 0;
+    // With every source idle (or gone to the next run) what was received is complete.
+    return any_live ? sat_sub(lowest, max_disorder_ticks) : sat_add(highest, 1);
+  }
+
+  bool any_reset() {
+    if (!maybe_reset) return false;
+    for (const Source& s : sources)
+      if (s.reset) return true;
+    maybe_reset = false;
+    return false;
+  }
+
+  // Every source that reset has sent enough far-backwards frames, and every live one reset.
+  bool reset_due(bool at_finish, std::size_t held) const {
+    bool any = false;
+    for (const Source& s : sources) {
+      if (s.reset) {
+        if (s.held < kResetConfirmFrames && !at_finish) return false;
+        any = true;
+      } else if (s.sent && !s.idle) {
+        return false;
+      }
+    }
+    return any && held > 0;
+  }
+
+  void start_run() {
+    for (Source& s : sources) {
+      const Clock::time_point seen = s.last_seen;
+      s = Source{};
+      s.last_seen = seen;
+    }
+    maybe_reset = false;
+  }
+
+  // What the per-frame pass would do for a source whose frames of one block all lie in the
+  // range the common case allows.
+  void took(std::uint8_t src, std::uint64_t max_time, Clock::time_point now) {
+    Source& s = sources[src];
+    s.last_seen = now;
+    s.idle = false;
+    s.ahead_streak = 0;
+    // A source that has not sent has latest 0, so max() is the per-frame rule.
+    s.latest = std::max(s.latest, max_time);
+    s.sent = true;
+  }
+};
+
+// Frames of the next run, held until the reset is confirmed, in their order of arrival.
+struct HeldFrames {
+  std::unique_ptr<RawFrame[]> frames;
+  std::size_t capacity;
+  std::size_t count = 0;
+
+  explicit HeldFrames(std::size_t cap)
+      : frames(std::make_unique_for_overwrite<RawFrame[]>(cap)), capacity(cap) {}
+
+  bool full() const { return count == capacity; }
+  void add(const RawFrame& f) { frames[count++] = f; }
+  // Drops the frames of one source (keeping the others' order); returns how many.
+  std::size_t drop_source(std::uint8_t bdm) {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < count; ++i)
+      if (frames[i].bytes[frame_offset::bdm] != bdm) frames[kept++] = frames[i];
+    const std::size_t dropped = count - kept;
+    count = kept;
+    return dropped;
+  }
+};
+
+// What the backend holds: frames staged since the last cut, and an upper bound of all it
+// holds (exact once every slice is collected).
+struct StageAccount {
+  std::size_t since_cut = 0;
+  std::size_t held_upper = 0;
+  std::uint64_t last_ticket = 0;
+};
+
+// A block being classified frame by frame: the frames kept are rewritten to its front;
+// those up to `staged` have gone to the backend.
+struct Block {
+  RawFrame* frames = nullptr;
+  std::size_t kept = 0;
+  std::size_t staged = 0;
+};
+
 }  // namespace
 
 struct Slicer::Impl {
-  struct Source {
-    std::uint64_t latest = 0;       // latest raw time accepted in this run
-    bool sent = false;              // has sent in this run: it holds the horizon
-    bool idle = false;              // silent for source_idle_ms: does not hold the horizon
-    bool reset = false;             // jumped far backwards: its frames wait for the next run
-    std::uint32_t ahead_streak = 0;  // frames in a row far ahead of the horizon
-    std::uint64_t held = 0;         // its frames waiting for the next run
-    Clock::time_point last_seen{};  // wall clock of its last frame
-  };
-
   Backend& backend;
   ResultSink& sink;
   Counters& counters;
 
   const std::uint32_t bdm_count;
-  const bool check_markers;
-  const std::uint8_t head_marker;
-  const std::uint8_t tail_marker;
+  const SourceRule rule;
   const std::uint64_t max_disorder_ticks;
   const std::uint64_t max_future_ticks;
   const Clock::duration source_idle;
   const Clock::duration max_slice;
-  const std::int64_t min_time_offset;
-  const std::size_t slice_capacity;
+  const std::size_t slice_capacity;  // frames staged between two cuts
+  const std::size_t stage_capacity;  // frames the backend holds
 
-  std::vector<Source> sources;
-  // Frames not yet handed to a slice: those of this run waiting for the horizon at
-  // [0, waiting), and those held for the next run at [capacity - held, capacity) (the
-  // newest at the lowest index).
-  // Left uninitialised: only the part in use is ever touched.
-  std::unique_ptr<RawFrame[]> pending;
-  const std::size_t pending_capacity;
-  std::size_t waiting = 0;
-  std::size_t held = 0;
-  std::vector<std::uint64_t> warmup_keys;
+  SourceClocks clocks;
+  HeldFrames held;
+  StageAccount stage;
+  std::array<RawFrame, kWarmupFrames> warmup_frames{};
+  std::array<std::uint64_t, kWarmupFrames> warmup_keys{};
+  std::size_t warmup_count = 0;
+  std::unique_ptr<RawFrame[]> copy;  // push()'s blocks
+  const std::size_t copy_capacity;
+  ChunkSummary copy_summary;
+  Block* block = nullptr;  // the block under the per-frame pass, if any
 
-  // The backend's input buffer of the next slice: every frame of this run below h_cur.
-  RawFrame* input = nullptr;
-  std::size_t input_count = 0;
-
+  // Run tracking.
   std::uint64_t run = 0;
   std::uint64_t next_slice_id = 0;
   bool run_has_slices = false;  // the next slice is not the run's first
   bool run_delivered = false;   // the run has submitted at least one slice
-  bool warm = false;  // the run has a horizon
-  std::size_t warmup_count = 0;
+  bool warm = false;            // the run has a horizon
   Clock::time_point warmup_since{};
-  std::uint64_t h_cur = 0;      // raw-time horizon: frames of this run below it are in `input`
-  std::uint64_t published = 0;  // raw-time horizon of the last submitted slice
+  std::uint64_t h_cur = 0;      // raw-time horizon: frames below it go to the next slice
+  std::uint64_t published = 0;  // raw-time bound of the last submitted slice
   Clock::time_point now{};
   Clock::time_point last_cut{};
   bool clock_started = false;
   bool replaying = false;
   bool run_finished = false;
+  bool split_seen = false;  // a delivered slice left frames below its requested bound
+  bool final_split = false;  // ... and it was the final slice of the run
+  std::uint64_t final_slice_id = kNoLimit;
   CounterDelta stream_delta;
 
-  // The fast path's per-source summary of the frames it took since the last flush_fast().
-  bool maybe_reset = false;  // some source may be waiting for the next run
-  // source_of() as three tables, by the frame's bytes 0, 1 and 15: 1 where it passes.
-  std::array<std::uint8_t, 256> fast_head_ok{};
-  std::array<std::uint8_t, 256> fast_bdm_ok{};
-  std::array<std::uint8_t, 256> fast_tail_ok{};
-  std::array<std::uint64_t, 256> fast_latest{};  // latest time + 1 per source, 0: none
-  bool fast_dirty = false;                        // fast_latest holds something
-
-  Impl(const Settings& s, const Calibration& cal, Backend& b, ResultSink& out, Counters& c)
+  Impl(const Settings& s, const Calibration&, Backend& b, ResultSink& out, Counters& c)
       : backend(b),
         sink(out),
         counters(c),
         bdm_count(Geometry::from(s.scanner).bdm_count()),
-        check_markers(s.frame.check_markers),
-        head_marker(s.frame.head_marker),
-        tail_marker(s.frame.tail_marker),
+        rule(make_source_rule(s)),
         max_disorder_ticks(ps_to_ticks(s.stream.max_disorder_ps, s.scanner.tick_ps)),
         max_future_ticks(ps_to_ticks(s.stream.max_future_ps, s.scanner.tick_ps)),
         source_idle(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.source_idle_ms))),
         max_slice(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.max_slice_ms))),
-        min_time_offset(cal.min_time_offset),
         slice_capacity(b.max_slice_frames()),
-        sources(bdm_count),
-        pending(std::make_unique_for_overwrite<RawFrame[]>(
-            std::max<std::uint64_t>(1, s.stream.max_pending_frames))),
-        pending_capacity(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
-        warmup_keys(kWarmupFrames) {
+        stage_capacity(b.max_staged_frames()),
+        clocks(bdm_count),
+        held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
+        copy(std::make_unique_for_overwrite<RawFrame[]>(std::min(kCopyBlockFrames, b.max_slice_frames()))),
+        copy_capacity(std::min(kCopyBlockFrames, b.max_slice_frames())) {
     if (slice_capacity == 0) throw std::invalid_argument("backend takes no frames per slice");
-    for (std::uint32_t v = 0; v < 256; ++v) {
-      fast_head_ok[v] = !check_markers || (v >> 4) == head_marker;
-      fast_tail_ok[v] = !check_markers || (v & 0x0F) == tail_marker;
-      fast_bdm_ok[v] = v < bdm_count;
-    }
-  }
-
-  // ---- classification ----
-
-  // The source of a frame, or -1 when it cannot be attributed to one.
-  int source_of(const RawFrame& f) const {
-    const std::uint8_t head_du = f.bytes[frame_offset::head_du];
-    const std::uint8_t frac_tail = f.bytes[frame_offset::temp_frac_tail];
-    if (check_markers && ((head_du >> 4) != head_marker || (frac_tail & 0x0F) != tail_marker))
-      return -1;
-    const std::uint8_t bdm = f.bytes[frame_offset::bdm];
-    return bdm < bdm_count ? bdm : -1;
-  }
-
-  std::uint64_t corrected(std::uint64_t raw_horizon) const {
-    if (min_time_offset < 0) return sat_sub(raw_horizon, static_cast<std::uint64_t>(-min_time_offset));
-    return sat_add(raw_horizon, static_cast<std::uint64_t>(min_time_offset));
+    if (stage_capacity < slice_capacity)
+      throw std::invalid_argument("backend stages fewer frames than one slice takes");
   }
 
   // ---- slices ----
 
   void deliver_one() {
     const SliceResult& r = backend.collect();
+    stage.held_upper -= std::min(stage.held_upper, r.frames_taken + r.frames_dropped);
+    if (r.split) {
+      split_seen = true;
+      if (r.slice_id == final_slice_id) {
+        // A final slice that split was resolved as an ordinary one: the run goes on.
+        final_split = true;
+        run_has_slices = true;
+      }
+    }
     counters.add(r.counters);
     counters.add(Counter::stream_slices);
     if (r.bdm_singles)
@@ -169,217 +251,154 @@ struct Slicer::Impl {
     while (backend.in_flight() > 0) deliver_one();
   }
 
-  RawFrame* input_buffer() {
-    if (!input) {
-      // The next buffer may still belong to a slice in flight until one is collected.
-      while (backend.in_flight() >= backend.max_in_flight()) deliver_one();
-      input = backend.input_buffer();
-    }
-    return input;
-  }
-
-  void cut(std::uint64_t horizon_raw, bool final) {
+  // Every frame accepted so far must be staged before a cut (flush()).
+  void cut(std::uint64_t bound, bool final) {
+    while (backend.in_flight() >= backend.max_in_flight()) deliver_one();
     SliceRequest r;
     r.slice_id = next_slice_id++;
-    r.frames = input_buffer();
-    r.frame_count = input_count;
-    r.horizon = corrected(horizon_raw);
+    r.bound = final ? kNoBound : bound;
     r.final = final;
     r.run_start = !run_has_slices;
+    if (final) final_slice_id = r.slice_id;
     backend.submit(r);
+    stage.since_cut = 0;
     run_has_slices = !final;
     run_delivered = true;
-    published = std::max(published, horizon_raw);
-    input = nullptr;
-    input_count = 0;
+    published = std::max(published, final ? h_cur : bound);
     last_cut = now;
   }
 
-  void add_ready(const RawFrame& f) {
-    input_buffer()[input_count++] = f;
-    if (input_count == slice_capacity) cut(h_cur, false);
+  // Stages frames that are accepted (the caller has flushed everything accepted before).
+  void stage_frames(const RawFrame* f, std::size_t n) {
+    if (n == 0) return;
+    stage.last_ticket = backend.stage(f, n);
+    stage.since_cut += n;
+    stage.held_upper += n;
   }
 
-  bool pending_full() {
-    if (waiting + held < pending_capacity) return false;
-    stream_delta[Counter::stream_pending_full] += 1;
-    return true;
+  // Stages the kept frames of the block under the per-frame pass.
+  void flush() {
+    if (!block || block->kept == block->staged) return;
+    stage_frames(block->frames + block->staged, block->kept - block->staged);
+    block->staged = block->kept;
   }
 
-  // Moves the waiting frames below h1 (all of them when `all`) into slices and raises the
-  // horizon to h1. When they do not fit in the current slice, the slice takes the earliest
-  // (nth_element by time) and is cut at the time of the first frame left out, so that later
-  // slices still hold only frames at or after their predecessor's horizon.
-  void release(std::uint64_t h1, bool all) {
-    // The common case: whatever is ready fits in the slice, so no split is needed and one
-    // pass moves the ready frames out and keeps the rest in their order.
-    if (!all && waiting <= slice_capacity - input_count) {
-      // Counts and pointers live in locals: the frame copies are byte stores, which the
-      // compiler must assume may alias any member.
-      RawFrame* const w = pending.get();
-      const std::size_t n = waiting;
-      std::size_t i = 0;
-      while (i < n && key_of(w[i]) >= h1) ++i;
-      if (i < n) {
-        std::size_t kept = i;
-        RawFrame* const in = input_buffer();
-        std::size_t count = input_count;
-        for (; i < n; ++i) {
-          if (key_of(w[i]) < h1) {
-            std::memcpy(&in[count++], &w[i], sizeof(RawFrame));
-          } else {
-            std::memcpy(&w[kept++], &w[i], sizeof(RawFrame));
-          }
-        }
-        input_count = count;
-        waiting = kept;
-      }
-      h_cur = std::max(h_cur, h1);
-      if (input_count == slice_capacity) cut(h_cur, false);
+  // Cuts (and waits) until `n` more frames may be staged, as far as the horizon allows;
+  // returns how many may.
+  std::size_t make_room(std::size_t n) {
+    if (stage.since_cut > 0 && stage.since_cut + n > slice_capacity) cut(h_cur, false);
+    while (stage.held_upper + n > stage_capacity) {
+      const std::size_t before = stage.held_upper;
+      cut(h_cur, false);
+      drain();
+      if (stage.held_upper >= before) break;  // nothing more below the horizon
+    }
+    return std::min({n, slice_capacity - stage.since_cut,
+                     stage_capacity - std::min(stage_capacity, stage.held_upper)});
+  }
+
+  bool room_for_one() const {
+    const std::size_t unstaged = block->kept - block->staged;
+    return stage.since_cut + unstaged < slice_capacity && stage.held_upper + unstaged < stage_capacity;
+  }
+
+  // Before a frame is classified: a cut that its room needs comes first, so that a frame is
+  // never classified against one published horizon and staged after a later one.
+  void reserve() {
+    if (room_for_one()) return;
+    flush();
+    make_room(1);
+  }
+
+  // Keeps a classified frame of the block under the per-frame pass.
+  void keep(const RawFrame& f) {
+    if (!room_for_one()) {
+      stream_delta[Counter::stream_pending_full] += 1;
       return;
     }
-    while (true) {
-      RawFrame* const w = pending.get();
-      RawFrame* const mid =
-          all ? w + waiting
-              : std::partition(w, w + waiting, [h1](const RawFrame& f) { return key_of(f) < h1; });
-      const std::size_t ready = static_cast<std::size_t>(mid - w);
-      if (ready == 0) break;
-      const std::size_t space = slice_capacity - input_count;
-      if (space == 0) {
-        cut(h_cur, false);
-        continue;
-      }
-      const std::size_t take = std::min(ready, space);
-      std::uint64_t cut_at = h1;
-      if (take < ready) {
-        std::nth_element(w, w + take, mid,
-                         [](const RawFrame& a, const RawFrame& b) { return key_of(a) < key_of(b); });
-        cut_at = key_of(w[take]);
-      }
-      RawFrame* in = input_buffer();
-      std::memcpy(in + input_count, w, take * sizeof(RawFrame));
-      input_count += take;
-      std::memmove(w, w + take, (waiting - take) * sizeof(RawFrame));
-      waiting -= take;
-      if (take < ready) {
-        h_cur = std::max(h_cur, cut_at);
-        cut(h_cur, false);
-        continue;
-      }
-      break;
-    }
-    if (!all) h_cur = std::max(h_cur, h1);
-    if (input_count == slice_capacity) cut(h_cur, false);
+    block->frames[block->kept++] = f;
+  }
+
+  void take_reserved(const RawFrame& f) {
+    reserve();
+    take(f);
   }
 
   void update_horizon() {
     if (!warm) return;
-    std::uint64_t lowest = kNoLimit;
-    std::uint64_t highest = 0;
-    bool any_live = false;
-    bool any_sent = false;
-    for (const Source& s : sources) {
-      if (!s.sent) continue;
-      any_sent = true;
-      highest = std::max(highest, s.latest);
-      if (s.idle || s.reset) continue;
-      any_live = true;
-      lowest = std::min(lowest, s.latest);
-    }
-    if (!any_sent) return;
-    // With every source idle (or gone to the next run) what was received is complete.
-    const std::uint64_t candidate =
-        any_live ? sat_sub(lowest, max_disorder_ticks) : sat_add(highest, 1);
-    if (candidate > h_cur) release(candidate, false);
+    h_cur = std::max(h_cur, clocks.horizon(max_disorder_ticks));
   }
 
   // ---- warm-up: the first frames of a run fix the time-jump reference ----
 
   void end_warmup() {
     if (warm) return;
+    flush();
     std::uint64_t median = 0;
     if (warmup_count > 0) {
-      std::nth_element(warmup_keys.begin(), warmup_keys.begin() + warmup_count / 2,
-                       warmup_keys.begin() + warmup_count);
-      median = warmup_keys[warmup_count / 2];
+      std::array<std::uint64_t, kWarmupFrames> keys = warmup_keys;
+      std::nth_element(keys.begin(), keys.begin() + warmup_count / 2, keys.begin() + warmup_count);
+      median = keys[warmup_count / 2];
     }
     const std::uint64_t hi = sat_add(median, max_future_ticks);
     const std::uint64_t lo = sat_sub(median, max_future_ticks);
     std::size_t kept = 0;
-    for (std::size_t i = 0; i < waiting; ++i) {
-      const RawFrame f = pending[i];
-      const std::uint64_t key = key_of(f);
+    for (std::size_t i = 0; i < warmup_count; ++i) {
+      const RawFrame f = warmup_frames[i];
+      const std::uint64_t key = warmup_keys[i];
       if (key > hi || key < lo) {
         stream_delta[Counter::stream_time_jump] += 1;
         continue;
       }
-      Source& s = sources[f.bytes[frame_offset::bdm]];
+      auto& s = clocks.sources[f.bytes[frame_offset::bdm]];
       if (!s.sent || key > s.latest) s.latest = key;
       s.sent = true;
-      pending[kept++] = f;
+      warmup_frames[kept++] = f;
     }
-    waiting = kept;
     warmup_count = 0;
     warm = true;
     h_cur = 0;
     published = 0;
+    Block b{warmup_frames.data(), 0, 0};
+    Block* outer = block;
+    block = &b;
+    for (std::size_t i = 0; i < kept; ++i) {
+      reserve();
+      keep(warmup_frames[i]);
+    }
+    flush();
+    block = outer;
+    backend.wait_staged(stage.last_ticket);  // the warm-up buffer serves the next run
     update_horizon();
   }
 
   // ---- clock reset ----
 
-  void hold_for_next_run(const RawFrame& f, Source& s) {
-    if (pending_full()) return;
-    pending[pending_capacity - 1 - held] = f;
-    ++held;
+  void hold_for_next_run(const RawFrame& f, SourceClocks::Source& s) {
+    if (held.full()) {
+      stream_delta[Counter::stream_pending_full] += 1;
+      return;
+    }
+    held.add(f);
     ++s.held;
   }
 
-  void drop_held_of(std::uint8_t bdm) {
-    // Keeps the others in arrival order (newest lowest).
-    const std::size_t top = pending_capacity;
-    std::size_t write = top;
-    for (std::size_t read = top; read > top - held; --read) {
-      const RawFrame& f = pending[read - 1];
-      if (f.bytes[frame_offset::bdm] == bdm) continue;
-      pending[--write] = f;
-    }
-    const std::size_t dropped = held - (top - write);
-    stream_delta[Counter::stream_late] += dropped;
-    held -= dropped;
-    sources[bdm].held = 0;
-  }
-
-  bool reset_due(bool at_finish) const {
-    bool any_reset = false;
-    for (const Source& s : sources) {
-      if (s.reset) {
-        if (s.held < kResetConfirmFrames && !at_finish) return false;
-        any_reset = true;
-      } else if (s.sent && !s.idle) {
-        return false;
-      }
-    }
-    return any_reset && held > 0;
-  }
-
   void end_run() {
+    flush();
     if (!warm) end_warmup();
-    if (run_has_slices || input_count > 0 || waiting > 0) {
-      release(kNoLimit, true);
-      cut(h_cur, true);
+    if (run_has_slices || stage.held_upper > 0) {
+      do {
+        final_split = false;
+        cut(h_cur, true);
+        drain();
+      } while (final_split);
     }
     drain();
     if (run_delivered) sink.on_run_end(run);
   }
 
   void start_run() {
-    for (Source& s : sources) {
-      const Clock::time_point seen = s.last_seen;
-      s = Source{};
-      s.last_seen = seen;
-    }
+    clocks.start_run();
     run_has_slices = false;
     run_delivered = false;
     warm = false;
@@ -396,32 +415,33 @@ struct Slicer::Impl {
     ++run;
     stream_delta[Counter::stream_runs] += 1;
     start_run();
-    const std::size_t top = pending_capacity;
-    const std::size_t n = held;
-    std::reverse(pending.get() + (top - n), pending.get() + top);
-    std::memmove(pending.get(), pending.get() + (top - n), n * sizeof(RawFrame));
-    held = 0;
-    // waiting is empty: each replayed frame adds at most one waiting frame, always at an
-    // index at or below the one being read.
+    const std::size_t n = held.count;
+    held.count = 0;
+    Block b{held.frames.get(), 0, 0};
+    Block* outer = block;
+    block = &b;
     replaying = true;
     for (std::size_t i = 0; i < n; ++i) {
-      const RawFrame f = pending[i];
-      take(f);
+      const RawFrame f = held.frames[i];
+      take_reserved(f);
     }
     replaying = false;
+    flush();
+    block = outer;
+    backend.wait_staged(stage.last_ticket);  // the held buffer takes the next holds
     update_horizon();
   }
 
-  // ---- one frame ----
+  // ---- one frame: the exact rules of DESIGN section 6 ----
 
   void take(const RawFrame& f) {
-    const int src = source_of(f);
+    const int src = rule.source_of(f.bytes);
     if (src < 0) {
       // Not attributable to a source: the backend counts it as bad in the next slice.
-      add_ready(f);
+      keep(f);
       return;
     }
-    Source& s = sources[static_cast<std::size_t>(src)];
+    auto& s = clocks.sources[static_cast<std::size_t>(src)];
     // Idle by the last poll(), or by the clock now (the push may come first after a pause).
     const bool was_idle = s.idle || (s.sent && now - s.last_seen >= source_idle);
     s.last_seen = now;
@@ -429,9 +449,12 @@ struct Slicer::Impl {
     const std::uint64_t key = key_of(f);
 
     if (!warm) {
-      if (pending_full()) return;
-      if (warmup_count == 0 && waiting == 0) warmup_since = now;
-      pending[waiting++] = f;
+      if (held.count + warmup_count >= held.capacity) {
+        stream_delta[Counter::stream_pending_full] += 1;
+        return;
+      }
+      if (warmup_count == 0) warmup_since = now;
+      warmup_frames[warmup_count] = f;
       warmup_keys[warmup_count++] = key;
       if (warmup_count == kWarmupFrames) end_warmup();
       return;
@@ -440,15 +463,16 @@ struct Slicer::Impl {
     const bool far_back = h_cur > max_future_ticks && key < h_cur - max_future_ticks;
     if (far_back && !replaying) {
       s.reset = true;
-      maybe_reset = true;
+      clocks.maybe_reset = true;
       hold_for_next_run(f, s);
-      if (reset_due(false)) new_run();
+      if (clocks.reset_due(false, held.count)) new_run();
       return;
     }
     if (s.reset && key > s.latest) {
       // The source's old clock is still running: its far-backwards frames were corrupt.
       s.reset = false;
-      drop_held_of(static_cast<std::uint8_t>(src));
+      stream_delta[Counter::stream_late] += held.drop_source(static_cast<std::uint8_t>(src));
+      s.held = 0;
     }
     if (key < published || far_back) {
       stream_delta[Counter::stream_late] += 1;
@@ -470,112 +494,46 @@ struct Slicer::Impl {
     }
     if (!s.sent || key > s.latest) s.latest = key;
     s.sent = true;
-    if (key < h_cur) {
-      add_ready(f);
-    } else if (!pending_full()) {
-      pending[waiting++] = f;
-    }
+    keep(f);
   }
 
-  // ---- the fast path: frames that take() would just file ----
+  // ---- a block ----
 
-  // Applies what take() would have done to each source that sent frames through the fast
-  // path (`now` is fixed for one push, so the order of those frames does not matter).
-  void flush_fast() {
-    if (!fast_dirty) return;
-    fast_dirty = false;
-    // A frame names its source in one byte: no more than 256 can have sent.
-    const std::uint32_t n = std::min<std::uint32_t>(bdm_count, fast_latest.size());
-    for (std::uint32_t b = 0; b < n; ++b) {
-      if (fast_latest[b] == 0) continue;
-      Source& s = sources[b];
-      s.last_seen = now;
-      s.idle = false;
-      s.ahead_streak = 0;
-      // A source that has not sent has latest 0, so max() is take()'s rule.
-      s.latest = std::max(s.latest, fast_latest[b] - 1);
-      s.sent = true;
-      fast_latest[b] = 0;
-    }
-  }
-
-  bool any_reset() {
-    if (!maybe_reset) return false;
-    for (const Source& s : sources)
-      if (s.reset) return true;
-    maybe_reset = false;
-    return false;
-  }
-
-  // Takes frames [i, end) as long as each is the common case (attributable, run warm, no
-  // source waiting for a reset, neither late, far back nor far ahead, room where it goes),
-  // exactly as take() would. Returns the index of the first frame not taken.
-  std::size_t take_fast(const RawFrame* frames, std::size_t i, std::size_t end) {
-    if (!warm || replaying || any_reset()) return i;
-    // Everything the loop reads lives in locals (frame copies are byte stores, which the
-    // compiler must assume may alias any member).
-    // The largest time is left to take(): fast_latest holds time + 1, 0 meaning none.
-    const std::uint64_t hi = std::min(sat_add(h_cur, max_future_ticks), kNoLimit - 1);
+  // The summary shows nothing the per-frame rules would act on.
+  bool common(const ChunkSummary& sum) {
+    if (!warm || replaying || clocks.any_reset()) return false;
+    const std::uint64_t hi = sat_add(h_cur, max_future_ticks);
     const std::uint64_t far_lo = h_cur > max_future_ticks ? h_cur - max_future_ticks : 0;
     const std::uint64_t lo = std::max(published, far_lo);
-    if (lo > hi) return i;
-    const std::uint64_t span = hi - lo;
-    const std::uint64_t ready_below = h_cur;
-    const std::uint8_t* const head_ok = fast_head_ok.data();
-    const std::uint8_t* const bdm_ok = fast_bdm_ok.data();
-    const std::uint8_t* const tail_ok = fast_tail_ok.data();
-    std::uint64_t* const latest = fast_latest.data();
-    RawFrame* const w = pending.get();
-    std::size_t wait_n = waiting;
-    // Each frame takes at most one pending place: with no room left the rest is take()'s
-    // (which counts stream.pending_full).
-    end = std::min(end, i + (pending_capacity - held - wait_n));
-    const std::size_t begin = i;
-    bool cut_now = false;
-    for (; i < end; ++i) {
-      const RawFrame& f = frames[i];
-      const std::uint32_t bdm = f.bytes[frame_offset::bdm];
-      if ((bdm_ok[bdm] & head_ok[f.bytes[frame_offset::head_du]] &
-           tail_ok[f.bytes[frame_offset::temp_frac_tail]]) == 0)
-        break;
-      const std::uint64_t key = key_of(f);
-      if (key - lo > span) break;  // outside [lo, hi]
-      if (key < ready_below) {
-        waiting = wait_n;
-        std::memcpy(&input_buffer()[input_count++], &f, sizeof(RawFrame));
-        if (input_count == slice_capacity) cut_now = true;
-      } else {
-        std::memcpy(&w[wait_n++], &f, sizeof(RawFrame));
-      }
-      latest[bdm] = std::max(latest[bdm], key + 1);
-      if (cut_now) {
-        ++i;
-        break;
-      }
+    for (std::uint32_t i = 0; i < sum.present_count; ++i) {
+      const SourceSpan& s = sum.sources[sum.present[i]];
+      if (sum.present[i] >= bdm_count || s.min_time < lo || s.max_time > hi) return false;
     }
-    waiting = wait_n;
-    if (i != begin) fast_dirty = true;
-    if (cut_now) {
-      // The cut raises the published horizon: what is late changes.
-      flush_fast();
-      cut(h_cur, false);
-    }
-    return i;
+    return true;
   }
 
-  // take() for frames [i, end), the common ones through take_fast().
-  void take_range(const RawFrame* frames, std::size_t i, std::size_t end) {
-    while (i < end) {
-      const std::size_t j = take_fast(frames, i, end);
-      if (j != i) {
-        i = j;
-        continue;
+  void take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum) {
+    if (n == 0) return;
+    if (n <= slice_capacity && make_room(n) == n && common(sum)) {
+      stage_frames(frames, n);
+      for (std::uint32_t i = 0; i < sum.present_count; ++i) {
+        const std::uint8_t src = sum.present[i];
+        clocks.took(src, sum.sources[src].max_time, now);
       }
-      flush_fast();
-      take(frames[i]);
-      ++i;
+      update_horizon();
+      return;
     }
-    flush_fast();
+    Block b{frames, 0, 0};
+    Block* outer = block;
+    block = &b;
+    for (std::size_t i = 0; i < n; ++i) {
+      take_reserved(frames[i]);
+      // A large block must not leave everything waiting until its end.
+      if ((i + 1) % kHorizonBlockFrames == 0) update_horizon();
+    }
+    flush();
+    block = outer;
+    update_horizon();
   }
 
   void flush_counters() {
@@ -589,7 +547,15 @@ struct Slicer::Impl {
       clock_started = true;
       last_cut = t;
       warmup_since = t;
-      for (Source& s : sources) s.last_seen = t;
+      for (auto& s : clocks.sources) s.last_seen = t;
+    }
+  }
+
+  void begin_push(Clock::time_point t, std::size_t n) {
+    start_clock(t);
+    if (n > 0 && run_finished) {
+      ++run;
+      run_finished = false;
     }
   }
 };
@@ -600,21 +566,35 @@ Slicer::Slicer(const Settings& settings, const Calibration& calibration, Backend
 
 Slicer::~Slicer() = default;
 
+std::uint64_t Slicer::push_block(RawFrame* frames, std::size_t n, const ChunkSummary& summary,
+                                 Clock::time_point now) {
+  Impl& m = *impl_;
+  m.begin_push(now, n);
+  const std::uint64_t before = m.stage.last_ticket;
+  m.take_block(frames, n, summary);
+  m.flush_counters();
+  return m.stage.last_ticket != before ? m.stage.last_ticket : 0;
+}
+
 void Slicer::push(const RawFrame* frames, std::size_t n, Clock::time_point now) {
   Impl& m = *impl_;
-  m.start_clock(now);
-  if (n > 0 && m.run_finished) {
-    ++m.run;
-    m.run_finished = false;
+  m.begin_push(now, n);
+  for (std::size_t i = 0; i < n; i += m.copy_capacity) {
+    const std::size_t k = std::min(m.copy_capacity, n - i);
+    std::memcpy(m.copy.get(), frames + i, k * sizeof(RawFrame));
+    m.copy_summary.clear();
+    m.copy_summary.add(m.copy.get(), k, 0, m.rule);
+    const std::uint64_t before = m.stage.last_ticket;
+    m.take_block(m.copy.get(), k, m.copy_summary);
+    if (m.stage.last_ticket != before) m.backend.wait_staged(m.stage.last_ticket);
   }
-  for (std::size_t i = 0; i < n; i += kHorizonBlockFrames) {
-    const std::size_t end = std::min(n, i + kHorizonBlockFrames);
-    m.take_range(frames, i, end);
-    // A large push must not leave everything waiting until its end.
-    if (end - i == kHorizonBlockFrames) m.update_horizon();
-  }
-  m.update_horizon();
   m.flush_counters();
+}
+
+bool Slicer::staged(std::uint64_t ticket) { return ticket == 0 || impl_->backend.staged(ticket); }
+
+void Slicer::wait_staged(std::uint64_t ticket) {
+  if (ticket != 0) impl_->backend.wait_staged(ticket);
 }
 
 void Slicer::poll(Clock::time_point now) {
@@ -622,7 +602,7 @@ void Slicer::poll(Clock::time_point now) {
   m.start_clock(now);
   if (!m.warm && m.warmup_count > 0 && now - m.warmup_since >= m.max_slice) m.end_warmup();
   bool idle_changed = false;
-  for (auto& s : m.sources) {
+  for (auto& s : m.clocks.sources) {
     if (s.sent && !s.idle && now - s.last_seen >= m.source_idle) {
       s.idle = true;
       m.stream_delta[Counter::stream_source_idle] += 1;
@@ -630,13 +610,14 @@ void Slicer::poll(Clock::time_point now) {
     }
   }
   if (idle_changed) {
-    if (m.held > 0 && m.reset_due(false))
+    if (m.held.count > 0 && m.clocks.reset_due(false, m.held.count))
       m.new_run();
     else
       m.update_horizon();
   }
   if (now - m.last_cut >= m.max_slice) {
-    if (m.input_count > 0 || m.h_cur > m.published) m.cut(m.h_cur, false);
+    if (m.stage.since_cut > 0 || m.h_cur > m.published || m.split_seen) m.cut(m.h_cur, false);
+    m.split_seen = false;
     m.last_cut = now;
     // Latency: whatever was submitted reaches the sink now.
     m.drain();
@@ -646,14 +627,14 @@ void Slicer::poll(Clock::time_point now) {
 
 void Slicer::finish() {
   Impl& m = *impl_;
-  if (m.held > 0) {
-    if (m.reset_due(true)) {
+  if (m.held.count > 0) {
+    if (m.clocks.reset_due(true, m.held.count)) {
       m.new_run();
     } else {
       // A reset that not every live source made: those frames belong to no run.
-      m.stream_delta[Counter::stream_late] += m.held;
-      m.held = 0;
-      for (auto& s : m.sources) s.held = 0;
+      m.stream_delta[Counter::stream_late] += m.held.count;
+      m.held.count = 0;
+      for (auto& s : m.clocks.sources) s.held = 0;
     }
   }
   m.end_run();
@@ -666,7 +647,7 @@ void Slicer::finish() {
 std::uint64_t Slicer::run_id() const { return impl_->run; }
 std::uint64_t Slicer::horizon() const { return impl_->published; }
 std::size_t Slicer::pending_frames() const {
-  return impl_->waiting + impl_->held + impl_->input_count;
+  return impl_->stage.held_upper + impl_->held.count + impl_->warmup_count;
 }
 
 }  // namespace petdaq

@@ -24,13 +24,24 @@
 //   ends with a final slice (on_run_end), stream.runs and run_id go up by one and the held
 //   frames start the new run in their order of arrival. A source whose old clock goes on
 //   (a frame after its latest old-run time) was not reset: its held frames count as late.
-// * A slice is cut when the backend's input is full, when poll() finds max_slice_ms passed
-//   (then every submitted slice is also collected and delivered), and at finish(). When the
-//   horizon frees more frames than the slice can take, the slice takes the earliest
-//   (nth_element) and its horizon is the time of the first frame left out.
-// * Pending frames live in one buffer of stream.max_pending_frames; a frame that finds it
-//   full is counted in stream.pending_full and dropped (cutting early would need a horizon
-//   the sources have not reached).
+// * Frames reach the backend in blocks (ring chunks), staged as they arrive; a slice is a
+//   raw-time bound, and the backend keeps the staged frames at or after it for later slices
+//   (core/backend.h). The common block, whose summary (core/chunk_summary.h) shows every
+//   source's frames inside [max(published horizon, horizon - max_future), horizon +
+//   max_future] with the run warm and no source waiting for a reset, is staged whole: the
+//   slicer touches none of its frames. Any other block takes an exact pass per frame with
+//   the rules above, rewriting the block in place to the frames it keeps.
+// * A slice is cut when the frames staged since the last one would exceed max_slice_frames,
+//   when the backend's stage would exceed max_pending_frames (then the slicer also waits for
+//   the slices in flight; frames that still find no room are counted in
+//   stream.pending_full and dropped), when poll() finds max_slice_ms passed (then every
+//   submitted slice is also collected and delivered), and at finish(). A cut is always
+//   made before the block that needs the room is classified, so every frame staged after a
+//   cut is at or after its bound. When more than max_slice_frames staged frames are below a
+//   bound, the backend takes the earliest and says so (SliceResult::split); the next cut
+//   takes the rest, and the end of a run cuts until nothing is left.
+// * Frames held for the next run wait in a buffer of stream.max_pending_frames; a frame that
+//   finds it full is counted in stream.pending_full and dropped.
 // * After finish(), a later push() starts a new run (run_id + 1, not counted as a reset).
 #pragma once
 
@@ -40,6 +51,7 @@
 #include <memory>
 
 #include "core/backend.h"
+#include "core/chunk_summary.h"
 #include "core/counters.h"
 #include "core/settings.h"
 
@@ -67,9 +79,19 @@ class Slicer {
   Slicer(const Slicer&) = delete;
   Slicer& operator=(const Slicer&) = delete;
 
-  // Takes frames (any source, any order within the allowed disorder). Cuts and submits
-  // slices when enough frames are complete; may wait for the backend. Never allocates.
+  // Takes a block of frames (any source, any order within the allowed disorder) in memory
+  // the caller owns, described by `summary` (ChunkSummary::add over exactly these frames).
+  // May rewrite the block in place (to the frames it keeps), stages them with the backend
+  // and returns the ticket of the last stage (0: none): the caller leaves the memory alone
+  // until staged(ticket). Cuts and submits slices as needed; may wait for the backend.
+  // Never allocates.
+  std::uint64_t push_block(RawFrame* frames, std::size_t n, const ChunkSummary& summary,
+                           Clock::time_point now);
+  // The same for frames the slicer may not touch: it copies them, in blocks, and waits for
+  // each block's stage (tests and tools that read files).
   void push(const RawFrame* frames, std::size_t n, Clock::time_point now);
+  bool staged(std::uint64_t ticket);
+  void wait_staged(std::uint64_t ticket);
   // Cuts a slice if stream.max_slice_ms has passed since the last one, and lets idle
   // sources stop holding the horizon back. Call at least every few milliseconds.
   void poll(Clock::time_point now);
@@ -78,7 +100,7 @@ class Slicer {
 
   std::uint64_t run_id() const;
   std::uint64_t horizon() const;  // last published raw-time horizon
-  std::size_t pending_frames() const;
+  std::size_t pending_frames() const;  // staged, held for the next run, or in warm-up
 
  private:
   struct Impl;

@@ -30,9 +30,9 @@ void LockedPageAllocator::deallocate(void* p, std::size_t bytes) noexcept {
 namespace {
 std::size_t queue_capacity(std::uint32_t chunk_count) { return std::size_t{chunk_count} + 64; }
 
-// Span offsets are 32-bit.
+// Frame indices inside a chunk are 32-bit.
 std::size_t checked_chunk_bytes(std::size_t chunk_bytes) {
-  if (chunk_bytes > 0xFFFF'FFFFull || chunk_bytes < 2 * HostRing::kMinSpanBytes)
+  if (chunk_bytes > 0xFFFF'FFFFull || chunk_bytes < 2048)
     throw std::runtime_error("input.ring_chunk_bytes: " + std::to_string(chunk_bytes) +
                              " is outside 2048 .. 4294967295");
   return chunk_bytes;
@@ -44,19 +44,15 @@ HostRing::HostRing(std::size_t chunk_bytes, std::uint32_t chunk_count, std::size
     : allocator_(allocator),
       chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
       chunks_(chunk_count),
-      spans_(std::size_t{chunk_count} * (chunk_bytes_ / kMinSpanBytes + 2)),
       free_(queue_capacity(chunk_count) * 2, 1, producers + 2),
       sealed_(queue_capacity(chunk_count) * (producers + 1), producers + 1, 2),
       release_token_(free_) {
-  const std::size_t spans_per_chunk = chunk_bytes / kMinSpanBytes + 2;
   std::size_t made = 0;
   try {
     for (; made < chunks_.size(); ++made) {
       Chunk& c = chunks_[made];
       c.h_bytes = static_cast<std::uint8_t*>(allocator_.allocate(chunk_bytes));
       c.capacity_bytes = chunk_bytes;
-      c.spans = spans_.data() + made * spans_per_chunk;
-      c.span_capacity = spans_per_chunk;
       free_.enqueue(release_token_, &c);
     }
   } catch (...) {

@@ -13,24 +13,17 @@
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <concurrentqueue/concurrentqueue.h>
 
+#include "core/chunk_summary.h"
+#include "core/host_allocator.h"
 #include "proto/frame.h"
 
 namespace petdaq::daemon {
 
-// Where ring memory comes from. Page-locked memory keeps the kernel from swapping the ring
-// out under a burst; a GPU build could hand out cudaHostAlloc memory through the same
-// interface.
-class HostAllocator {
- public:
-  virtual ~HostAllocator() = default;
-  virtual void* allocate(std::size_t bytes) = 0;
-  virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
-  // "mlock" or "plain": what the last allocation got (for the start-up log).
-  virtual const char* kind() const = 0;
-};
+using petdaq::HostAllocator;
 
 // Anonymous mmap, locked with mlock when RLIMIT_MEMLOCK allows, plain (but pre-faulted)
-// otherwise.
+// otherwise: the ring of the CPU backend. The GPU backend's ring comes from CUDA's
+// page-locked memory (make_stage_allocator), which its copies need.
 class LockedPageAllocator final : public HostAllocator {
  public:
   void* allocate(std::size_t bytes) override;
@@ -41,38 +34,27 @@ class LockedPageAllocator final : public HostAllocator {
   bool locked_ = true;
 };
 
-// Frames of one datagram (or of several small ones moved together) inside a chunk.
-struct FrameSpan {
-  std::uint32_t offset_bytes;
-  std::uint32_t frame_count;
-};
-
+// A chunk's frames are contiguous from h_bytes: the receiver moves each datagram's frames
+// down behind the previous ones, and records their summary as it goes.
 struct Chunk {
   std::uint8_t* h_bytes = nullptr;
   std::size_t capacity_bytes = 0;
-  std::size_t used_bytes = 0;  // receiver's write cursor
-  FrameSpan* spans = nullptr;
-  std::size_t span_count = 0;
-  std::size_t span_capacity = 0;
+  std::size_t used_bytes = 0;  // frame_count * kFrameBytes: the receiver's write cursor
   std::uint64_t frame_count = 0;
+  ChunkSummary summary;
   std::chrono::steady_clock::time_point first_rx{};  // first datagram written into it
 
-  const RawFrame* frames(const FrameSpan& s) const {
-    return reinterpret_cast<const RawFrame*>(h_bytes + s.offset_bytes);
-  }
+  RawFrame* frames() { return reinterpret_cast<RawFrame*>(h_bytes); }
+  const RawFrame* frames() const { return reinterpret_cast<const RawFrame*>(h_bytes); }
   void reset() {
     used_bytes = 0;
-    span_count = 0;
     frame_count = 0;
+    summary.clear();
   }
 };
 
 class HostRing {
  public:
-  // `min_span_bytes`: a span shorter than this is merged into the previous one by a copy,
-  // which bounds the spans a chunk can need.
-  static constexpr std::size_t kMinSpanBytes = 1024;
-
   HostRing(std::size_t chunk_bytes, std::uint32_t chunk_count, std::size_t producers,
            HostAllocator& allocator);
   ~HostRing();
@@ -111,7 +93,6 @@ class HostRing {
   HostAllocator& allocator_;
   std::size_t chunk_bytes_;
   std::vector<Chunk> chunks_;
-  std::vector<FrameSpan> spans_;
   moodycamel::ConcurrentQueue<Chunk*> free_;
   moodycamel::BlockingConcurrentQueue<Chunk*> sealed_;
   moodycamel::ProducerToken release_token_;

@@ -22,6 +22,7 @@
 #include "daemon/publisher.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
+#include "gpu/select_backend.h"
 
 using namespace petdaq;
 using namespace petdaq::daemon;
@@ -56,16 +57,20 @@ int run(Loaded loaded, const Options& opt) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   Counters counters(s.scanner.bdm_transaxial * s.scanner.bdm_axial);
-  LockedPageAllocator allocator;
+  // The GPU backend copies whole ring chunks to the device: it needs memory CUDA page-locked.
+  const BackendKind backend = opt.backend.value_or(s.backend);
+  LockedPageAllocator locked;
+  const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(backend);
+  HostAllocator& allocator = pinned ? *pinned : static_cast<HostAllocator&>(locked);
   HostRing ring(s.input.ring_chunk_bytes, s.input.ring_chunks, s.input.receiver_threads, allocator);
   spdlog::info("host ring: {} chunks of {} bytes ({})", ring.chunk_count(), ring.chunk_bytes(),
                allocator.kind());
   Publisher publisher(s.output.zmq, counters);
   spdlog::info("publishing on {}", publisher.endpoint());
-  Worker worker(s, std::move(loaded.calibration), opt.backend.value_or(s.backend), ring, counters,
-                publisher, opt.print_rates);
+  Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
+                opt.print_rates);
   spdlog::info("{}", worker.backend_explanation());
-  Receiver receiver(s.input, ring, counters);
+  Receiver receiver(s.input, make_source_rule(s), ring, counters);
 
   worker.start();
   receiver.start();

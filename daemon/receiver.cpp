@@ -57,8 +57,9 @@ struct Receiver::Lane {
     explicit Socket(asio::io_context& io) : socket(io) {}
   };
 
-  Lane(const InputSettings& in, HostRing& ring_, Counters& counters_)
-      : ring(ring_),
+  Lane(const InputSettings& in, const SourceRule& rule_, HostRing& ring_, Counters& counters_)
+      : rule(rule_),
+        ring(ring_),
         counters(counters_),
         filter(in.allowed_sources),
         framing(in.framing),
@@ -68,6 +69,7 @@ struct Receiver::Lane {
         token(ring_.make_sealed_token()),
         scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)) {}
 
+  SourceRule rule;
   HostRing& ring;
   Counters& counters;
   SourceFilter filter;
@@ -167,11 +169,8 @@ struct Receiver::Lane {
     }
     const auto now = Clock::now();
     for (int i = 0; i < got; ++i) take(s, i, base + i * kDatagramSlotBytes, now);
-    if (current) {
-      const FrameSpan* last = current->span_count ? &current->spans[current->span_count - 1] : nullptr;
-      current->used_bytes = last ? last->offset_bytes + last->frame_count * kFrameBytes : 0;
-      if (current->capacity_bytes - current->used_bytes < kDatagramSlotBytes) seal_current_full();
-    }
+    if (current && current->capacity_bytes - current->used_bytes < kDatagramSlotBytes)
+      seal_current_full();
     return static_cast<std::size_t>(got);
   }
 
@@ -229,37 +228,33 @@ struct Receiver::Lane {
     append(v, now);
   }
 
-  // Records the datagram's frames, which already sit in the chunk, as a span. Small ones are
-  // moved down next to the previous span so the span table stays small.
+  // The datagram's frames already sit in the chunk, in its slot: they move down behind the
+  // frames before them (the chunk stays one run of frames the backend copies at once), and
+  // the chunk's summary takes them in. This is the receivers' per-frame work.
   void append(const DatagramView& v, Clock::time_point now) {
     Chunk& c = *current;
-    auto offset = static_cast<std::uint32_t>(v.frames - c.h_bytes);
     const auto count = static_cast<std::uint32_t>(v.frame_count);
     const std::size_t bytes = std::size_t{count} * kFrameBytes;
+    std::uint8_t* const dest = c.h_bytes + c.used_bytes;
+    if (dest != v.frames) std::memmove(dest, v.frames, bytes);
     if (c.frame_count == 0) c.first_rx = now;
+    c.summary.add(reinterpret_cast<const RawFrame*>(dest), count,
+                  static_cast<std::uint32_t>(c.frame_count), rule);
     c.frame_count += count;
+    c.used_bytes += bytes;
     delta[Counter::rx_frames] += count;
-    if (c.span_count > 0) {
-      FrameSpan& last = c.spans[c.span_count - 1];
-      const std::uint32_t end = last.offset_bytes + last.frame_count * std::uint32_t{kFrameBytes};
-      if (end == offset || bytes < HostRing::kMinSpanBytes || c.span_count == c.span_capacity) {
-        if (end != offset) std::memmove(c.h_bytes + end, v.frames, bytes);
-        last.frame_count += count;
-        return;
-      }
-    }
-    c.spans[c.span_count++] = {offset, count};
   }
 };
 
-Receiver::Receiver(const InputSettings& in, HostRing& ring, Counters& counters) {
+Receiver::Receiver(const InputSettings& in, const SourceRule& rule, HostRing& ring,
+                   Counters& counters) {
   if (ring.chunk_bytes() < kDatagramSlotBytes)
     throw std::runtime_error("input.ring_chunk_bytes must hold at least one datagram slot (" +
                              std::to_string(kDatagramSlotBytes) + " bytes)");
   const std::size_t lane_count = in.receiver_threads;
   const std::size_t socket_count = std::max<std::size_t>(lane_count, in.endpoints.size());
   for (std::size_t i = 0; i < lane_count; ++i)
-    lanes_.push_back(std::make_unique<Lane>(in, ring, counters));
+    lanes_.push_back(std::make_unique<Lane>(in, rule, ring, counters));
 
   std::vector<std::uint16_t> first_port(in.endpoints.size(), 0);
   for (std::size_t i = 0; i < socket_count; ++i) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/chunk_summary.h"
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
@@ -31,7 +32,8 @@ struct BoundEndpoint {
 class Receiver {
  public:
   // Binds every socket (throws std::runtime_error with the endpoint and the reason).
-  Receiver(const InputSettings& input, HostRing& ring, Counters& counters);
+  // `rule` names each frame's source for the chunk summaries (core/chunk_summary.h).
+  Receiver(const InputSettings& input, const SourceRule& rule, HostRing& ring, Counters& counters);
   ~Receiver();
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;

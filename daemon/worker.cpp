@@ -104,7 +104,8 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       print_rates_(print_rates),
       rates_(counters),
       temperature_degC_(counters.bdm_count(), NAN),
-      pending_(4 * std::size_t{ring.chunk_count()}) {
+      pending_(4 * std::size_t{ring.chunk_count()}),
+      staging_(ring.chunk_count()) {
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
@@ -151,6 +152,7 @@ void Worker::loop() {
     // Once stopping, the receivers are already stopped: take what is left, then finish.
     Chunk* c = stopping ? ring_.try_sealed() : ring_.wait_sealed(std::chrono::milliseconds(1));
     if (c) take_chunk(c);
+    release_staged(false);
     const auto now = Clock::now();
     if (now - last_poll_ >= poll_every) {
       engine_->slicer->poll(now);
@@ -161,6 +163,7 @@ void Worker::loop() {
     tick(now, false);
   }
   engine_->slicer->finish();
+  release_staged(true);
   retire_latency(Clock::now(), true);
   if (file_) file_->close();
   tick(Clock::now(), true);
@@ -168,17 +171,18 @@ void Worker::loop() {
 
 void Worker::take_chunk(Chunk* c) {
   Slicer& slicer = *engine_->slicer;
+  const ChunkSummary& sum = c->summary;
   std::uint64_t last_time = 0;
   const std::uint32_t bdm_count = counters_.bdm_count();
-  for (std::size_t i = 0; i < c->span_count; ++i) {
-    const FrameSpan& s = c->spans[i];
-    const RawFrame* frames = c->frames(s);
-    last_time = std::max(last_time, frame_time(frames[s.frame_count - 1].bytes));
-    // One temperature reading per datagram is plenty for a once-a-second display.
-    const FrameFields f = decode_frame(frames[0].bytes);
+  const RawFrame* frames = c->frames();
+  for (std::uint32_t i = 0; i < sum.present_count; ++i) {
+    const SourceSpan& s = sum.sources[sum.present[i]];
+    last_time = std::max(last_time, s.max_time);
+    // One temperature reading per source and chunk is plenty for a once-a-second display.
+    const FrameFields f = decode_frame(frames[s.first_index].bytes);
     if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
-    slicer.push(frames, s.frame_count, Clock::now());
   }
+  const std::uint64_t ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
   if (pending_count_ == pending_.size()) {
     // More chunks in the slicer than entries (it is far behind): the newest joins the last
     // entry, whose older arrival time makes its sample an upper bound.
@@ -187,7 +191,29 @@ void Worker::take_chunk(Chunk* c) {
   } else {
     pending_[pending_count_++] = {c->first_rx, last_time};
   }
-  ring_.release(c);
+  // The chunk goes back to the ring once the backend's copy of it is done, not when its
+  // slice resolves.
+  if (ticket == 0 || slicer.staged(ticket)) {
+    ring_.release(c);
+  } else {
+    staging_[(staging_head_ + staging_count_) % staging_.size()] = {c, ticket};
+    ++staging_count_;
+  }
+}
+
+void Worker::release_staged(bool wait) {
+  Slicer& slicer = *engine_->slicer;
+  while (staging_count_ > 0) {
+    const Staging& s = staging_[staging_head_];
+    if (wait) {
+      slicer.wait_staged(s.ticket);
+    } else if (!slicer.staged(s.ticket)) {
+      break;
+    }
+    ring_.release(s.chunk);
+    staging_head_ = (staging_head_ + 1) % staging_.size();
+    --staging_count_;
+  }
 }
 
 void Worker::retire_latency(Clock::time_point now, bool all) {
@@ -243,6 +269,7 @@ void Worker::apply_reload() {
   // The slicer cannot change windows in the middle of a run: finish this run, then start a
   // new one (new run_id) with a new slicer and backend.
   engine_->slicer->finish();
+  release_staged(true);  // the tickets are the old backend's
   retire_latency(Clock::now(), true);
   const std::uint64_t next_run = last_run_ + 1;
   try {

@@ -63,6 +63,9 @@ class Worker final : public ResultSink {
 
   void loop();
   void take_chunk(Chunk* c);
+  // Gives back to the ring the chunks whose copy into the backend is done (all of them,
+  // waiting, when `wait`).
+  void release_staged(bool wait);
   void tick(Clock::time_point now, bool force_rates);
   void publish_rates(Clock::time_point now);
   void retire_latency(Clock::time_point now, bool all);
@@ -99,6 +102,16 @@ class Worker final : public ResultSink {
   };
   std::vector<Pending> pending_;
   std::size_t pending_count_ = 0;
+
+  // Chunks staged with the backend whose copies may still be running, oldest first (a ring
+  // of one entry per ring chunk).
+  struct Staging {
+    Chunk* chunk = nullptr;
+    std::uint64_t ticket = 0;
+  };
+  std::vector<Staging> staging_;
+  std::size_t staging_head_ = 0;
+  std::size_t staging_count_ = 0;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

@@ -7,10 +7,12 @@
 // CUB's temporary storage, is taken at construction.
 #include "gpu/gpu_backend.h"
 
+#include <cub/device/device_partition.cuh>
 #include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
+#include <thrust/iterator/discard_iterator.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,8 @@
 #include <vector>
 
 #include "core/calibration.h"
+#include "core/chunk_summary.h"
+#include "core/frame_source.h"
 #include "core/settings.h"
 #include "gpu/cuda_support.h"
 #include "gpu/gpu_stage_times.h"
@@ -41,6 +45,9 @@ using gpu::SliceSummary;
 using gpu::WalkPolicy;
 
 constexpr int kSlicesInFlight = 3;
+// Events that mark staged copies; a ticket older than the ring is known complete through
+// a later one (one copy stream).
+constexpr std::uint64_t kStageEvents = 256;
 // collect() gives up on a slice that has not finished after this long: the device is lost.
 constexpr std::chrono::seconds kSliceTimeout{60};
 
@@ -73,11 +80,18 @@ cudaError_t select_segments_async(void* temp, std::size_t& bytes, gpu::SegmentSt
                                out_count, count, start, stream);
 }
 
+// Staged frames -> the slice's frames (taken), dropped, and the frames kept staged.
+cudaError_t partition_async(void* temp, std::size_t& bytes, const uint4* in, uint4* taken,
+                            uint4* kept, unsigned long long* counts, std::int64_t count,
+                            gpu::TakenBy take, gpu::DroppedAt drop, cudaStream_t stream) {
+  return cub::DevicePartition::If(temp, bytes, in, taken, thrust::make_discard_iterator(), kept,
+                                  counts, count, take, drop, stream);
+}
+
 // One slice in flight: its pinned input, its device copy of the frames, its records on
 // the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
 // writes it directly) and its events.
 struct Slot {
-  pinned_unique_ptr<RawFrame> h_frames;
   device_unique_ptr<RawFrame> d_frames;
   pinned_unique_ptr<CoincRecord> h_prompts;
   pinned_unique_ptr<CoincRecord> h_delayed;
@@ -89,6 +103,11 @@ struct Slot {
   std::uint64_t* d_bdm_out = nullptr;
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
   std::uint64_t slice_id = 0;
+  // What the slice took from the stage (core/backend.h).
+  std::size_t frames_taken = 0;
+  std::size_t frames_dropped = 0;
+  std::uint64_t bound = 0;
+  bool split = false;
 };
 
 class GpuBackend final : public Backend {
@@ -98,8 +117,11 @@ class GpuBackend final : public Backend {
 
   const char* name() const override { return "gpu"; }
   std::size_t max_slice_frames() const override { return max_slice_frames_; }
+  std::size_t max_staged_frames() const override { return max_staged_; }
   std::size_t max_in_flight() const override { return kSlicesInFlight; }
-  RawFrame* input_buffer() override { return slots_[next_submit_ % kSlicesInFlight].h_frames.get(); }
+  std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
+  bool staged(std::uint64_t ticket) override;
+  void wait_staged(std::uint64_t ticket) override;
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override { return next_submit_ - next_collect_; }
@@ -107,9 +129,18 @@ class GpuBackend final : public Backend {
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
 
  private:
-  void enqueue_compute(Slot& slot, const SliceRequest& request, std::size_t frame_count);
+  struct Work {
+    std::uint64_t horizon;  // corrected time
+    bool final;
+    bool run_start;
+  };
+  void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
+  std::uint64_t count_taken(std::uint64_t bound);
 
   std::size_t max_slice_frames_;
+  std::size_t max_staged_;
+  SourceRule rule_;
+  std::int64_t min_time_offset_ = 0;
   std::size_t max_carry_;
   std::uint64_t sort_capacity_;  // carry-over + new singles
   std::uint64_t tile_capacity_;
@@ -138,7 +169,22 @@ class GpuBackend final : public Backend {
   device_unique_ptr<std::uint8_t> d_temp_;
   std::size_t temp_bytes_ = 0;
 
-  cuda::Stream copy_stream_, compute_stream_, out_stream_;
+  // The stage: staged frames at [0, stage_count_) of d_stage_[stage_current_]; a slice's
+  // partition moves the frames it leaves to the other buffer.
+  device_unique_ptr<RawFrame> d_stage_[2];
+  int stage_current_ = 0;
+  std::size_t stage_count_ = 0;
+  device_unique_ptr<std::uint8_t> d_partition_temp_;
+  std::size_t partition_temp_bytes_ = 0;
+  device_unique_ptr<unsigned long long> d_partition_counts_;
+  pinned_unique_ptr<unsigned long long> h_taken_;  // mapped: count_taken_kernel's result
+  unsigned long long* d_taken_ = nullptr;
+  cuda::Event staged_event_[kStageEvents];
+  std::uint64_t tickets_ = 0;
+  std::uint64_t staged_through_ = 0;
+  cuda::Event counted_, partitioned_;
+
+  cuda::Stream copy_stream_, compute_stream_, out_stream_, partition_stream_;
   Slot slots_[kSlicesInFlight];
   std::uint64_t next_submit_ = 0;
   std::uint64_t next_collect_ = 0;
@@ -148,6 +194,9 @@ class GpuBackend final : public Backend {
 
 GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     : max_slice_frames_(s.stream.max_slice_frames),
+      max_staged_(std::max(s.stream.max_pending_frames, s.stream.max_slice_frames)),
+      rule_(make_source_rule(s)),
+      min_time_offset_(cal.min_time_offset),
       max_carry_(s.stream.max_carry_singles),
       params_(CoincidenceParams::from(s)) {
   if (max_slice_frames_ == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
@@ -227,8 +276,17 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   temp_bytes_ = need;
   d_temp_ = make_device<std::uint8_t>(temp_bytes_);
 
+  d_stage_[0] = make_device<RawFrame>(max_staged_);
+  d_stage_[1] = make_device<RawFrame>(max_staged_);
+  d_partition_counts_ = make_device<unsigned long long>(2);
+  h_taken_ = make_pinned<unsigned long long>(1, true);
+  d_taken_ = cuda::device_address(h_taken_);
+  PETDAQ_CUDA_CHECK(partition_async(nullptr, partition_temp_bytes_, nullptr, nullptr, nullptr,
+                                    nullptr, static_cast<std::int64_t>(max_staged_),
+                                    gpu::TakenBy{}, gpu::DroppedAt{}, nullptr));
+  d_partition_temp_ = make_device<std::uint8_t>(partition_temp_bytes_);
+
   for (Slot& slot : slots_) {
-    slot.h_frames = make_pinned<RawFrame>(max_slice_frames_);
     slot.d_frames = make_device<RawFrame>(max_slice_frames_);
     slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_);
     slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_);
@@ -246,8 +304,79 @@ GpuBackend::~GpuBackend() {
   // Work still queued must finish before its buffers are freed; errors here have nowhere
   // to go.
   cudaStreamSynchronize(copy_stream_.get());
+  cudaStreamSynchronize(partition_stream_.get());
   cudaStreamSynchronize(out_stream_.get());
   cudaStreamSynchronize(compute_stream_.get());
+}
+
+// Polls rather than blocks forever: a lost device must surface as an error, not a hang.
+void wait_for(cudaEvent_t event, std::uint64_t slice_id) {
+  const auto deadline = std::chrono::steady_clock::now() + kSliceTimeout;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(event);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) PETDAQ_CUDA_CHECK(e);
+    if (std::chrono::steady_clock::now() > deadline)
+      throw std::runtime_error("GpuBackend: slice " + std::to_string(slice_id) +
+                               " did not finish within " +
+                               std::to_string(kSliceTimeout.count()) + " s");
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+}
+
+std::uint64_t GpuBackend::stage(const RawFrame* frames, std::size_t count) {
+  // The slicer never stages more; a caller that does has a bug, not bad data.
+  if (count > max_staged_ - stage_count_)
+    throw std::invalid_argument("GpuBackend::stage: " + std::to_string(count) +
+                                " frames do not fit beside the " + std::to_string(stage_count_) +
+                                " staged (stream.max_pending_frames = " +
+                                std::to_string(max_staged_) + ")");
+  cudaStream_t copy = copy_stream_.get();
+  if (count > 0)
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_stage_[stage_current_].get() + stage_count_, frames,
+                                      count * sizeof(RawFrame), cudaMemcpyHostToDevice, copy));
+  stage_count_ += count;
+  const std::uint64_t ticket = ++tickets_;
+  PETDAQ_CUDA_CHECK(cudaEventRecord(staged_event_[ticket % kStageEvents].get(), copy));
+  return ticket;
+}
+
+bool GpuBackend::staged(std::uint64_t ticket) {
+  if (ticket <= staged_through_) return true;
+  // The event of an old ticket may have been recorded again for a later one; that one's
+  // completion implies this one's (one copy stream, in order).
+  const std::uint64_t probe =
+      tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+  const cudaError_t e = cudaEventQuery(staged_event_[probe % kStageEvents].get());
+  if (e == cudaErrorNotReady) return false;
+  PETDAQ_CUDA_CHECK(e);
+  staged_through_ = std::max(staged_through_, probe);
+  return true;
+}
+
+void GpuBackend::wait_staged(std::uint64_t ticket) {
+  if (ticket <= staged_through_) return;
+  const std::uint64_t probe =
+      tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+  wait_for(staged_event_[probe % kStageEvents].get(), next_submit_);
+  staged_through_ = std::max(staged_through_, probe);
+}
+
+// The staged frames a slice with this bound takes (the partition stream waits for it).
+std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
+  cudaStream_t stream = partition_stream_.get();
+  h_taken_[0] = 0;
+  if (stage_count_ > 0) {
+    const unsigned blocks = static_cast<unsigned>(
+        std::min(kMaxStrideBlocks, blocks_for(stage_count_, ElementwisePolicy::threads_per_block)));
+    gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+        reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()), stage_count_,
+        gpu::TakenBy{rule_, bound}, d_taken_);
+    PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
+  wait_for(counted_.get(), next_submit_);
+  return h_taken_[0];
 }
 
 void GpuBackend::submit(const SliceRequest& request) {
@@ -255,34 +384,61 @@ void GpuBackend::submit(const SliceRequest& request) {
     throw std::logic_error("GpuBackend::submit: " + std::to_string(kSlicesInFlight) +
                            " slices already in flight; collect one first");
   Slot& slot = slots_[next_submit_ % kSlicesInFlight];
-  // As the CPU backend: a slice of more than max_slice_frames frames is the caller's bug.
-  if (request.frame_count > max_slice_frames_)
-    throw std::invalid_argument("GpuBackend::submit: a slice of " +
-                                std::to_string(request.frame_count) +
-                                " frames exceeds stream.max_slice_frames = " +
-                                std::to_string(max_slice_frames_));
-  const std::size_t frame_count = request.frame_count;
-  if (frame_count > 0 && request.frames == nullptr)
-    throw std::invalid_argument("GpuBackend::submit: frames missing");
   slot.slice_id = request.slice_id;
+  cudaStream_t partition = partition_stream_.get();
 
-  // The frames are copied from where the request says: normally this slot's pinned input
-  // buffer; other pinned memory is as fast, and must likewise stay untouched until the
-  // slice is collected.
-  cudaStream_t copy = copy_stream_.get();
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy));
-  if (frame_count > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_frames.get(), request.frames,
-                                      frame_count * sizeof(RawFrame), cudaMemcpyHostToDevice,
-                                      copy));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), copy));
+  // Every staged copy is in before the stage is counted and partitioned.
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy_stream_.get()));
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.copy_begin.get(), 0));
+
+  // The bound, and the split of core/backend.h when more frames are below it than a slice
+  // holds: the largest bound below which at most max_slice_frames are taken (the
+  // (m+1)-th smallest raw time), found by bisection on counts.
+  std::uint64_t bound = request.final ? kNoBound : request.bound;
+  std::uint64_t taken = count_taken(bound);
+  bool split = false;
+  bool drop = false;
+  std::uint64_t dropped = 0;
+  if (taken > max_slice_frames_) {
+    split = true;
+    std::uint64_t lo = 0, hi = bound;  // count_taken(lo) <= max_slice_frames < count_taken(hi)
+    while (hi - lo > 1) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (count_taken(mid) <= max_slice_frames_) lo = mid; else hi = mid;
+    }
+    bound = lo;
+    taken = count_taken(bound);
+    if (taken == 0) {
+      // More frames share the earliest time than a slice holds: they are dropped.
+      drop = true;
+      dropped = count_taken(bound + 1);
+    }
+  }
+  if (stage_count_ > 0) {
+    std::size_t bytes = partition_temp_bytes_;
+    PETDAQ_CUDA_CHECK(partition_async(
+        d_partition_temp_.get(), bytes, reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()),
+        reinterpret_cast<uint4*>(slot.d_frames.get()),
+        reinterpret_cast<uint4*>(d_stage_[1 - stage_current_].get()), d_partition_counts_.get(),
+        static_cast<std::int64_t>(stage_count_), gpu::TakenBy{rule_, bound},
+        gpu::DroppedAt{rule_, bound, drop}, partition));
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
+  stage_count_ -= taken + dropped;
+  stage_current_ = 1 - stage_current_;
+  slot.frames_taken = taken;
+  slot.frames_dropped = dropped;
+  slot.bound = bound;
+  slot.split = split;
+
   PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.get(), slot.copy_end.get(), 0));
-  enqueue_compute(slot, request, frame_count);
+  enqueue_compute(slot, Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
+                             request.run_start},
+                  taken);
   ++next_submit_;
 }
 
-void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
-                                 std::size_t frame_count) {
+void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
   cudaStream_t stream = compute_stream_.get();
   SliceCounts* counts = d_counts_.get();
   CarryState* state = d_state_.get();
@@ -392,21 +548,6 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
 }
 
-// Polls rather than blocks forever: a lost device must surface as an error, not a hang.
-void wait_for(cudaEvent_t event, std::uint64_t slice_id) {
-  const auto deadline = std::chrono::steady_clock::now() + kSliceTimeout;
-  for (;;) {
-    const cudaError_t e = cudaEventQuery(event);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) PETDAQ_CUDA_CHECK(e);
-    if (std::chrono::steady_clock::now() > deadline)
-      throw std::runtime_error("GpuBackend::collect: slice " + std::to_string(slice_id) +
-                               " did not finish within " +
-                               std::to_string(kSliceTimeout.count()) + " s");
-    std::this_thread::sleep_for(std::chrono::microseconds(20));
-  }
-}
-
 const SliceResult& GpuBackend::collect() {
   if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
   Slot& slot = slots_[next_collect_ % kSlicesInFlight];
@@ -438,6 +579,10 @@ const SliceResult& GpuBackend::collect() {
   result_.delayed = slot.h_delayed.get();
   result_.delayed_count = sum.delayed_kept;
   result_.carry_count = sum.carry_count;
+  result_.frames_taken = slot.frames_taken;
+  result_.frames_dropped = slot.frames_dropped;
+  result_.bound = slot.bound;
+  result_.split = slot.split;
   CounterDelta& d = result_.counters;
   for (int i = 0; i < kFrameStatusCount; ++i)
     d[counter_of(static_cast<FrameStatus>(i))] += sum.status[i];
@@ -448,6 +593,7 @@ const SliceResult& GpuBackend::collect() {
   d[Counter::coinc_records_overflow] +=
       (sum.prompts_total - sum.prompts_kept) + (sum.delayed_total - sum.delayed_kept);
   d[Counter::stream_carry_overflow] += sum.carry_overflow;
+  d[Counter::stream_pending_full] += slot.frames_dropped;
   result_.bdm_singles = slot.h_bdm.get();
   result_.bdm_energy_rejected = slot.h_bdm.get() + bdm_count_;
 
@@ -507,6 +653,33 @@ bool gpu_device_usable(std::string& reason) {
 std::unique_ptr<Backend> make_gpu_backend(const Settings& settings,
                                           const Calibration& calibration) {
   return std::make_unique<GpuBackend>(settings, calibration);
+}
+
+namespace {
+
+class CudaHostAllocator final : public HostAllocator {
+ public:
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      throw std::runtime_error("cannot page-lock " + std::to_string(bytes) +
+                               " bytes of host memory for the GPU: " + cudaGetErrorName(e) +
+                               " (" + cudaGetErrorString(e) + ")");
+    }
+    return p;
+  }
+  void deallocate(void* p, std::size_t) noexcept override {
+    if (p) cudaFreeHost(p);
+  }
+  const char* kind() const override { return "cuda-pinned"; }
+};
+
+}  // namespace
+
+std::unique_ptr<HostAllocator> make_cuda_host_allocator() {
+  return std::make_unique<CudaHostAllocator>();
 }
 
 bool gpu_last_stage_times(const Backend& backend, GpuStageTimes& out) {

@@ -14,6 +14,7 @@
 #include "core/coincidence.h"
 #include "core/convert.h"
 #include "core/counters.h"
+#include "core/frame_source.h"
 #include "core/window_policy.h"
 #include "proto/records.h"
 
@@ -585,6 +586,51 @@ __global__ void save_carry_kernel(const Single* singles, const SliceCounts* coun
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c && i < max_carry;
        i += std::uint64_t{gridDim.x} * blockDim.x)
     carry[i] = singles[from + i];
+}
+
+}  // namespace petdaq::gpu
+
+// ---- the stage: which staged frames a slice takes (core/frame_source.h) ----
+
+namespace petdaq::gpu {
+
+// Staged frames are read 16 bytes at a time.
+struct TakenBy {
+  SourceRule rule;
+  std::uint64_t bound;
+  __device__ bool operator()(const uint4& v) const {
+    std::uint8_t bytes[16];
+    load_frame(v, bytes);
+    return slice_takes(bytes, rule, bound);
+  }
+};
+
+// A frame with a source at exactly `time` (only when `active`): dropped when more frames
+// share one time than a slice can take.
+struct DroppedAt {
+  SourceRule rule;
+  std::uint64_t time;
+  bool active;
+  __device__ bool operator()(const uint4& v) const {
+    if (!active) return false;
+    std::uint8_t bytes[16];
+    load_frame(v, bytes);
+    return rule.source_of(bytes) >= 0 && frame_time(bytes) == time;
+  }
+};
+
+// Counts the staged frames a slice with this bound would take.
+__global__ void __launch_bounds__(ElementwisePolicy::threads_per_block)
+    count_taken_kernel(const uint4* frames, std::uint64_t n, TakenBy taken,
+                       unsigned long long* out) {
+  using Reduce = cub::BlockReduce<unsigned long long, ElementwisePolicy::threads_per_block>;
+  __shared__ typename Reduce::TempStorage temp;
+  unsigned long long mine = 0;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    mine += taken(frames[i]) ? 1ull : 0ull;
+  const unsigned long long block = Reduce(temp).Sum(mine);
+  if (threadIdx.x == 0 && block) atomicAdd(out, block);
 }
 
 }  // namespace petdaq::gpu

@@ -39,4 +39,28 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings
 #endif
 }
 
+bool backend_would_be_gpu(BackendKind kind) {
+  if (kind == BackendKind::cpu) return false;
+  std::string reason;
+  return gpu_backend_usable(reason);
+}
+
+std::unique_ptr<HostAllocator> make_stage_allocator(BackendKind kind) {
+#if PETDAQ_HAVE_CUDA
+  if (backend_would_be_gpu(kind)) return make_cuda_host_allocator();
+#else
+  (void)kind;
+#endif
+  return nullptr;
+}
+
+std::unique_ptr<HostAllocator> make_stage_allocator(const Backend& backend) {
+#if PETDAQ_HAVE_CUDA
+  if (std::string(backend.name()) == "gpu") return make_cuda_host_allocator();
+#else
+  (void)backend;
+#endif
+  return nullptr;
+}
+
 }  // namespace petdaq

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "core/frame_source.h"
 #include "test_scanner.h"
 
 namespace petdaq {
@@ -17,13 +18,10 @@ using test::TestScanner;
 const SliceResult& run_slice(CpuBackend& backend, const std::vector<RawFrame>& frames,
                              std::uint64_t horizon, bool final, bool run_start,
                              std::uint64_t slice_id = 0) {
-  RawFrame* in = backend.input_buffer();
-  std::copy(frames.begin(), frames.end(), in);
+  backend.stage(frames.data(), frames.size());
   SliceRequest r;
   r.slice_id = slice_id;
-  r.frames = in;
-  r.frame_count = frames.size();
-  r.horizon = horizon;
+  r.bound = horizon;
   r.final = final;
   r.run_start = run_start;
   backend.submit(r);
@@ -100,10 +98,11 @@ TEST(CpuBackend, AWindowCutByTheSliceBoundaryIsCarriedOver) {
   EXPECT_EQ(r2.prompts[0].time_a, 5000u);
   EXPECT_EQ(r2.prompts[0].dt, static_cast<std::int32_t>(w));
   EXPECT_EQ(r2.counters[Counter::coinc_prompts], 1u);
-  EXPECT_EQ(r2.carry_count, 1u);  // the single at 20000 is past the horizon
-  EXPECT_EQ(r2.t_end, 19000u);    // min(20000, horizon)
+  EXPECT_EQ(r2.frames_taken, 1u);  // the frame at 20000 is past the bound: it stays staged
+  EXPECT_EQ(r2.carry_count, 0u);
+  EXPECT_EQ(r2.t_end, 19000u);     // the horizon
 
-  // Final: nothing new; the carried single is resolved and the batch ends after it.
+  // Final: it takes the staged frame; the batch ends after it.
   const SliceResult& r3 = run_slice(backend, {}, 19000, true, false, 3);
   EXPECT_EQ(r3.t_begin, 19000u);
   EXPECT_EQ(r3.t_end, 20001u);
@@ -111,10 +110,10 @@ TEST(CpuBackend, AWindowCutByTheSliceBoundaryIsCarriedOver) {
   EXPECT_EQ(r3.carry_count, 0u);
 
   // A new run starts from 0 with no carry-over.
-  const SliceResult& r4 = run_slice(backend, {scanner.frame(0, 0, 0, 70, 500)}, 50, false, true, 4);
+  const SliceResult& r4 = run_slice(backend, {scanner.frame(0, 0, 0, 70, 500)}, 71, false, true, 4);
   EXPECT_EQ(r4.t_begin, 0u);
   EXPECT_EQ(r4.carry_count, 1u);
-  EXPECT_EQ(r4.t_end, 50u);
+  EXPECT_EQ(r4.t_end, 70u);
 }
 
 TEST(CpuBackend, RunStartDropsACarryOverLeftByAnUnfinishedRun) {
@@ -122,7 +121,7 @@ TEST(CpuBackend, RunStartDropsACarryOverLeftByAnUnfinishedRun) {
   scanner.settings.stream.max_slice_frames = 8;
   CpuBackend backend(scanner.settings, scanner.calibration);
   const SliceResult& r1 =
-      run_slice(backend, {scanner.frame(0, 0, 1, 1000, 500)}, 900, false, true);
+      run_slice(backend, {scanner.frame(0, 0, 1, 1000, 500)}, 1001, false, true);
   EXPECT_EQ(r1.carry_count, 1u);
   const SliceResult& r2 =
       run_slice(backend, {scanner.frame(1, 0, 1, 1010, 500)}, 0, true, true);
@@ -131,23 +130,86 @@ TEST(CpuBackend, RunStartDropsACarryOverLeftByAnUnfinishedRun) {
   EXPECT_EQ(r2.t_end, 1011u);
 }
 
-TEST(CpuBackend, ASliceLargerThanMaxSliceFramesIsRefused) {
+TEST(CpuBackend, StagingMoreThanMaxPendingFramesIsRefused) {
   TestScanner scanner(false);
   scanner.settings.stream.max_slice_frames = 2;
+  scanner.settings.stream.max_pending_frames = 3;
   CpuBackend backend(scanner.settings, scanner.calibration);
-  RawFrame* in = backend.input_buffer();
-  in[0] = scanner.frame(0, 0, 1, 1000, 500);
-  in[1] = scanner.frame(1, 0, 1, 1001, 500);
+  const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 1000, 500),
+                                        scanner.frame(1, 0, 1, 1001, 500),
+                                        scanner.frame(2, 0, 1, 1002, 500),
+                                        scanner.frame(3, 0, 1, 1003, 500)};
+  EXPECT_THROW(backend.stage(frames.data(), 4), std::invalid_argument);
+  backend.stage(frames.data(), 3);
+  EXPECT_THROW(backend.stage(frames.data(), 1), std::invalid_argument);
   SliceRequest r;
-  r.frames = in;
-  r.frame_count = 3;
-  r.horizon = 900;
+  r.bound = 1002;
   r.run_start = true;
-  EXPECT_THROW(backend.submit(r), std::invalid_argument);
-  EXPECT_EQ(backend.in_flight(), 0u);
-  r.frame_count = 2;
   backend.submit(r);
-  EXPECT_EQ(backend.collect().counters[Counter::single_accepted], 2u);
+  const SliceResult& out = backend.collect();
+  EXPECT_EQ(out.frames_taken, 2u);
+  EXPECT_FALSE(out.split);
+  EXPECT_EQ(out.counters[Counter::single_accepted], 2u);
+}
+
+TEST(CpuBackend, MoreFramesBelowTheBoundThanASliceTakesSplitAtTheEarliest) {
+  TestScanner scanner(false);
+  scanner.settings.stream.max_slice_frames = 3;
+  scanner.settings.stream.max_pending_frames = 16;
+  CpuBackend backend(scanner.settings, scanner.calibration);
+  // Five frames below the bound, one without a source: the slice takes the sourceless one
+  // and the two earliest, and its bound is the third-earliest time.
+  std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 40000, 500), scanner.frame(1, 0, 1, 10000, 500),
+                                  scanner.frame(2, 0, 1, 30000, 500), scanner.frame(3, 0, 1, 20000, 500)};
+  RawFrame sourceless = scanner.frame(4, 0, 1, 5, 500);
+  sourceless.bytes[frame_offset::bdm] = 0xFF;
+  frames.push_back(sourceless);
+  backend.stage(frames.data(), frames.size());
+  SliceRequest r;
+  r.bound = 100000;
+  r.final = true;
+  r.run_start = true;
+  backend.submit(r);
+  const SliceResult& a = backend.collect();
+  EXPECT_TRUE(a.split);
+  EXPECT_EQ(a.bound, 30000u);
+  EXPECT_EQ(a.frames_taken, 3u);
+  EXPECT_EQ(a.counters[Counter::frame_bad_bdm], 1u);
+  EXPECT_EQ(a.counters[Counter::single_accepted], 2u);
+  EXPECT_EQ(a.t_end, 30000u);  // not final: the split slice resolves up to its own bound
+  r.run_start = false;
+  backend.submit(r);
+  const SliceResult& b = backend.collect();
+  EXPECT_FALSE(b.split);
+  EXPECT_EQ(b.frames_taken, 2u);
+  EXPECT_EQ(b.t_begin, 30000u);
+  EXPECT_EQ(b.t_end, 40001u);
+}
+
+TEST(CpuBackend, MoreFramesWithOneTimeThanASliceTakesAreDroppedAndCounted) {
+  TestScanner scanner(false);
+  scanner.settings.stream.max_slice_frames = 2;
+  scanner.settings.stream.max_pending_frames = 8;
+  CpuBackend backend(scanner.settings, scanner.calibration);
+  const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 1000, 500), scanner.frame(1, 0, 1, 1000, 500),
+                                        scanner.frame(2, 0, 1, 1000, 500), scanner.frame(3, 0, 1, 1005, 500)};
+  backend.stage(frames.data(), frames.size());
+  SliceRequest r;
+  r.bound = kNoBound;
+  r.final = true;
+  r.run_start = true;
+  backend.submit(r);
+  const SliceResult& a = backend.collect();
+  EXPECT_TRUE(a.split);
+  EXPECT_EQ(a.frames_taken, 0u);
+  EXPECT_EQ(a.frames_dropped, 3u);
+  EXPECT_EQ(a.counters[Counter::stream_pending_full], 3u);
+  r.run_start = false;
+  backend.submit(r);
+  const SliceResult& b = backend.collect();
+  EXPECT_FALSE(b.split);
+  EXPECT_EQ(b.frames_taken, 1u);
+  EXPECT_EQ(b.counters[Counter::single_accepted], 1u);
 }
 
 TEST(CpuBackend, CarryOverflowResolvesTheSliceAsFinalAndIsCounted) {
@@ -161,7 +223,7 @@ TEST(CpuBackend, CarryOverflowResolvesTheSliceAsFinalAndIsCounted) {
   const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 1000, 500),
                                         scanner.frame(1, 0, 1, 1010, 500),
                                         scanner.frame(2, 0, 1, 1020, 500)};
-  const SliceResult& r = run_slice(backend, frames, 1000, false, true);
+  const SliceResult& r = run_slice(backend, frames, 1021, false, true);
   EXPECT_EQ(r.counters[Counter::stream_carry_overflow], 1u);
   EXPECT_EQ(r.carry_count, 0u);
   EXPECT_EQ(r.counters[Counter::coinc_multiples], 1u);  // resolved as if final

@@ -622,3 +622,76 @@ TEST(Slicer, APushAfterFinishStartsTheNextRun) {
 
 }  // namespace
 }  // namespace petdaq
+
+namespace petdaq {
+namespace {
+
+// The daemon's path: blocks with the receivers' summaries (push_block), in many random
+// chunkings of one arrival order, blocks larger and smaller than a slice, slices small
+// enough that the backend splits them: every chunking gives the batch result and the same
+// counters.
+TEST(Slicer, ChunkLevelSlicingGivesIdenticalRecordsAndCountersForEveryChunking) {
+  std::mt19937_64 rng(2024);
+  for (int acquisition = 0; acquisition < 4; ++acquisition) {
+    TestScanner scanner;
+    Settings& s = scanner.settings;
+    small_stream_settings(s);
+    s.coincidence.window_mode = acquisition % 2 ? WindowMode::every_single : WindowMode::first_open;
+    s.coincidence.policy = static_cast<Policy>(acquisition + 1);
+    s.coincidence.delayed.enabled = true;
+    s.coincidence.delayed.offset_ps = 1600 * s.scanner.tick_ps;
+    const std::uint64_t disorder_ticks = std::array<std::uint64_t, 4>{0, 50, 700, 5000}[acquisition];
+    s.stream.max_disorder_ps = static_cast<double>(disorder_ticks) * s.scanner.tick_ps;
+    AcquisitionOptions o;
+    o.events = 2000;
+    const auto frames = test::random_acquisition(scanner, rng, o);
+    const BatchResult want = test::batch_process(scanner, frames);
+    ASSERT_GT(want.prompts.size(), 10u);
+    const auto arrival = test::arrival_order(frames, disorder_ticks, rng);
+    const SourceRule rule = make_source_rule(s);
+
+    std::vector<std::uint64_t> first_counters;
+    for (int chunking = 0; chunking < 6; ++chunking) {
+      Settings cs = s;
+      cs.stream.max_slice_frames = std::uniform_int_distribution<std::uint64_t>(8, 400)(rng);
+      cs.stream.max_pending_frames = 1 << 14;
+      RecordingSink sink;
+      Counters counters(scanner.geometry().bdm_count());
+      CpuBackend backend(cs, scanner.calibration);
+      Slicer slicer(cs, scanner.calibration, backend, sink, counters);
+      std::vector<RawFrame> work = arrival;  // blocks are rewritten in place
+      std::uniform_int_distribution<std::size_t> size(1, chunking % 2 ? 16 : 600);
+      Slicer::Clock::time_point now{};
+      ChunkSummary summary;
+      for (std::size_t i = 0; i < work.size();) {
+        const std::size_t n = std::min(size(rng), work.size() - i);
+        summary.clear();
+        summary.add(work.data() + i, n, 0, rule);
+        slicer.wait_staged(slicer.push_block(work.data() + i, n, summary, now));
+        i += n;
+        now += std::chrono::microseconds(1);
+        if (rng() % 16 == 0) now += std::chrono::milliseconds(2);  // a cut by time
+        slicer.poll(now);
+      }
+      slicer.finish();
+      SCOPED_TRACE(testing::Message() << "acquisition " << acquisition << " chunking " << chunking
+                                      << " max_slice_frames " << cs.stream.max_slice_frames);
+      expect_run_equals_batch(sink, 0, want);
+      expect_counters_equal_batch(counters, want);
+      EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+      EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+      EXPECT_EQ(slicer.pending_frames(), 0u);
+      std::vector<std::uint64_t> values;
+      for (std::size_t k = 0; k < kCounterCount; ++k)
+        if (static_cast<Counter>(k) != Counter::stream_slices)
+          values.push_back(counters.get(static_cast<Counter>(k)));
+      if (chunking == 0)
+        first_counters = values;
+      else
+        EXPECT_EQ(values, first_counters);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace petdaq

@@ -163,8 +163,9 @@ struct Request {
   SliceRequest req;
 };
 
-// Cuts [0, frames) into slices of random sizes up to max_frames (0 allowed); the horizon of a
-// slice is the lowest corrected time a later frame can have.
+// Cuts [0, frames) into slices of random sizes up to max_frames (0 allowed); the bound of a
+// slice is the raw time of the next frame (a frame staged earlier at or after it stays
+// staged for a later slice, and a slice may split: both backends get the same requests).
 std::vector<Request> cut_slices(const std::vector<RawFrame>& frames, std::size_t max_frames,
                                 std::int32_t min_offset, std::uint32_t seed,
                                 std::size_t fixed_size = 0, bool run_start = true) {
@@ -185,11 +186,8 @@ std::vector<Request> cut_slices(const std::vector<RawFrame>& frames, std::size_t
       // The earliest later frame (frames with corrupt times past INT64_MAX do not count).
       std::size_t next = r.end;
       while (next < frames.size() && frame_time(frames[next].bytes) > kMaxTime) ++next;
-      const std::int64_t h =
-          next < frames.size()
-              ? static_cast<std::int64_t>(frame_time(frames[next].bytes)) + min_offset
-              : static_cast<std::int64_t>(kMaxTime);
-      r.req.horizon = static_cast<std::uint64_t>(std::max<std::int64_t>(0, h));
+      (void)min_offset;
+      r.req.bound = next < frames.size() ? frame_time(frames[next].bytes) : kMaxTime;
     }
     out.push_back(r);
     at = r.end;
@@ -228,13 +226,10 @@ std::vector<SliceOut> run_backend(Backend& backend, const std::vector<RawFrame>&
   std::mt19937 rng(7);
   for (const Request& r : requests) {
     if (backend.in_flight() == backend.max_in_flight()) out.push_back(copy_result(backend.collect(), bdm_count));
-    RawFrame* buffer = backend.input_buffer();
-    std::copy(frames.begin() + r.begin, frames.begin() + r.end, buffer);
-    std::shuffle(buffer, buffer + (r.end - r.begin), rng);
-    SliceRequest req = r.req;
-    req.frames = buffer;
-    req.frame_count = r.end - r.begin;
-    backend.submit(req);
+    std::vector<RawFrame> buffer(frames.begin() + r.begin, frames.begin() + r.end);
+    std::shuffle(buffer.begin(), buffer.end(), rng);
+    backend.wait_staged(backend.stage(buffer.data(), buffer.size()));
+    backend.submit(r.req);
   }
   while (backend.in_flight() > 0) out.push_back(copy_result(backend.collect(), bdm_count));
   return out;
@@ -443,7 +438,7 @@ TEST_F(GpuBackendTest, EmptySlicesBetweenFullOnes) {
     Request empty = r;
     empty.end = empty.begin;
     empty.req.final = false;
-    empty.req.horizon = r.req.run_start ? 0 : with_empty.back().req.horizon;
+    empty.req.bound = r.req.run_start ? 0 : with_empty.back().req.bound;
     if (!r.req.run_start) with_empty.push_back(empty);
     with_empty.push_back(r);
   }

@@ -270,18 +270,16 @@ RunStats run(Backend& backend, const Pool& pool, std::uint64_t slice_frames, std
     if (backend.in_flight() >= limit) take(backend.collect());
     SliceRequest req;
     req.slice_id = i;
-    req.frame_count = static_cast<std::size_t>(slice_frames);
-    req.frames = pool.frames.get() + at;
-    if (std::string_view(backend.name()) == "cpu") {
-      RawFrame* buffer = backend.input_buffer();
-      std::copy(req.frames, req.frames + slice_frames, buffer);
-      req.frames = buffer;
-    }
+    submitted.push_back(Clock::now());
+    // The slice's frames are staged from pinned memory in ring-chunk-sized pieces, as the
+    // daemon stages its ring chunks.
+    for (std::uint64_t k = 0; k < slice_frames; k += kChunkFrames)
+      backend.stage(pool.frames.get() + at + k,
+                    static_cast<std::size_t>(std::min<std::uint64_t>(kChunkFrames, slice_frames - k)));
     at += slice_frames;
     req.run_start = i == 0;
     req.final = i + 1 == slices;
-    req.horizon = horizon_at(pool, at, jitter_ticks);
-    submitted.push_back(Clock::now());
+    req.bound = horizon_at(pool, at, jitter_ticks);
     backend.submit(req);
     st.frames += slice_frames;
   }
@@ -354,6 +352,7 @@ int bench(const Options& o) {
   {
     Settings cs = s;
     cs.stream.max_slice_frames = 1u << 20;
+    cs.stream.max_pending_frames = 2 * cs.stream.max_slice_frames;
     CpuBackend cpu(cs, cal);
     const std::uint64_t slices = std::max<std::uint64_t>(1, o.cpu_frames / cs.stream.max_slice_frames);
     const RunStats st = run(cpu, pool, cs.stream.max_slice_frames, slices, false, jitter_ticks);
@@ -376,6 +375,7 @@ int bench(const Options& o) {
     if (slice_frames > pool.count) continue;
     Settings gs = s;
     gs.stream.max_slice_frames = slice_frames;
+    gs.stream.max_pending_frames = 2 * slice_frames;
     const auto gpu = make_gpu_backend(gs, cal);
     // Same input as the CPU run, same slicing: the record counts must agree.
     if (slice_frames == (1u << 20)) {
@@ -425,6 +425,7 @@ int bench(const Options& o) {
   if (latency_frames <= pool.count) {
     Settings ls = s;
     ls.stream.max_slice_frames = latency_frames;
+    ls.stream.max_pending_frames = 2 * latency_frames;
     const auto gpu = make_gpu_backend(ls, cal);
     const std::uint64_t slices = std::min<std::uint64_t>(200, pool.count / latency_frames);
     run(*gpu, pool, latency_frames, 3, false, jitter_ticks);

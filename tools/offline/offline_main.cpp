@@ -24,6 +24,7 @@
 #include "core/geometry.h"
 #include "core/output.h"
 #include "core/settings.h"
+#include "core/chunk_summary.h"
 #include "core/slicer.h"
 #include "gpu/select_backend.h"
 
@@ -193,7 +194,24 @@ int run(const Options& o) {
   Slicer slicer(settings, calibration, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
-  std::vector<RawFrame> chunk(kChunkFrames);
+  // Two read buffers, alternating: one is read into while the backend copies the other. In
+  // the memory the backend copies from fastest (page-locked for the GPU backend).
+  const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(*backend);
+  std::vector<RawFrame> plain(pinned ? 0 : 2 * kChunkFrames);
+  RawFrame* const buffers = pinned ? static_cast<RawFrame*>(pinned->allocate(2 * kChunkFrames * kFrameBytes))
+                                   : plain.data();
+  struct Release {
+    HostAllocator* a;
+    void* p;
+    ~Release() {
+      if (a) a->deallocate(p, 2 * kChunkFrames * kFrameBytes);
+    }
+  } release{pinned.get(), buffers};
+  std::uint64_t tickets[2] = {0, 0};
+  int current = 0;
+  RawFrame* chunk = buffers;
+  const SourceRule rule = make_source_rule(settings);
+  ChunkSummary summary;
   // A chunk may end inside a frame; its first bytes wait for the next read.
   std::size_t carried_bytes = 0;
   std::uint64_t bytes_read = 0;
@@ -204,8 +222,8 @@ int run(const Options& o) {
   Progress progress(input_bytes, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
-  auto* const bytes = reinterpret_cast<std::uint8_t*>(chunk.data());
   for (;;) {
+    auto* const bytes = reinterpret_cast<std::uint8_t*>(chunk);
     const auto r0 = std::chrono::steady_clock::now();
     const std::size_t got = std::fread(bytes + carried_bytes, 1,
                                        kChunkFrames * kFrameBytes - carried_bytes, input.get());
@@ -220,7 +238,7 @@ int run(const Options& o) {
     const std::size_t n = available / kFrameBytes;
     carried_bytes = available % kFrameBytes;
     if (n > 0) {
-      const std::uint64_t median = chunk_time(chunk.data(), n);
+      const std::uint64_t median = chunk_time(chunk, n);
       if (!have_time) {
         first_time = median;
         have_time = true;
@@ -230,10 +248,25 @@ int run(const Options& o) {
       const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
                                    std::chrono::duration<double, std::pico>(
                                        static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
-      slicer.push(chunk.data(), n, now);
+      RawFrame* const next = buffers + (1 - current) * kChunkFrames;
+      tickets[current] = 0;
+      // A partial frame at the end goes to the front of the next buffer before the slicer
+      // may rewrite this one.
+      slicer.wait_staged(tickets[1 - current]);
+      std::memcpy(next, bytes + n * kFrameBytes, carried_bytes);
+      // Blocks no larger than a slice, each with its summary (as a receiver makes them).
+      const std::size_t piece = std::min<std::size_t>(n, settings.stream.max_slice_frames);
+      for (std::size_t i = 0; i < n; i += piece) {
+        const std::size_t k = std::min(piece, n - i);
+        summary.clear();
+        summary.add(chunk + i, k, 0, rule);
+        const std::uint64_t t = slicer.push_block(chunk + i, k, summary, now);
+        if (t != 0) tickets[current] = t;
+      }
       slicer.poll(now);
       frames += n;
-      std::memmove(bytes, bytes + n * kFrameBytes, carried_bytes);
+      current = 1 - current;
+      chunk = next;
     }
     progress.update(bytes_read, std::chrono::steady_clock::now());
   }
