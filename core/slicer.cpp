@@ -213,13 +213,15 @@ struct Slicer::Impl {
             std::chrono::duration<double, std::milli>(s.stream.source_idle_ms))),
         max_slice(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.max_slice_ms))),
-        slice_capacity(b.max_slice_frames()),
+        // Half a slice of new frames per cut leaves room for the frames an earlier cut left
+        // staged, so that a slice rarely needs the backend's split.
+        slice_capacity(std::max<std::size_t>(1, b.max_slice_frames() / 2)),
         stage_capacity(b.max_staged_frames()),
         clocks(bdm_count),
         held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
         copy(std::make_unique_for_overwrite<RawFrame[]>(std::min(kCopyBlockFrames, b.max_slice_frames()))),
         copy_capacity(std::min(kCopyBlockFrames, b.max_slice_frames())) {
-    if (slice_capacity == 0) throw std::invalid_argument("backend takes no frames per slice");
+    if (b.max_slice_frames() == 0) throw std::invalid_argument("backend takes no frames per slice");
     if (stage_capacity < slice_capacity)
       throw std::invalid_argument("backend stages fewer frames than one slice takes");
   }

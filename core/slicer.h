@@ -31,7 +31,8 @@
 //   max_future] with the run warm and no source waiting for a reset, is staged whole: the
 //   slicer touches none of its frames. Any other block takes an exact pass per frame with
 //   the rules above, rewriting the block in place to the frames it keeps.
-// * A slice is cut when the frames staged since the last one would exceed max_slice_frames,
+// * A slice is cut when the frames staged since the last one would exceed half of
+//   max_slice_frames (the other half is room for frames earlier cuts left staged),
 //   when the backend's stage would exceed max_pending_frames (then the slicer also waits for
 //   the slices in flight; frames that still find no room are counted in
 //   stream.pending_full and dropped), when poll() finds max_slice_ms passed (then every

@@ -351,11 +351,11 @@ int bench(const Options& o) {
   std::uint64_t cpu_prompts = 0, cpu_frames = 0;
   {
     Settings cs = s;
-    cs.stream.max_slice_frames = 1u << 20;
-    cs.stream.max_pending_frames = 2 * cs.stream.max_slice_frames;
+    cs.stream.max_slice_frames = 2u << 20;
+    cs.stream.max_pending_frames = cs.stream.max_slice_frames;
     CpuBackend cpu(cs, cal);
-    const std::uint64_t slices = std::max<std::uint64_t>(1, o.cpu_frames / cs.stream.max_slice_frames);
-    const RunStats st = run(cpu, pool, cs.stream.max_slice_frames, slices, false, jitter_ticks);
+    const std::uint64_t slices = std::max<std::uint64_t>(1, o.cpu_frames / (cs.stream.max_slice_frames / 2));
+    const RunStats st = run(cpu, pool, cs.stream.max_slice_frames / 2, slices, false, jitter_ticks);
     cpu_frames_per_s = static_cast<double>(st.frames) / st.seconds;
     cpu_prompts = st.prompts;
     cpu_frames = st.frames;
@@ -374,7 +374,9 @@ int bench(const Options& o) {
   for (const std::uint64_t slice_frames : o.slice_frames) {
     if (slice_frames > pool.count) continue;
     Settings gs = s;
-    gs.stream.max_slice_frames = slice_frames;
+    // Room for the frames the previous slice left staged (past its bound), as the slicer
+    // leaves it: a slice of new frames never needs the backend's split.
+    gs.stream.max_slice_frames = 2 * slice_frames;
     gs.stream.max_pending_frames = 2 * slice_frames;
     const auto gpu = make_gpu_backend(gs, cal);
     // Same input as the CPU run, same slicing: the record counts must agree.
@@ -424,7 +426,7 @@ int bench(const Options& o) {
   double latency_p50 = 0, latency_p99 = 0, latency_pipe_p50 = 0, latency_pipe_p99 = 0;
   if (latency_frames <= pool.count) {
     Settings ls = s;
-    ls.stream.max_slice_frames = latency_frames;
+    ls.stream.max_slice_frames = 2 * latency_frames;
     ls.stream.max_pending_frames = 2 * latency_frames;
     const auto gpu = make_gpu_backend(ls, cal);
     const std::uint64_t slices = std::min<std::uint64_t>(200, pool.count / latency_frames);
