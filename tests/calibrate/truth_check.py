@@ -1,0 +1,199 @@
+#!/usr/bin/python3
+"""Compares petdaq-calibrate's tables with the simulator's true tables and truth.
+
+Independent of the tool's code: it reads frames, truth.bin and the .npy tables itself, and
+classifies petdaq-offline's prompts by the truth of the frames they came from.
+
+  truth_check.py map|energy|time|end-to-end ACQ_DIR CAL_DIR [--offline PATH]
+
+Prints the figures, and exits 1 when one misses its limit (the issue's acceptance limits).
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import yaml
+
+FRAME = np.dtype([("head_du", "u1"), ("bdm", "u1"), ("time", ">u8"), ("x", "u1"), ("y", "u1"),
+                  ("energy", ">u2"), ("temp_int", "i1"), ("temp_frac_tail", "u1")])
+TRUTH = np.dtype([("event_id", "<u8"), ("event_ticks", "<u8"), ("crystal", "<u4"), ("energy_keV", "<f4"),
+                  ("kind", "u1"), ("photon", "u1"), ("phantom_scatters", "u1"), ("flags", "u1"),
+                  ("reserved", "<u4")])
+RECORD = np.dtype([("time_a", "<u8"), ("dt", "<i4"), ("crystal_a", "<u4"), ("crystal_b", "<u4"),
+                   ("energy_a", "<f4"), ("energy_b", "<f4"), ("flags", "<u4")])
+
+
+class Acq:
+    def __init__(self, acq):
+        self.dir = acq
+        with open(os.path.join(acq, "petdaq.yaml"), encoding="utf-8") as f:
+            self.config = yaml.safe_load(f)
+        s = self.config["scanner"]
+        self.s = s
+        self.du_per_bdm = s["du_transaxial"] * s["du_axial"]
+        self.per_du = s["crystal_transaxial"] * s["crystal_axial"]
+        self.frames = np.fromfile(os.path.join(acq, "frames.bin"), dtype=FRAME)
+        self.truth = np.fromfile(os.path.join(acq, "truth.bin"), dtype=TRUTH)
+        assert self.frames.size == self.truth.size
+        self.bdm = self.frames["bdm"].astype(np.int64)
+        self.du = (self.frames["head_du"] & 15).astype(np.int64)
+        self.raw = self.frames["energy"].astype(np.int64)
+        self.bin_width = int(self.config["calibration"].get("energy_bin_width", 10))
+        window = self.config.get("energy_window") or {}
+        self.window = (np.float32(window.get("low_keV", 350.0)), np.float32(window.get("high_keV", 650.0)))
+
+    def table(self, d, name):
+        return np.load(os.path.join(d, name))
+
+    def local(self, lut):
+        """Local crystal of every frame by a position table, -1 for no crystal."""
+        label = lut[self.bdm, self.du, self.frames["y"], self.frames["x"]].astype(np.int64)
+        row, col = np.divmod(label, self.s["crystal_axial"])
+        local = (self.s["crystal_transaxial"] - 1 - row) * self.s["crystal_axial"] + col
+        return np.where(label < self.per_du, local, -1)
+
+    def energy(self, local, table):
+        ok = local >= 0
+        bins = table.shape[-1]
+        e = np.full(local.size, np.nan, dtype=np.float32)
+        e[ok] = self.raw[ok].astype(np.float32) * table[self.bdm[ok], self.du[ok], local[ok],
+                                                        np.minimum(self.raw[ok] // self.bin_width, bins - 1)]
+        return e
+
+
+def check_map(acq, cal):
+    true_local = acq.local(acq.table(acq.dir, "position_lut.npy"))
+    cal_local = acq.local(acq.table(cal, "position_lut.npy"))
+    identified = acq.truth["flags"] == 0  # the simulator's table names the truth crystal
+    agree = np.mean(cal_local[identified] == true_local[identified])
+    print(f"crystal map: {identified.sum()} frames whose truth crystal the true table names; "
+          f"{agree * 100:.3f} % get the same crystal from the calibrated table (limit 99 %)")
+    return agree >= 0.99
+
+
+def check_energy(acq, cal):
+    true_local = acq.local(acq.table(acq.dir, "position_lut.npy"))
+    ok = true_local >= 0
+    e_cal = acq.energy(true_local, acq.table(cal, "energy_correction.npy"))
+    e_true = acq.energy(true_local, acq.table(acq.dir, "energy_correction.npy"))
+    t = acq.truth
+    # Photopeak: unscattered 511 keV photons that left their whole energy (the measured
+    # energy of the truth within 3 sigma of 511); per crystal, the median calibrated / truth.
+    peak = ok & (t["kind"] == 1) & (np.abs(t["energy_keV"] - 511) < 60)
+    crystal = (acq.bdm * acq.du_per_bdm + acq.du) * acq.per_du + true_local
+    ratio = e_cal[peak] / t["energy_keV"][peak]
+    order = np.argsort(crystal[peak], kind="stable")
+    c_sorted, r_sorted = crystal[peak][order], ratio[order]
+    starts = np.flatnonzero(np.r_[True, c_sorted[1:] != c_sorted[:-1]])
+    medians = np.array([np.median(r_sorted[s:e]) for s, e in zip(starts, np.r_[starts[1:], c_sorted.size])])
+    photopeaks = 511 * medians
+    worst = np.max(np.abs(medians - 1))
+    print(f"energy: {medians.size} crystals; calibrated photopeak {photopeaks.min():.2f} .. "
+          f"{photopeaks.max():.2f} keV, worst {worst * 100:.3f} % off 511 (limit 1 %)")
+    lo, hi = acq.window
+    photons = ok & (t["kind"] == 1)
+    acc_cal = np.mean((e_cal[photons] >= lo) & (e_cal[photons] <= hi))
+    acc_true = np.mean((e_true[photons] >= lo) & (e_true[photons] <= hi))
+    rel = acc_cal / acc_true - 1
+    print(f"energy: window acceptance of true 511 keV photons {acc_cal * 100:.3f} % calibrated, "
+          f"{acc_true * 100:.3f} % true table: {rel * 100:+.3f} % (limit 1 %)")
+    return worst <= 0.01 and abs(rel) <= 0.01
+
+
+def check_time(acq, cal):
+    true = acq.table(acq.dir, "time_offsets.npy").astype(float)
+    got = acq.table(cal, "time_offsets.npy").astype(float)
+    diff = got - true
+    diff -= diff.mean()
+    rms = np.sqrt(np.mean(diff ** 2))
+    tick = float(acq.s["tick_ps"])
+    print(f"time offsets: {got.size} crystals, rms difference to the true offsets after removing "
+          f"the constant {rms:.3f} ticks ({rms * tick:.1f} ps; limit 1 tick)")
+    return rms <= 1.0
+
+
+def run_offline(offline, acq, tables_dir, work, name):
+    conf = dict(acq.config)
+    conf["calibration"] = dict(conf["calibration"])
+    for k in ("position_lut", "energy_correction", "time_offsets"):
+        conf["calibration"][k] = os.path.abspath(os.path.join(tables_dir, k + ".npy"))
+    path = os.path.join(work, name + ".yaml")
+    with open(path, "w", encoding="utf-8") as f:
+        yaml.safe_dump(conf, f)
+    plm = os.path.join(work, name + ".plm")
+    subprocess.run([offline, "--config", path, "--input", os.path.join(acq.dir, "frames.bin"),
+                    "--output", plm, "--backend", "cpu", "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    data = np.fromfile(plm, dtype=np.uint8)
+    pos, prompts = 64, []
+    while pos < data.size:
+        head = data[pos:pos + 64]
+        kind = int(head[6:8].view("<u2")[0])
+        count = int(head[48:52].view("<u4")[0])
+        if kind == 1:
+            prompts.append(data[pos + 64:pos + 64 + 32 * count].view(RECORD))
+        pos += 64 + 32 * count
+    return np.concatenate(prompts), conf
+
+
+def trues(acq, tables_dir, records):
+    """Prompts whose two singles are the two unscattered photons of one decay: each single
+    is found back as the frame with its (corrected time, crystal)."""
+    s = acq.s
+    local = acq.local(acq.table(tables_dir, "position_lut.npy"))
+    ok = local >= 0
+    b_axial, b_trans = np.divmod(acq.bdm, s["bdm_transaxial"])
+    d_trans, d_axial = np.divmod(acq.du, s["du_axial"])
+    c_trans, c_axial = np.divmod(np.maximum(local, 0), s["crystal_axial"])
+    per_ring = s["bdm_transaxial"] * s["du_transaxial"] * s["crystal_transaxial"]
+    crystal = ((b_axial * s["du_axial"] * s["crystal_axial"] + d_axial * s["crystal_axial"] + c_axial) * per_ring
+               + b_trans * s["du_transaxial"] * s["crystal_transaxial"] + d_trans * s["crystal_transaxial"] + c_trans)
+    offsets = acq.table(tables_dir, "time_offsets.npy").astype(np.int64)
+    time = acq.frames["time"].astype(np.int64) + offsets[crystal]
+    key = np.where(ok, time * (1 << 20) + crystal, -1)
+    order = np.argsort(key)
+    skey = key[order]
+
+    def frame_of(t, c):
+        k = t.astype(np.int64) * (1 << 20) + c.astype(np.int64)
+        i = np.searchsorted(skey, k)
+        assert np.all(skey[np.minimum(i, skey.size - 1)] == k), "a prompt single matches no frame"
+        return order[i]
+
+    fa = frame_of(records["time_a"], records["crystal_a"])
+    fb = frame_of(records["time_a"].astype(np.int64) + records["dt"], records["crystal_b"])
+    t = acq.truth
+    return int(np.sum((t["event_id"][fa] == t["event_id"][fb]) & (t["kind"][fa] == 1) & (t["kind"][fb] == 1)))
+
+
+def check_end_to_end(acq, cal, offline):
+    with tempfile.TemporaryDirectory() as work:
+        rec_true, _ = run_offline(offline, acq, acq.dir, work, "true")
+        rec_cal, _ = run_offline(offline, acq, cal, work, "calibrated")
+        t_true, t_cal = trues(acq, acq.dir, rec_true), trues(acq, cal, rec_cal)
+    rel = t_cal / t_true - 1
+    print(f"end to end: prompts {rec_true.size} (true tables), {rec_cal.size} (calibrated); trues "
+          f"{t_true} and {t_cal}: {rel * 100:+.3f} % (limit 1 %)")
+    return abs(rel) <= 0.01
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("what", choices=["map", "energy", "time", "end-to-end", "all"])
+    p.add_argument("acq")
+    p.add_argument("cal")
+    p.add_argument("--offline", default="petdaq-offline")
+    a = p.parse_args()
+    acq = Acq(a.acq)
+    checks = {"map": lambda: check_map(acq, a.cal), "energy": lambda: check_energy(acq, a.cal),
+              "time": lambda: check_time(acq, a.cal),
+              "end-to-end": lambda: check_end_to_end(acq, a.cal, a.offline)}
+    names = list(checks) if a.what == "all" else [a.what]
+    results = [checks[n]() for n in names]
+    return 0 if all(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
