@@ -9,6 +9,10 @@
 // two-frame message and a body that disagrees with record_count; for rates, a document that
 // is not JSON.
 //
+// --rates-count N sends exactly N rates documents (numbered from 0), --interval-ms apart,
+// instead of sending for --duration-s. --opaque-histograms N sends N messages on topic
+// `histograms` whose body is bytes 0..255 (a layout no reader knows), before the rates.
+//
 // With --wait-subscriptions it publishes nothing before N subscriptions arrived (XPUB), so a
 // test does not lose the first messages to ZeroMQ's slow-joiner effect.
 #include <chrono>
@@ -48,6 +52,8 @@ int main(int argc, char** argv) {
   std::set<std::uint64_t> skip_prompt_ids;
   int gap_ms = 5;
   bool bad_first = false;
+  long rates_count = -1;
+  int opaque_histograms = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -75,6 +81,11 @@ int main(int argc, char** argv) {
       while (std::getline(ss, id, ',')) skip_prompt_ids.insert(std::stoull(id));
     } else if (a == "--bad-first") {
       bad_first = true;
+    } else if (a == "--rates-count") {
+      rates = true;
+      rates_count = std::stol(next());
+    } else if (a == "--opaque-histograms") {
+      opaque_histograms = std::stoi(next());
     } else if (a == "--gap-ms") {
       gap_ms = std::stoi(next());
     } else {
@@ -119,6 +130,14 @@ int main(int argc, char** argv) {
     send_message(pub, "rates", h, broken.data(), broken.size());
   }
 
+  for (int i = 0; i < opaque_histograms; ++i) {
+    std::uint8_t body[256];
+    for (int j = 0; j < 256; ++j) body[j] = static_cast<std::uint8_t>(j);
+    MessageHeader h;
+    h.message_id = static_cast<std::uint64_t>(i);
+    send_message(pub, "histograms", h, body, sizeof body);
+  }
+
   // Coincidence batches: prompts and delayed alternate; message ids count per kind.
   std::uint64_t prompt_id = 0;
   for (int i = 0; i < batches; ++i) {
@@ -140,7 +159,15 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
 
-  if (rates) {
+  if (rates && rates_count >= 0) {
+    for (long seq = 0; seq < rates_count; ++seq) {
+      const std::string doc = test::test_rates_json(static_cast<std::uint64_t>(seq));
+      MessageHeader h;
+      h.message_id = static_cast<std::uint64_t>(seq);
+      send_message(pub, "rates", h, doc.data(), doc.size());
+      if (interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+    }
+  } else if (rates) {
     const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(duration_s));
     for (std::uint64_t seq = 0; Clock::now() < end; ++seq) {

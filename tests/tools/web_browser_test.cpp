@@ -1,0 +1,225 @@
+// The page in a real browser: Debian's chromium, headless, loads petdaq-web's page while the
+// test publisher sends known rates documents. The test drives chromium over its DevTools
+// protocol (a WebSocket), reads the numbers the page shows, stops the publisher and waits for
+// the "no data" state, starts it again and waits for the page to come back, and saves a
+// screenshot (web_page.png in the build folder). Skips when chromium is not installed.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <map>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/process.h"
+#include "tests/tools/test_messages.h"
+#include "tests/tools/web_support.h"
+
+namespace {
+
+using namespace petdaq;
+using namespace petdaq::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::optional<fs::path> find_chromium() {
+  if (const char* c = std::getenv("PETDAQ_CHROMIUM")) return fs::path(c);
+  for (const char* name : {"chromium", "chromium-browser"}) {
+    for (const char* dir : {"/usr/bin", "/usr/local/bin", "/snap/bin"}) {
+      const fs::path p = fs::path(dir) / name;
+      if (fs::exists(p)) return p;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string base64_decode(const std::string& in) {
+  static const std::string alphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  unsigned bits = 0;
+  int count = 0;
+  for (char c : in) {
+    const auto v = alphabet.find(c);
+    if (v == std::string::npos) continue;  // '=' padding
+    bits = (bits << 6) | static_cast<unsigned>(v);
+    count += 6;
+    if (count >= 8) {
+      count -= 8;
+      out.push_back(static_cast<char>((bits >> count) & 0xff));
+    }
+  }
+  return out;
+}
+
+// One page of a headless chromium, driven over the DevTools protocol.
+class Browser {
+ public:
+  Browser(const fs::path& chromium, const ScratchDir& dir, const std::string& url) {
+    const fs::path profile = dir / "chromium-profile";  // fresh: nothing from an earlier run
+    child_.emplace(std::vector<std::string>{chromium.string(), "--headless", "--no-sandbox",
+                                            "--disable-gpu", "--disable-quic", "--no-first-run",
+                                            "--disable-background-networking",
+                                            "--disable-component-update", "--disable-sync",
+                                            "--user-data-dir=" + profile.string(),
+                                            "--remote-debugging-port=0",
+                                            "--window-size=1400,1700", url},
+                   dir / "chromium.out", dir / "chromium.err");
+    // chromium writes the port it took into the profile.
+    const fs::path port_file = profile / "DevToolsActivePort";
+    if (!wait_until([&] { return fs::exists(port_file) && !read_text(port_file).empty(); },
+                    std::chrono::seconds(20))) {
+      throw std::runtime_error("chromium did not start: " + read_text(dir / "chromium.err"));
+    }
+    const std::uint16_t port = static_cast<std::uint16_t>(std::stoi(read_text(port_file)));
+    std::string page_path;
+    wait_until([&] {
+      for (const json& t : json::parse(http_request(port, "/json/list").body)) {
+        if (t["type"] == "page" && t["url"].get<std::string>().rfind(url, 0) == 0) {
+          const std::string ws = t["webSocketDebuggerUrl"];
+          page_path = ws.substr(ws.find('/', std::string("ws://").size()));
+          return true;
+        }
+      }
+      return false;
+    });
+    if (page_path.empty()) throw std::runtime_error("chromium has no page for " + url);
+    devtools_.emplace(port, page_path);
+  }
+
+  json call(const std::string& method, json params = json::object()) {
+    const int id = ++last_id_;
+    devtools_->write(json{{"id", id}, {"method", method}, {"params", std::move(params)}}.dump());
+    for (;;) {
+      const auto m = devtools_->read(std::chrono::seconds(20));
+      if (!m) throw std::runtime_error("no answer from chromium to " + method);
+      json j = json::parse(*m);
+      if (j.contains("id") && j["id"] == id) {
+        if (j.contains("error")) throw std::runtime_error(method + ": " + j["error"].dump());
+        return j["result"];
+      }
+    }
+  }
+  // The value of a JavaScript expression in the page (JSON-serialisable).
+  json eval(const std::string& expression) {
+    const json r = call("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}});
+    if (r.contains("exceptionDetails")) throw std::runtime_error(expression + ": " + r.dump());
+    return r["result"].contains("value") ? r["result"]["value"] : json(nullptr);
+  }
+  // Polls `expression` until it is true, at most `limit`.
+  bool until(const std::string& expression, std::chrono::milliseconds limit) {
+    return wait_until([&] { return eval(expression) == true; }, limit);
+  }
+
+ private:
+  std::optional<Child> child_;
+  std::optional<WsClient> devtools_;
+  int last_id_ = 0;
+};
+
+// Every element of the page with an id and a data-value: the numbers as sent.
+const char* kShownValues =
+    "Object.fromEntries([...document.querySelectorAll('[id][data-value]')]"
+    ".map(e => [e.id, e.dataset.value]))";
+
+double number(const json& shown, const std::string& id) {
+  if (!shown.contains(id)) throw std::runtime_error("the page shows no value for #" + id);
+  return std::stod(shown[id].get<std::string>());
+}
+
+TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
+  const auto chromium = find_chromium();
+  if (!chromium) GTEST_SKIP() << "chromium is not installed (Debian package chromium): skipped";
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep, {"--stale-after-s", "1.5"});
+  ASSERT_NE(w.port(), 0) << w.log();
+  auto publish = [&](const char* name, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {(bin_dir() / "petdaq-test-publisher").string(), "--endpoint",
+                                     ep, "--wait-subscriptions", "2", "--rates",
+                                     "--interval-ms", "100", "--duration-s", "60"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Child>(argv, dir / (std::string(name) + ".out"),
+                                   dir / (std::string(name) + ".err"));
+  };
+  auto pub = publish("pub1", {"--bad-first", "--opaque-histograms", "2"});
+
+  Browser b(*chromium, dir, w.url());
+  ASSERT_TRUE(b.until("document.getElementById('state').dataset.state === 'live' && "
+                      "document.getElementById('rate-prompts').dataset.value !== undefined",
+                      std::chrono::seconds(15)))
+      << b.eval("document.getElementById('state').textContent");
+  // The plots have points once a few documents came.
+  EXPECT_TRUE(b.until("typeof Chart !== 'undefined' && "
+                      "Chart.getChart('chart-coinc').data.datasets[0].data.length >= 3",
+                      std::chrono::seconds(10)));
+
+  // What the page shows against the document the publisher sends.
+  const json doc = json::parse(test_rates_json(0));
+  const json shown = b.eval(kShownValues);
+  for (const char* k : {"frames", "singles", "prompts", "delayed", "trues", "multiples",
+                        "randoms_fraction", "necr"}) {
+    EXPECT_EQ(number(shown, std::string("rate-") + k), doc["rates"][k].get<double>()) << k;
+  }
+  EXPECT_EQ(shown["run-id"], std::to_string(doc["run_id"].get<std::uint64_t>()));
+  EXPECT_EQ(shown["backend"], doc["backend"]);
+  EXPECT_EQ(number(shown, "uptime"), doc["uptime_s"].get<double>());
+  const json& bdm = doc["bdm"];
+  for (std::size_t i = 0; i < bdm["singles_per_s"].size(); ++i) {
+    EXPECT_EQ(number(shown, "bdm-" + std::to_string(i)), bdm["singles_per_s"][i].get<double>());
+    if (bdm["temperature_degC"][i].is_null())
+      EXPECT_FALSE(shown.contains("bdm-temp-" + std::to_string(i)));
+    else
+      EXPECT_EQ(number(shown, "bdm-temp-" + std::to_string(i)), bdm["temperature_degC"][i].get<double>());
+  }
+  EXPECT_EQ(number(shown, "latency-p50"), doc["latency_ms"]["p50"].get<double>());
+  EXPECT_EQ(number(shown, "latency-p99"), doc["latency_ms"]["p99"].get<double>());
+  EXPECT_EQ(number(shown, "latency-max"), doc["latency_ms"]["max"].get<double>());
+  EXPECT_EQ(number(shown, "ring-free"), doc["queues"]["ring_free"].get<double>());
+  EXPECT_EQ(number(shown, "ring-chunks"), doc["queues"]["ring_chunks"].get<double>());
+  EXPECT_EQ(number(shown, "pending-frames"), doc["queues"]["pending_frames"].get<double>());
+  // As a person reads them: three significant digits and an SI prefix.
+  EXPECT_EQ(b.eval("document.getElementById('rate-prompts').textContent"), "123 k");
+  EXPECT_EQ(b.eval("document.getElementById('rate-singles').textContent"), "2.35 M");
+  EXPECT_EQ(b.eval("document.getElementById('rate-randoms_fraction').textContent"), "10.0 %");
+  // The non-zero loss counters, named, and nothing else.
+  EXPECT_EQ(b.eval("[...document.querySelectorAll('#problems li.problem')]"
+                   ".map(e => e.textContent)"),
+            json::parse(R"(["rx.kernel_drops 7", "rx.seq_missing 3"])"));
+  // The malformed document and the histograms it could not read, counted on the page.
+  const std::string web_counter =
+      "document.querySelector('#web-counters tr[data-name=\"%\"]').dataset.value";
+  auto web_value = [&](const std::string& name) {
+    return b.eval(std::regex_replace(web_counter, std::regex("%"), name));
+  };
+  EXPECT_EQ(web_value("web.rates_malformed"), "1");
+  EXPECT_EQ(b.eval("document.getElementById('hist-received').dataset.value"), "2");
+  EXPECT_EQ(b.eval("document.getElementById('hist-unparsed').dataset.value"), "2");
+
+  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}});
+  const std::string png = base64_decode(shot["data"].get<std::string>());
+  ASSERT_GT(png.size(), 8u);
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  const char* shot_path = std::getenv("PETDAQ_WEB_SCREENSHOT");
+  std::ofstream(shot_path ? fs::path(shot_path) : fs::path(PETDAQ_BINARY_DIR) / "web_page.png",
+                std::ios::binary)
+      << png;
+
+  // The publisher stops: after --stale-after-s the page says so, keeping the last numbers.
+  pub->signal(SIGTERM);
+  pub->wait_for(std::chrono::seconds(5));
+  EXPECT_TRUE(b.until("document.getElementById('state').dataset.state === 'no-data'",
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(b.eval("document.getElementById('state').textContent.startsWith('no data from petdaqd')"),
+            true);
+  EXPECT_EQ(b.eval("document.body.classList.contains('stale')"), true);
+  EXPECT_EQ(number(b.eval(kShownValues), "rate-prompts"), doc["rates"]["prompts"].get<double>());
+
+  // It comes back.
+  pub = publish("pub2", {});
+  EXPECT_TRUE(b.until("document.getElementById('state').dataset.state === 'live'",
+                      std::chrono::seconds(10)));
+  EXPECT_EQ(b.eval("document.body.classList.contains('stale')"), false);
+}
+
+}  // namespace

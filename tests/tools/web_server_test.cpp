@@ -1,0 +1,222 @@
+// petdaq-web run as a person would: its command line, the files it serves, WebSocket
+// clients fed from the test publisher, slow clients dropped, and 50 clients that do not slow
+// its ZeroMQ intake.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/tools/process.h"
+#include "tests/tools/test_messages.h"
+#include "tests/tools/web_support.h"
+
+namespace {
+
+using namespace petdaq;
+using namespace petdaq::test;
+using nlohmann::json;
+
+std::string web() { return (bin_dir() / "petdaq-web").string(); }
+std::string publisher() { return (bin_dir() / "petdaq-test-publisher").string(); }
+
+json status(const WebServer& w) { return json::parse(http_request(w.port(), "/status.json").body); }
+std::uint64_t counter(const WebServer& w, const char* name) {
+  return status(w)["counters"][name].get<std::uint64_t>();
+}
+
+TEST(WebServer, CommandLine) {
+  ScratchDir dir;
+  EXPECT_EQ(run_command({web(), "--help"}, dir / "o", dir / "e"), 0);
+  const std::string help = read_text(dir / "o");
+  for (const char* option : {"--config", "--endpoint", "--listen", "--stale-after-s", "--version"})
+    EXPECT_NE(help.find(option), std::string::npos) << option;
+  EXPECT_EQ(run_command({web(), "--version"}, dir / "o", dir / "e"), 0);
+  EXPECT_NE(read_text(dir / "o").find("petdaq-web 0."), std::string::npos);
+  // Usage errors: exit 2, naming the option.
+  for (const auto& [args, name] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--listen", "localhost"}, "--listen"},
+           {{"--listen", "nohost:80"}, "--listen"},
+           {{"--listen", "127.0.0.1:99999"}, "--listen"},
+           {{"--stale-after-s", "0"}, "--stale-after-s"},
+           {{"--config", (dir / "missing.yaml").string()}, "--config"},
+           {{"--no-such-option"}, "--no-such-option"}}) {
+    std::vector<std::string> argv = {web()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    EXPECT_EQ(run_command(argv, dir / "o", dir / "e"), 2) << name;
+    EXPECT_NE(read_text(dir / "e").find(name), std::string::npos) << read_text(dir / "e");
+  }
+  // A configuration that is refused is an error naming the key.
+  {
+    std::ofstream(dir / "bad.yaml") << "output:\n  zmq:\n    endpoint: 5\n    nonsense: 1\n";
+    EXPECT_EQ(run_command({web(), "--config", (dir / "bad.yaml").string()}, dir / "o", dir / "e"), 2);
+    EXPECT_NE(read_text(dir / "e").find("nonsense"), std::string::npos) << read_text(dir / "e");
+  }
+}
+
+TEST(WebServer, TakesTheEndpointFromTheConfigAndLogsANonLoopbackAddress) {
+  ScratchDir dir;
+  const std::string endpoint = dir.ipc("from-config");
+  std::ofstream(dir / "petdaq.yaml") << read_text(source_dir() / "config" / "petdaq.yaml")
+                                     << "\n";
+  // The default configuration with only the endpoint changed.
+  std::string text = read_text(dir / "petdaq.yaml");
+  const std::string key = "endpoint: tcp://127.0.0.1:5556";
+  ASSERT_NE(text.find(key), std::string::npos);
+  text.replace(text.find(key), key.size(), "endpoint: " + endpoint);
+  std::ofstream(dir / "petdaq.yaml") << text;
+  Child w({web(), "--config", (dir / "petdaq.yaml").string(), "--listen", "0.0.0.0:0"},
+          dir / "o", dir / "e");
+  ASSERT_TRUE(wait_until([&] { return read_text(dir / "e").find("page at") != std::string::npos; }))
+      << read_text(dir / "e");
+  const std::string log = read_text(dir / "e");
+  EXPECT_NE(log.find("rates from " + endpoint), std::string::npos) << log;
+  EXPECT_NE(log.find("not loopback"), std::string::npos) << log;
+  w.signal(SIGTERM);
+  EXPECT_EQ(w.wait_for(std::chrono::seconds(10)), 0);
+  EXPECT_NE(read_text(dir / "e").find("final counters: web.rates_received=0"), std::string::npos);
+}
+
+TEST(WebServer, ServesThePageReadOnly) {
+  ScratchDir dir;
+  WebServer w(dir, dir.ipc("pub"));
+  ASSERT_NE(w.port(), 0) << w.log();
+  const auto page = source_dir() / "tools" / "web" / "page";
+  HttpReply r = http_request(w.port(), "/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, read_text(page / "index.html"));
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(http_request(w.port(), "/app.js").body, read_text(page / "app.js"));
+  EXPECT_EQ(http_request(w.port(), "/style.css").body, read_text(page / "style.css"));
+  const std::filesystem::path chartjs = "/usr/share/javascript/chart.js/chart.min.js";
+  if (std::filesystem::exists(chartjs)) {
+    EXPECT_EQ(http_request(w.port(), "/chart.js").body, read_text(chartjs));
+  }
+  EXPECT_EQ(http_request(w.port(), "/../etc/passwd").status, 404);
+  EXPECT_EQ(http_request(w.port(), "/rates.json").status, 503);  // nothing received yet
+  EXPECT_EQ(http_request(w.port(), "/", web_net::http::verb::post).status, 405);
+  EXPECT_EQ(http_request(w.port(), "/status.json", web_net::http::verb::delete_).status, 405);
+  const json s = status(w);
+  EXPECT_EQ(s["state"], "waiting");
+  EXPECT_EQ(s["counters"]["web.http_refused"], 4);
+}
+
+TEST(WebServer, PushesRatesToThePageAndCountsWhatItSkips) {
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep, {"--stale-after-s", "1"});
+  WsClient page(w.port(), "/ws");
+  // On connecting: the (empty) history, then the status.
+  auto m = page.read();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(*m), json::parse(R"({"type":"history","points":[]})"));
+  m = page.read();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(*m)["state"], "waiting");
+
+  Child pub({publisher(), "--endpoint", ep, "--wait-subscriptions", "2", "--bad-first",
+             "--opaque-histograms", "3", "--rates-count", "5", "--interval-ms", "20"},
+            dir / "pub.out", dir / "pub.err");
+  std::vector<json> rates;
+  bool live = false;
+  while (rates.size() < 5) {
+    m = page.read();
+    ASSERT_TRUE(m) << "after " << rates.size() << " rates messages";
+    const json j = json::parse(*m);
+    if (j["type"] == "rates") rates.push_back(j);
+    if (j["type"] == "status" && j["state"] == "live") live = true;
+  }
+  EXPECT_TRUE(live);
+  for (std::size_t i = 0; i < rates.size(); ++i) {
+    const json doc = json::parse(test_rates_json(i));
+    EXPECT_EQ(rates[i]["time_unix_ns"], doc["time_unix_ns"]);
+    EXPECT_EQ(rates[i]["rates"]["prompts"], doc["rates"]["prompts"]);
+  }
+  EXPECT_EQ(pub.wait_for(std::chrono::seconds(10)), 0);
+  // The feed stops: "no-data" after --stale-after-s.
+  bool no_data = false;
+  while (!no_data && (m = page.read())) {
+    const json j = json::parse(*m);
+    no_data = j["type"] == "status" && j["state"] == "no-data";
+  }
+  EXPECT_TRUE(no_data);
+  const json s = status(w);
+  EXPECT_EQ(s["state"], "no-data");
+  EXPECT_EQ(s["counters"]["web.rates_received"], 5);
+  EXPECT_EQ(s["counters"]["web.rates_malformed"], 1);
+  EXPECT_EQ(s["counters"]["web.histograms_received"], 3);
+  EXPECT_EQ(s["counters"]["web.histograms_unparsed"], 3);
+  EXPECT_EQ(s["counters"]["web.clients_accepted"], 1);
+  EXPECT_EQ(s["counters"]["web.clients_dropped_slow"], 0);
+  EXPECT_EQ(s["clients"], 1);
+  EXPECT_EQ(json::parse(http_request(w.port(), "/rates.json").body), rates.back());
+
+  // A page opened now gets the history of the five documents, then the latest one.
+  WsClient late(w.port(), "/ws");
+  m = late.read();
+  ASSERT_TRUE(m);
+  const json h = json::parse(*m);
+  ASSERT_EQ(h["points"].size(), 5u);
+  EXPECT_DOUBLE_EQ(h["points"][4]["t"].get<double>(),
+                   json::parse(test_rates_json(4))["time_unix_ns"].get<double>() * 1e-9);
+  m = late.read();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(json::parse(*m), rates.back());
+  EXPECT_NE(w.log().find("rates document skipped: not valid JSON"), std::string::npos);
+}
+
+TEST(WebServer, FiftyClientsDoNotSlowTheIntakeAndSlowOnesAreDropped) {
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep, {"--client-queue", "64"});
+  ASSERT_NE(w.port(), 0) << w.log();
+  constexpr int kSlow = 49;
+  constexpr long kDocuments = 3000;
+  // 49 tabs that never read, with small receive buffers so they fill quickly.
+  std::vector<std::unique_ptr<WsClient>> slow;
+  for (int i = 0; i < kSlow; ++i) slow.push_back(std::make_unique<WsClient>(w.port(), "/ws", 4096));
+  // One tab that reads everything, on its own thread.
+  std::atomic<long> last_time_seen{-1};
+  std::atomic<bool> closed{false};
+  WsClient reader(w.port(), "/ws");
+  std::thread reading([&] {
+    while (auto m = reader.read(std::chrono::seconds(20))) {
+      const json j = json::parse(*m);
+      if (j["type"] == "rates") {
+        const auto seq = static_cast<long>((j["time_unix_ns"].get<std::uint64_t>() -
+                                            1763768000000000000ull) / 1000000000ull);
+        last_time_seen = seq;
+        if (seq == kDocuments - 1) return;
+      }
+    }
+    closed = true;
+  });
+  ASSERT_TRUE(wait_until([&] { return status(w)["clients"] == kSlow + 1; })) << status(w).dump();
+
+  // About 1000 documents a second for 3 s: ZeroMQ keeps 1000 per side, so an intake held up
+  // for a second or more would lose documents.
+  const auto start = std::chrono::steady_clock::now();
+  Child pub({publisher(), "--endpoint", ep, "--wait-subscriptions", "2", "--rates-count",
+             std::to_string(kDocuments), "--interval-ms", "1"},
+            dir / "pub.out", dir / "pub.err");
+  EXPECT_EQ(pub.wait_for(std::chrono::seconds(60)), 0);
+  EXPECT_TRUE(wait_until([&] { return counter(w, "web.rates_received") == kDocuments; }))
+      << status(w).dump();
+  const double took_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  reading.join();
+  EXPECT_FALSE(closed) << "the reading client was dropped after document " << last_time_seen;
+  EXPECT_EQ(last_time_seen, kDocuments - 1);
+  const json s = status(w);
+  EXPECT_EQ(s["counters"]["web.rates_received"], kDocuments);
+  EXPECT_EQ(s["counters"]["web.rates_malformed"], 0);
+  EXPECT_EQ(s["counters"]["web.updates_dropped"], 0);
+  EXPECT_EQ(s["counters"]["web.clients_accepted"], kSlow + 1);
+  EXPECT_EQ(s["counters"]["web.clients_dropped_slow"], kSlow);
+  EXPECT_EQ(s["clients"], 1);
+  std::printf("petdaq-web took %ld documents from ZeroMQ in %.2f s with %d clients (%d slow, "
+              "dropped)\n", kDocuments, took_s, kSlow + 1, kSlow);
+}
+
+}  // namespace

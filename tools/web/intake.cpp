@@ -1,0 +1,84 @@
+#include "tools/web/intake.h"
+
+#include <array>
+#include <cstdio>
+#include <stdexcept>
+
+#include <zmq.hpp>
+
+#include "proto/records.h"
+
+namespace petdaq::web {
+
+namespace {
+// topic, header, body (DESIGN section 7); one more frame is read to tell "too many".
+constexpr std::size_t kMaxFrames = 4;
+}  // namespace
+
+void Intake::take(const std::string_view* frames, std::size_t frame_count) {
+  const std::string_view topic_name = frame_count > 0 ? frames[0] : std::string_view();
+  if (topic_name.starts_with(topic::histograms)) {
+    // The histograms layout is not read yet: every message is counted and skipped.
+    counters_.add(WebCounter::histograms_received);
+    counters_.add(WebCounter::histograms_unparsed);
+    return;
+  }
+  if (topic_name != topic::rates || frame_count != 3 ||
+      frames[1].size() != kMessageHeaderBytes) {
+    counters_.add(WebCounter::messages_malformed);
+    return;
+  }
+  const MessageHeader h =
+      decode_message_header(reinterpret_cast<const std::uint8_t*>(frames[1].data()));
+  if (h.magic != kMessageMagic || h.version != kMessageVersion) {
+    counters_.add(WebCounter::messages_malformed);
+    return;
+  }
+  try {
+    RatesUpdate u = builder_.build(frames[2]);
+    counters_.add(WebCounter::rates_received);
+    server_.post_rates(std::move(u));
+  } catch (const MalformedRates& e) {
+    counters_.add(WebCounter::rates_malformed);
+    // One line per new reason, not one per document: a publisher stuck on a bad document
+    // must not flood the journal.
+    if (last_error_ != e.what()) {
+      last_error_ = e.what();
+      std::fprintf(stderr, "petdaq-web: rates document skipped: %s\n", e.what());
+    }
+  }
+}
+
+Intake::Intake(const std::string& endpoint, Server& server, WebCounters& counters)
+    : sub_(context_, zmq::socket_type::sub), server_(server), counters_(counters) {
+  sub_.set(zmq::sockopt::linger, 0);
+  sub_.set(zmq::sockopt::rcvtimeo, 100);
+  try {
+    sub_.connect(endpoint);
+  } catch (const zmq::error_t& e) {
+    throw std::runtime_error("cannot subscribe to " + endpoint + ": " + e.what());
+  }
+  sub_.set(zmq::sockopt::subscribe, topic::rates);
+  sub_.set(zmq::sockopt::subscribe, topic::histograms);
+}
+
+void Intake::run(const std::atomic<bool>& stop) {
+  std::array<zmq::message_t, kMaxFrames> parts;
+  std::array<std::string_view, kMaxFrames> frames;
+  while (!stop.load(std::memory_order_relaxed)) {
+    if (!sub_.recv(parts[0], zmq::recv_flags::none)) continue;  // time-out: check stop
+    std::size_t n = 1;
+    bool more = parts[0].more();
+    while (more) {
+      // Past kMaxFrames the extra frames are received into the last slot and discarded.
+      zmq::message_t& into = parts[std::min(n, kMaxFrames - 1)];
+      if (!sub_.recv(into, zmq::recv_flags::none)) break;
+      more = into.more();
+      ++n;
+    }
+    for (std::size_t i = 0; i < std::min(n, kMaxFrames); ++i) frames[i] = parts[i].to_string_view();
+    take(frames.data(), n > kMaxFrames ? kMaxFrames : n);
+  }
+}
+
+}  // namespace petdaq::web

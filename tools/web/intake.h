@@ -1,0 +1,44 @@
+// The ZeroMQ side of petdaq-web: one thread subscribed to petdaqd's `rates` and `histograms`
+// topics. It parses, builds the page's message and hands it to the server loop without ever
+// waiting on it, so no browser can slow it down.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include <zmq.hpp>
+
+#include "tools/web/messages.h"
+#include "tools/web/server.h"
+#include "tools/web/web_counters.h"
+
+namespace petdaq::web {
+
+namespace topic {
+inline constexpr std::string_view rates = "rates";
+inline constexpr std::string_view histograms = "histograms";
+}  // namespace topic
+
+class Intake {
+ public:
+  // Connects and subscribes; throws std::runtime_error naming the endpoint when it cannot.
+  Intake(const std::string& endpoint, Server& server, WebCounters& counters);
+
+  // Receives until `stop` is set (checked every 100 ms).
+  void run(const std::atomic<bool>& stop);
+
+  // One received message (its frames in order): counts it, and posts a rates update.
+  void take(const std::string_view* frames, std::size_t frame_count);
+
+ private:
+  zmq::context_t context_{1};
+  zmq::socket_t sub_;
+  Server& server_;
+  WebCounters& counters_;
+  RatesMessageBuilder builder_;
+  std::string last_error_;
+};
+
+}  // namespace petdaq::web

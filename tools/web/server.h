@@ -1,0 +1,67 @@
+// petdaq-web's HTTP and WebSocket side (Boost.Beast, one thread): serves the page's files
+// from memory and pushes every update to every connected page. Nothing here waits for a
+// client: each WebSocket client has a bounded queue, and a client whose queue is full or
+// whose write has stalled is dropped and counted (web.clients_dropped_slow).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+
+#include "tools/web/messages.h"
+#include "tools/web/web_counters.h"
+
+namespace petdaq::web {
+
+struct StaticFile {
+  std::string content_type;
+  std::string body;
+};
+
+struct ServerOptions {
+  boost::asio::ip::tcp::endpoint listen;
+  std::string zmq_endpoint;  // shown on the page
+  std::chrono::milliseconds stale_after{5000};
+  std::size_t history_points = 600;
+  std::size_t client_queue = 16;  // messages waiting per client before it is dropped
+  std::chrono::milliseconds client_write_timeout{10000};
+  std::map<std::string, StaticFile> files;  // by request path, e.g. "/" and "/app.js"
+};
+
+class Hub;
+
+class Server {
+ public:
+  // Binds the listening socket; throws std::runtime_error naming the address.
+  Server(ServerOptions options, WebCounters& counters);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  boost::asio::ip::tcp::endpoint local_endpoint() const;
+
+  // Any thread; returns at once. The update is handed to the server loop; if the loop is
+  // far behind, it is dropped and counted (web.updates_dropped) instead of queued forever.
+  void post_rates(RatesUpdate update);
+
+  // Runs the server loop on the calling thread until stop() or SIGINT/SIGTERM.
+  void run();
+  // Any thread.
+  void stop();
+
+ private:
+  static constexpr int kMaxPendingUpdates = 64;
+  boost::asio::io_context io_;
+  std::unique_ptr<Hub> hub_;
+  std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;
+  std::atomic<int> pending_updates_{0};
+  WebCounters& counters_;
+};
+
+}  // namespace petdaq::web
