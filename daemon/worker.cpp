@@ -288,6 +288,12 @@ void Worker::publish_rates(Clock::time_point now) {
   s.ring_free = ring_.free_approx();
   s.pending_frames = engine_->slicer->pending_frames();
   s.latency = latency_.take();
+  const RandomsSettings randoms = RandomsSettings::from(engine_->settings);
+  s.randoms = &randoms;
+  const std::uint64_t horizon = engine_->slicer->horizon();
+  if (rates_horizon_ != 0 && horizon > rates_horizon_)
+    s.acquisition_s = static_cast<double>(horizon - rates_horizon_) * engine_->settings.scanner.tick_ps * 1e-12;
+  rates_horizon_ = horizon;
   last_rates_ = now;
   const std::string& json = rates_.build(s);
   MessageHeader h;
