@@ -15,6 +15,8 @@ RandomsSettings RandomsSettings::from(const Settings& s) {
   RandomsSettings rs;
   rs.window_s = (window_ticks + (closed ? 0.5 : -0.5)) * tick_s;
   rs.delayed_window_s = (window_ticks + (closed ? 1.0 : 0.0)) * tick_s;
+  // Mean |difference| of two times with a Gaussian difference of this FWHM.
+  rs.pair_spread_s = s.coincidence.time_resolution_ps * 1e-12 / 2.354820045 * std::sqrt(2.0 / M_PI);
   rs.mode = s.coincidence.window_mode;
   rs.policy = s.coincidence.policy;
   rs.delayed = s.coincidence.delayed.enabled;
@@ -94,23 +96,34 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
   const double s = lambda + 2.0 * mu;  // singles
   if (!(nu > 0)) return m;
   const double e = std::exp(-nu * tau), e_d = std::exp(-nu * tau_d);
+  // Pairs whose two singles lie on either side of a given instant, per unit time: μδ. Such a
+  // pair at a window's edge acts as two unrelated singles (first order in δ/τ).
+  const double straddle = mu * rs.pair_spread_s;
   // Probability that a window holds at least two more singles than its opener cluster
-  // brings: for an unpaired opener, ≥ 2 singles after it; for a pair, ≥ 1.
-  const double unpaired_multiple = 1.0 - e * (1.0 + lambda * tau);
+  // brings: for an unpaired opener, ≥ 2 singles after it; for a pair, ≥ 1. An unpaired
+  // opener whose window holds only a pair straddling its end has k = 2, not 3.
+  const double unpaired_multiple = 1.0 - e * (1.0 + lambda * tau + straddle);
   const double pair_multiple = 1.0 - e;
   if (rs.mode == WindowMode::first_open) {
     // Openers: the first single after each window, a non-paralysable dead time τ per cluster.
     const double openers = nu / (1.0 + nu * tau);
     m.multiples_per_s = openers * (lambda * unpaired_multiple + mu * pair_multiple) / nu;
     if (rs.policy == Policy::kill_multiples) {
-      // k = 2 from two clusters: an unpaired opener and exactly one unpaired single after it.
-      m.randoms_per_s = g * openers * (lambda / nu) * lambda * tau * e;
+      // k = 2 from two clusters: an unpaired opener and exactly one unpaired single after it,
+      // or exactly one pair whose later single falls past the window's end.
+      m.randoms_per_s = g * openers * (lambda / nu) * (lambda * tau + straddle) * e;
       m.prompts_per_s = m.randoms_per_s + openers * (mu / nu) * e;
-      m.delayed_per_s = g * openers * lambda * tau_d * e_d;
+      // A delayed window holds one single when it holds one unpaired single, or one pair
+      // straddling either of its edges.
+      m.delayed_per_s = g * openers * (lambda * tau_d + 2.0 * straddle) * e_d;
     } else if (rs.policy == Policy::take_all_goods) {
       // Every pair of members from different clusters: E[C(m,2)]·E[c]², m = 1 + Poisson(ντ).
-      m.randoms_per_s = g * openers * (s / nu) * (s / nu) * nu * tau * (1.0 + 0.5 * nu * tau);
-      m.prompts_per_s = m.randoms_per_s + mu;
+      // A pair straddling the window's end loses its later single (about s/ν random pairs
+      // with the other members, and its true pair); that single opens the next window, whose
+      // pairs the renewal rate already counts.
+      m.randoms_per_s = g * openers * ((s / nu) * (s / nu) * nu * tau * (1.0 + 0.5 * nu * tau) -
+                                       straddle * (s / nu));
+      m.prompts_per_s = m.randoms_per_s + mu - openers * straddle;
       m.delayed_per_s = g * openers * s * tau_d;
     }
   } else {
@@ -118,10 +131,14 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
     // other clusters after them; the earlier single of a pair also sees its partner.
     m.multiples_per_s = nu * unpaired_multiple + mu * pair_multiple;
     if (rs.policy == Policy::kill_multiples) {
-      m.randoms_per_s = g * nu * lambda * tau * e;
+      // Straddling pairs: one past the window's end, or one whose earlier single precedes
+      // the opener and whose later single joins its window.
+      m.randoms_per_s = g * nu * (lambda * tau + 2.0 * straddle) * e;
       m.prompts_per_s = m.randoms_per_s + mu * e;
-      m.delayed_per_s = g * s * lambda * tau_d * e_d;
+      m.delayed_per_s = g * s * (lambda * tau_d + 2.0 * straddle) * e_d;
     } else if (rs.policy == Policy::take_all_goods) {
+      // Each single pairs with the later singles of other decays within τ: S²τ whatever
+      // the spread of a decay's two times.
       m.randoms_per_s = g * s * s * tau;
       m.prompts_per_s = m.randoms_per_s + mu;
       m.delayed_per_s = g * s * s * tau_d;

@@ -20,6 +20,11 @@ struct RandomsSettings {
   // singles in the opener's own tick join only when later in the order, half of them).
   double window_s = 0;
   double delayed_window_s = 0;  // the same for the delayed interval (every tick of it counts)
+  // δ: the mean time between the two singles of one decay, E|t_b - t_a|, from the scanner's
+  // coincidence time resolution (FWHM F of a Gaussian: δ = F / 2.3548 · sqrt(2/π)). A decay
+  // whose two singles straddle a window's edge acts as two unrelated singles (first order
+  // in δ/τ, docs/randoms.md).
+  double pair_spread_s = 0;
   WindowMode mode = WindowMode::first_open;
   Policy policy = Policy::kill_multiples;
   bool delayed = false;

@@ -33,7 +33,7 @@ auto fields(const FrameSettings& s) { return std::tie(s.check_markers, s.head_ma
 auto fields(const EnergyWindowSettings& s) { return std::tie(s.low_keV, s.high_keV); }
 auto fields(const CoincidenceSettings& s) {
   return std::tie(s.window_ps, s.window_edge, s.window_mode, s.policy, s.min_sector_difference,
-                  s.delayed.enabled, s.delayed.offset_ps);
+                  s.delayed.enabled, s.delayed.offset_ps, s.time_resolution_ps);
 }
 auto fields(const StreamSettings& s) {
   return std::tie(s.max_disorder_ps, s.source_idle_ms, s.max_future_ps, s.max_slice_ms,

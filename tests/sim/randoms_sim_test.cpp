@@ -23,7 +23,9 @@ TEST(SimRandoms, SinglesPromptsEstimateMatchesTheTrueRandomsUnderEveryModelledPo
   o.background = true;
   o.seed = 11;
   simulate(default_config(), dir.path(), o);
-  const CoincidenceSettings base = load_settings(dir.path() / "petdaq.yaml").coincidence;
+  CoincidenceSettings base = load_settings(dir.path() / "petdaq.yaml").coincidence;
+  // The simulated detector's coincidence time resolution: two singles of 350 ps FWHM each.
+  base.time_resolution_ps = std::sqrt(2.0) * o.time_resolution_fwhm_ps;
 
   struct Case {
     Policy policy;

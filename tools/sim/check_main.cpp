@@ -60,6 +60,13 @@ petdaq::CoincidenceSettings with_policy(petdaq::CoincidenceSettings c, const std
   return c;
 }
 
+// The coincidence time resolution of the simulated detector: two singles, each with the
+// simulator's Gaussian time resolution (the time of flight inside a mouse phantom adds less
+// than 3 %).
+double coincidence_resolution_ps(const petdaq::sim::SimOptions& o) {
+  return std::sqrt(2.0) * o.time_resolution_fwhm_ps;
+}
+
 // One row of the randoms table: each estimate over the true random prompts. The true count
 // R is Poisson, so a ratio carries a relative error of 1/sqrt(R); the estimates themselves,
 // made from millions of singles, fluctuate far less (docs/randoms.md).
@@ -125,7 +132,8 @@ int main(int argc, char** argv) {
         name << activities[i] << "MBq";
         const std::filesystem::path dir = work / name.str();
         simulate(config, dir, o);
-        const CoincidenceSettings base = load_settings(dir / "petdaq.yaml").coincidence;
+        CoincidenceSettings base = load_settings(dir / "petdaq.yaml").coincidence;
+        base.time_resolution_ps = coincidence_resolution_ps(o);
         for (const std::string& pm : policies) {
           const std::vector<std::string> parts = split(pm, '/');
           if (parts.empty() || parts.size() > 2)
