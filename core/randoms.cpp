@@ -10,7 +10,8 @@ namespace petdaq {
 RandomsSettings RandomsSettings::from(const Settings& s) {
   const Geometry g = Geometry::from(s.scanner);
   const double tick_s = s.scanner.tick_ps * 1e-12;
-  const auto window_ticks = static_cast<double>(ps_to_ticks(s.coincidence.window_ps, s.scanner.tick_ps));
+  const auto window_ticks =
+      static_cast<double>(ps_to_ticks(s.coincidence.window_ps, s.scanner.tick_ps));
   const bool closed = s.coincidence.window_edge == WindowEdge::closed;
   RandomsSettings rs;
   rs.window_s = (window_ticks + (closed ? 0.5 : -0.5)) * tick_s;
@@ -64,7 +65,8 @@ double total(std::span<const double> v) {
 
 }  // namespace
 
-double random_pair_good_fraction(const RandomsSettings& rs, std::span<const double> bdm_singles_per_s) {
+double random_pair_good_fraction(const RandomsSettings& rs,
+                                 std::span<const double> bdm_singles_per_s) {
   const double s = total(bdm_singles_per_s);
   if (!(s > 0)) return 1.0;
   return good_pair_sum(rs, bdm_singles_per_s, [](std::size_t, std::size_t, double) {}) / (s * s);
@@ -72,7 +74,8 @@ double random_pair_good_fraction(const RandomsSettings& rs, std::span<const doub
 
 double singles_rate_randoms(const RandomsSettings& rs, std::span<const double> bdm_singles_per_s) {
   // 2τ Σ_{i<j} s_i s_j = τ Σ_{i≠j} s_i s_j over good pairs.
-  return rs.window_s * good_pair_sum(rs, bdm_singles_per_s, [](std::size_t, std::size_t, double) {});
+  return rs.window_s *
+         good_pair_sum(rs, bdm_singles_per_s, [](std::size_t, std::size_t, double) {});
 }
 
 void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
@@ -92,7 +95,7 @@ bool window_model_covers(Policy policy) {
 WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, double mu, double g) {
   WindowModelRates m;
   const double tau = rs.window_s, tau_d = rs.delayed_window_s;
-  const double nu = lambda + mu;        // clusters: an unpaired single or a decay's two singles
+  const double nu = lambda + mu;       // clusters: an unpaired single or a decay's two singles
   const double s = lambda + 2.0 * mu;  // singles
   if (!(nu > 0)) return m;
   const double e = std::exp(-nu * tau), e_d = std::exp(-nu * tau_d);
@@ -121,8 +124,9 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
       // A pair straddling the window's end loses its later single (about s/ν random pairs
       // with the other members, and its true pair); that single opens the next window, whose
       // pairs the renewal rate already counts.
-      m.randoms_per_s = g * openers * ((s / nu) * (s / nu) * nu * tau * (1.0 + 0.5 * nu * tau) -
-                                       straddle * (s / nu));
+      m.randoms_per_s =
+          g * openers *
+          ((s / nu) * (s / nu) * nu * tau * (1.0 + 0.5 * nu * tau) - straddle * (s / nu));
       m.prompts_per_s = m.randoms_per_s + mu - openers * straddle;
       m.delayed_per_s = g * openers * s * tau_d;
     }
@@ -172,7 +176,8 @@ SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double
   }
   e.pairs_per_s = 0.5 * (lo + hi);
   e.unpaired_per_s = s - 2.0 * e.pairs_per_s;
-  e.randoms_per_s = window_model_rates(rs, e.unpaired_per_s, e.pairs_per_s, good_fraction).randoms_per_s;
+  e.randoms_per_s =
+      window_model_rates(rs, e.unpaired_per_s, e.pairs_per_s, good_fraction).randoms_per_s;
   return e;
 }
 

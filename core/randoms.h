@@ -39,7 +39,8 @@ struct RandomsSettings {
 // Fraction of the pairs of two unrelated singles that are good pairs (DESIGN section 5),
 // from the per-BDM singles rates (index b = b_axial * bdm_transaxial + b_trans), with each
 // BDM's singles spread evenly over its crystals. 1 when there are no singles.
-double random_pair_good_fraction(const RandomsSettings& rs, std::span<const double> bdm_singles_per_s);
+double random_pair_good_fraction(const RandomsSettings& rs,
+                                 std::span<const double> bdm_singles_per_s);
 
 // Singles-rate randoms: 2τ·S_i·S_j summed over the good pairs of crystals (i < j), per second.
 double singles_rate_randoms(const RandomsSettings& rs, std::span<const double> bdm_singles_per_s);
@@ -55,7 +56,7 @@ void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
 // all Poisson. Given λ and μ it predicts the sorter's rates for the policy and mode.
 struct WindowModelRates {
   double prompts_per_s = 0;
-  double randoms_per_s = 0;    // prompts whose two singles come from different decays
+  double randoms_per_s = 0;  // prompts whose two singles come from different decays
   double delayed_per_s = 0;
   double multiples_per_s = 0;  // prompt windows with k >= 3
 };

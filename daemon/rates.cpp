@@ -40,7 +40,9 @@ LatencyWindow::Stats LatencyWindow::take() {
 }
 
 RatesReporter::RatesReporter(const Counters& counters)
-    : counters_(counters), bdm_before_(counters.bdm_count(), 0), bdm_rate_(counters.bdm_count(), 0.0) {
+    : counters_(counters),
+      bdm_before_(counters.bdm_count(), 0),
+      bdm_rate_(counters.bdm_count(), 0.0) {
   json_.reserve(4096 + 64 * std::size_t{counters.bdm_count()} + 48 * kCounterCount);
   summary_.reserve(256);
 }
@@ -70,7 +72,8 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   }
   RandomsEstimates randoms;  // without settings: the delayed window alone
   randoms.best_per_s = delayed * to_acq;
-  if (s.randoms) randoms = estimate_randoms(*s.randoms, bdm_rate_, prompts * to_acq, delayed * to_acq);
+  if (s.randoms)
+    randoms = estimate_randoms(*s.randoms, bdm_rate_, prompts * to_acq, delayed * to_acq);
   const double best_randoms = randoms.best_per_s / to_acq;
   const double trues = prompts - best_randoms;
   const double randoms_fraction = prompts > 0 ? best_randoms / prompts : 0.0;
@@ -89,7 +92,8 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
                  rate(Counter::rx_frames, dt), rate(Counter::single_accepted, dt), prompts,
                  delayed, trues, rate(Counter::coinc_multiples, dt), finite(randoms_fraction),
                  finite(necr));
-  fmt::format_to(out, "\"randoms\":{:.3f},\"randoms_method\":\"{}\",\"randoms_singles_rate\":{:.3f},",
+  fmt::format_to(out,
+                 "\"randoms\":{:.3f},\"randoms_method\":\"{}\",\"randoms_singles_rate\":{:.3f},",
                  finite(best_randoms), randoms_method_name(randoms.best),
                  finite(randoms.singles_rate_per_s / to_acq));
   if (randoms.singles_prompts.modelled)

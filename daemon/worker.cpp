@@ -292,7 +292,8 @@ void Worker::publish_rates(Clock::time_point now) {
   s.randoms = &randoms;
   const std::uint64_t horizon = engine_->slicer->horizon();
   if (rates_horizon_ != 0 && horizon > rates_horizon_)
-    s.acquisition_s = static_cast<double>(horizon - rates_horizon_) * engine_->settings.scanner.tick_ps * 1e-12;
+    s.acquisition_s = static_cast<double>(horizon - rates_horizon_) *
+                      engine_->settings.scanner.tick_ps * 1e-12;
   rates_horizon_ = horizon;
   last_rates_ = now;
   const std::string& json = rates_.build(s);

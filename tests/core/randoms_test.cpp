@@ -71,7 +71,8 @@ TEST(Randoms, SinglesRateIsTwoTauSiSjOverGoodCrystalPairs) {
     EXPECT_NEAR(singles_rate_randoms(rs, bdm), expected, 1e-9 * expected) << msd;
     double total = 0;
     for (double b : bdm) total += b;
-    EXPECT_NEAR(random_pair_good_fraction(rs, bdm), expected / (rs.window_s * total * total), 1e-12);
+    EXPECT_NEAR(random_pair_good_fraction(rs, bdm), expected / (rs.window_s * total * total),
+                1e-12);
 
     std::vector<double> by_pair(bdm.size() * bdm.size(), -1.0);
     singles_rate_randoms_by_bdm_pair(rs, bdm, by_pair);
@@ -112,7 +113,8 @@ TEST(Randoms, ModelLimitsAndInversion) {
       EXPECT_NEAR(e.randoms_per_s, m.randoms_per_s, 1e-6 * m.randoms_per_s);
       // every_single + take_all_goods: the model is the singles-rate estimate exactly.
       if (mode == WindowMode::every_single && policy == Policy::take_all_goods)
-        EXPECT_DOUBLE_EQ(m.randoms_per_s, 0.99 * (lambda + 2 * mu) * (lambda + 2 * mu) * rs.window_s);
+        EXPECT_DOUBLE_EQ(m.randoms_per_s,
+                         0.99 * (lambda + 2 * mu) * (lambda + 2 * mu) * rs.window_s);
     }
   // Prompts outside the model's range clamp μ instead of failing.
   rs.policy = Policy::take_all_goods;
@@ -247,7 +249,8 @@ TEST(Randoms, WindowModelMatchesTheEngineOnAKnownStream) {
         // The stream itself is Poisson: its counts scatter by √n around the model's.
         auto near = [&](double measured, double model_rate, const char* name) {
           const double expect = model_rate * duration_s;
-          EXPECT_NEAR(measured / expect, 1.0, 4.0 / std::sqrt(expect) + 0.003) << what << " " << name;
+          EXPECT_NEAR(measured / expect, 1.0, 4.0 / std::sqrt(expect) + 0.003)
+              << what << " " << name;
         };
         near(e.randoms, m.randoms_per_s, "randoms");
         near(e.prompts, m.prompts_per_s, "prompts");
