@@ -340,7 +340,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     const std::string P = "coincidence";
     auto n = r.section(top, "", "coincidence",
                        {"window_ps", "window_edge", "window_mode", "policy",
-                        "min_sector_difference", "delayed"});
+                        "min_sector_difference", "delayed", "time_resolution_ps"});
     auto& c = s.coincidence;
     r.real(n, P, "window_ps", c.window_ps);
     r.choice(n, P, "window_edge", c.window_edge,
@@ -358,6 +358,9 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     auto d = r.section(n, P, "delayed", {"enabled", "offset_ps"});
     r.boolean(d, P + ".delayed", "enabled", c.delayed.enabled);
     r.real(d, P + ".delayed", "offset_ps", c.delayed.offset_ps);
+    r.real(n, P, "time_resolution_ps", c.time_resolution_ps);
+    r.require(c.time_resolution_ps >= 0, "coincidence.time_resolution_ps", "must be >= 0",
+              c.time_resolution_ps);
     r.require(c.window_ps > 0, "coincidence.window_ps", "must be > 0", c.window_ps);
     if (c.window_ps > 0 && s.scanner.tick_ps > 0) {
       const double w_ticks = std::round(c.window_ps / s.scanner.tick_ps);

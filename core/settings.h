@@ -78,6 +78,7 @@ struct CoincidenceSettings {
   Policy policy = Policy::kill_multiples;
   std::uint32_t min_sector_difference = 0;
   DelayedSettings delayed;
+  double time_resolution_ps = 500.0;  // coincidence time resolution, FWHM (randoms estimates)
 };
 
 struct StreamSettings {

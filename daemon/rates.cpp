@@ -40,7 +40,9 @@ LatencyWindow::Stats LatencyWindow::take() {
 }
 
 RatesReporter::RatesReporter(const Counters& counters)
-    : counters_(counters), bdm_before_(counters.bdm_count(), 0) {
+    : counters_(counters),
+      bdm_before_(counters.bdm_count(), 0),
+      bdm_rate_(counters.bdm_count(), 0.0) {
   json_.reserve(4096 + 64 * std::size_t{counters.bdm_count()} + 48 * kCounterCount);
   summary_.reserve(256);
 }
@@ -60,8 +62,21 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   const double dt = s.interval_s;
   const double prompts = rate(Counter::coinc_prompts, dt);
   const double delayed = rate(Counter::coinc_delayed, dt);
-  const double trues = prompts - delayed;
-  const double randoms_fraction = prompts > 0 ? delayed / prompts : 0.0;
+  const std::uint32_t bdm_count = counters_.bdm_count();
+  // Randoms estimates on the acquisition's clock, published per wall-clock second.
+  const double to_acq = s.acquisition_s > 0 && dt > 0 ? dt / s.acquisition_s : 1.0;
+  for (std::uint32_t b = 0; b < bdm_count; ++b) {
+    const std::uint64_t n = counters_.bdm_singles(b);
+    bdm_rate_[b] = dt > 0 ? static_cast<double>(n - bdm_before_[b]) / dt * to_acq : 0.0;
+    bdm_before_[b] = n;
+  }
+  RandomsEstimates randoms;  // without settings: the delayed window alone
+  randoms.best_per_s = delayed * to_acq;
+  if (s.randoms)
+    randoms = estimate_randoms(*s.randoms, bdm_rate_, prompts * to_acq, delayed * to_acq);
+  const double best_randoms = randoms.best_per_s / to_acq;
+  const double trues = prompts - best_randoms;
+  const double randoms_fraction = prompts > 0 ? best_randoms / prompts : 0.0;
   const double necr = prompts > 0 ? trues * trues / prompts : 0.0;
 
   json_.clear();
@@ -73,19 +88,23 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   fmt::format_to(out,
                  "\"rates\":{{\"frames\":{:.3f},\"singles\":{:.3f},\"prompts\":{:.3f},"
                  "\"delayed\":{:.3f},\"trues\":{:.3f},\"multiples\":{:.3f},"
-                 "\"randoms_fraction\":{:.6f},\"necr\":{:.3f}}},",
+                 "\"randoms_fraction\":{:.6f},\"necr\":{:.3f},",
                  rate(Counter::rx_frames, dt), rate(Counter::single_accepted, dt), prompts,
                  delayed, trues, rate(Counter::coinc_multiples, dt), finite(randoms_fraction),
                  finite(necr));
+  fmt::format_to(out,
+                 "\"randoms\":{:.3f},\"randoms_method\":\"{}\",\"randoms_singles_rate\":{:.3f},",
+                 finite(best_randoms), randoms_method_name(randoms.best),
+                 finite(randoms.singles_rate_per_s / to_acq));
+  if (randoms.singles_prompts.modelled)
+    fmt::format_to(out, "\"randoms_singles_prompts\":{:.3f}}},",
+                   finite(randoms.singles_prompts.randoms_per_s / to_acq));
+  else
+    json_ += "\"randoms_singles_prompts\":null},";
   fmt::format_to(out, "\"bdm\":{{\"transaxial\":{},\"axial\":{},\"singles_per_s\":[",
                  s.bdm_transaxial, s.bdm_axial);
-  const std::uint32_t bdm_count = counters_.bdm_count();
-  for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    const std::uint64_t n = counters_.bdm_singles(b);
-    const double r = dt > 0 ? static_cast<double>(n - bdm_before_[b]) / dt : 0.0;
-    bdm_before_[b] = n;
-    fmt::format_to(out, "{}{:.3f}", b ? "," : "", r);
-  }
+  for (std::uint32_t b = 0; b < bdm_count; ++b)
+    fmt::format_to(out, "{}{:.3f}", b ? "," : "", bdm_rate_[b] / to_acq);
   json_ += "],\"temperature_degC\":[";
   for (std::uint32_t b = 0; b < bdm_count; ++b) {
     if (b) json_ += ',';

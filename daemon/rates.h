@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/counters.h"
+#include "core/randoms.h"
 
 namespace petdaq::daemon {
 
@@ -47,6 +48,12 @@ struct RatesSnapshot {
   std::size_t ring_free = 0;
   std::size_t pending_frames = 0;
   LatencyWindow::Stats latency;
+  // Randoms estimates (docs/randoms.md): the running coincidence settings, and the
+  // acquisition time the interval's data covered (horizon advance; 0 = unknown, then the
+  // wall-clock interval stands in). The estimates are not linear in the rates, so they
+  // need the acquisition's own rates, which differ when data are replayed faster.
+  const RandomsSettings* randoms = nullptr;
+  double acquisition_s = 0;
 };
 
 class RatesReporter {
@@ -64,6 +71,7 @@ class RatesReporter {
   CounterDelta now_{};
   CounterDelta before_{};
   std::vector<std::uint64_t> bdm_before_;
+  std::vector<double> bdm_rate_;  // singles per second of acquisition, per BDM
   std::string json_;
   std::string summary_;
 };

@@ -33,7 +33,7 @@ auto fields(const FrameSettings& s) { return std::tie(s.check_markers, s.head_ma
 auto fields(const EnergyWindowSettings& s) { return std::tie(s.low_keV, s.high_keV); }
 auto fields(const CoincidenceSettings& s) {
   return std::tie(s.window_ps, s.window_edge, s.window_mode, s.policy, s.min_sector_difference,
-                  s.delayed.enabled, s.delayed.offset_ps);
+                  s.delayed.enabled, s.delayed.offset_ps, s.time_resolution_ps);
 }
 auto fields(const StreamSettings& s) {
   return std::tie(s.max_disorder_ps, s.source_idle_ms, s.max_future_ps, s.max_slice_ms,
@@ -315,6 +315,13 @@ void Worker::publish_rates(Clock::time_point now) {
   s.ring_free = ring_.free_approx();
   s.pending_frames = engine_->slicer->pending_frames();
   s.latency = latency_.take();
+  const RandomsSettings randoms = RandomsSettings::from(engine_->settings);
+  s.randoms = &randoms;
+  const std::uint64_t horizon = engine_->slicer->horizon();
+  if (rates_horizon_ != 0 && horizon > rates_horizon_)
+    s.acquisition_s = static_cast<double>(horizon - rates_horizon_) *
+                      engine_->settings.scanner.tick_ps * 1e-12;
+  rates_horizon_ = horizon;
   last_rates_ = now;
   const std::string& json = rates_.build(s);
   MessageHeader h;

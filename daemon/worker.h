@@ -88,6 +88,7 @@ class Worker final : public ResultSink {
   LatencyWindow latency_;
   std::vector<double> temperature_degC_;
   std::uint64_t rates_message_id_ = 0;
+  std::uint64_t rates_horizon_ = 0;  // the slicer's horizon at the last rates document
   Clock::time_point started_;
   Clock::time_point last_rates_;
   Clock::time_point last_poll_;

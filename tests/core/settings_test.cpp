@@ -92,6 +92,7 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   EXPECT_EQ(s.coincidence.min_sector_difference, d.coincidence.min_sector_difference);
   EXPECT_EQ(s.coincidence.delayed.enabled, d.coincidence.delayed.enabled);
   EXPECT_EQ(s.coincidence.delayed.offset_ps, d.coincidence.delayed.offset_ps);
+  EXPECT_EQ(s.coincidence.time_resolution_ps, d.coincidence.time_resolution_ps);
 
   EXPECT_EQ(s.stream.max_disorder_ps, d.stream.max_disorder_ps);
   EXPECT_EQ(s.stream.source_idle_ms, d.stream.source_idle_ms);
@@ -233,6 +234,8 @@ TEST(Settings, OutOfRange) {
             "energy_window.high_keV: must be >= low_keV, got 500");
   EXPECT_EQ(refusal("coincidence: {min_sector_difference: 7}\n"),
             "coincidence.min_sector_difference: must be <= scanner.bdm_transaxial / 2, got 7");
+  EXPECT_EQ(refusal("coincidence: {time_resolution_ps: -1}\n"),
+            "coincidence.time_resolution_ps: must be >= 0, got -1");
 }
 
 TEST(Settings, KeysMustBeNames) {

@@ -150,6 +150,9 @@ TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
   EXPECT_EQ(json_counter(rates, "frame.no_crystal"), ref.counters[Counter::frame_no_crystal]);
   // The per-BDM singles rates are there, one number per BDM.
   EXPECT_NE(rates.find("\"singles_per_s\":["), std::string::npos);
+  // The trues estimate names the randoms estimate it used (docs/randoms.md).
+  EXPECT_NE(rates.find("\"randoms_method\":\""), std::string::npos) << rates;
+  EXPECT_NE(rates.find("\"randoms_singles_rate\":"), std::string::npos) << rates;
   EXPECT_NE(d->log().find("final counters: rx.datagrams="), std::string::npos);
 
   // The files hold exactly the published coincidence messages, in order.

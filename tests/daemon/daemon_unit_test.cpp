@@ -6,12 +6,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
 
 #include "core/counters.h"
+#include "core/randoms.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
 #include "daemon/rates.h"
@@ -128,6 +131,59 @@ TEST(LatencyWindow, Percentiles) {
   const auto t = w.take();
   EXPECT_NEAR(t.p50_ms, 50, 2);
   EXPECT_EQ(t.max_ms, 5000);
+}
+
+double json_number(const std::string& doc, const std::string& key) {
+  const std::string quoted = "\"" + key + "\":";
+  const std::size_t at = doc.find(quoted);
+  if (at == std::string::npos) return NAN;
+  return std::strtod(doc.c_str() + at + quoted.size(), nullptr);
+}
+
+// The randoms estimates of the rates document (docs/randoms.md) are core/randoms.h on the
+// interval's per-BDM singles and prompt rates, taken on the acquisition's clock: data
+// replayed twice as fast (0.5 s of acquisition in a 1 s interval) have twice the rates.
+TEST(RatesReporter, RandomsEstimatesOnTheAcquisitionClock) {
+  Settings settings;
+  Counters counters(settings.scanner.bdm_transaxial * settings.scanner.bdm_axial);
+  std::vector<double> acq_rate(counters.bdm_count());
+  for (std::uint32_t b = 0; b < counters.bdm_count(); ++b) {
+    counters.add_bdm_singles(b, 100'000 + 1000 * b);
+    acq_rate[b] = (100'000.0 + 1000.0 * b) / 0.5;
+  }
+  counters.add(Counter::coinc_prompts, 300'000);
+  counters.add(Counter::coinc_delayed, 40'000);
+  RatesReporter reporter(counters);
+  RatesSnapshot snap;
+  snap.interval_s = 1.0;
+  snap.acquisition_s = 0.5;
+  const RandomsSettings rs = RandomsSettings::from(settings);
+  snap.randoms = &rs;
+  std::string doc = reporter.build(snap);
+
+  const RandomsEstimates e = estimate_randoms(rs, acq_rate, 600'000.0, 80'000.0);
+  ASSERT_TRUE(e.singles_prompts.modelled);
+  EXPECT_NE(doc.find("\"randoms_method\":\"singles_prompts\""), std::string::npos) << doc;
+  EXPECT_NEAR(json_number(doc, "randoms_singles_rate"), 0.5 * e.singles_rate_per_s, 1e-3);
+  EXPECT_NEAR(json_number(doc, "randoms_singles_prompts"), 0.5 * e.singles_prompts.randoms_per_s, 1e-3);
+  EXPECT_NEAR(json_number(doc, "randoms"), 0.5 * e.singles_prompts.randoms_per_s, 1e-3);
+  EXPECT_NEAR(json_number(doc, "trues"), 300'000.0 - 0.5 * e.singles_prompts.randoms_per_s, 1e-3);
+  EXPECT_GT(json_number(doc, "randoms"), 1000.0);
+  const std::size_t bdm0 = doc.find("\"singles_per_s\":[");
+  ASSERT_NE(bdm0, std::string::npos);
+  EXPECT_NEAR(std::strtod(doc.c_str() + bdm0 + 17, nullptr), 100'000.0, 1e-3) << "wall-clock rates";
+
+  // A policy the model does not cover: the delayed window, and no singles-prompts figure.
+  Settings winner = settings;
+  winner.coincidence.policy = Policy::take_winner_of_goods;
+  const RandomsSettings rw = RandomsSettings::from(winner);
+  snap.randoms = &rw;
+  counters.add(Counter::coinc_prompts, 300'000);
+  counters.add(Counter::coinc_delayed, 40'000);
+  doc = reporter.build(snap);
+  EXPECT_NE(doc.find("\"randoms_method\":\"delayed\""), std::string::npos) << doc;
+  EXPECT_NE(doc.find("\"randoms_singles_prompts\":null"), std::string::npos) << doc;
+  EXPECT_NEAR(json_number(doc, "trues"), 260'000.0, 1e-3);
 }
 
 TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {

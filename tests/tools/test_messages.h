@@ -68,7 +68,9 @@ inline std::string test_rates_json(std::uint64_t sequence) {
   return std::string(head) +
          "  \"rates\": {\"frames\": 2500000.0, \"singles\": 2345678.0, \"prompts\": 123456.0,"
          " \"delayed\": 12345.0, \"trues\": 111111.0, \"multiples\": 1234.0,"
-         " \"randoms_fraction\": 0.1, \"necr\": 100000.0},\n"
+         " \"randoms_fraction\": 0.1, \"necr\": 100000.0, \"randoms\": 12345.0,"
+         " \"randoms_method\": \"singles_prompts\", \"randoms_singles_rate\": 20500.0,"
+         " \"randoms_singles_prompts\": 12345.0},\n"
          "  \"bdm\": {\"transaxial\": 12, \"axial\": 2, \"singles_per_s\": [" + bdm_singles +
          "], \"temperature_degC\": [" + bdm_temps + "]},\n"
          "  \"counters\": {\"rx.datagrams\": 4242, \"rx.frames\": 999, \"rx.kernel_drops\": 7,"

@@ -67,6 +67,10 @@ TEST(TopRates, ReadsTheDocumentPetdaqdPublishes) {
   EXPECT_EQ(r.trues, 111111.0);
   EXPECT_EQ(r.randoms_fraction, 0.1);
   EXPECT_EQ(r.necr, 100000.0);
+  EXPECT_EQ(r.randoms, 12345.0);
+  EXPECT_EQ(r.randoms_method, "singles_prompts");
+  EXPECT_EQ(r.randoms_singles_rate, 20500.0);
+  EXPECT_EQ(r.randoms_singles_prompts, 12345.0);
   EXPECT_EQ(r.bdm_transaxial, 12u);
   EXPECT_EQ(r.bdm_axial, 2u);
   ASSERT_EQ(r.bdm_singles_per_s.size(), 24u);
@@ -91,6 +95,8 @@ TEST(TopRates, RefusesOtherVersionsAndNonJson) {
   EXPECT_DOUBLE_EQ(r.randoms_fraction, 0.2);
   EXPECT_DOUBLE_EQ(r.necr, 64.0);
   EXPECT_TRUE(r.bdm_singles_per_s.empty());
+  EXPECT_FALSE(r.randoms.has_value());
+  EXPECT_TRUE(r.randoms_method.empty());
 }
 
 TEST(TopRates, ProblemCountersAreTheDropsAndErrors) {
@@ -173,7 +179,10 @@ TEST(TopTool, ShowsThePublishedRatesThenSaysWhenDataStops) {
   const std::string screen = tmux.capture();
   for (const char* expected :
        {"backend cpu", "run 3", "uptime 01:02:03", "prompts 123 k/s", "delayed 12.3 k/s",
-        "trues 111 k/s", "randoms 10.0 %", "multiples 1.23 k/s", "NECR 100 k/s",
+        "trues 111 k/s", "randoms 10.0 % (singles_prompts)",
+        "randoms 12.3 k/s by singles_prompts:  delayed 12.3 k/s  singles-rate 20.5 k/s  "
+        "singles-prompts 12.3 k/s",
+        "multiples 1.23 k/s", "NECR 100 k/s",
         "singles 2.35 M/s", "frames 2.50 M/s", "latency p50 1.5 ms", "max 9.8 ms",
         "ring 60/64 free", "pending 17", "rx.kernel_drops 7", "rx.seq_missing 3",
         "t00 a0 [", "10.0 k  30.0C", "t11 a1 [", "240 k  41.5C", "t05 a0 [", "60.0 k     -C",

@@ -1,6 +1,7 @@
 #include "tools/sim/check.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -13,6 +14,7 @@
 #include "core/calibration.h"
 #include "core/coincidence.h"
 #include "core/convert.h"
+#include "core/randoms.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 #include "tools/sim/truth.h"
@@ -36,6 +38,24 @@ double json_number(const std::string& text, const std::string& key) {
 
 bool same_single(const Single& a, const Single& b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// The estimators work on rates; the acquisition's counts go in as rates and come back as
+// counts over its duration.
+void estimate_randoms(const Settings& settings, CheckResult& r) {
+  if (!(r.duration_s > 0)) return;
+  const RandomsSettings rs = RandomsSettings::from(settings);
+  std::vector<double> bdm_rate(r.bdm_singles.size());
+  for (std::size_t b = 0; b < bdm_rate.size(); ++b) bdm_rate[b] = r.rate(r.bdm_singles[b]);
+  const double g = random_pair_good_fraction(rs, bdm_rate);
+  r.randoms_singles_rate = singles_rate_randoms(rs, bdm_rate) * r.duration_s;
+  const SinglesPromptsEstimate sp =
+      singles_prompts_randoms(rs, r.rate(r.singles), r.rate(r.prompts), g);
+  r.randoms_singles_prompts = sp.modelled ? sp.randoms_per_s * r.duration_s : NAN;
+  r.model_pairs = sp.pairs_per_s * r.duration_s;
+  const WindowModelRates m = window_model_rates(rs, sp.unpaired_per_s, sp.pairs_per_s, g);
+  r.model_delayed = sp.modelled ? m.delayed_per_s * r.duration_s : NAN;
+  r.model_multiples = sp.modelled ? m.multiples_per_s * r.duration_s : NAN;
 }
 
 }  // namespace
@@ -120,6 +140,8 @@ CheckResult check_acquisition(const std::filesystem::path& dir,
   r.delayed = delayed.size;
   r.multiples = counts.multiples;
   r.delayed_multiples = counts.delayed_multiples;
+  r.bdm_singles = bdm_singles;
+  estimate_randoms(settings, r);
 
   auto position_of = [&](std::uint64_t time, std::uint32_t crystal, float energy) {
     const Single key{time, crystal, energy};

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "core/counters.h"
 #include "core/settings.h"
@@ -34,6 +35,14 @@ struct CheckResult {
   std::uint64_t truth_pairs_isolated = 0;
   std::uint64_t truth_pairs_isolated_found = 0;
   std::uint64_t truth_pairs_found = 0;
+  // Singles per BDM over the acquisition, and the randoms estimates of core/randoms.h made
+  // from them and the prompt count (counts over the acquisition, not rates).
+  std::vector<std::uint64_t> bdm_singles;
+  double randoms_singles_rate = 0;
+  double randoms_singles_prompts = 0;  // NaN when the policy is not modelled
+  double model_pairs = 0;              // μ·T of the singles-prompts solution
+  double model_delayed = 0;            // the window model's delayed and multiples at that μ
+  double model_multiples = 0;
 
   double rate(std::uint64_t n) const { return duration_s > 0 ? n / duration_s : 0; }
   double necr_per_s() const {

@@ -19,17 +19,68 @@ void usage() {
   std::printf(
       "usage: petdaq-sim-check --config FILE --work-dir DIR [--activities A1,A2,...] [--keep]\n"
       "                        [--policy P] [--window-mode M] [simulation options]\n"
+      "       petdaq-sim-check --randoms --config FILE --work-dir DIR [--activities A1,...]\n"
+      "                        [--durations S1,...] [--policies P/M,...] [simulation options]\n"
       "Simulates each activity (MBq) into DIR/<A>MBq, runs the core pipeline on it and prints\n"
-      "the count-rate table (rates per second). --keep leaves the acquisitions in DIR.\n%s",
+      "the count-rate table (rates per second). --keep leaves the acquisitions in DIR.\n"
+      "--randoms prints instead the randoms estimates (docs/randoms.md) against the true random\n"
+      "prompts, one row per activity and policy/window_mode of --policies (default\n"
+      "kill_multiples/first_open,take_all_goods/first_open,take_all_goods/every_single);\n"
+      "--durations gives each activity its own acquisition length.\n%s",
       petdaq::sim::sim_options_help());
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, sep)) out.push_back(item);
+  return out;
 }
 
 std::vector<double> parse_list(const std::string& text) {
   std::vector<double> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+  for (const std::string& item : split(text, ',')) out.push_back(std::stod(item));
   return out;
+}
+
+// The policy and window mode named in `policy` and `mode` ("" keeps the acquisition's),
+// checked like any config.
+petdaq::CoincidenceSettings with_policy(petdaq::CoincidenceSettings c, const std::string& policy,
+                                        const std::string& mode,
+                                        const std::filesystem::path& dir) {
+  if (policy.empty() && mode.empty()) return c;
+  const std::string text = "coincidence:\n" +
+                           (policy.empty() ? "" : "  policy: " + policy + "\n") +
+                           (mode.empty() ? "" : "  window_mode: " + mode + "\n") +
+                           "calibration: {position_lut: x, energy_correction: y}\n";
+  const petdaq::Settings over = petdaq::parse_settings(text, dir);
+  c.policy = over.coincidence.policy;
+  c.window_mode = over.coincidence.window_mode;
+  return c;
+}
+
+// The coincidence time resolution of the simulated detector: two singles, each with the
+// simulator's Gaussian time resolution (the time of flight inside a mouse phantom adds less
+// than 3 %).
+double coincidence_resolution_ps(const petdaq::sim::SimOptions& o) {
+  return std::sqrt(2.0) * o.time_resolution_fwhm_ps;
+}
+
+// One row of the randoms table: each estimate over the true random prompts. The true count
+// R is Poisson, so a ratio carries a relative error of 1/sqrt(R); the estimates themselves,
+// made from millions of singles, fluctuate far less (docs/randoms.md).
+void print_randoms_row(double activity, bool background, const std::string& label,
+                       const petdaq::sim::CheckResult& r) {
+  const double R = static_cast<double>(r.randoms);
+  auto ratio = [&](double v) { return R > 0 ? v / R : NAN; };
+  std::printf("| %g | %s | %s | %g | %.4g | %.0f | %.3f | %.3f | %.4f | %.4f | %.3f | %.3f |\n",
+              activity, background ? "yes" : "no", label.c_str(), r.duration_s,
+              r.rate(r.randoms), R, ratio(double(r.delayed)), ratio(r.randoms_singles_rate),
+              ratio(r.randoms_singles_prompts), R > 0 ? 1.0 / std::sqrt(R) : NAN,
+              r.multiples ? r.model_multiples / double(r.multiples) : NAN,
+              r.delayed ? r.model_delayed / double(r.delayed) : NAN);
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -38,14 +89,14 @@ int main(int argc, char** argv) {
   using namespace petdaq;
   using namespace petdaq::sim;
   try {
-    const Args args(argc, argv, {"no-background", "keep", "help"});
+    const Args args(argc, argv, {"no-background", "keep", "help", "randoms"});
     if (args.has("help")) {
       usage();
       return 0;
     }
     std::vector<std::string> known = sim_option_names();
     known.insert(known.end(), {"config", "work-dir", "activities", "keep", "policy",
-                               "window-mode", "help"});
+                               "window-mode", "help", "randoms", "durations", "policies"});
     args.only(known);
     if (!args.has("config") || !args.has("work-dir")) {
       usage();
@@ -60,6 +111,42 @@ int main(int argc, char** argv) {
     // Settings overrides go through the config text, so they are checked like any config.
     std::filesystem::path config = args.text("config");
     const std::string policy = args.text("policy"), mode = args.text("window-mode");
+    const std::vector<double> durations = parse_list(args.text("durations", ""));
+    if (!durations.empty() && durations.size() != activities.size())
+      throw std::invalid_argument("--durations needs one length per activity");
+
+    if (args.has("randoms")) {
+      const std::vector<std::string> policies = split(
+          args.text("policies",
+                    "kill_multiples/first_open,take_all_goods/first_open,take_all_goods/every_single"),
+          ',');
+      std::printf("| activity MBq | LYSO | policy, mode | duration s | randoms/s | randoms | "
+                  "delayed / R | singles-rate / R | singles-prompts / R | σ (1/√R) | "
+                  "model / measured multiples | model / measured delayed |\n");
+      std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      for (std::size_t i = 0; i < activities.size(); ++i) {
+        SimOptions o = options;
+        o.activity_MBq = activities[i];
+        if (!durations.empty()) o.duration_s = durations[i];
+        std::ostringstream name;
+        name << activities[i] << "MBq";
+        const std::filesystem::path dir = work / name.str();
+        simulate(config, dir, o);
+        CoincidenceSettings base = load_settings(dir / "petdaq.yaml").coincidence;
+        base.time_resolution_ps = coincidence_resolution_ps(o);
+        for (const std::string& pm : policies) {
+          const std::vector<std::string> parts = split(pm, '/');
+          if (parts.empty() || parts.size() > 2)
+            throw std::invalid_argument("--policies: '" + pm + "' is not policy[/window_mode]");
+          const CoincidenceSettings c =
+              with_policy(base, parts[0], parts.size() > 1 ? parts[1] : "", dir);
+          const CheckResult r = check_acquisition(dir, &c);
+          print_randoms_row(activities[i], o.background, pm, r);
+        }
+        if (!args.has("keep")) std::filesystem::remove_all(dir);
+      }
+      return 0;
+    }
 
     std::printf("| activity MBq | singles/s | prompts/s | trues/s | scatters/s | randoms/s | "
                 "delayed/s | delayed / randoms | scatter fraction | NECR/s | multiples/s | "
@@ -68,20 +155,13 @@ int main(int argc, char** argv) {
     for (const double a : activities) {
       SimOptions o = options;
       o.activity_MBq = a;
+      if (!durations.empty()) o.duration_s = durations[&a - activities.data()];
       std::ostringstream name;
       name << a << "MBq";
       const std::filesystem::path dir = work / name.str();
       simulate(config, dir, o);
-      CoincidenceSettings coincidence = load_settings(dir / "petdaq.yaml").coincidence;
-      if (!policy.empty() || !mode.empty()) {
-        const std::string text = "coincidence:\n" +
-                                 (policy.empty() ? "" : "  policy: " + policy + "\n") +
-                                 (mode.empty() ? "" : "  window_mode: " + mode + "\n") +
-                                 "calibration: {position_lut: x, energy_correction: y}\n";
-        const Settings over = parse_settings(text, dir);
-        coincidence.policy = over.coincidence.policy;
-        coincidence.window_mode = over.coincidence.window_mode;
-      }
+      const CoincidenceSettings coincidence =
+          with_policy(load_settings(dir / "petdaq.yaml").coincidence, policy, mode, dir);
       const CheckResult r = check_acquisition(dir, &coincidence);
       std::printf(
           "| %g | %.4g | %.4g | %.4g | %.4g | %.4g | %.4g | %.3f | %.3f | %.4g | %.4g | %.4g | "
@@ -95,6 +175,9 @@ int main(int argc, char** argv) {
       if (!args.has("keep")) std::filesystem::remove_all(dir);
     }
     return 0;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "petdaq-sim-check: %s\n", e.what());
+    return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-sim-check: %s\n", e.what());
     return 1;

@@ -118,10 +118,23 @@ std::string problems_text(const State& st) {
 }
 
 std::string rates_line(const Rates& r) {
-  return format("prompts %s/s  delayed %s/s  trues %s/s  randoms %.1f %%  multiples %s/s  "
+  const std::string method = r.randoms_method.empty() ? "" : " (" + r.randoms_method + ")";
+  return format("prompts %s/s  delayed %s/s  trues %s/s  randoms %.1f %%%s  multiples %s/s  "
                 "NECR %s/s",
                 si(r.prompts).c_str(), si(r.delayed).c_str(), si(r.trues).c_str(),
-                r.randoms_fraction * 100.0, si(r.multiples).c_str(), si(r.necr).c_str());
+                r.randoms_fraction * 100.0, method.c_str(), si(r.multiples).c_str(),
+                si(r.necr).c_str());
+}
+
+// Every randoms estimate side by side; empty for a document that has only the delayed one.
+std::string randoms_line(const Rates& r) {
+  if (!r.randoms) return {};
+  std::string out = format("randoms %s/s by %s:  delayed %s/s", si(*r.randoms).c_str(),
+                           r.randoms_method.c_str(), si(r.delayed).c_str());
+  if (r.randoms_singles_rate) out += format("  singles-rate %s/s", si(*r.randoms_singles_rate).c_str());
+  if (r.randoms_singles_prompts)
+    out += format("  singles-prompts %s/s", si(*r.randoms_singles_prompts).c_str());
+  return out;
 }
 
 std::string no_data_text(const Options& o) { return "no data from petdaqd at " + o.endpoint; }
@@ -192,6 +205,7 @@ class Screen {
     }
     const Rates& r = *st.latest;
     line(rates_line(r), A_BOLD);
+    if (const std::string randoms = randoms_line(r); !randoms.empty()) line(randoms);
     std::string second = format("singles %s/s  frames %s/s", si(r.singles).c_str(),
                                 si(r.frames).c_str());
     if (r.latency_p50_ms) {

@@ -69,6 +69,11 @@ Rates parse_rates(std::string_view json_text) {
   r.randoms_fraction =
       number_or(rates, "randoms_fraction", r.prompts > 0 ? r.delayed / r.prompts : 0.0);
   r.necr = number_or(rates, "necr", r.prompts > 0 ? r.trues * r.trues / r.prompts : 0.0);
+  r.randoms = optional_number(rates, "randoms");
+  r.randoms_singles_rate = optional_number(rates, "randoms_singles_rate");
+  r.randoms_singles_prompts = optional_number(rates, "randoms_singles_prompts");
+  if (const json::Value* m = rates ? rates->find("randoms_method") : nullptr; m && m->is_string())
+    r.randoms_method = m->as_string();
 
   if (const json::Value* bdm = doc.find("bdm"); bdm && bdm->is_object()) {
     r.bdm_transaxial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "transaxial", 0)));

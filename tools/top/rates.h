@@ -28,6 +28,10 @@ struct Rates {
   // Per second over the last interval.
   double frames = 0, singles = 0, prompts = 0, delayed = 0, trues = 0, multiples = 0;
   double randoms_fraction = 0, necr = 0;
+  // The randoms estimate behind `trues` and its method (docs/randoms.md); absent from
+  // documents of daemons that publish only the delayed window.
+  std::optional<double> randoms, randoms_singles_rate, randoms_singles_prompts;
+  std::string randoms_method;
   std::uint32_t bdm_transaxial = 0, bdm_axial = 0;
   std::vector<double> bdm_singles_per_s;
   std::vector<std::optional<double>> bdm_temperature_degC;

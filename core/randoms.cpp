@@ -1,0 +1,223 @@
+#include "core/randoms.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/geometry.h"
+
+namespace petdaq {
+
+RandomsSettings RandomsSettings::from(const Settings& s) {
+  const Geometry g = Geometry::from(s.scanner);
+  const double tick_s = s.scanner.tick_ps * 1e-12;
+  const auto window_ticks =
+      static_cast<double>(ps_to_ticks(s.coincidence.window_ps, s.scanner.tick_ps));
+  const bool closed = s.coincidence.window_edge == WindowEdge::closed;
+  RandomsSettings rs;
+  rs.window_s = (window_ticks + (closed ? 0.5 : -0.5)) * tick_s;
+  rs.delayed_window_s = (window_ticks + (closed ? 1.0 : 0.0)) * tick_s;
+  // Mean |difference| of two times with a Gaussian difference of this FWHM.
+  rs.pair_spread_s = s.coincidence.time_resolution_ps * 1e-12 / 2.354820045 * std::sqrt(2.0 / M_PI);
+  rs.mode = s.coincidence.window_mode;
+  rs.policy = s.coincidence.policy;
+  rs.delayed = s.coincidence.delayed.enabled;
+  rs.min_sector_difference = s.coincidence.min_sector_difference;
+  rs.bdm_transaxial = g.bdm_transaxial;
+  rs.bdm_axial = g.bdm_axial;
+  rs.crystals_per_bdm = g.du_per_bdm() * g.crystals_per_du();
+  return rs;
+}
+
+namespace {
+
+bool bdms_can_pair(const RandomsSettings& rs, std::uint32_t a, std::uint32_t b) {
+  if (rs.min_sector_difference == 0) return true;
+  const std::uint32_t n = std::max(rs.bdm_transaxial, 1u);
+  return sector_distance(a % n, b % n, n) >= rs.min_sector_difference;
+}
+
+// Σ over ordered pairs of different crystals that make a good pair of s_i·s_j, with each
+// BDM's rate spread evenly over its crystals; calls pair(a, b, value) for a <= b.
+template <class PairFn>
+double good_pair_sum(const RandomsSettings& rs, std::span<const double> bdm, PairFn pair) {
+  const double crystals = std::max(rs.crystals_per_bdm, 1u);
+  double sum = 0;
+  for (std::size_t a = 0; a < bdm.size(); ++a) {
+    for (std::size_t b = a; b < bdm.size(); ++b) {
+      if (!bdms_can_pair(rs, static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(b))) {
+        pair(a, b, 0.0);
+        continue;
+      }
+      // Two crystals of one BDM: every ordered pair but a crystal with itself.
+      const double v = a == b ? bdm[a] * bdm[a] * (1.0 - 1.0 / crystals) : 2.0 * bdm[a] * bdm[b];
+      pair(a, b, v);
+      sum += v;
+    }
+  }
+  return sum;
+}
+
+double total(std::span<const double> v) {
+  double s = 0;
+  for (const double x : v) s += x;
+  return s;
+}
+
+}  // namespace
+
+double random_pair_good_fraction(const RandomsSettings& rs,
+                                 std::span<const double> bdm_singles_per_s) {
+  const double s = total(bdm_singles_per_s);
+  if (!(s > 0)) return 1.0;
+  return good_pair_sum(rs, bdm_singles_per_s, [](std::size_t, std::size_t, double) {}) / (s * s);
+}
+
+double singles_rate_randoms(const RandomsSettings& rs, std::span<const double> bdm_singles_per_s) {
+  // 2τ Σ_{i<j} s_i s_j = τ Σ_{i≠j} s_i s_j over good pairs.
+  return rs.window_s *
+         good_pair_sum(rs, bdm_singles_per_s, [](std::size_t, std::size_t, double) {});
+}
+
+void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
+                                      std::span<const double> bdm_singles_per_s,
+                                      std::span<double> out) {
+  const std::size_t n = bdm_singles_per_s.size();
+  std::fill(out.begin(), out.end(), 0.0);
+  if (out.size() < n * n) return;
+  good_pair_sum(rs, bdm_singles_per_s,
+                [&](std::size_t a, std::size_t b, double v) { out[a * n + b] = rs.window_s * v; });
+}
+
+bool window_model_covers(Policy policy) {
+  return policy == Policy::kill_multiples || policy == Policy::take_all_goods;
+}
+
+WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, double mu, double g) {
+  WindowModelRates m;
+  const double tau = rs.window_s, tau_d = rs.delayed_window_s;
+  const double nu = lambda + mu;       // clusters: an unpaired single or a decay's two singles
+  const double s = lambda + 2.0 * mu;  // singles
+  if (!(nu > 0)) return m;
+  const double e = std::exp(-nu * tau), e_d = std::exp(-nu * tau_d);
+  // Pairs whose two singles lie on either side of a given instant, per unit time: μδ. Such a
+  // pair at a window's edge acts as two unrelated singles (first order in δ/τ).
+  const double straddle = mu * rs.pair_spread_s;
+  // Probability that a window holds at least two more singles than its opener cluster
+  // brings: for an unpaired opener, ≥ 2 singles after it; for a pair, ≥ 1. An unpaired
+  // opener whose window holds only a pair straddling its end has k = 2, not 3.
+  const double unpaired_multiple = 1.0 - e * (1.0 + lambda * tau + straddle);
+  const double pair_multiple = 1.0 - e;
+  if (rs.mode == WindowMode::first_open) {
+    // Openers: the first single after each window, a non-paralysable dead time τ per cluster.
+    const double openers = nu / (1.0 + nu * tau);
+    m.multiples_per_s = openers * (lambda * unpaired_multiple + mu * pair_multiple) / nu;
+    if (rs.policy == Policy::kill_multiples) {
+      // k = 2 from two clusters: an unpaired opener and exactly one unpaired single after it,
+      // or exactly one pair whose later single falls past the window's end.
+      m.randoms_per_s = g * openers * (lambda / nu) * (lambda * tau + straddle) * e;
+      m.prompts_per_s = m.randoms_per_s + openers * (mu / nu) * e;
+      // A delayed window holds one single when it holds one unpaired single, or one pair
+      // straddling either of its edges.
+      m.delayed_per_s = g * openers * (lambda * tau_d + 2.0 * straddle) * e_d;
+    } else if (rs.policy == Policy::take_all_goods) {
+      // Every pair of members from different clusters: E[C(m,2)]·E[c]², m = 1 + Poisson(ντ).
+      // A pair straddling the window's end loses its later single (about s/ν random pairs
+      // with the other members, and its true pair); that single opens the next window, whose
+      // pairs the renewal rate already counts.
+      m.randoms_per_s =
+          g * openers *
+          ((s / nu) * (s / nu) * nu * tau * (1.0 + 0.5 * nu * tau) - straddle * (s / nu));
+      m.prompts_per_s = m.randoms_per_s + mu - openers * straddle;
+      m.delayed_per_s = g * openers * s * tau_d;
+    }
+  } else {
+    // Every single opens a window. Unpaired singles and the later single of a pair see only
+    // other clusters after them; the earlier single of a pair also sees its partner.
+    m.multiples_per_s = nu * unpaired_multiple + mu * pair_multiple;
+    if (rs.policy == Policy::kill_multiples) {
+      // Straddling pairs: one past the window's end, or one whose earlier single precedes
+      // the opener and whose later single joins its window.
+      m.randoms_per_s = g * nu * (lambda * tau + 2.0 * straddle) * e;
+      m.prompts_per_s = m.randoms_per_s + mu * e;
+      m.delayed_per_s = g * s * (lambda * tau_d + 2.0 * straddle) * e_d;
+    } else if (rs.policy == Policy::take_all_goods) {
+      // Each single pairs with the later singles of other decays within τ: S²τ whatever
+      // the spread of a decay's two times.
+      m.randoms_per_s = g * s * s * tau;
+      m.prompts_per_s = m.randoms_per_s + mu;
+      m.delayed_per_s = g * s * s * tau_d;
+    }
+  }
+  return m;
+}
+
+SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double singles_per_s,
+                                               double prompts_per_s, double good_fraction) {
+  SinglesPromptsEstimate e;
+  if (!window_model_covers(rs.policy)) return e;
+  e.modelled = true;
+  if (!(singles_per_s > 0)) return e;
+  const double s = singles_per_s;
+  auto prompts_at = [&](double mu) {
+    return window_model_rates(rs, s - 2.0 * mu, mu, good_fraction).prompts_per_s;
+  };
+  // The model's prompts grow with μ while 4λτ < 1 (far beyond any useful rate), so the
+  // measured prompts fix μ by bisection; outside the model's range μ is clamped.
+  double lo = 0, hi = 0.5 * s;
+  if (!(prompts_per_s > prompts_at(lo))) {
+    hi = lo;
+  } else if (!(prompts_per_s < prompts_at(hi))) {
+    lo = hi;
+  } else {
+    for (int i = 0; i < 100 && hi - lo > 1e-12 * s; ++i) {
+      const double mid = 0.5 * (lo + hi);
+      (prompts_at(mid) < prompts_per_s ? lo : hi) = mid;
+    }
+  }
+  e.pairs_per_s = 0.5 * (lo + hi);
+  e.unpaired_per_s = s - 2.0 * e.pairs_per_s;
+  e.randoms_per_s =
+      window_model_rates(rs, e.unpaired_per_s, e.pairs_per_s, good_fraction).randoms_per_s;
+  return e;
+}
+
+std::string_view randoms_method_name(RandomsMethod m) {
+  switch (m) {
+    case RandomsMethod::delayed:
+      return "delayed";
+    case RandomsMethod::singles_rate:
+      return "singles_rate";
+    case RandomsMethod::singles_prompts:
+      return "singles_prompts";
+  }
+  return "delayed";
+}
+
+RandomsMethod best_randoms_method(const RandomsSettings& rs) {
+  if (window_model_covers(rs.policy)) return RandomsMethod::singles_prompts;
+  return rs.delayed ? RandomsMethod::delayed : RandomsMethod::singles_rate;
+}
+
+RandomsEstimates estimate_randoms(const RandomsSettings& rs,
+                                  std::span<const double> bdm_singles_per_s, double prompts_per_s,
+                                  double delayed_per_s) {
+  RandomsEstimates out;
+  const double g = random_pair_good_fraction(rs, bdm_singles_per_s);
+  out.singles_rate_per_s = singles_rate_randoms(rs, bdm_singles_per_s);
+  out.singles_prompts = singles_prompts_randoms(rs, total(bdm_singles_per_s), prompts_per_s, g);
+  out.best = best_randoms_method(rs);
+  switch (out.best) {
+    case RandomsMethod::singles_prompts:
+      out.best_per_s = out.singles_prompts.randoms_per_s;
+      break;
+    case RandomsMethod::singles_rate:
+      out.best_per_s = out.singles_rate_per_s;
+      break;
+    case RandomsMethod::delayed:
+      out.best_per_s = delayed_per_s;
+      break;
+  }
+  return out;
+}
+
+}  // namespace petdaq
