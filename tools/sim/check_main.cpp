@@ -9,26 +9,29 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/cli.h"
 #include "tools/sim/check.h"
 #include "tools/sim/options.h"
 #include "tools/sim/sim.h"
 
 namespace {
 
-void usage() {
-  std::printf(
-      "usage: petdaq-sim-check --config FILE --work-dir DIR [--activities A1,A2,...] [--keep]\n"
-      "                        [--policy P] [--window-mode M] [simulation options]\n"
-      "Simulates each activity (MBq) into DIR/<A>MBq, runs the core pipeline on it and prints\n"
-      "the count-rate table (rates per second). --keep leaves the acquisitions in DIR.\n%s",
-      petdaq::sim::sim_options_help());
-}
-
 std::vector<double> parse_list(const std::string& text) {
   std::vector<double> out;
   std::stringstream in(text);
   std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::stod(item));
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !(v >= 0))
+      throw std::invalid_argument("--activities: '" + item + "' is not an activity in MBq");
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -37,30 +40,36 @@ std::vector<double> parse_list(const std::string& text) {
 int main(int argc, char** argv) {
   using namespace petdaq;
   using namespace petdaq::sim;
+  cli::App app("petdaq-sim-check",
+               "The count-rate table of docs/simulator.md: simulates each activity (MBq) into "
+               "DIR/<A>MBq, runs the core pipeline on it and prints one row of rates per second.");
+  std::filesystem::path config, work;
+  std::string activities_text = "1,5,10,20,40,80", policy, mode;
+  bool keep = false;
+  SimOptions options;
+  options.duration_s = 0.05;
+  SimOptionText text;
+  cli::add_config(app, config, "the scanner's configuration")->required();
+  app.add_option("--work-dir", work, "where the acquisitions are simulated")
+      ->type_name("DIR")
+      ->required();
+  app.add_option("--activities", activities_text, "comma-separated activities in MBq")
+      ->type_name("A1,A2,...");
+  app.add_flag("--keep", keep, "leave the acquisitions in DIR");
+  app.add_option("--policy", policy, "coincidence.policy to check (default: the config's)")
+      ->type_name("P");
+  app.add_option("--window-mode", mode, "coincidence.window_mode (default: the config's)")
+      ->type_name("M");
+  add_sim_options(app, options, text);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  std::vector<double> activities;
   try {
-    const Args args(argc, argv, {"no-background", "keep", "help"});
-    if (args.has("help")) {
-      usage();
-      return 0;
-    }
-    std::vector<std::string> known = sim_option_names();
-    known.insert(known.end(), {"config", "work-dir", "activities", "keep", "policy",
-                               "window-mode", "help"});
-    args.only(known);
-    if (!args.has("config") || !args.has("work-dir")) {
-      usage();
-      return 2;
-    }
-    SimOptions options;
-    options.duration_s = 0.05;
-    apply_sim_options(args, options);
-    const std::vector<double> activities = parse_list(args.text("activities", "1,5,10,20,40,80"));
-    const std::filesystem::path work = args.text("work-dir");
-
-    // Settings overrides go through the config text, so they are checked like any config.
-    std::filesystem::path config = args.text("config");
-    const std::string policy = args.text("policy"), mode = args.text("window-mode");
-
+    finish_sim_options(text, options);
+    activities = parse_list(activities_text);
+  } catch (const std::exception& e) {
+    return app.usage_error(e.what());
+  }
+  try {
     std::printf("| activity MBq | singles/s | prompts/s | trues/s | scatters/s | randoms/s | "
                 "delayed/s | delayed / randoms | scatter fraction | NECR/s | multiples/s | "
                 "trues/s per MBq | randoms/s per MBq^2 | bad frames |\n");
@@ -92,7 +101,7 @@ int main(int argc, char** argv) {
           r.necr_per_s(), r.rate(r.multiples), a > 0 ? r.rate(r.trues) / a : NAN,
           a > 0 ? r.rate(r.randoms) / (a * a) : NAN, r.frames ? double(r.bad_frames) / r.frames : 0.0);
       std::fflush(stdout);
-      if (!args.has("keep")) std::filesystem::remove_all(dir);
+      if (!keep) std::filesystem::remove_all(dir);
     }
     return 0;
   } catch (const std::exception& e) {

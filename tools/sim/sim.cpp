@@ -1215,6 +1215,8 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
       packetizer.advance(cut);
       summary.duration_s = double(block.end_ticks) * plan.tick_ps * 1e-12;
       pipeline.release(k);
+      if (options.progress)
+        options.progress(plan.total_ticks ? double(k + 1) / double(block_limit) : -1.0, summary);
       if (last) break;
     }
   }
