@@ -131,8 +131,10 @@ inline CLI::Option* add_seed(CLI::App& app, std::uint64_t& seed, std::string wha
 }
 
 // --repetitions N: passes of a benchmark; the median is reported.
-inline CLI::Option* add_repetitions(CLI::App& app, int& repetitions) {
-  return app.add_option("--repetitions", repetitions, "passes; the median is reported")
+template <typename Count>
+CLI::Option* add_repetitions(CLI::App& app, Count& repetitions,
+                             std::string what = "passes; the median is reported") {
+  return app.add_option("--repetitions", repetitions, std::move(what))
       ->type_name("N")
       ->check(CLI::PositiveNumber);
 }
