@@ -103,14 +103,14 @@ class ReadPlm(unittest.TestCase):
         whole = petdaq.read_plm(plm)
         with open(plm, "rb") as f:
             data = f.read()
-        # End the copy 10 bytes into the third message's header.
+        # End the copy 10 bytes into the second message's header.
+        self.assertGreaterEqual(len(whole.messages), 2)
         first = 64 + 64 + int(whole.messages[0]["record_count"]) * 32
-        second = first + 64 + int(whole.messages[1]["record_count"]) * 32
         cut = os.path.join(Acquisition.get(), "growing.plm")
         with open(cut, "wb") as f:
-            f.write(data[:second + 10])
+            f.write(data[:first + 10])
         part = petdaq.read_plm(cut)
-        self.assertEqual(len(part.messages), 2)
+        self.assertEqual(len(part.messages), 1)
         self.assertEqual(part.partial_tail_bytes, 10)
         n_prompts = sum(int(m["record_count"]) for m in part.messages if m["kind"] == 1)
         np.testing.assert_array_equal(part.prompts, whole.prompts[:n_prompts])
