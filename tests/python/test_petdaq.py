@@ -131,6 +131,73 @@ class ReadPlm(unittest.TestCase):
             petdaq.read_plm(bad)
 
 
+class Export(unittest.TestCase):
+    """petdaq-export's HDF5 and CASToR outputs read back with h5py and NumPy."""
+
+    def export(self, fmt, out):
+        acq = Acquisition.get()
+        subprocess.run([tool("petdaq-export"), "--input", os.path.join(acq, "out.plm"), "--config",
+                        os.path.join(acq, "petdaq.yaml"), "--format", fmt, "--output", out,
+                        "--quiet"], check=True, capture_output=True)
+
+    def test_hdf5_equals_petdaq_dump(self):
+        try:
+            import h5py
+        except ImportError:
+            self.skipTest("h5py (python3-h5py) missing")
+        acq = Acquisition.get()
+        out = os.path.join(acq, "out.h5")
+        self.export("hdf5", out)
+        want, text = dump_records(os.path.join(acq, "out.plm"))
+        with h5py.File(out, "r") as f:
+            for kind, name in (("prompt", "prompts"), ("delayed", "delayed")):
+                d = f[name]
+                self.assertIsNotNone(d.chunks)
+                self.assertEqual(d.compression, "gzip")
+                got = d[:]
+                self.assertEqual(len(got), len(want[kind]))
+                self.assertEqual([tuple(r) for r in got.tolist()],
+                                 [(t, dt, a, b, np.float32(ea), np.float32(eb), fl)
+                                  for t, dt, a, b, ea, eb, fl in want[kind]])
+            self.assertEqual(f.attrs["tick_ps"], float(re.search(r"tick_ps (\S+)", text).group(1)))
+            self.assertEqual(f["counts"].attrs["prompts"], len(want["prompt"]))
+            self.assertEqual(f["counts"].attrs["delayed"], len(want["delayed"]))
+            plm = petdaq.read_plm(os.path.join(acq, "out.plm"))
+            np.testing.assert_array_equal(f["messages"]["t_end"], plm.messages["t_end"])
+            np.testing.assert_array_equal(f["messages"]["record_count"], plm.messages["record_count"])
+            # The C++ geometry equals the Python package's (two implementations of DESIGN 3).
+            g = petdaq.Geometry()
+            np.testing.assert_allclose(f["geometry/crystal_position_mm"][:], g.lut(), atol=1e-9)
+            np.testing.assert_array_equal(f["geometry/ring"][:], g.ring(np.arange(g.crystal_count)))
+            np.testing.assert_array_equal(f["geometry/sector"][:], g.sector(np.arange(g.crystal_count)))
+            self.assertIn("scanner:", f["settings"].attrs["config_yaml"].decode())
+
+    def test_castor_records_equal_the_plm(self):
+        acq = Acquisition.get()
+        base = os.path.join(acq, "scan")
+        self.export("castor", base)
+        plm = petdaq.read_plm(os.path.join(acq, "out.plm"))
+        events = np.fromfile(base + ".cdf", dtype=np.dtype([("time_ms", "<u4"), ("crystal_1", "<u4"),
+                                                           ("crystal_2", "<u4")]))
+        p = plm.prompts
+        self.assertGreater(len(p), 100)
+        np.testing.assert_array_equal(events["crystal_1"], p["crystal_a"])
+        np.testing.assert_array_equal(events["crystal_2"], p["crystal_b"])
+        t0 = plm.messages[0]["t_begin"]
+        want_ms = np.floor((p["time_a"] - t0).astype(np.float64) * plm.tick_ps * 1e-9)
+        np.testing.assert_array_equal(events["time_ms"], want_ms.astype(np.uint32))
+        with open(base + ".cdh") as f:
+            header = dict(line.split(": ", 1) for line in f.read().splitlines())
+        self.assertEqual(header["Data mode"], "list-mode")
+        self.assertEqual(int(header["Number of events"]), len(p))
+        self.assertEqual(header["Data filename"], "scan.cdf")
+        g = petdaq.Geometry()
+        lut = np.fromfile(base + ".lut", dtype="<f4").reshape(-1, 6)
+        self.assertEqual(len(lut), g.crystal_count)
+        np.testing.assert_allclose(lut[:, :3], g.lut(), atol=1e-4)
+        np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
+
+
 class Histograms(unittest.TestCase):
     def test_pending_format_says_so(self):
         with self.assertRaisesRegex(NotImplementedError, "DESIGN"):
