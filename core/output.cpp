@@ -159,14 +159,29 @@ std::size_t PlmReader::read_some(void* data, std::size_t bytes) {
 }
 
 bool PlmReader::next(MessageHeader& header, std::vector<CoincRecord>& records) {
+  return read_message(header, records, false);
+}
+
+bool PlmReader::next_complete(MessageHeader& header, std::vector<CoincRecord>& records) {
+  return read_message(header, records, true);
+}
+
+bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& records,
+                             bool tolerate_tail) {
   const std::uint64_t at = offset_;
   std::uint8_t bytes[kMessageHeaderBytes];
   const std::size_t got = read_some(bytes, sizeof bytes);
   if (got == 0) return false;
+  partial_tail_offset_ = at;
   const std::string where = path_.string() + ": message at byte " + std::to_string(at);
-  if (got != sizeof bytes)
+  if (got != sizeof bytes) {
+    if (tolerate_tail) {
+      partial_tail_bytes_ = got;
+      return false;
+    }
     throw PlmError(where + ": truncated header (" + std::to_string(got) + " of " +
                    std::to_string(kMessageHeaderBytes) + " bytes)");
+  }
   header = decode_message_header(bytes);
   if (header.magic != kMessageMagic) throw PlmError(where + ": bad message magic");
   if (header.version != kMessageVersion)
@@ -180,16 +195,32 @@ bool PlmReader::next(MessageHeader& header, std::vector<CoincRecord>& records) {
     throw PlmError(where + ": record size " + std::to_string(header.record_size) + ", expected " +
                    std::to_string(sizeof(CoincRecord)));
   const std::size_t want = std::size_t{header.record_count} * sizeof(CoincRecord);
+  if (tolerate_tail && want > file_bytes_ - std::min(file_bytes_, offset_)) {
+    // A file being written has grown since it was opened.
+    std::error_code ec;
+    const std::uint64_t now = std::filesystem::file_size(path_, ec);
+    if (!ec) file_bytes_ = std::max(file_bytes_, now);
+  }
   // A corrupt count must not make us allocate more than the file can hold.
-  if (want > file_bytes_ - std::min(file_bytes_, offset_))
-    throw PlmError(where + ": truncated records (" +
-                   std::to_string(file_bytes_ - std::min(file_bytes_, offset_)) + " of " +
+  const std::uint64_t left = file_bytes_ - std::min(file_bytes_, offset_);
+  if (want > left) {
+    if (tolerate_tail) {
+      partial_tail_bytes_ = kMessageHeaderBytes + left;
+      return false;
+    }
+    throw PlmError(where + ": truncated records (" + std::to_string(left) + " of " +
                    std::to_string(want) + " bytes)");
+  }
   records.resize(header.record_count);
   const std::size_t body = read_some(records.data(), want);
-  if (body != want)
+  if (body != want) {
+    if (tolerate_tail) {
+      partial_tail_bytes_ = kMessageHeaderBytes + body;
+      return false;
+    }
     throw PlmError(where + ": truncated records (" + std::to_string(body) + " of " +
                    std::to_string(want) + " bytes)");
+  }
   return true;
 }
 

@@ -86,10 +86,17 @@ class PlmReader {
   // Returns false at a clean end of file; throws PlmError on a truncated message, a bad
   // magic or version, a kind other than prompts/delayed or a record size other than 32.
   bool next(MessageHeader& header, std::vector<CoincRecord>& records);
+  // Like next(), but a message cut short by the end of the file (a file still being
+  // written) ends the reading instead of throwing; partial_tail_bytes() then says how many
+  // bytes of it there were. Anything else wrong still throws.
+  bool next_complete(MessageHeader& header, std::vector<CoincRecord>& records);
+  std::uint64_t partial_tail_bytes() const { return partial_tail_bytes_; }
+  std::uint64_t partial_tail_offset() const { return partial_tail_offset_; }
   std::uint64_t offset() const { return offset_; }
 
  private:
   std::size_t read_some(void* data, std::size_t bytes);
+  bool read_message(MessageHeader& header, std::vector<CoincRecord>& records, bool tolerate_tail);
 
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
@@ -97,6 +104,8 @@ class PlmReader {
   PlmHeader header_;
   std::uint64_t offset_ = 0;
   std::uint64_t file_bytes_ = 0;
+  std::uint64_t partial_tail_bytes_ = 0;
+  std::uint64_t partial_tail_offset_ = 0;
 };
 
 // A ResultSink that writes each slice as one prompts message and, when delayed windows are

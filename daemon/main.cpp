@@ -104,14 +104,7 @@ int run(Loaded loaded, const Options& opt) {
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_logger_mt("petdaqd"));
   Options opt;
-  try {
-    opt = parse_options(argc, argv);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "petdaqd: {}\n{}", e.what(), usage());
-    return 2;
-  }
-  if (opt.help) return fmt::print("{}", usage()), 0;
-  if (opt.version) return fmt::print("petdaqd {}\n", PETDAQ_VERSION), 0;
+  if (const auto rc = parse_options(argc, argv, opt)) return *rc;
 
   std::optional<Loaded> loaded = load(opt.config);
   if (!loaded) return 2;

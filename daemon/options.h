@@ -1,30 +1,22 @@
-// petdaqd's command line.
+// petdaqd's command line (tools/common/cli.h: the convention every petdaq binary shares).
 #pragma once
 
 #include <filesystem>
 #include <optional>
-#include <stdexcept>
-#include <string>
 
 #include "core/settings.h"
 
 namespace petdaq::daemon {
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
 struct Options {
   std::filesystem::path config;
   std::optional<BackendKind> backend;  // overrides the config's `backend`
   bool check_config = false;
-  bool version = false;
-  bool help = false;
   bool print_rates = false;
 };
 
-Options parse_options(int argc, char** argv);
-const char* usage();
+// Fills `options` from the command line. Returns the exit code when petdaqd should stop
+// here: 0 after --help or --version, 2 after a usage error (printed, naming the option).
+std::optional<int> parse_options(int argc, char** argv, Options& options);
 
 }  // namespace petdaq::daemon

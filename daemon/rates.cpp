@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace petdaq::daemon {
 
@@ -79,50 +80,50 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   const double randoms_fraction = prompts > 0 ? best_randoms / prompts : 0.0;
   const double necr = prompts > 0 ? trues * trues / prompts : 0.0;
 
-  json_.clear();
-  auto out = std::back_inserter(json_);
-  fmt::format_to(out,
-                 "{{\"version\":1,\"time_unix_ns\":{},\"uptime_s\":{:.3f},\"backend\":\"{}\","
-                 "\"run_id\":{},\"interval_s\":{:.6f},",
-                 s.time_unix_ns, s.uptime_s, s.backend, s.run_id, dt);
-  fmt::format_to(out,
-                 "\"rates\":{{\"frames\":{:.3f},\"singles\":{:.3f},\"prompts\":{:.3f},"
-                 "\"delayed\":{:.3f},\"trues\":{:.3f},\"multiples\":{:.3f},"
-                 "\"randoms_fraction\":{:.6f},\"necr\":{:.3f},",
-                 rate(Counter::rx_frames, dt), rate(Counter::single_accepted, dt), prompts,
-                 delayed, trues, rate(Counter::coinc_multiples, dt), finite(randoms_fraction),
-                 finite(necr));
-  fmt::format_to(out,
-                 "\"randoms\":{:.3f},\"randoms_method\":\"{}\",\"randoms_singles_rate\":{:.3f},",
-                 finite(best_randoms), randoms_method_name(randoms.best),
-                 finite(randoms.singles_rate_per_s / to_acq));
-  if (randoms.singles_prompts.modelled)
-    fmt::format_to(out, "\"randoms_singles_prompts\":{:.3f}}},",
-                   finite(randoms.singles_prompts.randoms_per_s / to_acq));
-  else
-    json_ += "\"randoms_singles_prompts\":null},";
-  fmt::format_to(out, "\"bdm\":{{\"transaxial\":{},\"axial\":{},\"singles_per_s\":[",
-                 s.bdm_transaxial, s.bdm_axial);
-  for (std::uint32_t b = 0; b < bdm_count; ++b)
-    fmt::format_to(out, "{}{:.3f}", b ? "," : "", bdm_rate_[b] / to_acq);
-  json_ += "],\"temperature_degC\":[";
+  // The fields and their types are listed once, in DESIGN section 7 ("`rates` document
+  // fields"); daemon_unit_test checks a built document against that table.
+  nlohmann::ordered_json doc;
+  doc["version"] = 1;
+  doc["time_unix_ns"] = s.time_unix_ns;
+  doc["uptime_s"] = s.uptime_s;
+  doc["backend"] = s.backend;
+  doc["run_id"] = s.run_id;
+  doc["interval_s"] = dt;
+  doc["rates"] = {{"frames", rate(Counter::rx_frames, dt)},
+                  {"singles", rate(Counter::single_accepted, dt)},
+                  {"prompts", prompts},
+                  {"delayed", delayed},
+                  {"trues", trues},
+                  {"multiples", rate(Counter::coinc_multiples, dt)},
+                  {"randoms_fraction", finite(randoms_fraction)},
+                  {"necr", finite(necr)},
+                  {"randoms", finite(best_randoms)},
+                  {"randoms_method", randoms_method_name(randoms.best)},
+                  {"randoms_singles_rate", finite(randoms.singles_rate_per_s / to_acq)}};
+  doc["rates"]["randoms_singles_prompts"] =
+      randoms.singles_prompts.modelled
+          ? nlohmann::ordered_json(finite(randoms.singles_prompts.randoms_per_s / to_acq))
+          : nlohmann::ordered_json(nullptr);
+  nlohmann::ordered_json singles = nlohmann::ordered_json::array();
+  nlohmann::ordered_json temperatures = nlohmann::ordered_json::array();
   for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    if (b) json_ += ',';
+    singles.push_back(bdm_rate_[b] / to_acq);
     const double t = s.temperature_degC ? s.temperature_degC[b] : NAN;
-    if (std::isfinite(t))
-      fmt::format_to(out, "{:.4f}", t);
-    else
-      json_ += "null";
+    temperatures.push_back(std::isfinite(t) ? nlohmann::ordered_json(t) : nullptr);
   }
-  json_ += "]},\"counters\":{";
+  doc["bdm"] = {{"transaxial", s.bdm_transaxial},
+                {"axial", s.bdm_axial},
+                {"singles_per_s", std::move(singles)},
+                {"temperature_degC", std::move(temperatures)}};
+  nlohmann::ordered_json& counters = doc["counters"] = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < kCounterCount; ++i)
-    fmt::format_to(out, "{}\"{}\":{}", i ? "," : "", counter_name(static_cast<Counter>(i)),
-                   now_.value[i]);
-  fmt::format_to(out,
-                 "}},\"queues\":{{\"ring_chunks\":{},\"ring_free\":{},\"pending_frames\":{}}},"
-                 "\"latency_ms\":{{\"p50\":{:.3f},\"p99\":{:.3f},\"max\":{:.3f}}}}}",
-                 s.ring_chunks, s.ring_free, s.pending_frames, s.latency.p50_ms,
-                 s.latency.p99_ms, s.latency.max_ms);
+    counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
+  doc["queues"] = {{"ring_chunks", s.ring_chunks},
+                   {"ring_free", s.ring_free},
+                   {"pending_frames", s.pending_frames}};
+  doc["latency_ms"] = {
+      {"p50", s.latency.p50_ms}, {"p99", s.latency.p99_ms}, {"max", s.latency.max_ms}};
+  json_ = doc.dump();
 
   summary_.clear();
   fmt::format_to(std::back_inserter(summary_),

@@ -1,6 +1,6 @@
-// The `rates` document published once a second (schema in docs/daemon.md): rates over the
-// last interval, per-BDM singles and temperatures, every counter, queue depths and slice
-// latency. Built into a string reserved at start-up.
+// The `rates` document published once a second (its fields: DESIGN section 7): rates over
+// the last interval, per-BDM singles and temperatures, every counter, queue depths and slice
+// latency. Built with nlohmann-json once a second, outside the per-frame path.
 #pragma once
 
 #include <array>

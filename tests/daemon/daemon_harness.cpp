@@ -1,5 +1,7 @@
 #include "daemon_harness.h"
 
+#include <nlohmann/json.hpp>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -234,19 +236,29 @@ std::optional<std::string> Subscriber::last_rates() {
   return last_rates_;
 }
 
+namespace {
+// The first member named `key`, depth first (the rates document's names are unique).
+const nlohmann::json* find_member(const nlohmann::json& j, const std::string& key) {
+  if (!j.is_object()) return nullptr;
+  if (const auto it = j.find(key); it != j.end()) return &*it;
+  for (const auto& [name, value] : j.items())
+    if (const nlohmann::json* found = find_member(value, key)) return found;
+  return nullptr;
+}
+}  // namespace
+
 double json_number(const std::string& json, const std::string& key) {
-  const std::string k = "\"" + key + "\":";
-  const auto at = json.find(k);
-  if (at == std::string::npos) throw std::runtime_error("no key " + key + " in " + json);
-  return std::strtod(json.c_str() + at + k.size(), nullptr);
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  const nlohmann::json* v = find_member(doc, key);
+  if (!v || !v->is_number()) throw std::runtime_error("no number " + key + " in " + json);
+  return v->get<double>();
 }
 
 std::uint64_t json_counter(const std::string& json, const std::string& name) {
-  const std::string k = "\"" + name + "\":";
-  const auto counters = json.find("\"counters\":{");
-  const auto at = json.find(k, counters == std::string::npos ? 0 : counters);
-  if (at == std::string::npos) throw std::runtime_error("no counter " + name);
-  return std::strtoull(json.c_str() + at + k.size(), nullptr, 10);
+  const nlohmann::json doc = nlohmann::json::parse(json);
+  const auto& counters = doc.at("counters");
+  if (!counters.contains(name)) throw std::runtime_error("no counter " + name);
+  return counters.at(name).get<std::uint64_t>();
 }
 
 // ---- sending ----

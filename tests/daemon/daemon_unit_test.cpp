@@ -8,10 +8,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
 #include <cstring>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/counters.h"
 #include "core/randoms.h"
@@ -184,6 +189,92 @@ TEST(RatesReporter, RandomsEstimatesOnTheAcquisitionClock) {
   EXPECT_NE(doc.find("\"randoms_method\":\"delayed\""), std::string::npos) << doc;
   EXPECT_NE(doc.find("\"randoms_singles_prompts\":null"), std::string::npos) << doc;
   EXPECT_NEAR(json_number(doc, "trues"), 260'000.0, 1e-3);
+// The `rates` fields of DESIGN section 7, read from its table: path -> type.
+std::map<std::string, std::string> rates_schema() {
+  std::ifstream in(std::string(PETDAQ_SOURCE_DIR) + "/docs/DESIGN.md");
+  std::map<std::string, std::string> fields;
+  std::string line;
+  bool in_table = false;
+  while (std::getline(in, line)) {
+    if (line.starts_with("`rates` document fields")) in_table = true;
+    if (!in_table) continue;
+    if (line.starts_with("| `")) {
+      const auto name_end = line.find("` |", 3);
+      const auto type_end = line.find(" |", name_end + 3);
+      fields[line.substr(3, name_end - 3)] = line.substr(name_end + 4, type_end - name_end - 4);
+    } else if (!fields.empty() && !line.starts_with("|")) {
+      break;
+    }
+  }
+  return fields;
+}
+
+bool has_type(const nlohmann::json& v, const std::string& type) {
+  if (type == "integer") return v.is_number_integer();
+  if (type == "number") return v.is_number();
+  if (type == "string") return v.is_string();
+  if (type == "array of number" || type == "array of number or null") {
+    if (!v.is_array()) return false;
+    for (const auto& e : v)
+      if (!e.is_number() && !(e.is_null() && type.ends_with("or null"))) return false;
+    return true;
+  }
+  return false;
+}
+
+TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
+  const auto schema = rates_schema();
+  ASSERT_GT(schema.size(), 20u) << "the table in docs/DESIGN.md section 7 was not found";
+  Counters counters(3);
+  counters.add(Counter::rx_frames, 1000);
+  counters.add(Counter::coinc_prompts, 40);
+  counters.add(Counter::coinc_delayed, 10);
+  RatesReporter reporter(counters);
+  const double temperatures[3] = {31.5, NAN, 33.0};
+  RatesSnapshot snap;
+  snap.time_unix_ns = 1763768000000000000ull;
+  snap.uptime_s = 2;
+  snap.interval_s = 2;
+  snap.bdm_transaxial = 3;
+  snap.bdm_axial = 1;
+  snap.temperature_degC = temperatures;
+  snap.ring_chunks = 64;
+  snap.ring_free = 60;
+  const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
+
+  // Every leaf of the document is in the table with its type, and nothing in the table is
+  // missing from the document.
+  std::set<std::string> seen;
+  for (const auto& [key, value] : doc.items()) {
+    if (value.is_object()) {
+      for (const auto& [member, v] : value.items()) {
+        const std::string path = key == "counters" ? "counters.<name>" : key + "." + member;
+        ASSERT_TRUE(schema.count(path)) << path << " is published but not in DESIGN section 7";
+        EXPECT_TRUE(has_type(v, schema.at(path))) << path << " is not " << schema.at(path);
+        seen.insert(path);
+      }
+    } else {
+      ASSERT_TRUE(schema.count(key)) << key << " is published but not in DESIGN section 7";
+      EXPECT_TRUE(has_type(value, schema.at(key))) << key << " is not " << schema.at(key);
+      seen.insert(key);
+    }
+  }
+  for (const auto& [path, type] : schema) EXPECT_TRUE(seen.count(path)) << path << " is missing";
+
+  // The values: every counter by name, rates over the interval, null for an unknown temperature.
+  ASSERT_EQ(doc["counters"].size(), kCounterCount);
+  for (std::size_t i = 0; i < kCounterCount; ++i)
+    EXPECT_EQ(doc["counters"][std::string(counter_name(static_cast<Counter>(i)))],
+              counters.get(static_cast<Counter>(i)));
+  EXPECT_EQ(doc["version"], 1);
+  EXPECT_EQ(doc["time_unix_ns"], 1763768000000000000ull);
+  EXPECT_DOUBLE_EQ(doc["rates"]["frames"].get<double>(), 500.0);
+  EXPECT_DOUBLE_EQ(doc["rates"]["trues"].get<double>(), 15.0);
+  EXPECT_DOUBLE_EQ(doc["rates"]["randoms_fraction"].get<double>(), 0.25);
+  EXPECT_EQ(doc["bdm"]["temperature_degC"][0], 31.5);
+  EXPECT_TRUE(doc["bdm"]["temperature_degC"][1].is_null());
+  EXPECT_EQ(doc["bdm"]["singles_per_s"].size(), 3u);
+  EXPECT_EQ(doc["queues"]["ring_free"], 60);
 }
 
 TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {

@@ -184,6 +184,14 @@ TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("absent.frames"), std::string::npos) << r.err;
 
+  // A file that is not frames (here JSON text): a message and exit 1, not an empty result.
+  const auto text = scanner.dir / "truth.json";
+  std::ofstream(text) << "{\n  \"format\": \"petdaq-sim truth 1\",\n  \"seed\": 1,\n  \"frames\": 12\n}\n";
+  r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+          {"--config", good.string(), "--input", text.string(), "--output", output.string()});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no valid frame"), std::string::npos) << r.err;
+
   r = run(scanner.dir, PETDAQ_OFFLINE_BIN, {"--config", good.string()});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--input is required"), std::string::npos) << r.err;
@@ -194,17 +202,37 @@ TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("fpga"), std::string::npos) << r.err;
 
-  // A truncated .plm: petdaq-dump says so and exits 2.
+  // A .plm cut inside a message (a file still being written): petdaq-dump reads up to the
+  // last complete message, prints exactly what the whole file holds up to there, and says
+  // that a partial message follows.
   r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
           {"--config", good.string(), "--input", input.string(), "--output", output.string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string plm = read_text(output);
-  ASSERT_GT(plm.size(), kPlmHeaderBytes + 10);
+  ASSERT_GT(plm.size(), kPlmHeaderBytes + kMessageHeaderBytes + 10);
+  PlmReader whole(output);
+  MessageHeader first;
+  std::vector<CoincRecord> first_records;
+  ASSERT_TRUE(whole.next(first, first_records));
+  const std::size_t first_end = whole.offset();
+  ASSERT_GT(plm.size(), first_end + 10);
   const auto cut = scanner.dir / "cut.plm";
-  std::ofstream(cut, std::ios::binary) << plm.substr(0, kPlmHeaderBytes + 10);
+  std::ofstream(cut, std::ios::binary) << plm.substr(0, first_end + 10);
+  r = run(scanner.dir, PETDAQ_DUMP_BIN, {"--messages", cut.string()});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("partial message"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("# partial message at byte " + std::to_string(first_end) + " (10 bytes)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# messages prompt 1 delayed 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# records prompt " + std::to_string(first_records.size())),
+            std::string::npos) << r.out;
+  // Corruption inside the file is still an error.
+  std::string corrupt = plm;
+  corrupt[first_end] ^= 0xFF;  // the second message's magic
+  std::ofstream(cut, std::ios::binary) << corrupt;
   r = run(scanner.dir, PETDAQ_DUMP_BIN, {cut.string()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("truncated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("bad message magic"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // petdaq-sim: determinism, arrival order, calibration tables and truth (tools/sim).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -251,9 +252,12 @@ TEST(SimTruth, SummaryMatchesTheFiles) {
     pairs += n == 2;
   }
   EXPECT_EQ(pairs, s.pairs);
-  const std::string json = read_text(dir.path() / "truth.json");
-  EXPECT_NE(json.find("\"frames\": " + std::to_string(s.frames) + ","), std::string::npos);
-  EXPECT_NE(json.find("\"decays\": " + std::to_string(s.decays) + ","), std::string::npos);
+  const auto doc = nlohmann::json::parse(read_text(dir.path() / "truth.json"));
+  EXPECT_EQ(doc.at("format"), "petdaq-sim truth 1");
+  EXPECT_EQ(doc.at("frames").get<std::uint64_t>(), s.frames);
+  EXPECT_EQ(doc.at("decays").get<std::uint64_t>(), s.decays);
+  EXPECT_EQ(doc.at("frames_by_kind").at("scattered").get<std::uint64_t>(), s.frames_scattered);
+  EXPECT_EQ(doc.at("duration_s").get<double>(), s.duration_s);  // exact: a round trip
   // Poisson decays: 2 MBq for 20 ms.
   EXPECT_NEAR(double(s.decays), 40'000.0, 5 * std::sqrt(40'000.0));
 }

@@ -114,14 +114,18 @@ TEST(RecordTool, StopsOnSigtermWithACompleteFile) {
   EXPECT_EQ(n, 8);
 }
 
-TEST(RecordTool, StopsAfterItsDurationEvenWithoutData) {
+TEST(RecordTool, StopsAfterItsDurationEvenWithoutDataAndSaysSo) {
   ScratchDir dir;
   const auto start = std::chrono::steady_clock::now();
   const int rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--config",
                                     config_file(), "--output", (dir / "e.plm").string(),
                                     "--endpoint", dir.ipc("none"), "--duration-s", "0.5"},
                                    dir / "rec.out", dir / "rec.err", std::chrono::seconds(20));
-  EXPECT_EQ(rc, 0);
+  // Nothing received is a warning and exit 1, not a silent empty file.
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(test::read_text(dir / "rec.err").find("no message received from " + dir.ipc("none")),
+            std::string::npos)
+      << test::read_text(dir / "rec.err");
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   PlmReader reader(dir / "e.plm");  // a valid file with a header and no message
   MessageHeader h;
@@ -134,12 +138,13 @@ TEST(RecordTool, BadArgumentsAreClearErrors) {
   int rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--output",
                               (dir / "x.plm").string()},
                              dir / "o", dir / "e");
-  EXPECT_EQ(rc, 1);
-  EXPECT_NE(test::read_text(dir / "e").find("--config FILE is required"), std::string::npos);
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(test::read_text(dir / "e").find("--config is required"), std::string::npos)
+      << test::read_text(dir / "e");
   rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--config",
                           (dir / "missing.yaml").string(), "--output", (dir / "x.plm").string()},
                          dir / "o", dir / "e");
-  EXPECT_EQ(rc, 1);
+  EXPECT_EQ(rc, 2);
   EXPECT_NE(test::read_text(dir / "e").find("missing.yaml"), std::string::npos);
   rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--config", config_file(),
                           "--output", (dir / "no" / "such" / "dir.plm").string(), "--duration-s",

@@ -478,7 +478,7 @@ TEST(ReplayTool, SpeedWithoutATickIsRefusedWithAHint) {
   const auto frames = make_frames(10, 1);
   write_file(dir / "f.frames", frames.data(), frames.size() * 16);
   const auto r = run_replay(dir, {(dir / "f.frames").string(), "--to", "127.0.0.1:9", "--speed", "1"});
-  EXPECT_EQ(r.rc, 1);
+  EXPECT_EQ(r.rc, 2);  // a usage error
   EXPECT_NE(r.err.find("--tick-ps"), std::string::npos) << r.err;
 }
 
@@ -512,7 +512,7 @@ TEST(ReplayTool, NobodyListeningIsCountedAsSendErrors) {
   write_file(dir / "f.frames", frames.data(), frames.size() * 16);
   const auto r = run_replay(dir, {(dir / "f.frames").string(), "--to", closed_port, "--rate",
                                   "1000000", "--payload-bytes", "1472"});
-  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.rc, 3) << r.err;  // datagrams refused
   EXPECT_NE(r.report.at("send_errors"), "0");
   EXPECT_NE(r.err.find("Connection refused"), std::string::npos) << r.err;
 }

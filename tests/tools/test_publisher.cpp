@@ -22,9 +22,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 #include <zmq.hpp>
 
 #include "tests/tools/test_messages.h"
+#include "tools/common/cli.h"
 
 using namespace petdaq;
 using Clock = std::chrono::steady_clock;
@@ -52,51 +54,32 @@ int main(int argc, char** argv) {
   std::set<std::uint64_t> skip_prompt_ids;
   int gap_ms = 5;
   bool bad_first = false;
+  cli::App app("petdaq-test-publisher",
+               "Publishes known batches and rates documents for the tools' tests.");
+  cli::add_endpoint(app, endpoint)->required();
+  app.add_option("--wait-subscriptions", wait_subscriptions,
+                 "publish nothing before N subscriptions arrived (XPUB)")
+      ->type_name("N");
+  app.add_flag("--rates", rates, "publish rates documents");
+  app.add_option("--interval-ms", interval_ms, "between rates documents")->type_name("MS");
+  cli::add_duration_s(app, duration_s, "how long to publish rates");
+  app.add_option("--batches", batches, "coincidence batches to publish")->type_name("N");
+  std::vector<std::uint64_t> skip_ids;
+  app.add_option("--skip-prompt-ids", skip_ids, "prompt message ids not sent")
+      ->type_name("ID,ID,...")
+      ->delimiter(',');
+  app.add_flag("--bad-first", bad_first, "malformed messages before the good ones");
+  app.add_option("--gap-ms", gap_ms, "between batches")->type_name("MS");
   long rates_count = -1;
   int opaque_histograms = 0;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto next = [&]() -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s needs a value\n", a.c_str());
-        std::exit(1);
-      }
-      return argv[++i];
-    };
-    if (a == "--endpoint") {
-      endpoint = next();
-    } else if (a == "--wait-subscriptions") {
-      wait_subscriptions = std::stoi(next());
-    } else if (a == "--rates") {
-      rates = true;
-    } else if (a == "--interval-ms") {
-      interval_ms = std::stoi(next());
-    } else if (a == "--duration-s") {
-      duration_s = std::stod(next());
-    } else if (a == "--batches") {
-      batches = std::stoi(next());
-    } else if (a == "--skip-prompt-ids") {
-      std::stringstream ss(next());
-      std::string id;
-      while (std::getline(ss, id, ',')) skip_prompt_ids.insert(std::stoull(id));
-    } else if (a == "--bad-first") {
-      bad_first = true;
-    } else if (a == "--rates-count") {
-      rates = true;
-      rates_count = std::stol(next());
-    } else if (a == "--opaque-histograms") {
-      opaque_histograms = std::stoi(next());
-    } else if (a == "--gap-ms") {
-      gap_ms = std::stoi(next());
-    } else {
-      std::fprintf(stderr, "unknown option %s\n", a.c_str());
-      return 1;
-    }
-  }
-  if (endpoint.empty()) {
-    std::fprintf(stderr, "--endpoint is required\n");
-    return 1;
-  }
+  app.add_option("--rates-count", rates_count, "publish this many rates documents (implies --rates)")
+      ->type_name("N");
+  app.add_option("--opaque-histograms", opaque_histograms,
+                 "histograms messages of no known layout to publish")
+      ->type_name("N");
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  skip_prompt_ids.insert(skip_ids.begin(), skip_ids.end());
+  if (rates_count >= 0) rates = true;
 
   zmq::context_t ctx(1);
   zmq::socket_t pub(ctx, zmq::socket_type::xpub);

@@ -1,10 +1,9 @@
-// petdaq-top: its JSON reader and rates document, then the display itself under tmux against
+// petdaq-top: its reading of the rates document, then the display itself under tmux against
 // a test publisher, read back with capture-pane the way a person would read it.
 #include <gtest/gtest.h>
 
 #include "tests/tools/process.h"
 #include "tests/tools/test_messages.h"
-#include "tools/top/json.h"
 #include "tools/top/rates.h"
 
 namespace petdaq {
@@ -12,46 +11,6 @@ namespace {
 
 using test::bin_dir;
 using test::ScratchDir;
-
-// ---------------- JSON reader ----------------
-
-TEST(TopJson, ReadsEveryKindOfValue) {
-  const json::Value v = json::parse(
-      R"( {"a": [1, -2.5e3, 0.125, true, false, null], "s": "x\"\\\/\n\u00e9\ud83d\ude00",
-           "o": {}} )");
-  ASSERT_TRUE(v.is_object());
-  const auto& a = v.find("a")->as_array();
-  ASSERT_EQ(a.size(), 6u);
-  EXPECT_EQ(a[0].as_number(), 1.0);
-  EXPECT_EQ(a[1].as_number(), -2500.0);
-  EXPECT_EQ(a[2].as_number(), 0.125);
-  EXPECT_TRUE(a[3].as_bool());
-  EXPECT_FALSE(a[4].as_bool());
-  EXPECT_TRUE(a[5].is_null());
-  EXPECT_EQ(v.find("s")->as_string(), "x\"\\/\n\xC3\xA9\xF0\x9F\x98\x80");
-  EXPECT_TRUE(v.find("o")->as_object().empty());
-  EXPECT_EQ(v.find("missing"), nullptr);
-}
-
-TEST(TopJson, RefusesWhatIsNotStrictJson) {
-  for (const char* bad : {"", "{", "[1,]", "{\"a\":1,}", "// c\n{}", "{'a':1}", "01", "1.",
-                          ".5", "NaN", "Infinity", "-", "1e", "\"a\tb\"", "\"\\x\"",
-                          "\"\\ud800\"", "{\"a\":1,\"a\":2}", "{} {}", "tru", "[1 2]",
-                          "{\"a\" 1}", "1e999"}) {
-    EXPECT_THROW(json::parse(bad), json::ParseError) << bad;
-  }
-  EXPECT_THROW(json::parse(std::string(100, '[') + std::string(100, ']')), json::ParseError);
-  EXPECT_NO_THROW(json::parse(std::string(60, '[') + std::string(60, ']')));
-}
-
-TEST(TopJson, ErrorsSayWhere) {
-  try {
-    json::parse("{\"a\": [1, 2,, 3]}");
-    FAIL();
-  } catch (const json::ParseError& e) {
-    EXPECT_EQ(e.offset(), 12u);
-  }
-}
 
 // ---------------- the rates document ----------------
 

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <memory>
 #include <random>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "core/calibration.h"
 #include "core/convert.h"
 #include "core/settings.h"
+#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {
@@ -40,51 +42,28 @@ struct Options {
   std::size_t frames_per_datagram = 560;  // 8960 bytes: a full raw datagram under a 9000 MTU
 };
 
-void usage() {
-  std::printf(
-      "usage: petdaq-bench-convert [--frames N] [--repeat R] [--datagram F] [--config FILE] [--seed S]\n"
-      "                            [--input FRAMES]\n"
-      "  --frames N     frames per pass (default 10000000)\n"
-      "  --datagram F   frames per datagram, all from one BDM (default 560); the worst case,\n"
-      "                 every frame from a random BDM, is measured as well\n"
-      "  --repeat R     passes per layout; the median is reported (default 7)\n"
-      "  --config FILE  scanner and energy window from this file (default: built-in defaults,\n"
-      "                 which equal config/petdaq.yaml); the tables are synthetic\n"
-      "  --seed S       random seed of the synthetic stream (default 1)\n"
-      "  --input FRAMES convert the first N frames of this file of raw frames (petdaq-sim's\n"
-      "                 frames.bin) with the calibration tables --config names\n");
-}
-
-bool parse_args(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    const bool has_value = i + 1 < argc;
-    if (a == "--help" || a == "-h") {
-      usage();
-      std::exit(0);
-    } else if (a == "--frames" && has_value) {
-      o.frames = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--repeat" && has_value) {
-      o.repeat = std::atoi(argv[++i]);
-    } else if (a == "--input" && has_value) {
-      o.input = argv[++i];
-    } else if (a == "--config" && has_value) {
-      o.config = argv[++i];
-    } else if (a == "--datagram" && has_value) {
-      o.frames_per_datagram = std::strtoull(argv[++i], nullptr, 10);
-    } else if (a == "--seed" && has_value) {
-      o.seed = std::strtoull(argv[++i], nullptr, 10);
-    } else {
-      std::fprintf(stderr, "petdaq-bench-convert: unknown or incomplete option '%s'\n", a.c_str());
-      usage();
-      return false;
-    }
-  }
-  if (o.frames == 0 || o.repeat < 1 || o.frames_per_datagram == 0) {
-    std::fprintf(stderr, "petdaq-bench-convert: --frames, --repeat and --datagram must be >= 1\n");
-    return false;
-  }
-  return true;
+// Returns the exit code when the program should stop here (--help, --version, a usage error).
+std::optional<int> parse_args(int argc, char** argv, Options& o) {
+  cli::App app("petdaq-bench-convert",
+               "The CPU convert stage on the default scanner and other energy-table layouts, "
+               "or on a file of frames with the configuration's calibration.");
+  app.add_option("--frames", o.frames, "frames per pass")->type_name("N")->check(CLI::PositiveNumber);
+  app.add_option("--datagram", o.frames_per_datagram,
+                 "frames per datagram, all from one BDM; the worst case, every frame from a "
+                 "random BDM, is measured as well")
+      ->type_name("F")
+      ->check(CLI::PositiveNumber);
+  cli::add_repetitions(app, o.repeat);
+  app.add_option("-c,--config", o.config,
+                 "scanner and energy window from this file (default: built-in defaults, which "
+                 "equal config/petdaq.yaml); the tables are synthetic")
+      ->type_name("FILE");
+  app.add_option("-i,--input", o.input,
+                 "convert the first N frames of this file of raw frames (petdaq-sim's "
+                 "frames.bin) with the calibration tables --config names")
+      ->type_name("FILE");
+  cli::add_seed(app, o.seed, "random seed of the synthetic stream");
+  return app.parse_or_exit(argc, argv);
 }
 
 // Raw ADC value of the 511 keV photopeak of each crystal: crystals differ in light yield.
@@ -404,7 +383,7 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   petdaq::Options o;
-  if (!petdaq::parse_args(argc, argv, o)) return 2;
+  if (const auto rc = petdaq::parse_args(argc, argv, o)) return *rc;
   try {
     return petdaq::run(o);
   } catch (const std::exception& e) {

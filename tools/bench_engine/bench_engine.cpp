@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "core/coincidence.h"
 #include "core/geometry.h"
 #include "core/settings.h"
+#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {
@@ -39,55 +41,25 @@ struct Options {
   std::uint64_t seed = 1;
 };
 
-void usage() {
-  std::printf(
-      "usage: petdaq-bench-engine [--singles N] [--rate SINGLES_PER_S] [--slice-ms MS]\n"
-      "                           [--repetitions R] [--packet N] [--seed S]\n"
-      "  --singles N        singles to process per repetition (default 50000000)\n"
-      "  --rate R           simulated singles rate in 1/s (default 2e7)\n"
-      "  --slice-ms MS      slice length in ms of acquisition time (default 10)\n"
-      "  --repetitions R    full passes; the median is reported (default 5)\n"
-      "  --packet N         singles per datagram from one BDM (default 560)\n"
-      "  --seed S           random seed (default 1)\n");
-}
-
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "petdaq-bench-engine: %s needs a value\n", argv[i]);
-      return false;
-    }
-    const char* value = argv[++i];
-    char* end = nullptr;
-    const double v = std::strtod(value, &end);
-    if (end == value || *end != '\0' || !(v > 0)) {
-      std::fprintf(stderr, "petdaq-bench-engine: %s: '%s' is not a positive number\n",
-                   argv[i - 1], value);
-      return false;
-    }
-    if (arg == "--singles")
-      o.singles = static_cast<std::uint64_t>(v);
-    else if (arg == "--rate")
-      o.rate_per_s = v;
-    else if (arg == "--slice-ms")
-      o.slice_ms = v;
-    else if (arg == "--repetitions")
-      o.repetitions = static_cast<unsigned>(v);
-    else if (arg == "--packet")
-      o.packet_singles = static_cast<std::size_t>(v);
-    else if (arg == "--seed")
-      o.seed = static_cast<std::uint64_t>(v);
-    else {
-      std::fprintf(stderr, "petdaq-bench-engine: unknown option %s\n", argv[i - 1]);
-      return false;
-    }
-  }
-  return true;
+// Returns the exit code when the program should stop here (--help, --version, a usage error).
+std::optional<int> parse(int argc, char** argv, Options& o) {
+  cli::App app("petdaq-bench-engine",
+               "The CPU order + coincidence engine on a simulated stream of singles.");
+  app.add_option("--singles", o.singles, "singles to process per repetition")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--rate", o.rate_per_s, "simulated singles rate in 1/s")
+      ->type_name("SINGLES_PER_S")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slice-ms", o.slice_ms, "slice length in ms of acquisition time")
+      ->type_name("MS")
+      ->check(CLI::PositiveNumber);
+  cli::add_repetitions(app, o.repetitions);
+  app.add_option("--packet", o.packet_singles, "singles per datagram from one BDM")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  cli::add_seed(app, o.seed, "random seed");
+  return app.parse_or_exit(argc, argv);
 }
 
 // Simulated singles, produced slice by slice in arrival order.
@@ -267,10 +239,7 @@ void print_stage(const char* name, double seconds, std::uint64_t singles) {
 int main(int argc, char** argv) {
   using namespace petdaq;
   Options o;
-  if (!parse(argc, argv, o)) {
-    usage();
-    return 2;
-  }
+  if (const auto rc = parse(argc, argv, o)) return *rc;
   const Settings settings;  // the default scanner and coincidence settings
   const CoincidenceParams p = CoincidenceParams::from(settings);
   std::printf(

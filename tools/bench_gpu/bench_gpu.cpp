@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -33,6 +34,7 @@
 #include "gpu/gpu_stage_times.h"
 #include "proto/bytes.h"
 #include "proto/frame.h"
+#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {
@@ -51,69 +53,27 @@ struct Options {
   std::uint64_t seed = 1;
 };
 
-void usage() {
-  std::printf(
-      "usage: petdaq-bench-gpu [--rate SINGLES_PER_S] [--pool-frames N] [--cpu-frames N]\n"
-      "                        [--slices N,N,...] [--repetitions R] [--seed S]\n"
-      "  --rate R          simulated singles rate in 1/s (default 2e8)\n"
-      "  --pool-frames N   frames generated into pinned memory (default 671088640)\n"
-      "  --cpu-frames N    frames the CPU backend processes (default 16777216)\n"
-      "  --slices LIST     frames per slice to measure (default 1048576,16777216,67108864)\n"
-      "  --repetitions R   single-slice runs per size for the stage times (default 5)\n"
-      "  --seed S          random seed (default 1)\n");
-}
-
-bool parse(int argc, char** argv, Options& o) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage();
-      std::exit(0);
-    }
-    if (i + 1 >= argc) {
-      std::fprintf(stderr, "petdaq-bench-gpu: %s needs a value\n", argv[i]);
-      return false;
-    }
-    const std::string value = argv[++i];
-    if (arg == "--slices") {
-      o.slice_frames.clear();
-      std::size_t at = 0;
-      while (at <= value.size()) {
-        const std::size_t comma = std::min(value.find(',', at), value.size());
-        const double v = std::strtod(value.substr(at, comma - at).c_str(), nullptr);
-        if (!(v >= 1)) {
-          std::fprintf(stderr, "petdaq-bench-gpu: --slices: '%s' is not a list of sizes\n",
-                       value.c_str());
-          return false;
-        }
-        o.slice_frames.push_back(static_cast<std::uint64_t>(v));
-        at = comma + 1;
-      }
-      continue;
-    }
-    char* end = nullptr;
-    const double v = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || !(v > 0)) {
-      std::fprintf(stderr, "petdaq-bench-gpu: %s: '%s' is not a positive number\n", argv[i - 1],
-                   value.c_str());
-      return false;
-    }
-    if (arg == "--rate")
-      o.rate_per_s = v;
-    else if (arg == "--pool-frames")
-      o.pool_frames = static_cast<std::uint64_t>(v);
-    else if (arg == "--cpu-frames")
-      o.cpu_frames = static_cast<std::uint64_t>(v);
-    else if (arg == "--repetitions")
-      o.stage_repetitions = static_cast<unsigned>(v);
-    else if (arg == "--seed")
-      o.seed = static_cast<std::uint64_t>(v);
-    else {
-      std::fprintf(stderr, "petdaq-bench-gpu: unknown option %s\n", argv[i - 1]);
-      return false;
-    }
-  }
-  return true;
+// Returns the exit code when the program should stop here (--help, --version, a usage error).
+std::optional<int> parse(int argc, char** argv, Options& o) {
+  cli::App app("petdaq-bench-gpu",
+               "GPU backend throughput next to the pinned copy rate and the CPU backend.");
+  app.add_option("--rate", o.rate_per_s, "simulated singles rate in 1/s")
+      ->type_name("SINGLES_PER_S")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--pool-frames", o.pool_frames, "frames generated into pinned memory")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cpu-frames", o.cpu_frames, "frames the CPU backend processes")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--slices", o.slice_frames, "frames per slice to measure")
+      ->type_name("N,N,...")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  cli::add_repetitions(app, o.stage_repetitions,
+                       "single-slice runs per size for the stage times");
+  cli::add_seed(app, o.seed, "random seed");
+  return app.parse_or_exit(argc, argv);
 }
 
 // Position table: each crystal covers a square of the flood map; labels as in DESIGN
@@ -470,10 +430,7 @@ int bench(const Options& o) {
 
 int main(int argc, char** argv) {
   petdaq::Options o;
-  if (!petdaq::parse(argc, argv, o)) {
-    petdaq::usage();
-    return 2;
-  }
+  if (const auto rc = petdaq::parse(argc, argv, o)) return *rc;
   try {
     return petdaq::bench(o);
   } catch (const std::exception& e) {

@@ -41,5 +41,5 @@ echo "== 3. CPU stages on this machine"
 
 echo "== 4. petdaqd over UDP loopback, GPU backend"
 PETDAQD="$bin/petdaqd" "$bin/petdaqd_bench" --backend gpu --start-mfps 20 --max-mfps 640 \
-    --seconds 2 2>&1 | tee "$out/daemon_gpu.log" | tail -12 || status=1
+    --duration-s 2 2>&1 | tee "$out/daemon_gpu.log" | tail -12 || status=1
 exit $status

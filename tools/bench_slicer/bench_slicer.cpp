@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
+#include "tools/common/cli.h"
 
 namespace {
 
@@ -77,29 +79,23 @@ double thread_cpu_s() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-int usage() {
-  std::fprintf(stderr,
-               "usage: petdaq-bench-slicer --config FILE --input FRAMES.bin [--push-frames N] "
-               "[--repeats N]\n");
-  return 2;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) try {
-  std::string config, input;
+  std::filesystem::path config, input;
   std::size_t push_frames = 262144;  // one ring chunk of the default size
   int repeats = 3;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (i + 1 >= argc) return usage();
-    if (a == "--config") config = argv[++i];
-    else if (a == "--input") input = argv[++i];
-    else if (a == "--push-frames") push_frames = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--repeats") repeats = std::atoi(argv[++i]);
-    else return usage();
-  }
-  if (config.empty() || input.empty() || push_frames == 0 || repeats < 1) return usage();
+  cli::App app("petdaq-bench-slicer",
+               "The Slicer alone, feeding a backend that only counts frames.");
+  cli::add_config(app, config, "the configuration")->required();
+  app.add_option("-i,--input", input, "frame file (petdaq-sim's frames.bin)")
+      ->type_name("FILE")
+      ->required();
+  app.add_option("--push-frames", push_frames, "frames per push (one datagram)")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
+  cli::add_repetitions(app, repeats, "passes; the best is reported");
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   const Settings settings = load_settings(config);
   const Calibration calibration = load_calibration(settings);
 

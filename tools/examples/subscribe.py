@@ -1,108 +1,77 @@
 #!/usr/bin/env python3
 """Subscribe to petdaqd's coincidences and get each batch as a NumPy structured array.
 
-A starting point for analysis scripts. Every message petdaqd publishes has three frames:
-
-  1. the topic: b"coinc.prompt" or b"coinc.delayed" (also b"rates", b"singles")
-  2. a 64-byte little-endian message header (MESSAGE_HEADER below)
-  3. the records: record_count x 32 bytes (RECORD below)
-
-Coincidence times are in scanner ticks (scanner.tick_ps in the daemon's configuration);
+A starting point for analysis scripts, over the petdaq Python package (python/petdaq:
+`pip install ./python`, or PYTHONPATH=python from a checkout). Each batch is one published
+message: its header (message_id, run_id, slice_id, t_begin, t_end in scanner ticks) and its
+records (petdaq.RECORD: time_a, dt, crystal_a, crystal_b, energy_a, energy_b, flags).
 message_id counts up by one per kind, so a gap means messages were missed.
 
-  python3 subscribe.py                                  # default endpoint, until Ctrl-C
+  python3 subscribe.py --config /etc/petdaq/petdaq.yaml   # the endpoint petdaqd publishes on
   python3 subscribe.py --endpoint tcp://daq:5556 --count 10 --topic coinc.prompt
 
 Needs pyzmq and NumPy (Debian: python3-zmq python3-numpy).
 """
 
 import argparse
-import struct
+import os
+import re
 import sys
 
+try:
+    import petdaq
+except ImportError:  # run from a checkout or from the installed examples directory
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:0] = [os.path.join(here, "..", "..", "python"), os.path.join(here, "..", "python")]
+    import petdaq
+
 import numpy as np
-import zmq
 
-# One coincidence, 32 bytes, little-endian (DESIGN section 5).
-RECORD = np.dtype(
-    [
-        ("time_a", "<u8"),     # ticks, the earlier single (the window opener for delayed)
-        ("dt", "<i4"),         # time_b - time_a, ticks
-        ("crystal_a", "<u4"),  # global crystal ids
-        ("crystal_b", "<u4"),
-        ("energy_a", "<f4"),   # keV
-        ("energy_b", "<f4"),
-        ("flags", "<u4"),      # bit 0 delayed, bit 1 from a multiple, bits 8-15 multiplicity
-    ]
-)
-assert RECORD.itemsize == 32
-
-# magic, version, kind, message_id, run_id, slice_id, t_begin, t_end,
-# record_count, record_size, flags, reserved
-MESSAGE_HEADER = struct.Struct("<IHHQQQQQIIII")
-MESSAGE_MAGIC = 0x31514450  # "PDQ1"
-KIND_NAMES = {1: "prompts", 2: "delayed", 3: "singles"}
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
 
 
-def decode(frames):
-    """Turn the three frames of one coincidence message into (topic, header dict, records)."""
-    if len(frames) != 3:
-        raise ValueError(f"{len(frames)} frames instead of 3")
-    topic, head, body = frames
-    if len(head) != MESSAGE_HEADER.size:
-        raise ValueError(f"header of {len(head)} bytes instead of {MESSAGE_HEADER.size}")
-    (magic, version, kind, message_id, run_id, slice_id, t_begin, t_end,
-     record_count, record_size, _flags, _reserved) = MESSAGE_HEADER.unpack(head)
-    if magic != MESSAGE_MAGIC or version != 1:
-        raise ValueError("not a petdaq message (bad magic or version)")
-    if record_size != RECORD.itemsize or len(body) != record_count * record_size:
-        raise ValueError(f"{len(body)} bytes for {record_count} records of {record_size} bytes")
-    header = dict(kind=KIND_NAMES.get(kind, str(kind)), message_id=message_id, run_id=run_id,
-                  slice_id=slice_id, t_begin=t_begin, t_end=t_end, record_count=record_count)
-    # frombuffer does not copy: the array is a view of the received bytes.
-    return topic.decode(), header, np.frombuffer(body, dtype=RECORD)
+def config_endpoint(path):
+    """output.zmq.endpoint of a petdaq configuration (PyYAML when present, else a plain scan)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        import yaml
+        doc = yaml.safe_load(text) or {}
+        return ((doc.get("output") or {}).get("zmq") or {}).get("endpoint", DEFAULT_ENDPOINT)
+    except ImportError:
+        m = re.search(r"^output:\s*\n(?:[ \t].*\n)*?[ \t]+zmq:\s*\n(?:[ \t].*\n)*?[ \t]+endpoint:\s*"
+                      r"[\"']?([^\"'\s#]+)", text, re.M)
+        return m.group(1) if m else DEFAULT_ENDPOINT
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--endpoint", default="tcp://127.0.0.1:5556")
+    parser = argparse.ArgumentParser(prog="subscribe", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version",
+                        version=f"subscribe (petdaq) {petdaq.__version__}")
+    parser.add_argument("-c", "--config", help="petdaq configuration: the endpoint from "
+                        "output.zmq.endpoint")
+    parser.add_argument("--endpoint", help="where petdaqd publishes (overrides --config; "
+                        f"default {DEFAULT_ENDPOINT})")
     parser.add_argument("--topic", action="append",
                         help="coinc.prompt and/or coinc.delayed (default both)")
     parser.add_argument("--count", type=int, default=0, help="stop after N batches (0: never)")
     parser.add_argument("--timeout-s", type=float, default=0,
                         help="give up when nothing arrives for this long (0: wait forever)")
     args = parser.parse_args()
+    endpoint = args.endpoint or (config_endpoint(args.config) if args.config else DEFAULT_ENDPOINT)
 
-    context = zmq.Context()
-    socket = context.socket(zmq.SUB)
-    socket.connect(args.endpoint)
-    for topic in args.topic or ["coinc.prompt", "coinc.delayed"]:
-        socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
-    if args.timeout_s > 0:
-        socket.setsockopt(zmq.RCVTIMEO, int(args.timeout_s * 1000))
-
-    expected = {}  # next message_id per kind, to count missed batches
     batches = 0
     try:
-        while args.count == 0 or batches < args.count:
-            try:
-                frames = socket.recv_multipart(copy=True)
-            except zmq.Again:
-                print(f"no batch from {args.endpoint} within {args.timeout_s} s", file=sys.stderr)
-                return 1
-            try:
-                topic, head, records = decode(frames)
-            except ValueError as e:
-                print(f"skipped a message: {e}", file=sys.stderr)
-                continue
-            missed = head["message_id"] - expected.get(topic, head["message_id"])
-            expected[topic] = head["message_id"] + 1
-            batches += 1
-            line = (f"{topic} id={head['message_id']} run={head['run_id']} "
-                    f"slice={head['slice_id']} t=[{head['t_begin']},{head['t_end']}) "
+        for batch in petdaq.subscribe(endpoint, args.topic or ("coinc.prompt", "coinc.delayed"),
+                                      timeout_s=args.timeout_s or None,
+                                      on_error=lambda e: print(f"skipped a message: {e}",
+                                                               file=sys.stderr)):
+            h, records = batch.header, batch.records
+            line = (f"{batch.topic} id={h['message_id']} run={h['run_id']} "
+                    f"slice={h['slice_id']} t=[{h['t_begin']},{h['t_end']}) "
                     f"records={len(records)}")
-            if missed > 0:
-                line += f" missed={missed}"
+            if batch.missed > 0:
+                line += f" missed={batch.missed}"
             if len(records):
                 first = records[0]
                 line += (f" first: time_a={first['time_a']} dt={first['dt']} "
@@ -111,11 +80,14 @@ def main():
                          f"flags=0x{first['flags']:04x}"
                          f" mean_energy_sum={float(np.mean(records['energy_a'] + records['energy_b'])):.2f}")
             print(line, flush=True)
+            batches += 1
+            if args.count and batches >= args.count:
+                break
+    except TimeoutError as e:
+        print(e, file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         pass
-    finally:
-        socket.close(linger=0)
-        context.term()
     return 0
 
 

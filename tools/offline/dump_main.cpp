@@ -3,21 +3,14 @@
 #include <cinttypes>
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "core/output.h"
+#include "tools/common/cli.h"
 
 namespace {
-
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: petdaq-dump [--summary] [--messages] FILE.plm\n"
-               "  prints the file header, then one line per record:\n"
-               "    kind run slice time_a dt crystal_a crystal_b energy_a energy_b flags\n"
-               "  --messages  also one line per message header\n"
-               "  --summary   only the counts\n");
-}
 
 const char* kind_name(std::uint16_t kind) { return kind == 1 ? "prompt" : "delayed"; }
 
@@ -25,29 +18,16 @@ const char* kind_name(std::uint16_t kind) { return kind == 1 ? "prompt" : "delay
 
 int main(int argc, char** argv) {
   using namespace petdaq;
+  cli::App app("petdaq-dump",
+               "Prints a list-mode (.plm) file: the file header, then one line per record: "
+               "kind run slice time_a dt crystal_a crystal_b energy_a energy_b flags. A file "
+               "still being written is read up to its last complete message.");
   bool summary = false, messages = false;
-  std::string file;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--summary") summary = true;
-    else if (a == "--messages") messages = true;
-    else if (a == "--help" || a == "-h") {
-      usage(stdout);
-      return 0;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "petdaq-dump: unknown option '%s'\n", a.c_str());
-      usage(stderr);
-      return 2;
-    } else if (file.empty()) file = a;
-    else {
-      std::fprintf(stderr, "petdaq-dump: one file at a time\n");
-      return 2;
-    }
-  }
-  if (file.empty()) {
-    usage(stderr);
-    return 2;
-  }
+  std::filesystem::path file;
+  cli::add_input(app, file, "the .plm file")->required();
+  app.add_flag("--summary", summary, "only the counts");
+  app.add_flag("--messages", messages, "also one line per message header");
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   try {
     PlmReader reader(file);
     const PlmHeader& h = reader.header();
@@ -61,7 +41,7 @@ int main(int argc, char** argv) {
     std::uint64_t runs = 0, last_run = 0;
     std::uint64_t t_first = 0, t_last = 0;
     bool any = false;
-    while (reader.next(m, records)) {
+    while (reader.next_complete(m, records)) {
       const int k = m.kind == 1 ? 1 : 2;
       ++message_count[k];
       record_count[k] += records.size();
@@ -90,6 +70,15 @@ int main(int argc, char** argv) {
                 " and %" PRIu64 ")\n",
                 record_count[1], record_count[2], from_multiple[1], from_multiple[2]);
     std::printf("# runs %" PRIu64 " ticks [%" PRIu64 ", %" PRIu64 ")\n", runs, t_first, t_last);
+    if (reader.partial_tail_bytes()) {
+      std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
+                  reader.partial_tail_offset(), reader.partial_tail_bytes());
+      std::fprintf(stderr,
+                   "petdaq-dump: %s: read up to the last complete message; the %" PRIu64
+                   " bytes after it are a partial message (file still being written, or "
+                   "truncated)\n",
+                   file.c_str(), reader.partial_tail_bytes());
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-dump: %s\n", e.what());
     return 2;

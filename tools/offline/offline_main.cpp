@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,12 +28,16 @@
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
 #include "gpu/select_backend.h"
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
 
 namespace petdaq {
 namespace {
 
 constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
 constexpr std::size_t kClockSamples = 63;
+
+constexpr const char* kProgram = "petdaq-offline";
 
 struct Options {
   std::filesystem::path config;
@@ -42,42 +47,23 @@ struct Options {
   bool quiet = false;
 };
 
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: petdaq-offline --config FILE --input FRAMES --output OUT.plm "
-               "[--backend cpu|gpu|auto] [--quiet]\n"
-               "  Processes a file of 16-byte raw frames as petdaqd would and writes the\n"
-               "  coincidences to a list-mode (.plm) file; prints a summary.\n");
-}
-
 class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
 
-Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw UsageError(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--config") o.config = value();
-    else if (a == "--input") o.input = value();
-    else if (a == "--output") o.output = value();
-    else if (a == "--backend") o.backend = value();
-    else if (a == "--quiet") o.quiet = true;
-    else if (a == "--help" || a == "-h") {
-      usage(stdout);
-      std::exit(0);
-    } else
-      throw UsageError("unknown argument '" + a + "'");
-  }
-  if (o.config.empty()) throw UsageError("--config is required");
-  if (o.input.empty()) throw UsageError("--input is required");
-  if (o.output.empty()) throw UsageError("--output is required");
-  return o;
+// Each option is declared once here; adding one is one add_option line and one field.
+std::optional<int> parse(int argc, char** argv, Options& o) {
+  cli::App app(kProgram,
+               "Processes a file of 16-byte raw frames as petdaqd would and writes the "
+               "coincidences to a list-mode (.plm) file; prints a summary.");
+  cli::add_config(app, o.config, "the YAML configuration (scanner, calibration, coincidence)")
+      ->required();
+  cli::add_input(app, o.input, "the frame file (16-byte raw frames back to back)")->required();
+  cli::add_output(app, o.output, "the list-mode file to write")->required();
+  cli::add_backend(app, o.backend);
+  cli::add_quiet(app, o.quiet);
+  return app.parse_or_exit(argc, argv);
 }
 
 BackendKind backend_kind(const std::string& name, BackendKind from_config) {
@@ -127,36 +113,6 @@ class SpanSink final : public ResultSink {
   std::uint64_t first_ = 0;
   std::uint64_t last_end_ = 0;
   std::uint64_t ticks_ = 0;
-};
-
-class Progress {
- public:
-  Progress(std::uint64_t total_bytes, bool enabled)
-      : total_(total_bytes), enabled_(enabled && ::isatty(STDERR_FILENO)) {}
-  void update(std::uint64_t done_bytes, std::chrono::steady_clock::time_point now) {
-    if (!enabled_ || total_ == 0) return;
-    const double elapsed_s = std::chrono::duration<double>(now - start_).count();
-    if (elapsed_s < 1.0 || now - last_ < std::chrono::milliseconds(200)) return;
-    last_ = now;
-    shown_ = true;
-    const double f = static_cast<double>(done_bytes) / static_cast<double>(total_);
-    const int width = 40;
-    const int filled = static_cast<int>(f * width);
-    const double eta_s = f > 0 ? elapsed_s * (1 - f) / f : 0;
-    std::fprintf(stderr, "\r[%.*s%*s] %5.1f%%  %.0f s left ", filled,
-                 "########################################", width - filled, "", 100 * f, eta_s);
-    std::fflush(stderr);
-  }
-  void done() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", 70, "");
-  }
-
- private:
-  std::uint64_t total_;
-  bool enabled_;
-  bool shown_ = false;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point last_{};
 };
 
 class FileCloser {
@@ -219,7 +175,7 @@ int run(const Options& o) {
   std::uint64_t first_time = 0, acquisition_ticks = 0;
   bool have_time = false;
   const auto epoch = Slicer::Clock::time_point{};
-  Progress progress(input_bytes, !o.quiet);
+  cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
   for (;;) {
@@ -268,7 +224,9 @@ int run(const Options& o) {
       current = 1 - current;
       chunk = next;
     }
-    progress.update(bytes_read, std::chrono::steady_clock::now());
+    if (input_bytes > 0)
+      progress.update(static_cast<double>(bytes_read) / static_cast<double>(input_bytes),
+                      std::to_string(frames) + " frames");
   }
   slicer.finish();
   sink.close();
@@ -326,6 +284,16 @@ int run(const Options& o) {
   }
   std::printf("throughput       %.3f M frames/s (after start-up, one thread)\n",
               per_second(frames, processing_s) / 1e6);
+  // A file with no valid frame (an empty file, or one that is not frames at all, such as
+  // truth.json) is an error, not an empty result.
+  if (frames == 0 || bad == frames) {
+    std::fprintf(stderr,
+                 "petdaq-offline: %s: no valid frame in %llu frames (%llu bad): is it a file of "
+                 "16-byte raw frames?\n",
+                 o.input.c_str(), static_cast<unsigned long long>(frames),
+                 static_cast<unsigned long long>(bad));
+    return 1;
+  }
   return 0;
 }
 
@@ -335,13 +303,7 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   using namespace petdaq;
   Options o;
-  try {
-    o = parse(argc, argv);
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
-    usage(stderr);
-    return 2;
-  }
+  if (const auto rc = parse(argc, argv, o)) return *rc;
   try {
     return run(o);
   } catch (const SettingsError& e) {
@@ -351,6 +313,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "petdaq-offline: bad calibration: %s\n", e.what());
     return 2;
   } catch (const BackendUnavailable& e) {
+    std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
+    return 2;
+  } catch (const UsageError& e) {
     std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
     return 2;
   } catch (const std::exception& e) {

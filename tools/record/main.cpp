@@ -4,10 +4,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <zmq.hpp>
 
+#include "tools/common/cli.h"
 #include "tools/stop_signal.h"
 #include "core/output.h"
 #include "core/settings.h"
@@ -20,24 +22,11 @@ using namespace petdaq;
 using Clock = std::chrono::steady_clock;
 
 
-const char* kUsage = R"(usage: petdaq-record --config FILE --output FILE.plm [options]
-
-Subscribes to petdaqd's coinc.prompt and coinc.delayed batches and writes them, exactly as
-published, to a .plm list-mode file. Stops on SIGINT/SIGTERM, after --duration-s or after
---messages, and flushes the file.
-  --config FILE       petdaq configuration (tick_ps, crystal counts and settings hash of the
-                      file header)
-  --output FILE       the .plm file to write (replaced if it exists)
-  --endpoint EP       where petdaqd publishes (default: output.zmq.endpoint of --config)
-  --duration-s S      stop after S seconds
-  --messages N        stop after N messages (both kinds together)
-  --prompts-only      do not subscribe to coinc.delayed
-  --quiet             no progress line
-)";
+constexpr const char* kProgram = "petdaq-record";
 
 struct Options {
-  std::string config;
-  std::string output;
+  std::filesystem::path config;
+  std::filesystem::path output;
   std::string endpoint;
   std::optional<double> duration_s;
   std::optional<std::uint64_t> messages;
@@ -45,49 +34,33 @@ struct Options {
   bool quiet = false;
 };
 
-[[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "petdaq-record: %s\n(run with --help for the options)\n", msg.c_str());
-  std::exit(1);
-}
-
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "--config") {
-      o.config = value();
-    } else if (a == "--output" || a == "-o") {
-      o.output = value();
-    } else if (a == "--endpoint") {
-      o.endpoint = value();
-    } else if (a == "--duration-s") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.duration_s = std::strtod(v.c_str(), &end);
-      if (*end || !(*o.duration_s > 0)) usage_error("--duration-s needs a positive number");
-    } else if (a == "--messages") {
-      const std::string v = value();
-      char* end = nullptr;
-      o.messages = std::strtoull(v.c_str(), &end, 10);
-      if (*end || v.empty() || *o.messages == 0) usage_error("--messages needs a positive count");
-    } else if (a == "--prompts-only") {
-      o.prompts_only = true;
-    } else if (a == "--quiet") {
-      o.quiet = true;
-    } else {
-      usage_error("unknown option " + a);
-    }
-  }
-  if (o.config.empty()) usage_error("--config FILE is required (the file header comes from it)");
-  if (o.output.empty()) usage_error("--output FILE is required");
-  return o;
+// Each option is declared once here; adding one is one add_option line and one field.
+std::optional<int> parse_args(int argc, char** argv, Options& o) {
+  cli::App app(kProgram,
+               "Subscribes to petdaqd's coinc.prompt and coinc.delayed batches and writes them, "
+               "exactly as published, to a .plm list-mode file. Stops on SIGINT/SIGTERM, after "
+               "--duration-s or after --messages, and flushes the file. Exits 1 when nothing "
+               "was received.");
+  double duration_s = 0;
+  std::uint64_t messages = 0;
+  cli::add_config(app, o.config,
+                  "petdaq configuration: the endpoint, and the tick_ps, crystal counts and "
+                  "settings hash of the file header")
+      ->required();
+  cli::add_output(app, o.output, "the .plm file to write (replaced if it exists)")->required();
+  cli::add_endpoint(app, o.endpoint);
+  CLI::Option* duration = cli::add_duration_s(app, duration_s, "stop after S seconds")
+                              ->check(CLI::PositiveNumber);
+  CLI::Option* count = app.add_option("--messages", messages,
+                                      "stop after N messages (both kinds together)")
+                           ->type_name("N")
+                           ->check(CLI::PositiveNumber);
+  app.add_flag("--prompts-only", o.prompts_only, "do not subscribe to coinc.delayed");
+  cli::add_quiet(app, o.quiet);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  if (duration->count()) o.duration_s = duration_s;
+  if (count->count()) o.messages = messages;
+  return std::nullopt;
 }
 
 struct Tally {
@@ -117,7 +90,8 @@ std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_b
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
+  Options o;
+  if (const auto rc = parse_args(argc, argv, o)) return *rc;
   install_stop_signals();
 
   Settings settings;
@@ -125,7 +99,7 @@ int main(int argc, char** argv) {
     settings = load_settings(o.config);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-record: %s: %s\n", o.config.c_str(), e.what());
-    return 1;
+    return cli::kExitUsage;
   }
   const std::string endpoint = o.endpoint.empty() ? settings.output.zmq.endpoint : o.endpoint;
 
@@ -251,6 +225,13 @@ int main(int argc, char** argv) {
                                     " time(s) (publisher restarted?)")
                                        .c_str()
                                  : "");
+  }
+  if (rc == 0 && total == 0) {
+    std::fprintf(stderr,
+                 "petdaq-record: warning: no message received from %s in %.1f s (is petdaqd "
+                 "running and publishing there?); %s holds no coincidence\n",
+                 endpoint.c_str(), elapsed_s, o.output.c_str());
+    rc = 1;
   }
   return rc;
 }

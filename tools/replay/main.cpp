@@ -13,6 +13,7 @@
 
 #include <sys/prctl.h>
 
+#include "tools/common/cli.h"
 #include "tools/stop_signal.h"
 #include "core/settings.h"
 #include "tools/replay/input.h"
@@ -26,40 +27,9 @@ using namespace petdaq;
 using namespace petdaq::replay;
 
 
-const char* kUsage = R"(usage: petdaq-replay [options] INPUT
-
-Streams INPUT over UDP like the scanner: a frame file (16-byte frames back to back, as
-petdaq-sim writes them) or a pcap/pcapng capture of UDP traffic (payloads re-sent as captured).
-
-Destination and shape
-  --to ADDRESS:PORT        destination (repeatable; source s goes to destination s % count)
-                           default 127.0.0.1:5600
-  --payload-bytes N        datagram payload size (default 8972; 1472 for a standard MTU)
-  --sources N              number of sending sockets; frame of BDM b goes out from socket
-                           b % N (default: one per BDM in the file; pcap: one per captured sender)
-  --framing raw|sequenced  frame files only: plain frames, or a 16-byte sequenced header
-                           (per-source sequence +1 per datagram). Default raw.
-  --flush-us US            a source's datagram is sent once its oldest frame has waited US
-                           microseconds of input time (default 100; needs the tick)
-  --source-port-base P     bind source s to port P + s (default: ephemeral ports)
-
-Pace (frame files need the tick for --speed: --tick-ps or --config)
-  --speed X                follow the input's own time line X times faster than real time
-                           (default 1.0 when the tick or a capture's times are known)
-  --rate FRAMES_PER_S      a fixed frame rate
-  --burst-ms MS            with --rate: how much of a stall is caught up afterwards, in
-                           milliseconds of frames sent back to back (default 50)
-  --max                    as fast as possible
-  --tick-ps PS             tick length of the frames' time stamps
-  --config FILE            petdaq configuration to take scanner.tick_ps from
-  --loop N                 send the input N times (0: until interrupted; default 1)
-
-Other
-  --format frames|pcap     input kind (default: recognised from the file's first bytes)
-  --batch N                datagrams per sendmmsg round (default 256)
-  --send-buffer-bytes N    SO_SNDBUF per socket (default 4194304)
-  --quiet                  no progress line
-)";
+constexpr const char* kProgram = "petdaq-replay";
+// Some datagrams were refused by the kernel (2 is a usage error, as in every petdaq tool).
+constexpr int kExitSendErrors = 3;
 
 struct Options {
   std::filesystem::path input;
@@ -82,88 +52,109 @@ struct Options {
   bool quiet = false;
 };
 
+// A usage error found once the options are known (a missing tick): exit 2.
 [[noreturn]] void usage_error(const std::string& msg) {
-  std::fprintf(stderr, "petdaq-replay: %s\n(run with --help for the options)\n", msg.c_str());
-  std::exit(1);
+  std::exit(cli::usage_error(kProgram, msg));
 }
 
-double parse_number(const std::string& opt, const char* text, double min_value) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0' || !(v >= min_value)) {
-    usage_error(opt + ": '" + text + "' is not a number >= " + std::to_string(min_value));
-  }
-  return v;
+// Each option is declared once here; adding one is one add_option line and one field.
+std::optional<int> parse_args(int argc, char** argv, Options& o) {
+  cli::App app(kProgram,
+               "Streams INPUT over UDP like the scanner: a frame file (16-byte frames back to "
+               "back, as petdaq-sim writes them) or a pcap/pcapng capture of UDP traffic "
+               "(payloads re-sent as captured).");
+  double speed = 1, rate = 0, tick_ps = 0;
+  std::string framing = "raw";
+  cli::add_input(app, o.input, "the frame file or capture to send")->required();
+  cli::add_config(app, o.config,
+                  "petdaq configuration: destinations from input.endpoints, tick from "
+                  "scanner.tick_ps (explicit --to and --tick-ps override)");
+  const char* shape = "Destination and shape";
+  app.add_option("--to", o.to,
+                 "destination (repeatable; source s goes to destination s % count); default: "
+                 "the config's input.endpoints, else 127.0.0.1:5600")
+      ->type_name("ADDRESS:PORT")
+      ->group(shape);
+  app.add_option("--payload-bytes", o.payload_bytes,
+                 "datagram payload size (8972 for a 9000-byte MTU; 1472 for a standard MTU)")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber)
+      ->group(shape);
+  app.add_option("--sources", o.sources,
+                 "sending sockets; BDM b goes out from socket b % N (0: one per BDM in the "
+                 "file; pcap: one per captured sender)")
+      ->type_name("N")
+      ->group(shape);
+  app.add_option("--framing", framing,
+                 "frame files only: plain frames, or a 16-byte sequenced header (per-source "
+                 "sequence +1 per datagram)")
+      ->check(CLI::IsMember({"raw", "sequenced"}))
+      ->type_name("KIND")
+      ->group(shape);
+  cli::add_flush_us(app, o.flush_us)->group(shape);
+  app.add_option("--source-port-base", o.source_port_base,
+                 "bind source s to port P + s (0: ephemeral ports)")
+      ->type_name("P")
+      ->group(shape);
+  const char* pace = "Pace (frame files need the tick for --speed: --tick-ps or --config)";
+  CLI::Option* speed_option =
+      app.add_option("--speed", speed,
+                     "follow the input's own time line X times faster than real time (the "
+                     "default when the tick or a capture's times are known)")
+          ->type_name("X")
+          ->check(CLI::PositiveNumber)
+          ->group(pace);
+  CLI::Option* rate_option = app.add_option("--rate", rate, "a fixed frame rate")
+                                 ->type_name("FRAMES_PER_S")
+                                 ->check(CLI::PositiveNumber)
+                                 ->group(pace);
+  app.add_option("--burst-ms", o.burst_ms,
+                 "with --rate: how much of a stall is caught up afterwards, in milliseconds of "
+                 "frames sent back to back")
+      ->type_name("MS")
+      ->check(CLI::NonNegativeNumber)
+      ->group(pace);
+  CLI::Option* max_option = app.add_flag("--max", o.max, "as fast as possible")->group(pace);
+  speed_option->excludes(rate_option)->excludes(max_option);
+  rate_option->excludes(max_option);
+  CLI::Option* tick_option =
+      app.add_option("--tick-ps", tick_ps, "tick length of the frames' time stamps")
+          ->type_name("PS")
+          ->check(CLI::PositiveNumber)
+          ->group(pace);
+  app.add_option("--loop", o.loops, "send the input N times (0: until interrupted)")
+      ->type_name("N")
+      ->group(pace);
+  const char* other = "Other";
+  app.add_option("--format", o.format, "input kind (default: recognised from the first bytes)")
+      ->check(CLI::IsMember({"frames", "pcap"}))
+      ->type_name("KIND")
+      ->group(other);
+  app.add_option("--batch", o.batch, "datagrams per sendmmsg round")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber)
+      ->group(other);
+  app.add_option("--send-buffer-bytes", o.send_buffer_bytes, "SO_SNDBUF per socket")
+      ->type_name("N")
+      ->check(CLI::NonNegativeNumber)
+      ->group(other);
+  cli::add_quiet(app, o.quiet)->group(other);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  if (speed_option->count()) o.speed = speed;
+  if (rate_option->count()) o.rate = rate;
+  if (tick_option->count()) o.tick_ps = tick_ps;
+  o.framing = framing == "sequenced" ? Framing::sequenced : Framing::raw;
+  return std::nullopt;
 }
 
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* {
-      if (i + 1 >= argc) usage_error(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "--to") {
-      o.to.emplace_back(value());
-    } else if (a == "--payload-bytes") {
-      o.payload_bytes = static_cast<std::size_t>(parse_number(a, value(), 1));
-    } else if (a == "--sources") {
-      o.sources = static_cast<std::uint32_t>(parse_number(a, value(), 1));
-    } else if (a == "--framing") {
-      const std::string f = value();
-      if (f == "raw") {
-        o.framing = Framing::raw;
-      } else if (f == "sequenced") {
-        o.framing = Framing::sequenced;
-      } else {
-        usage_error("--framing must be raw or sequenced, not '" + f + "'");
-      }
-    } else if (a == "--flush-us") {
-      o.flush_us = parse_number(a, value(), 0);
-    } else if (a == "--source-port-base") {
-      o.source_port_base = static_cast<std::uint16_t>(parse_number(a, value(), 1));
-    } else if (a == "--speed") {
-      o.speed = parse_number(a, value(), 1e-9);
-    } else if (a == "--rate") {
-      o.rate = parse_number(a, value(), 1e-9);
-    } else if (a == "--burst-ms") {
-      o.burst_ms = parse_number(a, value(), 0);
-    } else if (a == "--max") {
-      o.max = true;
-    } else if (a == "--tick-ps") {
-      o.tick_ps = parse_number(a, value(), 1e-9);
-    } else if (a == "--config") {
-      o.config = value();
-    } else if (a == "--loop") {
-      o.loops = static_cast<std::uint64_t>(parse_number(a, value(), 0));
-    } else if (a == "--format") {
-      o.format = value();
-      if (o.format != "frames" && o.format != "pcap") usage_error("--format must be frames or pcap");
-    } else if (a == "--batch") {
-      o.batch = static_cast<std::uint32_t>(parse_number(a, value(), 1));
-    } else if (a == "--send-buffer-bytes") {
-      o.send_buffer_bytes = static_cast<int>(parse_number(a, value(), 0));
-    } else if (a == "--quiet") {
-      o.quiet = true;
-    } else if (!a.empty() && a[0] == '-') {
-      usage_error("unknown option " + a);
-    } else if (o.input.empty()) {
-      o.input = a;
-    } else {
-      usage_error("more than one input file");
-    }
-  }
-  if (o.input.empty()) usage_error("no input file");
-  if (int(o.speed.has_value()) + int(o.rate.has_value()) + int(o.max) > 1) {
-    usage_error("--speed, --rate and --max exclude each other");
+// Destinations and tick from --config where not given on the command line.
+void apply_config(Options& o) {
+  if (!o.config.empty()) {
+    const Settings settings = load_settings(o.config);
+    if (o.to.empty()) o.to = settings.input.endpoints;
+    if (!o.tick_ps) o.tick_ps = settings.scanner.tick_ps;
   }
   if (o.to.empty()) o.to.emplace_back("127.0.0.1:5600");
-  return o;
 }
 
 bool looks_like_capture(const std::uint8_t* p, std::size_t n) {
@@ -312,8 +303,7 @@ Pacer make_pacer(const Options& o, bool have_time_line, std::uint32_t frames_per
 
 int replay_frames(const Options& o, const MappedFile& file) {
   const FrameFileInfo info = scan_frame_file(file.data(), file.size());
-  std::optional<double> tick_ps = o.tick_ps;
-  if (!tick_ps && !o.config.empty()) tick_ps = load_settings(o.config).scanner.tick_ps;
+  const std::optional<double> tick_ps = o.tick_ps;
   if (info.trailing_bytes) {
     std::fprintf(stderr,
                  "petdaq-replay: %s: %zu trailing bytes after %zu whole frames are not sent "
@@ -371,7 +361,7 @@ int replay_frames(const Options& o, const MappedFile& file) {
                 o.input.c_str(), info.frame_count, static_cast<unsigned long long>(loop),
                 info.trailing_bytes);
   run.finish(line, "");
-  return sender.stats().send_errors ? 2 : 0;
+  return sender.stats().send_errors ? kExitSendErrors : 0;
 }
 
 int replay_capture(const Options& o) {
@@ -422,13 +412,20 @@ int replay_capture(const Options& o) {
   std::snprintf(line, sizeof line, "%s: %zu datagrams x %llu pass(es)", o.input.c_str(),
                 cap.datagrams.size(), static_cast<unsigned long long>(loop));
   run.finish(line, skipped_line);
-  return sender.stats().send_errors ? 2 : 0;
+  return sender.stats().send_errors ? kExitSendErrors : 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
+  Options o;
+  if (const auto rc = parse_args(argc, argv, o)) return *rc;
+  try {
+    apply_config(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+    return cli::kExitUsage;
+  }
   install_stop_signals();
   // Deadlines are absolute, so finer timer slack only sharpens them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL);
@@ -438,7 +435,7 @@ int main(int argc, char** argv) {
                                           : o.format == "pcap";
     return capture ? replay_capture(o) : replay_frames(o, file);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "petdaq-replay: %s\n", e.what());
+    std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
     return 1;
   }
 }

@@ -1,5 +1,7 @@
 #include "tools/sim/check.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,13 +29,6 @@ std::vector<std::uint8_t> read_bytes(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw std::runtime_error("cannot open " + file.string());
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-double json_number(const std::string& text, const std::string& key) {
-  const std::string quoted = "\"" + key + "\":";
-  const std::size_t at = text.find(quoted);
-  if (at == std::string::npos) throw std::runtime_error("truth.json has no \"" + key + "\"");
-  return std::stod(text.substr(at + quoted.size()));
 }
 
 bool same_single(const Single& a, const Single& b) {
@@ -83,8 +78,12 @@ CheckResult check_acquisition(const std::filesystem::path& dir,
   r.frames = n;
   {
     std::ifstream in(dir / "truth.json");
-    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    r.duration_s = json_number(text, "duration_s");
+    if (!in) throw std::runtime_error("cannot open " + (dir / "truth.json").string());
+    try {
+      r.duration_s = nlohmann::json::parse(in).at("duration_s").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error((dir / "truth.json").string() + ": " + e.what());
+    }
   }
 
   // Convert as the pipeline does; keep, for every single, the frame it came from.

@@ -9,26 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/cli.h"
 #include "tools/sim/check.h"
 #include "tools/sim/options.h"
 #include "tools/sim/sim.h"
 
 namespace {
-
-void usage() {
-  std::printf(
-      "usage: petdaq-sim-check --config FILE --work-dir DIR [--activities A1,A2,...] [--keep]\n"
-      "                        [--policy P] [--window-mode M] [simulation options]\n"
-      "       petdaq-sim-check --randoms --config FILE --work-dir DIR [--activities A1,...]\n"
-      "                        [--durations S1,...] [--policies P/M,...] [simulation options]\n"
-      "Simulates each activity (MBq) into DIR/<A>MBq, runs the core pipeline on it and prints\n"
-      "the count-rate table (rates per second). --keep leaves the acquisitions in DIR.\n"
-      "--randoms prints instead the randoms estimates (docs/randoms.md) against the true random\n"
-      "prompts, one row per activity and policy/window_mode of --policies (default\n"
-      "kill_multiples/first_open,take_all_goods/first_open,take_all_goods/every_single);\n"
-      "--durations gives each activity its own acquisition length.\n%s",
-      petdaq::sim::sim_options_help());
-}
 
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> out;
@@ -40,7 +26,20 @@ std::vector<std::string> split(const std::string& text, char sep) {
 
 std::vector<double> parse_list(const std::string& text) {
   std::vector<double> out;
-  for (const std::string& item : split(text, ',')) out.push_back(std::stod(item));
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !(v >= 0))
+      throw std::invalid_argument("--activities: '" + item + "' is not an activity in MBq");
+    out.push_back(v);
+  }
   return out;
 }
 
@@ -88,37 +87,52 @@ void print_randoms_row(double activity, bool background, const std::string& labe
 int main(int argc, char** argv) {
   using namespace petdaq;
   using namespace petdaq::sim;
+  cli::App app("petdaq-sim-check",
+               "The count-rate table of docs/simulator.md: simulates each activity (MBq) into "
+               "DIR/<A>MBq, runs the core pipeline on it and prints one row of rates per second.");
+  std::filesystem::path config, work;
+  std::string activities_text = "1,5,10,20,40,80", policy, mode;
+  bool keep = false;
+  SimOptions options;
+  options.duration_s = 0.05;
+  SimOptionText text;
+  cli::add_config(app, config, "the scanner's configuration")->required();
+  app.add_option("--work-dir", work, "where the acquisitions are simulated")
+      ->type_name("DIR")
+      ->required();
+  app.add_option("--activities", activities_text, "comma-separated activities in MBq")
+      ->type_name("A1,A2,...");
+  app.add_flag("--keep", keep, "leave the acquisitions in DIR");
+  bool randoms = false;
+  std::string durations_text,
+      policies_text = "kill_multiples/first_open,take_all_goods/first_open,take_all_goods/every_single";
+  app.add_flag("--randoms", randoms,
+               "print the randoms estimates (docs/randoms.md) against the true random prompts, "
+               "one row per activity and --policies entry");
+  app.add_option("--durations", durations_text, "an acquisition length (s) per activity")
+      ->type_name("S1,S2,...");
+  app.add_option("--policies", policies_text, "policy[/window_mode] list for --randoms")
+      ->type_name("P/M,...");
+  app.add_option("--policy", policy, "coincidence.policy to check (default: the config's)")
+      ->type_name("P");
+  app.add_option("--window-mode", mode, "coincidence.window_mode (default: the config's)")
+      ->type_name("M");
+  add_sim_options(app, options, text);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  std::vector<double> activities;
   try {
-    const Args args(argc, argv, {"no-background", "keep", "help", "randoms"});
-    if (args.has("help")) {
-      usage();
-      return 0;
-    }
-    std::vector<std::string> known = sim_option_names();
-    known.insert(known.end(), {"config", "work-dir", "activities", "keep", "policy",
-                               "window-mode", "help", "randoms", "durations", "policies"});
-    args.only(known);
-    if (!args.has("config") || !args.has("work-dir")) {
-      usage();
-      return 2;
-    }
-    SimOptions options;
-    options.duration_s = 0.05;
-    apply_sim_options(args, options);
-    const std::vector<double> activities = parse_list(args.text("activities", "1,5,10,20,40,80"));
-    const std::filesystem::path work = args.text("work-dir");
-
-    // Settings overrides go through the config text, so they are checked like any config.
-    std::filesystem::path config = args.text("config");
-    const std::string policy = args.text("policy"), mode = args.text("window-mode");
-    const std::vector<double> durations = parse_list(args.text("durations", ""));
+    finish_sim_options(text, options);
+    activities = parse_list(activities_text);
+  } catch (const std::exception& e) {
+    return app.usage_error(e.what());
+  }
+  try {
+    const std::vector<double> durations = parse_list(durations_text);
     if (!durations.empty() && durations.size() != activities.size())
       throw std::invalid_argument("--durations needs one length per activity");
-
-    if (args.has("randoms")) {
+    if (randoms) {
       const std::vector<std::string> policies = split(
-          args.text("policies",
-                    "kill_multiples/first_open,take_all_goods/first_open,take_all_goods/every_single"),
+          policies_text,
           ',');
       std::printf("| activity MBq | LYSO | policy, mode | duration s | randoms/s | randoms | "
                   "delayed / R | singles-rate / R | singles-prompts / R | σ (1/√R) | "
@@ -143,7 +157,7 @@ int main(int argc, char** argv) {
           const CheckResult r = check_acquisition(dir, &c);
           print_randoms_row(activities[i], o.background, pm, r);
         }
-        if (!args.has("keep")) std::filesystem::remove_all(dir);
+        if (!keep) std::filesystem::remove_all(dir);
       }
       return 0;
     }
@@ -172,7 +186,7 @@ int main(int argc, char** argv) {
           r.necr_per_s(), r.rate(r.multiples), a > 0 ? r.rate(r.trues) / a : NAN,
           a > 0 ? r.rate(r.randoms) / (a * a) : NAN, r.frames ? double(r.bad_frames) / r.frames : 0.0);
       std::fflush(stdout);
-      if (!args.has("keep")) std::filesystem::remove_all(dir);
+      if (!keep) std::filesystem::remove_all(dir);
     }
     return 0;
   } catch (const std::invalid_argument& e) {

@@ -2,43 +2,50 @@
 // directory. docs/simulator.md describes the model and the files.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <string>
 
+#include "tools/common/cli.h"
+#include "tools/common/progress.h"
 #include "tools/sim/options.h"
 #include "tools/sim/sim.h"
 
-namespace {
-
-void usage() {
-  std::printf(
-      "usage: petdaq-sim --config FILE --output-dir DIR [options]\n"
-      "       petdaq-sim --config FILE --bench [options]   (generate and order only; print frames/s)\n"
-      "Writes DIR/frames.bin, truth.bin, truth.json, position_lut.npy, energy_correction.npy,\n"
-      "time_offsets.npy and petdaq.yaml (the config with those tables).\n%s",
-      petdaq::sim::sim_options_help());
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
+  using namespace petdaq;
   using namespace petdaq::sim;
+  cli::App app("petdaq-sim",
+               "Simulates a PET acquisition with truth. Writes DIR/frames.bin, truth.bin, "
+               "truth.json, position_lut.npy, energy_correction.npy, time_offsets.npy and "
+               "petdaq.yaml (the config with those tables).");
+  std::filesystem::path config, output_dir;
+  bool bench = false, quiet = false;
+  SimOptions options;
+  SimOptionText text;
+  cli::add_config(app, config, "the scanner's configuration (the daemon's YAML)")->required();
+  CLI::Option* out = app.add_option("--output-dir", output_dir, "directory to write")
+                         ->type_name("DIR");
+  app.add_flag("--bench", bench, "generate and order only; print frames/s, write nothing")
+      ->excludes(out);
+  cli::add_quiet(app, quiet);
+  add_sim_options(app, options, text);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  if (!bench && output_dir.empty()) return app.usage_error("--output-dir DIR is required (or --bench)");
   try {
-    const Args args(argc, argv, {"no-background", "bench", "help"});
-    if (args.has("help")) {
-      usage();
-      return 0;
-    }
-    std::vector<std::string> known = sim_option_names();
-    known.insert(known.end(), {"config", "output-dir", "bench", "help"});
-    args.only(known);
-    if (!args.has("config") || (!args.has("output-dir") && !args.has("bench"))) {
-      usage();
-      return 2;
-    }
-    SimOptions options;
-    apply_sim_options(args, options);
-    options.write_files = !args.has("bench");
-    const SimSummary s = simulate(args.text("config"), args.text("output-dir", "."), options);
+    finish_sim_options(text, options);
+  } catch (const std::exception& e) {
+    return app.usage_error(e.what());
+  }
+  try {
+    options.write_files = !bench;
+    cli::Progress progress("petdaq-sim", !quiet);
+    options.progress = [&](double fraction, const SimSummary& s) {
+      char line[128];
+      std::snprintf(line, sizeof line, "%.3f s of acquisition, %llu frames", s.duration_s,
+                    static_cast<unsigned long long>(s.frames));
+      progress.update(fraction, line);
+    };
+    const SimSummary s = simulate(config, output_dir.empty() ? "." : output_dir, options);
+    progress.done();
     std::printf(
         "petdaq-sim: %.6g s at %.6g MBq: %llu decays, %llu background events, %llu frames "
         "(%llu true photons, %llu scattered, %llu background; %llu in the energy window), "

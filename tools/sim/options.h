@@ -1,35 +1,29 @@
-// Command-line parsing shared by petdaq-sim and petdaq-sim-check.
+// The simulation options petdaq-sim and petdaq-sim-check share, declared once on a CLI11
+// command line (tools/common/cli.h).
 #pragma once
 
-#include <cstdint>
-#include <map>
 #include <string>
-#include <vector>
 
 #include "tools/sim/sim.h"
 
+namespace CLI {
+class App;
+}
+
 namespace petdaq::sim {
 
-// "--key value" pairs and bare "--flag"s; throws std::invalid_argument naming a bad option.
-class Args {
- public:
-  Args(int argc, char** argv, const std::vector<std::string>& flags);
-  bool has(const std::string& key) const { return values_.count(key) != 0; }
-  std::string text(const std::string& key, const std::string& fallback = "") const;
-  double number(const std::string& key, double fallback) const;
-  std::uint64_t count(const std::string& key, std::uint64_t fallback) const;
-  // Throws if an option was given that is not in `known`.
-  void only(const std::vector<std::string>& known) const;
-
- private:
-  std::map<std::string, std::string> values_;
+// Declares the simulation options on `app`, writing into `options` (whose values are the
+// defaults shown by --help). `source` and `phantom` hold the shape names until
+// finish_sim_options() turns them into the options' enums.
+struct SimOptionText {
+  std::string source = "cylinder";
+  std::string phantom = "auto";
+  bool no_background = false;
 };
+void add_sim_options(CLI::App& app, SimOptions& options, SimOptionText& text);
 
-// Fills the simulation options from the arguments (the options both tools share).
-void apply_sim_options(const Args& args, SimOptions& options);
-// The names apply_sim_options() understands.
-std::vector<std::string> sim_option_names();
-// One line per option for --help.
-const char* sim_options_help();
+// Applies the named values and checks the combinations; throws std::invalid_argument naming
+// the option.
+void finish_sim_options(const SimOptionText& text, SimOptions& options);
 
 }  // namespace petdaq::sim

@@ -1,5 +1,7 @@
 #include "tools/sim/sim.h"
 
+#include <nlohmann/json.hpp>
+
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -1025,57 +1027,47 @@ class BlockPipeline {
   std::exception_ptr error_;
 };
 
-std::string json_number(double v) {
-  std::ostringstream s;
-  s.precision(17);
-  s << v;
-  return s.str();
-}
-
 void write_truth_json(const std::filesystem::path& file, const SimSummary& s,
                       const SimOptions& o, const Settings& settings) {
-  std::ofstream out(file);
-  const char* source = o.source == SourceShape::point ? "point" : "cylinder";
   const bool phantom = o.phantom == PhantomKind::water_cylinder ||
                        (o.phantom == PhantomKind::automatic && o.source == SourceShape::cylinder);
   const double window_s = settings.coincidence.window_ps * 1e-12;
   const double singles_per_s = s.duration_s > 0 ? s.frames_in_window / s.duration_s : 0;
-  out << "{\n"
-      << "  \"format\": \"petdaq-sim truth 1\",\n"
-      << "  \"seed\": " << o.seed << ",\n"
-      << "  \"detector_seed\": " << o.detector_seed << ",\n"
-      << "  \"activity_MBq\": " << json_number(o.activity_MBq) << ",\n"
-      << "  \"source\": \"" << source << "\",\n"
-      << "  \"phantom\": \"" << (phantom ? "water_cylinder" : "none") << "\",\n"
-      << "  \"phantom_radius_mm\": " << json_number(o.phantom_radius_mm) << ",\n"
-      << "  \"phantom_length_mm\": " << json_number(o.phantom_length_mm) << ",\n"
-      << "  \"background\": " << (o.background ? "true" : "false") << ",\n"
-      << "  \"duration_s\": " << json_number(s.duration_s) << ",\n"
-      << "  \"tick_ps\": " << json_number(settings.scanner.tick_ps) << ",\n"
-      << "  \"time_origin_ticks\": " << s.time_origin_ticks << ",\n"
-      << "  \"disorder_ticks\": " << s.disorder_ticks << ",\n"
-      << "  \"packets\": " << s.packets << ",\n"
-      << "  \"decays\": " << s.decays << ",\n"
-      << "  \"background_events\": " << s.background_events << ",\n"
-      << "  \"frames\": " << s.frames << ",\n"
-      << "  \"frames_by_kind\": {\"annihilation\": " << s.frames_annihilation
-      << ", \"scattered\": " << s.frames_scattered << ", \"background\": " << s.frames_background
-      << "},\n"
-      << "  \"frames_mispositioned\": " << s.frames_mispositioned << ",\n"
-      << "  \"frames_no_crystal\": " << s.frames_no_crystal << ",\n"
-      << "  \"frames_in_energy_window\": " << s.frames_in_window << ",\n"
-      << "  \"energy_window_keV\": [" << json_number(settings.energy_window.low_keV) << ", "
-      << json_number(settings.energy_window.high_keV) << "],\n"
-      << "  \"coincidence_window_ps\": " << json_number(settings.coincidence.window_ps) << ",\n"
-      << "  \"decays_with_two_frames\": " << s.pairs << ",\n"
-      << "  \"decays_with_two_frames_scattered\": " << s.pairs_scattered << ",\n"
-      << "  \"perfect_sorter\": {\n"
-      << "    \"trues\": " << s.pairs_in_window - s.pairs_in_window_scattered << ",\n"
-      << "    \"scattered\": " << s.pairs_in_window_scattered << ",\n"
-      << "    \"randoms_estimate\": "
-      << json_number(singles_per_s * singles_per_s * window_s * s.duration_s) << "\n"
-      << "  }\n"
-      << "}\n";
+  const nlohmann::ordered_json truth = {
+      {"format", "petdaq-sim truth 1"},
+      {"seed", o.seed},
+      {"detector_seed", o.detector_seed},
+      {"activity_MBq", o.activity_MBq},
+      {"source", o.source == SourceShape::point ? "point" : "cylinder"},
+      {"phantom", phantom ? "water_cylinder" : "none"},
+      {"phantom_radius_mm", o.phantom_radius_mm},
+      {"phantom_length_mm", o.phantom_length_mm},
+      {"background", o.background},
+      {"duration_s", s.duration_s},
+      {"tick_ps", settings.scanner.tick_ps},
+      {"time_origin_ticks", s.time_origin_ticks},
+      {"disorder_ticks", s.disorder_ticks},
+      {"packets", s.packets},
+      {"decays", s.decays},
+      {"background_events", s.background_events},
+      {"frames", s.frames},
+      {"frames_by_kind",
+       {{"annihilation", s.frames_annihilation},
+        {"scattered", s.frames_scattered},
+        {"background", s.frames_background}}},
+      {"frames_mispositioned", s.frames_mispositioned},
+      {"frames_no_crystal", s.frames_no_crystal},
+      {"frames_in_energy_window", s.frames_in_window},
+      {"energy_window_keV", {settings.energy_window.low_keV, settings.energy_window.high_keV}},
+      {"coincidence_window_ps", settings.coincidence.window_ps},
+      {"decays_with_two_frames", s.pairs},
+      {"decays_with_two_frames_scattered", s.pairs_scattered},
+      {"perfect_sorter",
+       {{"trues", s.pairs_in_window - s.pairs_in_window_scattered},
+        {"scattered", s.pairs_in_window_scattered},
+        {"randoms_estimate", singles_per_s * singles_per_s * window_s * s.duration_s}}}};
+  std::ofstream out(file);
+  out << truth.dump(2) << "\n";
   if (!out) throw std::runtime_error("petdaq-sim: cannot write " + file.string());
 }
 
@@ -1215,6 +1207,8 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
       packetizer.advance(cut);
       summary.duration_s = double(block.end_ticks) * plan.tick_ps * 1e-12;
       pipeline.release(k);
+      if (options.progress)
+        options.progress(plan.total_ticks ? double(k + 1) / double(block_limit) : -1.0, summary);
       if (last) break;
     }
   }

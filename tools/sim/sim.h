@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,8 @@ namespace petdaq::sim {
 
 enum class SourceShape : std::uint8_t { point, cylinder };
 enum class PhantomKind : std::uint8_t { automatic, none, water_cylinder };
+
+struct SimSummary;
 
 struct SimOptions {
   std::uint64_t seed = 1;
@@ -52,6 +55,9 @@ struct SimOptions {
   std::uint32_t energy_bins = 1000;
   unsigned threads = 0;      // 0: all hardware threads
   bool write_files = true;   // false: generate and order only (benchmarks)
+  // Called after each generated block with the fraction done (negative when --frames sets
+  // the end) and the summary so far; for progress lines.
+  std::function<void(double fraction, const SimSummary& so_far)> progress;
 };
 
 // What a perfect sorter could see, and how the acquisition was made (also in truth.json).

@@ -9,12 +9,15 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
 
+#include "core/settings.h"
+#include "tools/common/cli.h"
 #include "tools/stop_signal.h"
 #include "proto/records.h"
 #include "tools/top/rates.h"
@@ -29,19 +32,11 @@ constexpr double kStaleAfter_s = 3.0;
 constexpr std::size_t kHistory_s = 60;
 
 
-const char* kUsage = R"(usage: petdaq-top [--endpoint ENDPOINT] [--plain | --json]
-
-A live count-rate display of petdaqd's `rates` topic.
-  --endpoint ENDPOINT  where petdaqd publishes (default tcp://127.0.0.1:5556)
-  --plain              one text line per second instead of the full-screen display
-  --json               the raw rates documents, one per line
-Keys (full screen): q quit, p pause/resume.
-)";
-
 enum class Mode { screen, plain, json };
 
 struct Options {
-  std::string endpoint = "tcp://127.0.0.1:5556";
+  std::string endpoint;
+  std::filesystem::path config;
   Mode mode = Mode::screen;
 };
 
@@ -375,25 +370,29 @@ std::string one_line(std::string text) {
   return text;
 }
 
-Options parse_args(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-h" || a == "--help") {
-      std::fputs(kUsage, stdout);
-      std::exit(0);
-    } else if (a == "--endpoint" && i + 1 < argc) {
-      o.endpoint = argv[++i];
-    } else if (a == "--plain") {
-      o.mode = Mode::plain;
-    } else if (a == "--json") {
-      o.mode = Mode::json;
-    } else {
-      std::fprintf(stderr, "petdaq-top: unknown or incomplete option '%s'\n%s", a.c_str(), kUsage);
-      std::exit(1);
+// Each option is declared once here; adding one is one add_option line and one field.
+std::optional<int> parse_args(int argc, char** argv, Options& o) {
+  cli::App app("petdaq-top",
+               "A live count-rate display of petdaqd's `rates` topic. Keys (full screen): q "
+               "quits, p pauses and resumes.");
+  bool plain = false, json = false;
+  cli::add_config(app, o.config, "petdaq configuration: the endpoint from output.zmq.endpoint");
+  cli::add_endpoint(app, o.endpoint);
+  CLI::Option* plain_option =
+      app.add_flag("--plain", plain, "one text line per second instead of the full-screen display");
+  app.add_flag("--json", json, "the raw rates documents, one per line")->excludes(plain_option);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  o.mode = plain ? Mode::plain : json ? Mode::json : Mode::screen;
+  if (o.endpoint.empty()) {
+    try {
+      o.endpoint = o.config.empty() ? ZmqSettings{}.endpoint
+                                    : load_settings(o.config).output.zmq.endpoint;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "petdaq-top: %s\n", e.what());
+      return cli::kExitUsage;
     }
   }
-  return o;
+  return std::nullopt;
 }
 
 std::string clock_text() {
@@ -408,7 +407,8 @@ std::string clock_text() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const Options o = parse_args(argc, argv);
+  Options o;
+  if (const auto rc = parse_args(argc, argv, o)) return *rc;
   install_stop_signals();
 
   zmq::context_t ctx(1);

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "tools/top/json.h"
+#include <nlohmann/json.hpp>
 
 namespace petdaq::top {
 
@@ -18,15 +18,22 @@ std::optional<std::uint64_t> Rates::counter(std::string_view name) const {
 
 namespace {
 
-double number_or(const json::Value* parent, std::string_view key, double fallback) {
-  const json::Value* v = parent ? parent->find(key) : nullptr;
-  return v && v->is_number() ? v->as_number() : fallback;
+using Json = nlohmann::json;
+
+const Json* member(const Json* parent, const char* key) {
+  if (!parent || !parent->is_object()) return nullptr;
+  const auto it = parent->find(key);
+  return it == parent->end() ? nullptr : &*it;
 }
 
-std::optional<double> optional_number(const json::Value* parent, std::string_view key) {
-  const json::Value* v = parent ? parent->find(key) : nullptr;
-  if (v && v->is_number()) return v->as_number();
+std::optional<double> optional_number(const Json* parent, const char* key) {
+  const Json* v = member(parent, key);
+  if (v && v->is_number()) return v->get<double>();
   return std::nullopt;
+}
+
+double number_or(const Json* parent, const char* key, double fallback) {
+  return optional_number(parent, key).value_or(fallback);
 }
 
 std::uint64_t to_count(double v) {
@@ -35,31 +42,35 @@ std::uint64_t to_count(double v) {
   return static_cast<std::uint64_t>(v);
 }
 
+std::uint64_t count_of(const Json& v) {
+  return v.is_number_unsigned() ? v.get<std::uint64_t>() : to_count(v.get<double>());
+}
+
 }  // namespace
 
 Rates parse_rates(std::string_view json_text) {
-  json::Value doc;
+  Json doc;
   try {
-    doc = json::parse(json_text);
-  } catch (const json::ParseError& e) {
+    doc = Json::parse(json_text);
+  } catch (const Json::parse_error& e) {
     throw RatesError(std::string("rates document is not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) throw RatesError("rates document is not a JSON object");
   Rates r;
-  const json::Value* version = doc.find("version");
+  const Json* version = member(&doc, "version");
   if (!version || !version->is_number()) throw RatesError("rates document has no version");
-  r.version = static_cast<int>(version->as_number());
+  r.version = static_cast<int>(version->get<double>());
   if (r.version != 1) {
     throw RatesError("rates document version " + std::to_string(r.version) +
                      " is not supported (expected 1)");
   }
-  r.time_unix_ns = to_count(number_or(&doc, "time_unix_ns", 0));
+  if (const Json* t = member(&doc, "time_unix_ns"); t && t->is_number()) r.time_unix_ns = count_of(*t);
   r.uptime_s = number_or(&doc, "uptime_s", 0);
-  if (const json::Value* b = doc.find("backend"); b && b->is_string()) r.backend = b->as_string();
-  r.run_id = to_count(number_or(&doc, "run_id", 0));
+  if (const Json* b = member(&doc, "backend"); b && b->is_string()) r.backend = b->get<std::string>();
+  if (const Json* id = member(&doc, "run_id"); id && id->is_number()) r.run_id = count_of(*id);
   r.interval_s = number_or(&doc, "interval_s", 0);
 
-  const json::Value* rates = doc.find("rates");
+  const Json* rates = member(&doc, "rates");
   r.frames = number_or(rates, "frames", 0);
   r.singles = number_or(rates, "singles", 0);
   r.prompts = number_or(rates, "prompts", 0);
@@ -75,30 +86,31 @@ Rates parse_rates(std::string_view json_text) {
   if (const json::Value* m = rates ? rates->find("randoms_method") : nullptr; m && m->is_string())
     r.randoms_method = m->as_string();
 
-  if (const json::Value* bdm = doc.find("bdm"); bdm && bdm->is_object()) {
+  if (const Json* bdm = member(&doc, "bdm"); bdm && bdm->is_object()) {
     r.bdm_transaxial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "transaxial", 0)));
     r.bdm_axial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "axial", 0)));
-    if (const json::Value* s = bdm->find("singles_per_s"); s && s->is_array()) {
-      for (const auto& v : s->as_array()) r.bdm_singles_per_s.push_back(v.is_number() ? v.as_number() : 0.0);
+    if (const Json* s = member(bdm, "singles_per_s"); s && s->is_array()) {
+      for (const auto& v : *s) r.bdm_singles_per_s.push_back(v.is_number() ? v.get<double>() : 0.0);
     }
-    if (const json::Value* t = bdm->find("temperature_degC"); t && t->is_array()) {
-      for (const auto& v : t->as_array()) {
-        r.bdm_temperature_degC.push_back(v.is_number() ? std::optional<double>(v.as_number())
+    if (const Json* t = member(bdm, "temperature_degC"); t && t->is_array()) {
+      for (const auto& v : *t) {
+        r.bdm_temperature_degC.push_back(v.is_number() ? std::optional<double>(v.get<double>())
                                                        : std::nullopt);
       }
     }
   }
-  if (const json::Value* c = doc.find("counters"); c && c->is_object()) {
-    for (const auto& [name, v] : c->as_object()) {
-      if (v.is_number()) r.counters.emplace_back(name, to_count(v.as_number()));
+  if (const Json* c = member(&doc, "counters"); c && c->is_object()) {
+    for (const auto& [name, v] : c->items()) {
+      if (v.is_number()) r.counters.emplace_back(name, count_of(v));
     }
+    // nlohmann::json keeps object members sorted by name.
   }
-  if (const json::Value* q = doc.find("queues"); q && q->is_object()) {
+  if (const Json* q = member(&doc, "queues"); q && q->is_object()) {
     if (auto v = optional_number(q, "ring_chunks")) r.ring_chunks = to_count(*v);
     if (auto v = optional_number(q, "ring_free")) r.ring_free = to_count(*v);
     if (auto v = optional_number(q, "pending_frames")) r.pending_frames = to_count(*v);
   }
-  const json::Value* lat = doc.find("latency_ms");
+  const Json* lat = member(&doc, "latency_ms");
   r.latency_p50_ms = optional_number(lat, "p50");
   r.latency_p99_ms = optional_number(lat, "p99");
   r.latency_max_ms = optional_number(lat, "max");

@@ -1,4 +1,4 @@
-// The `rates` document petdaqd publishes once a second (docs/tools.md has the schema), read
+// The `rates` document petdaqd publishes once a second (DESIGN section 7 has the schema), read
 // into plain values for the display. Missing optional parts stay empty; a document that is
 // not JSON, or not version 1, is refused with a message.
 #pragma once

@@ -1,0 +1,75 @@
+"""Subscribing to petdaqd's coincidence batches (DESIGN section 7) with pyzmq."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formats import KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
+
+
+@dataclass
+class Batch:
+    topic: str            # "coinc.prompt" or "coinc.delayed"
+    header: np.void       # MESSAGE_HEADER fields: message_id, run_id, slice_id, t_begin, ...
+    records: np.ndarray   # RECORD structured array, a zero-copy view of the received bytes
+    missed: int           # messages of this topic missed since the previous one (message ids)
+
+    @property
+    def kind(self):
+        return KIND_NAMES.get(int(self.header["kind"]), str(int(self.header["kind"])))
+
+
+def decode(frames):
+    """(topic, header, records) of one three-frame coincidence message; ValueError if bad."""
+    if len(frames) != 3:
+        raise ValueError(f"{len(frames)} frames instead of 3")
+    topic, head, body = (bytes(f) if not isinstance(f, (bytes, bytearray)) else f for f in frames)
+    if len(head) != MESSAGE_HEADER.itemsize:
+        raise ValueError(f"header of {len(head)} bytes instead of {MESSAGE_HEADER.itemsize}")
+    h = np.frombuffer(head, dtype=MESSAGE_HEADER)[0]
+    if h["magic"] != MESSAGE_MAGIC or h["version"] != 1:
+        raise ValueError("not a petdaq message (bad magic or version)")
+    count, size = int(h["record_count"]), int(h["record_size"])
+    if size != RECORD.itemsize or len(body) != count * size:
+        raise ValueError(f"{len(body)} bytes for {count} records of {size} bytes")
+    return topic.decode(), h, np.frombuffer(body, dtype=RECORD)
+
+
+def subscribe(endpoint=DEFAULT_ENDPOINT, topics=("coinc.prompt", "coinc.delayed"),
+              timeout_s=None, on_error=None):
+    """Yields a Batch per coincidence message petdaqd publishes at `endpoint`.
+
+    Stops with TimeoutError when nothing arrives for `timeout_s` seconds (None: wait for
+    ever). A malformed message is skipped and passed to `on_error(exception)` if given.
+    """
+    import zmq  # only needed here: the file readers work without pyzmq
+
+    context = zmq.Context.instance()
+    socket = context.socket(zmq.SUB)
+    try:
+        socket.setsockopt(zmq.LINGER, 0)
+        for topic in topics:
+            socket.setsockopt(zmq.SUBSCRIBE, topic.encode())
+        if timeout_s:
+            socket.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
+        socket.connect(endpoint)
+        expected = {}
+        while True:
+            try:
+                frames = socket.recv_multipart(copy=True)
+            except zmq.Again:
+                raise TimeoutError(f"no batch from {endpoint} within {timeout_s} s") from None
+            try:
+                topic, header, records = decode(frames)
+            except ValueError as e:
+                if on_error:
+                    on_error(e)
+                continue
+            message_id = int(header["message_id"])
+            missed = max(0, message_id - expected.get(topic, message_id))
+            expected[topic] = message_id + 1
+            yield Batch(topic, header, records, missed)
+    finally:
+        socket.close(linger=0)

@@ -1,0 +1,253 @@
+"""The petdaq Python package (python/petdaq) against the C++ tools it mirrors.
+
+Run by CTest with PYTHONPATH pointing at python/ and PETDAQ_BIN_DIR at the build's binaries:
+read_plm is compared with petdaq-dump's text on a simulated acquisition processed by
+petdaq-offline, the geometry with DESIGN section 3's formulas.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+import numpy as np
+
+import petdaq
+
+SOURCE = os.environ.get("PETDAQ_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("PETDAQ_BIN_DIR", "")
+
+
+def tool(name):
+    path = os.path.join(BIN, name)
+    if not os.access(path, os.X_OK):
+        raise unittest.SkipTest(f"{name} is not built")
+    return path
+
+
+def dump_records(plm):
+    """petdaq-dump's records: {kind: [(time_a, dt, crystal_a, crystal_b, energy_a, energy_b, flags)]}."""
+    out = subprocess.run([tool("petdaq-dump"), plm], check=True, capture_output=True, text=True).stdout
+    records = {"prompt": [], "delayed": []}
+    for line in out.splitlines():
+        if line.startswith("#"):
+            continue
+        kind, _run, _slice, t, dt, a, b, ea, eb, flags = line.split()
+        records[kind].append((int(t), int(dt), int(a), int(b), float(ea), float(eb), int(flags, 16)))
+    return records, out
+
+
+class Acquisition:
+    """A small simulated acquisition processed by petdaq-offline into a .plm file."""
+    dir = None
+
+    @classmethod
+    def get(cls):
+        if cls.dir is None:
+            cls.dir = tempfile.mkdtemp(prefix="petdaq-py-")
+            subprocess.run([tool("petdaq-sim"), "--config", os.path.join(SOURCE, "config", "petdaq.yaml"),
+                            "--output-dir", cls.dir, "--duration-s", "0.02", "--activity-MBq", "3",
+                            "--quiet"], check=True, capture_output=True)
+            subprocess.run([tool("petdaq-offline"), "--config", os.path.join(cls.dir, "petdaq.yaml"),
+                            "--input", os.path.join(cls.dir, "frames.bin"), "--output",
+                            os.path.join(cls.dir, "out.plm"), "--quiet"], check=True,
+                           capture_output=True)
+        return cls.dir
+
+
+def tearDownModule():
+    if Acquisition.dir:
+        shutil.rmtree(Acquisition.dir, ignore_errors=True)
+
+
+class Version(unittest.TestCase):
+    def test_one_version_string(self):
+        with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
+            cmake = re.search(r"project\(petdaq VERSION ([0-9.]+)", f.read()).group(1)
+        with open(os.path.join(SOURCE, "python", "pyproject.toml")) as f:
+            pyproject = re.search(r'^version = "([^"]+)"', f.read(), re.M).group(1)
+        self.assertEqual(petdaq.__version__, cmake)
+        self.assertEqual(pyproject, cmake)
+
+
+class ReadPlm(unittest.TestCase):
+    def test_records_equal_petdaq_dump(self):
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        f = petdaq.read_plm(plm)
+        want, text = dump_records(plm)
+        self.assertGreater(len(want["prompt"]), 100)
+        self.assertGreater(len(want["delayed"]), 10)
+        for kind, got in (("prompt", f.prompts), ("delayed", f.delayed)):
+            self.assertEqual(len(got), len(want[kind]))
+            w = np.array(want[kind], dtype=object)
+            np.testing.assert_array_equal(got["time_a"], w[:, 0].astype(np.uint64))
+            np.testing.assert_array_equal(got["dt"], w[:, 1].astype(np.int32))
+            np.testing.assert_array_equal(got["crystal_a"], w[:, 2].astype(np.uint32))
+            np.testing.assert_array_equal(got["crystal_b"], w[:, 3].astype(np.uint32))
+            # petdaq-dump prints energies with 9 significant digits: exact for float32.
+            np.testing.assert_array_equal(got["energy_a"], w[:, 4].astype(np.float32))
+            np.testing.assert_array_equal(got["energy_b"], w[:, 5].astype(np.float32))
+            np.testing.assert_array_equal(got["flags"], w[:, 6].astype(np.uint32))
+        tick = float(re.search(r"tick_ps (\S+)", text).group(1))
+        self.assertEqual(f.tick_ps, tick)
+        self.assertEqual(f.partial_tail_bytes, 0)
+        self.assertTrue(np.all(f.delayed["flags"] & petdaq.FLAG_DELAYED))
+        # Batches of one kind tile time.
+        prompts = f.messages[f.messages["kind"] == petdaq.KIND_PROMPTS]
+        np.testing.assert_array_equal(prompts["t_begin"][1:], prompts["t_end"][:-1])
+
+    def test_a_file_being_written_is_read_up_to_its_last_complete_message(self):
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        whole = petdaq.read_plm(plm)
+        with open(plm, "rb") as f:
+            data = f.read()
+        # End the copy 10 bytes into the second message's header.
+        self.assertGreaterEqual(len(whole.messages), 2)
+        first = 64 + 64 + int(whole.messages[0]["record_count"]) * 32
+        cut = os.path.join(Acquisition.get(), "growing.plm")
+        with open(cut, "wb") as f:
+            f.write(data[:first + 10])
+        part = petdaq.read_plm(cut)
+        self.assertEqual(len(part.messages), 1)
+        self.assertEqual(part.partial_tail_bytes, 10)
+        n_prompts = sum(int(m["record_count"]) for m in part.messages if m["kind"] == 1)
+        np.testing.assert_array_equal(part.prompts, whole.prompts[:n_prompts])
+
+    def test_corruption_is_an_error_naming_the_offset(self):
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        with open(plm, "rb") as f:
+            data = bytearray(f.read())
+        data[64] ^= 0xFF
+        bad = os.path.join(Acquisition.get(), "bad.plm")
+        with open(bad, "wb") as f:
+            f.write(data)
+        with self.assertRaisesRegex(petdaq.plm.PlmError, "message at byte 64"):
+            petdaq.read_plm(bad)
+        with open(bad, "wb") as f:
+            f.write(b"PDQX" + bytes(60))
+        with self.assertRaisesRegex(petdaq.plm.PlmError, "not a petdaq list-mode file"):
+            petdaq.read_plm(bad)
+
+
+class Export(unittest.TestCase):
+    """petdaq-export's HDF5 and CASToR outputs read back with h5py and NumPy."""
+
+    def export(self, fmt, out):
+        acq = Acquisition.get()
+        subprocess.run([tool("petdaq-export"), "--input", os.path.join(acq, "out.plm"), "--config",
+                        os.path.join(acq, "petdaq.yaml"), "--format", fmt, "--output", out,
+                        "--quiet"], check=True, capture_output=True)
+
+    def test_hdf5_equals_petdaq_dump(self):
+        try:
+            import h5py
+        except ImportError:
+            self.skipTest("h5py (python3-h5py) missing")
+        acq = Acquisition.get()
+        out = os.path.join(acq, "out.h5")
+        self.export("hdf5", out)
+        want, text = dump_records(os.path.join(acq, "out.plm"))
+        with h5py.File(out, "r") as f:
+            for kind, name in (("prompt", "prompts"), ("delayed", "delayed")):
+                d = f[name]
+                self.assertIsNotNone(d.chunks)
+                self.assertEqual(d.compression, "gzip")
+                got = d[:]
+                self.assertEqual(len(got), len(want[kind]))
+                self.assertEqual([tuple(r) for r in got.tolist()],
+                                 [(t, dt, a, b, np.float32(ea), np.float32(eb), fl)
+                                  for t, dt, a, b, ea, eb, fl in want[kind]])
+            self.assertEqual(f.attrs["tick_ps"], float(re.search(r"tick_ps (\S+)", text).group(1)))
+            self.assertEqual(f["counts"].attrs["prompts"], len(want["prompt"]))
+            self.assertEqual(f["counts"].attrs["delayed"], len(want["delayed"]))
+            plm = petdaq.read_plm(os.path.join(acq, "out.plm"))
+            np.testing.assert_array_equal(f["messages"]["t_end"], plm.messages["t_end"])
+            np.testing.assert_array_equal(f["messages"]["record_count"], plm.messages["record_count"])
+            # The C++ geometry equals the Python package's (two implementations of DESIGN 3).
+            g = petdaq.Geometry()
+            np.testing.assert_allclose(f["geometry/crystal_position_mm"][:], g.lut(), atol=1e-9)
+            np.testing.assert_array_equal(f["geometry/ring"][:], g.ring(np.arange(g.crystal_count)))
+            np.testing.assert_array_equal(f["geometry/sector"][:], g.sector(np.arange(g.crystal_count)))
+            self.assertIn("scanner:", f["settings"].attrs["config_yaml"].decode())
+
+    def test_castor_records_equal_the_plm(self):
+        acq = Acquisition.get()
+        base = os.path.join(acq, "scan")
+        self.export("castor", base)
+        plm = petdaq.read_plm(os.path.join(acq, "out.plm"))
+        events = np.fromfile(base + ".cdf", dtype=np.dtype([("time_ms", "<u4"), ("crystal_1", "<u4"),
+                                                           ("crystal_2", "<u4")]))
+        p = plm.prompts
+        self.assertGreater(len(p), 100)
+        np.testing.assert_array_equal(events["crystal_1"], p["crystal_a"])
+        np.testing.assert_array_equal(events["crystal_2"], p["crystal_b"])
+        t0 = plm.messages[0]["t_begin"]
+        want_ms = np.floor((p["time_a"] - t0).astype(np.float64) * plm.tick_ps * 1e-9)
+        np.testing.assert_array_equal(events["time_ms"], want_ms.astype(np.uint32))
+        with open(base + ".cdh") as f:
+            header = dict(line.split(": ", 1) for line in f.read().splitlines())
+        self.assertEqual(header["Data mode"], "list-mode")
+        self.assertEqual(int(header["Number of events"]), len(p))
+        self.assertEqual(header["Data filename"], "scan.cdf")
+        g = petdaq.Geometry()
+        lut = np.fromfile(base + ".lut", dtype="<f4").reshape(-1, 6)
+        self.assertEqual(len(lut), g.crystal_count)
+        np.testing.assert_allclose(lut[:, :3], g.lut(), atol=1e-4)
+        np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
+
+
+class Histograms(unittest.TestCase):
+    def test_pending_format_says_so(self):
+        with self.assertRaisesRegex(NotImplementedError, "DESIGN"):
+            petdaq.read_histograms("x.h")
+
+
+class GeometryTest(unittest.TestCase):
+    g = petdaq.Geometry()
+
+    def test_crystal_ids_follow_design_section_3(self):
+        g = self.g
+        self.assertEqual(g.crystals_per_ring, 12 * 2 * 13)
+        self.assertEqual(g.ring_count, 2 * 2 * 13)
+        # b_trans 5, d_trans 1, c_trans 7; b_axial 1, d_axial 0, c_axial 3
+        in_ring = 5 * (2 * 13) + 1 * 13 + 7
+        ring = 1 * (2 * 13) + 0 * 13 + 3
+        crystal = ring * g.crystals_per_ring + in_ring
+        self.assertEqual(g.ring(crystal), ring)
+        self.assertEqual(g.sector(crystal), 5)
+        self.assertEqual(g.crystal_in_ring(crystal), in_ring)
+
+    def test_positions(self):
+        g = self.g
+        lut = g.lut()
+        self.assertEqual(lut.shape, (g.crystal_count, 3))
+        self.assertEqual(len(np.unique(np.round(lut, 6), axis=0)), g.crystal_count)
+        # Every crystal centre lies half a depth behind its panel's face.
+        angle = 2 * np.pi * g.sector(np.arange(g.crystal_count)) / g.bdm_transaxial
+        depth = lut[:, 0] * np.cos(angle) + lut[:, 1] * np.sin(angle)
+        np.testing.assert_allclose(depth, g.ring_radius_mm + g.crystal_depth_mm / 2, atol=1e-9)
+        # Neighbours inside a DU are one pitch apart, across and along; rings are centred on 0.
+        np.testing.assert_allclose(np.linalg.norm(lut[1] - lut[0]), g.crystal_pitch_transaxial_mm)
+        np.testing.assert_allclose(np.linalg.norm(lut[g.crystals_per_ring] - lut[0]),
+                                   g.crystal_pitch_axial_mm)
+        np.testing.assert_allclose(lut[:, 2].mean(), 0, atol=1e-9)
+        # Across a DU gap: pitch + gap; across a BDM gap along the axis: pitch + BDM gap.
+        np.testing.assert_allclose(np.linalg.norm(lut[13] - lut[12]),
+                                   g.crystal_pitch_transaxial_mm + g.du_gap_mm)
+        r = g.crystals_per_ring
+        np.testing.assert_allclose(lut[26 * r, 2] - lut[25 * r, 2],
+                                   g.crystal_pitch_axial_mm + g.bdm_gap_mm)
+
+    def test_from_config(self):
+        try:
+            import yaml  # noqa: F401
+        except ImportError:
+            self.skipTest("PyYAML (python3-yaml) missing")
+        g = petdaq.Geometry.from_config(os.path.join(SOURCE, "config", "petdaq.yaml"))
+        self.assertEqual(g, petdaq.Geometry())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,40 @@
+# The command-line convention every petdaq binary follows (tools/common/cli.h): CLI11, one
+# version string from the project version, a man page made with help2man from --help and
+# --version at build time, and bash completion.
+find_package(CLI11 REQUIRED)
+find_program(PETDAQ_HELP2MAN help2man)
+if(NOT PETDAQ_HELP2MAN)
+  message(STATUS "petdaq: man pages are not built (help2man missing)")
+endif()
+
+add_library(petdaq_cli INTERFACE)
+target_include_directories(petdaq_cli INTERFACE ${PROJECT_SOURCE_DIR})
+target_link_libraries(petdaq_cli INTERFACE CLI11::CLI11)
+target_compile_definitions(petdaq_cli INTERFACE PETDAQ_VERSION="${PROJECT_VERSION}")
+
+# petdaq_cli_program(<target> "<one line that says what it does>" [INSTALL])
+# Links the convention, registers the binary for the conformance test
+# (tests/tools/cli_conformance.sh) and, with INSTALL, installs it with its man page and its
+# bash completion.
+function(petdaq_cli_program target description)
+  cmake_parse_arguments(ARG "INSTALL" "" "" ${ARGN})
+  target_link_libraries(${target} PRIVATE petdaq_cli)
+  set_property(GLOBAL APPEND PROPERTY PETDAQ_CLI_PROGRAMS ${target})
+  if(NOT ARG_INSTALL)
+    return()
+  endif()
+  install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/common/petdaq-completion.bash
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${target})
+  if(PETDAQ_HELP2MAN)
+    set(page ${CMAKE_BINARY_DIR}/man/${target}.1)
+    add_custom_command(OUTPUT ${page}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+      COMMAND ${PETDAQ_HELP2MAN} --no-info --no-discard-stderr --section=1
+              --name=${description} --output=${page} $<TARGET_FILE:${target}>
+      DEPENDS ${target}
+      COMMENT "help2man ${target}.1" VERBATIM)
+    add_custom_target(${target}-man ALL DEPENDS ${page})
+    install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  endif()
+endfunction()

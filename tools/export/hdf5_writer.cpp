@@ -1,0 +1,247 @@
+#include "tools/export/hdf5_writer.h"
+
+#include <cstddef>
+#include <initializer_list>
+#include <utility>
+#include <set>
+#include <stdexcept>
+
+#include "core/geometry.h"
+#include "tools/export/crystal_position.h"
+
+namespace petdaq::exporter {
+
+namespace {
+
+constexpr hsize_t kChunkRecords = 1 << 16;  // 2 MiB chunks
+
+hid_t check(hid_t id, const std::string& what) {
+  if (id < 0) throw std::runtime_error("HDF5: " + what + " failed");
+  return id;
+}
+
+void check_status(herr_t status, const std::string& what) {
+  if (status < 0) throw std::runtime_error("HDF5: " + what + " failed");
+}
+
+H5Handle record_type(bool file) {
+  H5Handle t(H5Tcreate(H5T_COMPOUND, file ? 32 : sizeof(CoincRecord)), H5Tclose, "record type");
+  auto member = [&](const char* name, std::size_t offset, hid_t native, hid_t le) {
+    check_status(H5Tinsert(t.get(), name, offset, file ? le : native), name);
+  };
+  member("time_a", offsetof(CoincRecord, time_a), H5T_NATIVE_UINT64, H5T_STD_U64LE);
+  member("dt", offsetof(CoincRecord, dt), H5T_NATIVE_INT32, H5T_STD_I32LE);
+  member("crystal_a", offsetof(CoincRecord, crystal_a), H5T_NATIVE_UINT32, H5T_STD_U32LE);
+  member("crystal_b", offsetof(CoincRecord, crystal_b), H5T_NATIVE_UINT32, H5T_STD_U32LE);
+  member("energy_a", offsetof(CoincRecord, energy_a), H5T_NATIVE_FLOAT, H5T_IEEE_F32LE);
+  member("energy_b", offsetof(CoincRecord, energy_b), H5T_NATIVE_FLOAT, H5T_IEEE_F32LE);
+  member("flags", offsetof(CoincRecord, flags), H5T_NATIVE_UINT32, H5T_STD_U32LE);
+  return t;
+}
+
+void attr(hid_t on, const char* name, hid_t mem_type, hid_t file_type, const void* value) {
+  H5Handle space(H5Screate(H5S_SCALAR), H5Sclose, "scalar space");
+  H5Handle a(H5Acreate2(on, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+             name);
+  check_status(H5Awrite(a.get(), mem_type, value), name);
+}
+void attr(hid_t on, const char* name, std::uint64_t v) {
+  attr(on, name, H5T_NATIVE_UINT64, H5T_STD_U64LE, &v);
+}
+void attr(hid_t on, const char* name, double v) {
+  attr(on, name, H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, &v);
+}
+void attr(hid_t on, const char* name, const std::string& v) {
+  H5Handle t(H5Tcopy(H5T_C_S1), H5Tclose, "string type");
+  check_status(H5Tset_size(t.get(), std::max<std::size_t>(1, v.size())), name);
+  check_status(H5Tset_cset(t.get(), H5T_CSET_UTF8), name);
+  attr(on, name, t.get(), t.get(), v.empty() ? "" : v.data());
+}
+
+template <typename T>
+void dataset(hid_t on, const char* name, hid_t mem_type, hid_t file_type,
+             const std::vector<T>& values, std::vector<hsize_t> dims) {
+  H5Handle space(H5Screate_simple(int(dims.size()), dims.data(), nullptr), H5Sclose, name);
+  H5Handle d(H5Dcreate2(on, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+             H5Dclose, name);
+  check_status(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), name);
+}
+
+}  // namespace
+
+H5Handle::H5Handle(hid_t id, Closer close, const char* what) : id_(check(id, what)), close_(close) {}
+
+H5Handle& H5Handle::operator=(H5Handle&& o) noexcept {
+  if (this != &o) {
+    reset();
+    id_ = o.id_;
+    close_ = o.close_;
+    o.id_ = -1;
+  }
+  return *this;
+}
+
+void H5Handle::reset() {
+  if (id_ >= 0 && close_) close_(id_);
+  id_ = -1;
+}
+
+Hdf5Writer::Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header,
+                       const Settings& settings, const std::string& config_text,
+                       int compression_level)
+    : path_(file), settings_(settings) {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions naming the step
+  file_ = H5Handle(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+                   ("create " + file.string()).c_str());
+  record_mem_type_ = record_type(false);
+  record_file_type_ = record_type(true);
+  const hid_t root = file_.get();
+  attr(root, "format", std::string("petdaq-export hdf5 1"));
+  attr(root, "petdaq_version", std::string(PETDAQ_VERSION));
+  attr(root, "tick_ps", header.tick_ps);
+  attr(root, "crystal_count", std::uint64_t{header.crystal_count});
+  attr(root, "crystals_per_ring", std::uint64_t{header.crystals_per_ring});
+  attr(root, "settings_hash", header.settings_hash);
+  attr(root, "created_unix_ns", header.created_unix_ns);
+
+  H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
+  const hsize_t chunk = kChunkRecords;
+  check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "chunking");
+  check_status(H5Pset_shuffle(dcpl.get()), "shuffle filter");
+  check_status(H5Pset_deflate(dcpl.get(), unsigned(compression_level)), "deflate filter");
+  for (auto [name, stream] : {std::pair{"prompts", &prompts_}, std::pair{"delayed", &delayed_}}) {
+    const hsize_t zero = 0, unlimited = H5S_UNLIMITED;
+    H5Handle space(H5Screate_simple(1, &zero, &unlimited), H5Sclose, name);
+    stream->dataset = H5Handle(H5Dcreate2(root, name, record_file_type_.get(), space.get(),
+                                          H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                               H5Dclose, name);
+    stream->buffer.reserve(kChunkRecords);
+  }
+
+  H5Handle group(H5Gcreate2(root, "settings", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                 "settings");
+  attr(group.get(), "config_yaml", config_text);
+  attr(group.get(), "coincidence_window_ps", settings.coincidence.window_ps);
+  attr(group.get(), "energy_window_low_keV", settings.energy_window.low_keV);
+  attr(group.get(), "energy_window_high_keV", settings.energy_window.high_keV);
+  attr(group.get(), "delayed_offset_ps", settings.coincidence.delayed.offset_ps);
+}
+
+void Hdf5Writer::flush(Stream& s) {
+  if (s.buffer.empty()) return;
+  const hsize_t n = s.buffer.size(), total = s.written + n, start = s.written;
+  check_status(H5Dset_extent(s.dataset.get(), &total), "extend");
+  H5Handle file_space(H5Dget_space(s.dataset.get()), H5Sclose, "file space");
+  check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr),
+               "select");
+  H5Handle mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose, "memory space");
+  check_status(H5Dwrite(s.dataset.get(), record_mem_type_.get(), mem_space.get(), file_space.get(),
+                        H5P_DEFAULT, s.buffer.data()),
+               "write " + path_.string());
+  s.written = total;
+  s.buffer.clear();
+}
+
+void Hdf5Writer::add(const MessageHeader& m, const CoincRecord* records, std::size_t n) {
+  messages_.push_back(m);
+  const bool delayed = m.kind == static_cast<std::uint16_t>(MessageKind::delayed);
+  Stream& s = delayed ? delayed_ : prompts_;
+  for (std::size_t i = 0; i < n; ++i) {
+    s.buffer.push_back(records[i]);
+    from_multiple_[delayed] += (records[i].flags & coinc_flag::from_multiple) != 0;
+    if (s.buffer.size() == kChunkRecords) flush(s);
+  }
+}
+
+void Hdf5Writer::finish(const std::string& source) {
+  flush(prompts_);
+  flush(delayed_);
+  const hid_t root = file_.get();
+  attr(root, "source", source);
+
+  // The message headers, one row per message in file order.
+  struct MessageRow {
+    std::uint16_t kind;
+    std::uint64_t message_id, run_id, slice_id, t_begin, t_end;
+    std::uint32_t record_count;
+  };
+  std::vector<MessageRow> rows;
+  std::set<std::uint64_t> runs;
+  std::uint64_t messages[2] = {};
+  for (const MessageHeader& m : messages_) {
+    rows.push_back({m.kind, m.message_id, m.run_id, m.slice_id, m.t_begin, m.t_end, m.record_count});
+    runs.insert(m.run_id);
+    ++messages[m.kind == static_cast<std::uint16_t>(MessageKind::delayed)];
+  }
+  {
+    H5Handle mem(H5Tcreate(H5T_COMPOUND, sizeof(MessageRow)), H5Tclose, "message type");
+    H5Handle disk(H5Tcreate(H5T_COMPOUND, 2 + 5 * 8 + 4), H5Tclose, "message type");
+    std::size_t at = 0;
+    auto member = [&](const char* name, std::size_t offset, hid_t native, hid_t le, std::size_t size) {
+      check_status(H5Tinsert(mem.get(), name, offset, native), name);
+      check_status(H5Tinsert(disk.get(), name, at, le), name);
+      at += size;
+    };
+    member("kind", offsetof(MessageRow, kind), H5T_NATIVE_UINT16, H5T_STD_U16LE, 2);
+    member("message_id", offsetof(MessageRow, message_id), H5T_NATIVE_UINT64, H5T_STD_U64LE, 8);
+    member("run_id", offsetof(MessageRow, run_id), H5T_NATIVE_UINT64, H5T_STD_U64LE, 8);
+    member("slice_id", offsetof(MessageRow, slice_id), H5T_NATIVE_UINT64, H5T_STD_U64LE, 8);
+    member("t_begin", offsetof(MessageRow, t_begin), H5T_NATIVE_UINT64, H5T_STD_U64LE, 8);
+    member("t_end", offsetof(MessageRow, t_end), H5T_NATIVE_UINT64, H5T_STD_U64LE, 8);
+    member("record_count", offsetof(MessageRow, record_count), H5T_NATIVE_UINT32, H5T_STD_U32LE, 4);
+    dataset(root, "messages", mem.get(), disk.get(), rows, {rows.size()});
+  }
+
+  H5Handle counts(H5Gcreate2(root, "counts", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                  "counts");
+  attr(counts.get(), "prompts", prompts_.written);
+  attr(counts.get(), "delayed", delayed_.written);
+  attr(counts.get(), "prompts_from_multiples", from_multiple_[0]);
+  attr(counts.get(), "delayed_from_multiples", from_multiple_[1]);
+  attr(counts.get(), "prompt_messages", messages[0]);
+  attr(counts.get(), "delayed_messages", messages[1]);
+  attr(counts.get(), "runs", std::uint64_t{runs.size()});
+
+  const ScannerSettings& s = settings_.scanner;
+  const Geometry g = Geometry::from(s);
+  const std::uint32_t n = g.crystal_count();
+  std::vector<double> position(std::size_t{n} * 3);
+  std::vector<std::uint32_t> ring(n), sector(n), in_ring(n);
+  for (std::uint32_t c = 0; c < n; ++c) {
+    const CrystalPlace p = crystal_place(s, c);
+    for (int k = 0; k < 3; ++k) position[std::size_t{c} * 3 + k] = p.centre_mm[k];
+    ring[c] = c / g.crystals_per_ring();
+    in_ring[c] = c % g.crystals_per_ring();
+    sector[c] = in_ring[c] / (g.du_transaxial * g.crystal_transaxial);
+  }
+  H5Handle geo(H5Gcreate2(root, "geometry", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+               "geometry");
+  dataset(geo.get(), "crystal_position_mm", H5T_NATIVE_DOUBLE, H5T_IEEE_F64LE, position, {n, 3});
+  dataset(geo.get(), "ring", H5T_NATIVE_UINT32, H5T_STD_U32LE, ring, {n});
+  dataset(geo.get(), "sector", H5T_NATIVE_UINT32, H5T_STD_U32LE, sector, {n});
+  dataset(geo.get(), "crystal_in_ring", H5T_NATIVE_UINT32, H5T_STD_U32LE, in_ring, {n});
+  using Count = std::pair<const char*, std::uint32_t>;
+  using Length = std::pair<const char*, double>;
+  for (auto [name, v] : std::initializer_list<Count>{{"bdm_transaxial", s.bdm_transaxial}, {"bdm_axial", s.bdm_axial},
+                         {"du_transaxial", s.du_transaxial}, {"du_axial", s.du_axial},
+                         {"crystal_transaxial", s.crystal_transaxial},
+                         {"crystal_axial", s.crystal_axial}})
+    attr(geo.get(), name, std::uint64_t{v});
+  for (auto [name, v] : std::initializer_list<Length>{{"ring_radius_mm", s.ring_radius_mm},
+                         {"crystal_pitch_transaxial_mm", s.crystal_pitch_transaxial_mm},
+                         {"crystal_pitch_axial_mm", s.crystal_pitch_axial_mm},
+                         {"crystal_depth_mm", s.crystal_depth_mm}, {"du_gap_mm", s.du_gap_mm},
+                         {"bdm_gap_mm", s.bdm_gap_mm}})
+    attr(geo.get(), name, v);
+  prompts_.dataset.reset();
+  delayed_.dataset.reset();
+  record_mem_type_.reset();
+  record_file_type_.reset();
+  counts.reset();
+  geo.reset();
+  if (H5Fflush(file_.get(), H5F_SCOPE_GLOBAL) < 0)
+    throw std::runtime_error(path_.string() + ": HDF5 flush failed");
+  file_.reset();
+}
+
+}  // namespace petdaq::exporter

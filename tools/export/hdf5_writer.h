@@ -1,0 +1,63 @@
+// HDF5 output (docs/export.md): prompts and delayed as chunked, compressed compound datasets
+// (the 32-byte record of DESIGN section 5), the message headers, the file header and settings
+// as attributes, counts from the file, and the scanner geometry (crystal id -> ring, sector,
+// position in mm).
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/settings.h"
+#include "proto/records.h"
+
+namespace petdaq::exporter {
+
+// One HDF5 identifier, closed by its own H5*close function.
+class H5Handle {
+ public:
+  using Closer = herr_t (*)(hid_t);
+  H5Handle() = default;
+  H5Handle(hid_t id, Closer close, const char* what);
+  ~H5Handle() { reset(); }
+  H5Handle(H5Handle&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  H5Handle& operator=(H5Handle&& o) noexcept;
+  H5Handle(const H5Handle&) = delete;
+  H5Handle& operator=(const H5Handle&) = delete;
+  hid_t get() const { return id_; }
+  void reset();
+
+ private:
+  hid_t id_ = -1;
+  Closer close_ = nullptr;
+};
+
+class Hdf5Writer {
+ public:
+  Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header, const Settings& settings,
+             const std::string& config_text, int compression_level);
+  void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
+  // Writes what is buffered, the messages, counts and geometry; closes the file.
+  void finish(const std::string& source);
+
+ private:
+  struct Stream {
+    H5Handle dataset;
+    std::vector<CoincRecord> buffer;
+    std::uint64_t written = 0;
+  };
+  void flush(Stream& s);
+
+  std::filesystem::path path_;
+  Settings settings_;
+  H5Handle file_;
+  H5Handle record_mem_type_, record_file_type_;
+  Stream prompts_, delayed_;
+  std::vector<MessageHeader> messages_;
+  std::uint64_t from_multiple_[2] = {};
+};
+
+}  // namespace petdaq::exporter
