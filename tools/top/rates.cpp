@@ -83,8 +83,8 @@ Rates parse_rates(std::string_view json_text) {
   r.randoms = optional_number(rates, "randoms");
   r.randoms_singles_rate = optional_number(rates, "randoms_singles_rate");
   r.randoms_singles_prompts = optional_number(rates, "randoms_singles_prompts");
-  if (const json::Value* m = rates ? rates->find("randoms_method") : nullptr; m && m->is_string())
-    r.randoms_method = m->as_string();
+  if (const Json* m = member(rates, "randoms_method"); m && m->is_string())
+    r.randoms_method = m->get<std::string>();
 
   if (const Json* bdm = member(&doc, "bdm"); bdm && bdm->is_object()) {
     r.bdm_transaxial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "transaxial", 0)));
