@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
 #include "core/calibration.h"
@@ -102,7 +103,10 @@ int run(Loaded loaded, const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  spdlog::set_default_logger(spdlog::stderr_logger_mt("petdaqd"));
+  // Under systemd the journal stamps each line: log to it with the level as the priority and
+  // no second timestamp.
+  spdlog::set_default_logger(stderr_is_journal() ? spdlog::systemd_logger_mt("petdaqd", "petdaqd")
+                                                 : spdlog::stderr_logger_mt("petdaqd"));
   Options opt;
   if (const auto rc = parse_options(argc, argv, opt)) return *rc;
 

@@ -16,5 +16,8 @@ void notify_watchdog();
 // The interval at which WATCHDOG=1 must come (half of WatchdogSec), or zero when the
 // service runs without a watchdog.
 std::chrono::microseconds watchdog_interval();
+// True when stderr is the systemd journal's stream (JOURNAL_STREAM names its device and
+// inode): the journal stamps every line itself and takes a priority per line.
+bool stderr_is_journal();
 
 }  // namespace petdaq::daemon

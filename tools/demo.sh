@@ -47,7 +47,7 @@ record_pid=$!
 sleep 0.5
 
 say "replaying $acq/frames.bin at ${speed}x real time (petdaq-replay)"
-"$bin/petdaq-replay" --config "$config" --speed "$speed" "$acq/frames.bin"
+"$bin/petdaq-replay" --config "$config" --speed "$speed" --input "$acq/frames.bin"
 
 sleep 1
 say "stopping petdaqd (SIGTERM: drain, resolve the last slice, publish, exit)"

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include "core/randoms.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
+#include "daemon/notify.h"
 #include "daemon/rates.h"
 #include "daemon/receiver.h"
 #include "daemon/sequence_tracker.h"
@@ -212,6 +214,7 @@ std::map<std::string, std::string> rates_schema() {
 bool has_type(const nlohmann::json& v, const std::string& type) {
   if (type == "integer") return v.is_number_integer();
   if (type == "number") return v.is_number();
+  if (type == "number or null") return v.is_number() || v.is_null();
   if (type == "string") return v.is_string();
   if (type == "array of number" || type == "array of number or null") {
     if (!v.is_array()) return false;
@@ -275,6 +278,35 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   EXPECT_TRUE(doc["bdm"]["temperature_degC"][1].is_null());
   EXPECT_EQ(doc["bdm"]["singles_per_s"].size(), 3u);
   EXPECT_EQ(doc["queues"]["ring_free"], 60);
+}
+
+TEST(Logging, StderrIsTheJournalOnlyWhenJournalStreamNamesIt) {
+  char path[] = "/tmp/petdaq-journal-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  struct stat st {};
+  ASSERT_EQ(fstat(fd, &st), 0);
+  const int saved = dup(STDERR_FILENO);
+  ASSERT_EQ(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+  const std::string ours = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  const std::string other = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino + 1);
+  unsetenv("JOURNAL_STREAM");
+  const bool without = stderr_is_journal();
+  setenv("JOURNAL_STREAM", ours.c_str(), 1);
+  const bool with_ours = stderr_is_journal();
+  setenv("JOURNAL_STREAM", other.c_str(), 1);
+  const bool with_other = stderr_is_journal();
+  setenv("JOURNAL_STREAM", "garbage", 1);
+  const bool with_garbage = stderr_is_journal();
+  unsetenv("JOURNAL_STREAM");
+  dup2(saved, STDERR_FILENO);
+  close(saved);
+  close(fd);
+  unlink(path);
+  EXPECT_FALSE(without);
+  EXPECT_TRUE(with_ours);
+  EXPECT_FALSE(with_other);  // stderr was redirected away from the journal
+  EXPECT_FALSE(with_garbage);
 }
 
 TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {

@@ -8,12 +8,26 @@ log=$(mktemp)
 trap 'rm -rf "$dest" "$log"' EXIT
 DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
-         "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" \
+         "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" "$bindir/petdaq-export" \
+         "$prefix/share/bash-completion/completions/petdaq-sim" \
+         "$prefix/share/bash-completion/completions/petdaqd" \
          "$sysconfdir/petdaq/petdaq.yaml" "$sysconfdir/petdaq/petdaq.yaml.default" \
          "$prefix/lib/systemd/system/petdaqd.service" "$prefix/lib/sysctl.d/60-petdaq.conf" \
          "$prefix/lib/sysusers.d/petdaq.conf"; do
   [ -e "$dest/$f" ] || { echo "missing after install: $f"; cat "$log"; exit 1; }
 done
+# Man pages, generated at build time when help2man is there.
+if command -v help2man > /dev/null; then
+  for page in petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export; do
+    grep -q '^\.TH' "$dest/$prefix/share/man/man1/$page.1" 2>/dev/null \
+      || { echo "missing or empty man page: $prefix/share/man/man1/$page.1"; exit 1; }
+  done
+fi
+# The completion registers itself for the petdaq binaries.
+if command -v bash > /dev/null; then
+  bash -c ". '$dest/$prefix/share/bash-completion/completions/petdaq-sim' && complete -p petdaq-export" \
+    > /dev/null || { echo "the bash completion does not register petdaq-export"; exit 1; }
+fi
 grep -qx "ExecStart=$bindir/petdaqd --config $sysconfdir/petdaq/petdaq.yaml" \
   "$dest/$prefix/lib/systemd/system/petdaqd.service" \
   || { echo "the unit does not start $bindir/petdaqd with $sysconfdir/petdaq/petdaq.yaml"; exit 1; }

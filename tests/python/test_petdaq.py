@@ -198,6 +198,39 @@ class Export(unittest.TestCase):
         np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
 
 
+class LiveExport(unittest.TestCase):
+    def test_hdf5_of_a_subscription_equals_a_recording_of_it(self):
+        try:
+            import h5py
+        except ImportError:
+            self.skipTest("h5py (python3-h5py) missing")
+        with tempfile.TemporaryDirectory(prefix="petdaq-live-") as d:
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            config = os.path.join(SOURCE, "config", "petdaq.yaml")
+            common = dict(stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            record = subprocess.Popen([tool("petdaq-record"), "--config", config, "--output",
+                                       os.path.join(d, "rec.plm"), "--endpoint", endpoint,
+                                       "--messages", "10", "--quiet"], **common)
+            export = subprocess.Popen([tool("petdaq-export"), "--config", config, "--endpoint",
+                                       endpoint, "--messages", "10", "--output",
+                                       os.path.join(d, "live.h5"), "--quiet"], **common)
+            # Two subscribers of two topics each; then 5 prompt and 5 delayed batches.
+            subprocess.run([tool("petdaq-test-publisher"), "--endpoint", endpoint,
+                            "--wait-subscriptions", "4", "--batches", "5"], check=True,
+                           capture_output=True, timeout=60)
+            _, record_err = record.communicate(timeout=30)
+            _, export_err = export.communicate(timeout=30)
+            self.assertEqual(record.returncode, 0, record_err)
+            self.assertEqual(export.returncode, 0, export_err)
+            rec = petdaq.read_plm(os.path.join(d, "rec.plm"))
+            self.assertGreater(len(rec.prompts), 0)
+            with h5py.File(os.path.join(d, "live.h5"), "r") as f:
+                np.testing.assert_array_equal(f["prompts"][:].view(petdaq.RECORD), rec.prompts)
+                np.testing.assert_array_equal(f["delayed"][:].view(petdaq.RECORD), rec.delayed)
+                np.testing.assert_array_equal(f["messages"]["message_id"], rec.messages["message_id"])
+                self.assertEqual(f.attrs["source"].decode(), endpoint)
+
+
 class Histograms(unittest.TestCase):
     def test_pending_format_says_so(self):
         with self.assertRaisesRegex(NotImplementedError, "DESIGN"):

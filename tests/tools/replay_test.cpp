@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <pcap/pcap.h>
 
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -366,6 +367,37 @@ TEST(ReplayTool, RawDatagramsCarryTheFileFramesPerBdm) {
   EXPECT_EQ(r.report.at("datagrams"), std::to_string(got.size()));
   EXPECT_EQ(r.report.at("bytes"), std::to_string(20000 * 16));
   EXPECT_EQ(r.report.at("send_errors"), "0");
+}
+
+TEST(ReplayTool, ConfigEndpointsAreTheDestinationsUnlessToOverrides) {
+  ScratchDir dir;
+  const auto frames = make_frames(20000, 6);
+  write_file(dir / "f.frames", frames.data(), frames.size() * 16);
+  UdpReceiver rx_a, rx_b, rx_to;
+  const std::string config = (dir / "petdaq.yaml").string();
+  {
+    std::ofstream out(config);
+    out << "calibration: {position_lut: p.npy, energy_correction: e.npy}\n"
+        << "input:\n  endpoints: [\"" << rx_a.address() << "\", \"" << rx_b.address() << "\"]\n";
+  }
+  auto r = run_replay(dir, {"--config", config, "--input", (dir / "f.frames").string(), "--rate",
+                            "2000000"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  // Source s goes to endpoint s % 2: BDMs 0, 2, 4 to the first, 1, 3, 5 to the second.
+  const std::size_t datagrams_a = rx_a.settle().size(), datagrams_b = rx_b.settle().size();
+  const auto got_a = by_port(rx_a.settle(), Framing::raw);
+  const auto got_b = by_port(rx_b.settle(), Framing::raw);
+  ASSERT_EQ(got_a.size(), 3u);
+  ASSERT_EQ(got_b.size(), 3u);
+  for (const auto& [port, stream] : got_a) EXPECT_EQ(frame_bdm(stream.data()) % 2, 0u);
+  for (const auto& [port, stream] : got_b) EXPECT_EQ(frame_bdm(stream.data()) % 2, 1u);
+
+  r = run_replay(dir, {"--config", config, "--input", (dir / "f.frames").string(), "--to",
+                       rx_to.address(), "--rate", "2000000"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  expect_streams_match_file(by_port(rx_to.settle(), Framing::raw), frames, 6);
+  EXPECT_EQ(rx_a.settle().size(), datagrams_a);  // nothing more to the config's endpoints
+  EXPECT_EQ(rx_b.settle().size(), datagrams_b);
 }
 
 TEST(ReplayTool, SequencedDatagramsOfStandardMtuNumberEachSource) {

@@ -1,6 +1,8 @@
 // tools/examples/subscribe.py receives and decodes published batches (pyzmq + NumPy).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tests/tools/process.h"
 #include "tests/tools/test_messages.h"
 
@@ -36,8 +38,12 @@ TEST(SubscribeExample, DecodesEachBatchIntoItsFields) {
   if (python.empty()) GTEST_SKIP() << "no python3 with pyzmq and NumPy (python3-zmq, python3-numpy)";
   ScratchDir dir;
   const std::string endpoint = dir.ipc("coinc");
+  // The endpoint comes from the configuration, as petdaqd would publish on it.
+  const auto config = dir / "petdaq.yaml";
+  std::ofstream(config) << "output:\n  zmq:\n    send_hwm: 1000\n    endpoint: \"" << endpoint
+                        << "\"\n";
   test::Child example({python, (test::source_dir() / "tools" / "examples" / "subscribe.py").string(),
-                       "--endpoint", endpoint, "--count", "6", "--timeout-s", "20"},
+                       "--config", config.string(), "--count", "6", "--timeout-s", "20"},
                       dir / "py.out", dir / "py.err");
   ASSERT_EQ(test::run_command({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint",
                                endpoint, "--wait-subscriptions", "2", "--batches", "3"},

@@ -2,6 +2,8 @@
 // a test publisher, read back with capture-pane the way a person would read it.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "tests/tools/process.h"
 #include "tests/tools/test_messages.h"
 #include "tools/top/rates.h"
@@ -187,10 +189,14 @@ TEST(TopTool, NoPublisherAtAllSaysSoAfterThreeSeconds) {
       << tmux.capture();
 }
 
-TEST(TopTool, PlainAndJsonModesPrintOneLinePerDocument) {
+TEST(TopTool, PlainAndJsonModesPrintOneLinePerDocumentFromTheConfigsEndpoint) {
   ScratchDir dir;
   const std::string endpoint = dir.ipc("rates");
-  test::Child plain({(bin_dir() / "petdaq-top").string(), "--endpoint", endpoint, "--plain"},
+  // --plain finds the endpoint in the configuration, --json is given it.
+  const auto config = dir / "petdaq.yaml";
+  std::ofstream(config) << "calibration: {position_lut: p.npy, energy_correction: e.npy}\n"
+                        << "output:\n  zmq:\n    endpoint: \"" << endpoint << "\"\n";
+  test::Child plain({(bin_dir() / "petdaq-top").string(), "--config", config.string(), "--plain"},
                     dir / "plain.out", dir / "plain.err");
   test::Child json({(bin_dir() / "petdaq-top").string(), "--endpoint", endpoint, "--json"},
                    dir / "json.out", dir / "json.err");

@@ -17,15 +17,20 @@ class Progress {
   using Clock = std::chrono::steady_clock;
 
   Progress(std::string_view program, bool enabled)
-      : program_(program), enabled_(enabled), terminal_(::isatty(STDERR_FILENO) != 0) {}
+      : Progress(program, enabled, stderr, ::isatty(STDERR_FILENO) != 0, Clock::now()) {}
+  // For tests: where the lines go, whether that is a terminal, and when the run started.
+  Progress(std::string_view program, bool enabled, std::FILE* out, bool terminal,
+           Clock::time_point start)
+      : program_(program), enabled_(enabled), terminal_(terminal), out_(out), start_(start),
+        next_(start) {}
   ~Progress() { done(); }
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
   // `fraction` in [0, 1] or negative when unknown; `text` says what was done so far.
-  void update(double fraction, std::string_view text) {
+  void update(double fraction, std::string_view text) { update(fraction, text, Clock::now()); }
+  void update(double fraction, std::string_view text, Clock::time_point now) {
     if (!enabled_) return;
-    const auto now = Clock::now();
     const double elapsed_s = std::chrono::duration<double>(now - start_).count();
     if (elapsed_s < 1.0 || now < next_) return;
     next_ = now + (terminal_ ? std::chrono::milliseconds(200) : std::chrono::milliseconds(1000));
@@ -39,17 +44,17 @@ class Progress {
     line += "  ";
     line += text;
     if (terminal_) {
-      std::fprintf(stderr, "\r%s\033[K", line.c_str());
+      std::fprintf(out_, "\r%s\033[K", line.c_str());
       shown_ = true;
     } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
+      std::fprintf(out_, "%s\n", line.c_str());
     }
-    std::fflush(stderr);
+    std::fflush(out_);
   }
 
   // Ends the line on a terminal (the next output starts on a clean line).
   void done() {
-    if (shown_) std::fprintf(stderr, "\r\033[K");
+    if (shown_) std::fprintf(out_, "\r\033[K");
     shown_ = false;
   }
 
@@ -63,9 +68,10 @@ class Progress {
   std::string program_;
   bool enabled_;
   bool terminal_;
+  std::FILE* out_;
   bool shown_ = false;
-  Clock::time_point start_ = Clock::now();
-  Clock::time_point next_ = start_;
+  Clock::time_point start_;
+  Clock::time_point next_;
 };
 
 }  // namespace petdaq::cli

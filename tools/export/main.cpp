@@ -1,19 +1,28 @@
 // petdaq-export: a list-mode (.plm) file to HDF5 or to CASToR list-mode (docs/export.md).
+#include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <stdexcept>
 #include <vector>
+
+#ifdef PETDAQ_HAVE_ZMQ
+#include <zmq.hpp>
+#endif
 
 #include "core/geometry.h"
 #include "core/output.h"
 #include "core/settings.h"
+#include "proto/records.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
+#include "tools/stop_signal.h"
 #ifdef PETDAQ_HAVE_HDF5
 #include "tools/export/hdf5_writer.h"
 #endif
@@ -25,6 +34,9 @@ constexpr const char* kProgram = "petdaq-export";
 
 struct Options {
   std::filesystem::path input, config, output;
+  std::string endpoint;  // live: subscribe here instead of reading --input
+  double duration_s = 0;
+  std::uint64_t messages = 0;
   std::string format = "hdf5";
   int compression = 4;
   bool quiet = false;
@@ -37,7 +49,7 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                "complete message), to HDF5 (prompts, delayed, messages, settings, counts and "
                "the scanner geometry) or to CASToR list-mode (OUTPUT.cdh, .cdf and the scanner "
                "LUT OUTPUT.hscan, .lut).");
-  cli::add_input(app, o.input, "the .plm file")->required();
+  CLI::Option* input = cli::add_input(app, o.input, "the .plm file");
   cli::add_output(app, o.output, "the HDF5 file, or the CASToR files' common path (no extension)")
       ->required();
   cli::add_config(app, o.config,
@@ -50,7 +62,23 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0, 9))
       ->type_name("N");
   cli::add_quiet(app, o.quiet);
-  return app.parse_or_exit(argc, argv);
+  const char* live = "Live (instead of --input; needs petdaq built with ZeroMQ)";
+  app.add_option("--endpoint", o.endpoint,
+                 "export what petdaqd publishes there (ZeroMQ endpoint); stops on "
+                 "SIGINT/SIGTERM, after --duration-s or after --messages")
+      ->type_name("EP")
+      ->excludes(input)
+      ->group(live);
+  cli::add_duration_s(app, o.duration_s, "live: stop after S seconds (0: no limit)")
+      ->check(CLI::NonNegativeNumber)
+      ->group(live);
+  app.add_option("--messages", o.messages, "live: stop after N messages (0: no limit)")
+      ->type_name("N")
+      ->group(live);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  if (o.input.empty() && o.endpoint.empty())
+    return app.usage_error("--input FILE or --endpoint EP is required");
+  return std::nullopt;
 }
 
 std::string read_text(const std::filesystem::path& file) {
@@ -59,6 +87,98 @@ std::string read_text(const std::filesystem::path& file) {
   s << in.rdbuf();
   return s.str();
 }
+
+#ifdef PETDAQ_HAVE_ZMQ
+// What petdaqd publishes, message by message, until a stop condition (live export).
+class LiveSource {
+ public:
+  explicit LiveSource(const Options& o)
+      : o_(o), sub_(ctx_, zmq::socket_type::sub), start_(std::chrono::steady_clock::now()) {
+    sub_.set(zmq::sockopt::linger, 0);
+    sub_.set(zmq::sockopt::rcvhwm, 100000);
+    sub_.set(zmq::sockopt::subscribe, "coinc.prompt");
+    sub_.set(zmq::sockopt::subscribe, "coinc.delayed");
+    sub_.connect(o.endpoint);
+    install_stop_signals();
+  }
+
+  bool next(MessageHeader& h, std::vector<CoincRecord>& records) {
+    for (;;) {
+      const double elapsed_s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      if (stop_requested() || (o_.duration_s > 0 && elapsed_s >= o_.duration_s) ||
+          (o_.messages > 0 && taken_ >= o_.messages))
+        return false;
+      zmq::pollitem_t item{sub_.handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        throw;
+      }
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> parts;
+      for (bool more = true; more;) {
+        zmq::message_t part;
+        if (!sub_.recv(part, zmq::recv_flags::none)) break;
+        more = part.more();
+        parts.push_back(std::move(part));
+      }
+      if (const std::string why = decode(parts, h, records); !why.empty()) {
+        ++refused_;
+        last_refusal_ = why;
+        continue;
+      }
+      ++taken_;
+      return true;
+    }
+  }
+  std::uint64_t refused() const { return refused_; }
+  const std::string& last_refusal() const { return last_refusal_; }
+
+ private:
+  // The reason a message is not a coincidence batch, or "" and the batch.
+  static std::string decode(const std::vector<zmq::message_t>& parts, MessageHeader& h,
+                            std::vector<CoincRecord>& records) {
+    if (parts.size() != 3) return std::to_string(parts.size()) + " frames instead of 3";
+    const auto topic = parts[0].to_string_view();
+    const auto kind = topic == "coinc.prompt"    ? MessageKind::prompts
+                      : topic == "coinc.delayed" ? MessageKind::delayed
+                                                 : MessageKind{};
+    if (kind == MessageKind{}) return "unexpected topic";
+    if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
+    h = decode_message_header(parts[1].data<std::uint8_t>());
+    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+        h.kind != static_cast<std::uint16_t>(kind) || h.record_size != sizeof(CoincRecord))
+      return "bad message header (magic, version, kind or record size)";
+    if (parts[2].size() != std::size_t{h.record_count} * sizeof(CoincRecord))
+      return "body length disagrees with record_count";
+    records.resize(h.record_count);
+    if (h.record_count) std::memcpy(records.data(), parts[2].data(), parts[2].size());
+    return "";
+  }
+
+  const Options& o_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t sub_;
+  std::chrono::steady_clock::time_point start_;
+  std::uint64_t taken_ = 0, refused_ = 0;
+  std::string last_refusal_;
+};
+#else
+class LiveSource {
+ public:
+  explicit LiveSource(const Options&) {
+    throw std::runtime_error("--endpoint: this build has no ZeroMQ (libzmq3-dev, cppzmq-dev)");
+  }
+  bool next(MessageHeader&, std::vector<CoincRecord>&) { return false; }
+  std::uint64_t refused() const { return 0; }
+  const std::string& last_refusal() const { return none_; }
+
+ private:
+  std::string none_;
+};
+#endif
 
 }  // namespace
 
@@ -81,32 +201,41 @@ int main(int argc, char** argv) {
     return cli::kExitUsage;
   }
   try {
-    PlmReader reader(o.input);
-    const PlmHeader& h = reader.header();
+    std::optional<PlmReader> reader;
+    std::optional<LiveSource> live;
+    PlmHeader h;
+    if (!o.endpoint.empty()) {
+      live.emplace(o);
+      h = make_plm_header(settings);
+    } else {
+      reader.emplace(o.input);
+      h = reader->header();
+    }
+    const std::string source = reader ? o.input.string() : o.endpoint;
     const Geometry g = Geometry::from(settings.scanner);
     if (h.crystal_count != g.crystal_count() || h.crystals_per_ring != g.crystals_per_ring()) {
       std::fprintf(stderr,
                    "%s: %s has %u crystals (%u per ring) but the scanner of %s has %u (%u per "
                    "ring): give the configuration the file was made with (--config)\n",
-                   kProgram, o.input.c_str(), h.crystal_count, h.crystals_per_ring,
+                   kProgram, source.c_str(), h.crystal_count, h.crystals_per_ring,
                    o.config.empty() ? "the default configuration" : o.config.c_str(),
                    g.crystal_count(), g.crystals_per_ring());
       return cli::kExitUsage;
     }
     std::error_code ec;
-    const auto input_bytes = std::filesystem::file_size(o.input, ec);
+    const auto input_bytes = reader ? std::filesystem::file_size(o.input, ec) : 0;
     cli::Progress progress(kProgram, !o.quiet);
     MessageHeader m;
     std::vector<CoincRecord> records;
     std::uint64_t messages = 0, record_count = 0;
     auto each = [&](auto&& write) {
-      while (reader.next_complete(m, records)) {
+      while (reader ? reader->next_complete(m, records) : live->next(m, records)) {
         write(m, records.data(), records.size());
         ++messages;
         record_count += records.size();
-        if (input_bytes > 0)
-          progress.update(double(reader.offset()) / double(input_bytes),
-                          std::to_string(record_count) + " records");
+        progress.update(input_bytes > 0 ? double(reader->offset()) / double(input_bytes) : -1.0,
+                        std::to_string(messages) + " messages, " + std::to_string(record_count) +
+                            " records");
       }
     };
     std::string written;
@@ -121,21 +250,24 @@ int main(int argc, char** argv) {
     if (o.format == "hdf5") {
       exporter::Hdf5Writer w(o.output, h, settings, config_text, o.compression);
       each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
-      w.finish(o.input.string());
+      w.finish(source);
       written = std::to_string(record_count) + " records to " + o.output.string();
     }
 #endif
     progress.done();
-    if (reader.partial_tail_bytes())
+    if (reader && reader->partial_tail_bytes())
       std::fprintf(stderr,
                    "%s: %s: read up to the last complete message; %llu bytes of a partial "
                    "message follow (file still being written, or truncated)\n",
                    kProgram, o.input.c_str(),
-                   static_cast<unsigned long long>(reader.partial_tail_bytes()));
-    std::fprintf(stderr, "%s: %llu messages, %s\n", kProgram,
-                 static_cast<unsigned long long>(messages), written.c_str());
+                   static_cast<unsigned long long>(reader->partial_tail_bytes()));
+    if (live && live->refused())
+      std::fprintf(stderr, "%s: %llu malformed messages refused (last: %s)\n", kProgram,
+                   static_cast<unsigned long long>(live->refused()), live->last_refusal().c_str());
+    std::fprintf(stderr, "%s: %llu messages from %s, %s\n", kProgram,
+                 static_cast<unsigned long long>(messages), source.c_str(), written.c_str());
     if (messages == 0) {
-      std::fprintf(stderr, "%s: warning: %s holds no complete message\n", kProgram, o.input.c_str());
+      std::fprintf(stderr, "%s: warning: no complete message from %s\n", kProgram, source.c_str());
       return 1;
     }
     return 0;

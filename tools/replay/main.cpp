@@ -74,6 +74,7 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
                  "destination (repeatable; source s goes to destination s % count); default: "
                  "the config's input.endpoints, else 127.0.0.1:5600")
       ->type_name("ADDRESS:PORT")
+      ->default_str("")
       ->group(shape);
   app.add_option("--payload-bytes", o.payload_bytes,
                  "datagram payload size (8972 for a 9000-byte MTU; 1472 for a standard MTU)")
