@@ -191,6 +191,8 @@ TEST(RatesReporter, RandomsEstimatesOnTheAcquisitionClock) {
   EXPECT_NE(doc.find("\"randoms_method\":\"delayed\""), std::string::npos) << doc;
   EXPECT_NE(doc.find("\"randoms_singles_prompts\":null"), std::string::npos) << doc;
   EXPECT_NEAR(json_number(doc, "trues"), 260'000.0, 1e-3);
+}
+
 // The `rates` fields of DESIGN section 7, read from its table: path -> type.
 std::map<std::string, std::string> rates_schema() {
   std::ifstream in(std::string(PETDAQ_SOURCE_DIR) + "/docs/DESIGN.md");
