@@ -5,11 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/histograms.h"
 #include "daemon/notify.h"
 #include "gpu/select_backend.h"
 #include "proto/frame.h"
@@ -118,7 +121,7 @@ Worker::~Worker() {
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
 void Worker::start() {
-  started_ = last_rates_ = last_poll_ = last_watchdog_ = Clock::now();
+  started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = Clock::now();
   thread_ = std::thread([this] {
     try {
       loop();
@@ -218,10 +221,15 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
     if (file_) file_->write(delayed, result.delayed, delayed_bytes);
   }
+  if (result.singles) {  // singles topic (output.singles.enabled)
+    const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
+    publisher_.send(topic::singles, singles, result.singles, result.single_count * sizeof(Single));
+  }
 }
 
 void Worker::on_run_end(std::uint64_t slicer_run) {
   spdlog::info("run {} ended", published_run_id(slicer_run));
+  publish_histograms(published_run_id(slicer_run), true);
   // A clock reset: the chunks of the old run will never be passed by the new horizon.
   retire_latency(Clock::now(), true);
 }
@@ -269,6 +277,48 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
   const auto interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.rates_interval_ms);
   if (force_rates || now - last_rates_ >= interval) publish_rates(now);
+  const auto histogram_interval = std::chrono::duration<double, std::milli>(
+      engine_->settings.output.histograms.interval_ms);
+  if (now - last_histograms_ >= histogram_interval) {
+    last_histograms_ = now;
+    publish_histograms(published_run_id(engine_->slicer->run_id()), false);
+  }
+}
+
+// The `histograms` message of the running backend (DESIGN section 7); at the end of a run
+// also a file next to the list-mode files (output.file.enabled).
+void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
+  const Settings& s = engine_->settings;
+  const HistogramSet* h = engine_->backend->histograms();
+  if (!h) return;
+  encode_histogram_file(*h, s, run_id,
+                        histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_),
+                        histogram_bytes_);
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::histograms);
+  m.message_id = histogram_message_id_++;
+  m.run_id = run_id;
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
+  publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
+  if (write_file && s.output.file.enabled) {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    const auto path = s.output.file.directory / fmt::format("petdaq-{}-run{}.pdh", stamp, run_id);
+    bool ok = false;
+    if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
+      ok = std::fwrite(histogram_bytes_.data(), 1, histogram_bytes_.size(), f) ==
+           histogram_bytes_.size();
+      ok = std::fclose(f) == 0 && ok;
+    }
+    if (ok)
+      spdlog::info("histograms of run {}: {}", run_id, path.string());
+    else
+      spdlog::error("histograms of run {}: cannot write {}", run_id, path.string());
+  }
 }
 
 void Worker::publish_rates(Clock::time_point now) {

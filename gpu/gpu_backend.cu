@@ -21,9 +21,11 @@
 #include <vector>
 
 #include "core/calibration.h"
+#include "core/histograms.h"
 #include "core/settings.h"
 #include "gpu/cuda_support.h"
 #include "gpu/gpu_stage_times.h"
+#include "gpu/histogram_kernels.cuh"
 #include "gpu/kernels.cuh"
 
 namespace petdaq {
@@ -89,6 +91,12 @@ struct Slot {
   std::uint64_t* d_bdm_out = nullptr;
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
   std::uint64_t slice_id = 0;
+  // `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them
+  // it resolved (mapped), and the host copy of those.
+  device_unique_ptr<Single> d_singles;
+  pinned_unique_ptr<std::uint64_t> h_resolved;
+  std::uint64_t* d_resolved = nullptr;
+  pinned_unique_ptr<Single> h_singles;
 };
 
 class GpuBackend final : public Backend {
@@ -103,6 +111,7 @@ class GpuBackend final : public Backend {
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override { return next_submit_ - next_collect_; }
+  const HistogramSet* histograms() override;
 
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
 
@@ -144,6 +153,13 @@ class GpuBackend final : public Backend {
   std::uint64_t next_collect_ = 0;
   SliceResult result_;
   GpuStageTimes stage_times_;
+
+  // Live histograms (output.histograms.enabled): device bins, copied to h_histograms_ on
+  // request.
+  HistogramLayout histogram_layout_;
+  device_unique_ptr<std::uint8_t> d_histograms_;
+  std::unique_ptr<HistogramSet> h_histograms_;
+  bool singles_out_ = false;
 };
 
 GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
@@ -227,7 +243,20 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   temp_bytes_ = need;
   d_temp_ = make_device<std::uint8_t>(temp_bytes_);
 
+  if (s.output.histograms.enabled) {
+    histogram_layout_ = make_histogram_layout(s);
+    d_histograms_ = make_device<std::uint8_t>(histogram_layout_.bytes);
+    PETDAQ_CUDA_CHECK(cudaMemset(d_histograms_.get(), 0, histogram_layout_.bytes));
+    h_histograms_ = std::make_unique<HistogramSet>(histogram_layout_);
+  }
+  singles_out_ = s.output.singles.enabled;
   for (Slot& slot : slots_) {
+    if (singles_out_) {
+      slot.d_singles = make_device<Single>(sort_capacity_);
+      slot.h_singles = make_pinned<Single>(sort_capacity_);
+      slot.h_resolved = make_pinned<std::uint64_t>(1, true);
+      slot.d_resolved = cuda::device_address(slot.h_resolved);
+    }
     slot.h_frames = make_pinned<RawFrame>(max_slice_frames_);
     slot.d_frames = make_device<RawFrame>(max_slice_frames_);
     slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_);
@@ -291,6 +320,8 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
   gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
       counts, state, request.run_start, request.final, bdm, bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
+  if (d_histograms_ && request.run_start)  // histograms: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
 
   // Convert: count per tile, scan the tile counts, convert again and compact in order.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
@@ -308,6 +339,15 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
         frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_offset_.get(), state,
         d_singles_a_.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+    if (d_histograms_) {  // histograms of the frames
+      gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                         gpu::HistogramPolicy::max_blocks,
+                                         blocks_for(frame_count, gpu::HistogramPolicy::threads_per_block))),
+                                     gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+          frames, static_cast<std::uint32_t>(frame_count), tables_, histogram_layout_,
+          d_histograms_.get());
+      PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
+    }
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
 
@@ -382,6 +422,22 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
       delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
       bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
+  if (d_histograms_) {  // histograms of the records
+    gpu::histogram_records_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                        gpu::HistogramPolicy::max_blocks,
+                                        blocks_for(prompt_capacity_ + delayed_capacity_,
+                                                   gpu::HistogramPolicy::threads_per_block))),
+                                    gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+        slot.d_prompts.get(), slot.d_delayed.get(), slot.d_summary, histogram_layout_,
+        d_histograms_.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
+  }
+  if (singles_out_) {  // singles topic: keep this slice's ordered singles
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
+                                      cudaMemcpyDeviceToDevice, stream));
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(counts, slot.d_resolved);
+    PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
+  }
   if (max_carry_ > 0) {
     gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
                                       blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
@@ -390,6 +446,16 @@ void GpuBackend::enqueue_compute(Slot& slot, const SliceRequest& request,
     PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
+}
+
+// The bins of every slice submitted so far: the copy is queued behind them.
+const HistogramSet* GpuBackend::histograms() {
+  if (!d_histograms_) return nullptr;
+  cudaStream_t stream = compute_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_histograms_->bins(), d_histograms_.get(),
+                                    histogram_layout_.bytes, cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h_histograms_.get();
 }
 
 // Polls rather than blocks forever: a lost device must surface as an error, not a hang.
@@ -424,6 +490,10 @@ const SliceResult& GpuBackend::collect() {
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_delayed.get(), slot.d_delayed.get(),
                                       summary.delayed_kept * sizeof(CoincRecord),
                                       cudaMemcpyDeviceToHost, out));
+  const std::uint64_t resolved = singles_out_ ? slot.h_resolved[0] : 0;
+  if (resolved > 0)  // singles topic
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_singles.get(), slot.d_singles.get(),
+                                      resolved * sizeof(Single), cudaMemcpyDeviceToHost, out));
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
   wait_for(slot.out_end.get(), slot.slice_id);
   ++next_collect_;
@@ -450,6 +520,10 @@ const SliceResult& GpuBackend::collect() {
   d[Counter::stream_carry_overflow] += sum.carry_overflow;
   result_.bdm_singles = slot.h_bdm.get();
   result_.bdm_energy_rejected = slot.h_bdm.get() + bdm_count_;
+  if (singles_out_) {
+    result_.singles = slot.h_singles.get();
+    result_.single_count = resolved;
+  }
 
   PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.copy_in_ms, slot.copy_begin.get(),
                                          slot.copy_end.get()));
