@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -272,6 +273,27 @@ void encode_histogram_file(const HistogramSet& set, const Settings& settings,
   }
   std::memcpy(out.data() + bins_at, set.bins(), l.bytes);
   std::memcpy(out.data() + meta_at, metadata_json.data(), metadata_json.size());
+}
+
+void write_histogram_file(const std::filesystem::path& file, const std::vector<std::uint8_t>& bytes) {
+  std::FILE* f = std::fopen(file.c_str(), "wb");
+  if (!f) throw HistogramFileError(file.string() + ": cannot create: " + std::strerror(errno));
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) throw HistogramFileError(file.string() + ": write failed: " + std::strerror(errno));
+}
+
+std::vector<std::uint8_t> read_histogram_file(const std::filesystem::path& file) {
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) throw HistogramFileError(file.string() + ": cannot open: " + std::strerror(errno));
+  std::vector<std::uint8_t> bytes;
+  std::uint8_t buffer[1 << 16];
+  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, f)) > 0;)
+    bytes.insert(bytes.end(), buffer, buffer + got);
+  const bool failed = std::ferror(f);
+  std::fclose(f);
+  if (failed) throw HistogramFileError(file.string() + ": read failed");
+  return bytes;
 }
 
 const HistDescriptor* HistogramFile::find(std::string_view name) const {

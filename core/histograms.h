@@ -149,6 +149,7 @@ PETDAQ_HD void histogram_record(const CoincRecord& r, bool delayed, const Histog
 
 // ---- host side: the CPU's accumulation, the file and message body, and their reader ----
 
+#include <filesystem>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -202,6 +203,11 @@ class HistogramFileError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Writes encoded bytes to `file`; throws HistogramFileError naming the file.
+void write_histogram_file(const std::filesystem::path& file, const std::vector<std::uint8_t>& bytes);
+// Reads a whole file; throws HistogramFileError naming the file.
+std::vector<std::uint8_t> read_histogram_file(const std::filesystem::path& file);
 
 // A parsed file or message body (views into the caller's bytes, which must outlive it).
 struct HistogramFile {

@@ -308,16 +308,12 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
     char stamp[32];
     std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
     const auto path = s.output.file.directory / fmt::format("petdaq-{}-run{}.pdh", stamp, run_id);
-    bool ok = false;
-    if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
-      ok = std::fwrite(histogram_bytes_.data(), 1, histogram_bytes_.size(), f) ==
-           histogram_bytes_.size();
-      ok = std::fclose(f) == 0 && ok;
-    }
-    if (ok)
+    try {
+      write_histogram_file(path, histogram_bytes_);
       spdlog::info("histograms of run {}: {}", run_id, path.string());
-    else
-      spdlog::error("histograms of run {}: cannot write {}", run_id, path.string());
+    } catch (const HistogramFileError& e) {
+      spdlog::error("histograms of run {}: {}", run_id, e.what());
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include "core/counters.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
+#include "core/histograms.h"
 #include "core/output.h"
 #include "core/settings.h"
 #include "core/slicer.h"
@@ -38,15 +39,18 @@ struct Options {
   std::filesystem::path input;
   std::filesystem::path output;
   std::string backend;  // empty: from the config
+  std::filesystem::path histograms;  // the live histograms' file (empty: none)
   bool quiet = false;
 };
 
 void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: petdaq-offline --config FILE --input FRAMES --output OUT.plm "
-               "[--backend cpu|gpu|auto] [--quiet]\n"
+               "[--backend cpu|gpu|auto] [--histograms OUT.pdh] [--quiet]\n"
                "  Processes a file of 16-byte raw frames as petdaqd would and writes the\n"
-               "  coincidences to a list-mode (.plm) file; prints a summary.\n");
+               "  coincidences to a list-mode (.plm) file; prints a summary. --histograms\n"
+               "  also writes the histograms petdaqd publishes (a second run of the file,\n"
+               "  after a clock reset, goes to OUT-run1.pdh and so on).\n");
 }
 
 class UsageError : public std::runtime_error {
@@ -66,6 +70,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--input") o.input = value();
     else if (a == "--output") o.output = value();
     else if (a == "--backend") o.backend = value();
+    else if (a == "--histograms") o.histograms = value();
     else if (a == "--quiet") o.quiet = true;
     else if (a == "--help" || a == "-h") {
       usage(stdout);
@@ -103,7 +108,7 @@ std::uint64_t chunk_time(const RawFrame* frames, std::size_t n) {
 // single's time + 1, core/backend.h); runs add up.
 class SpanSink final : public ResultSink {
  public:
-  explicit SpanSink(ResultSink& inner) : inner_(inner) {}
+  SpanSink(ResultSink& inner, ResultSink& run_end) : inner_(inner), run_end_(run_end) {}
   void on_slice(std::uint64_t run_id, const SliceResult& r) override {
     if (!have_first_) {
       if (r.prompt_count > 0) first_ = r.prompts[0].time_a, have_first_ = true;
@@ -117,15 +122,47 @@ class SpanSink final : public ResultSink {
     if (have_first_ && last_end_ > first_) ticks_ += last_end_ - first_;
     have_first_ = false;
     inner_.on_run_end(run_id);
+    run_end_.on_run_end(run_id);
   }
   std::uint64_t ticks() const { return ticks_; }
 
  private:
   ResultSink& inner_;
+  ResultSink& run_end_;
   bool have_first_ = false;
   std::uint64_t first_ = 0;
   std::uint64_t last_end_ = 0;
   std::uint64_t ticks_ = 0;
+};
+
+// Writes the backend's histograms at the end of each run (--histograms).
+class HistogramFileSink final : public ResultSink {
+ public:
+  HistogramFileSink(const Settings& settings, Backend& backend, const Counters& counters,
+                    std::filesystem::path file)
+      : settings_(settings), backend_(backend), counters_(counters), file_(std::move(file)) {}
+  void on_slice(std::uint64_t, const SliceResult&) override {}
+  void on_run_end(std::uint64_t run_id) override {
+    const HistogramSet* h = backend_.histograms();
+    if (!h || file_.empty()) return;
+    encode_histogram_file(*h, settings_, run_id,
+                          histogram_metadata_json(settings_, run_id, backend_.name(), &counters_),
+                          bytes_);
+    std::filesystem::path out = file_;
+    if (runs_ > 0)
+      out.replace_filename(file_.stem().string() + "-run" + std::to_string(runs_) +
+                           file_.extension().string());
+    write_histogram_file(out, bytes_);
+    ++runs_;
+  }
+
+ private:
+  const Settings& settings_;
+  Backend& backend_;
+  const Counters& counters_;
+  std::filesystem::path file_;
+  std::vector<std::uint8_t> bytes_;
+  std::uint64_t runs_ = 0;
 };
 
 class Progress {
@@ -174,7 +211,8 @@ double per_second(std::uint64_t n, double s) { return s > 0 ? static_cast<double
 
 int run(const Options& o) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const Settings settings = load_settings(o.config);
+  Settings settings = load_settings(o.config);
+  if (!o.histograms.empty()) settings.output.histograms.enabled = true;
   const Calibration calibration = load_calibration(settings);
   const BackendKind kind = backend_kind(o.backend, settings.backend);
 
@@ -189,7 +227,8 @@ int run(const Options& o) {
   const Geometry geometry = Geometry::from(settings.scanner);
   Counters counters(geometry.bdm_count());
   PlmSink sink(settings, o.output);
-  SpanSink span(sink);
+  HistogramFileSink histograms(settings, *backend, counters, o.histograms);
+  SpanSink span(sink, histograms);
   Slicer slicer(settings, calibration, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
