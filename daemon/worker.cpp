@@ -48,8 +48,11 @@ auto fields(const InputSettings& s) {
                   s.receiver_threads, s.ring_chunk_bytes, s.ring_chunks);
 }
 auto fields(const OutputSettings& s) {
+  const HistogramSettings& h = s.histograms;
   return std::tie(s.zmq.endpoint, s.zmq.send_hwm, s.file.enabled, s.file.directory,
-                  s.file.rotate_bytes, s.rates_interval_ms);
+                  s.file.rotate_bytes, s.rates_interval_ms, h.enabled, h.interval_ms,
+                  h.energy_bins, h.energy_max_keV, h.raw_bins, h.raw_bin_adc, h.rate_bins,
+                  h.rate_bin_ms, s.singles.enabled);
 }
 auto fields(const LogSettings& s) { return std::tie(s.level); }
 
