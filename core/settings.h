@@ -121,8 +121,8 @@ struct HistogramSettings {
   double energy_max_keV = 1000.0;   // upper edge of the last bin (which also holds above)
   std::uint32_t raw_bins = 256;     // per-crystal raw-ADC spectrum
   std::uint32_t raw_bin_adc = 64;   // ADC units per raw bin
-  std::uint32_t rate_bins = 3600;   // count-rate curves over the run
-  double rate_bin_ms = 1000.0;      // acquisition time per rate bin
+  std::uint32_t rate_bins = 36000;  // count-rate curves over the run (an hour)
+  double rate_bin_ms = 100.0;       // acquisition time per rate bin
 };
 
 struct SinglesOutputSettings {

@@ -13,6 +13,7 @@ jobs=$(nproc)
 packages=(build-essential cmake pkg-config git libboost-dev libzmq3-dev cppzmq-dev
           libconcurrentqueue-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev
           libsystemd-dev libpcap-dev libncurses-dev python3 python3-zmq python3-numpy tmux
+          python3-matplotlib
           systemd iproute2)
 
 install_missing() {
