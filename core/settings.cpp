@@ -423,7 +423,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
   {  // output
     const std::string P = "output";
     auto n = r.section(top, "", "output",
-                       {"zmq", "file", "rates_interval_ms", "histograms", "singles"});
+                       {"zmq", "file", "rates_interval_ms", "histograms", "singles", "raw"});
     auto z = r.section(n, P, "zmq", {"endpoint", "send_hwm"});
     r.string(z, P + ".zmq", "endpoint", s.output.zmq.endpoint);
     r.integer(z, P + ".zmq", "send_hwm", s.output.zmq.send_hwm, 0, 1 << 30);
@@ -455,6 +455,12 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     r.require(hs.rate_bin_ms >= 0.001, H + ".rate_bin_ms", "must be >= 0.001", hs.rate_bin_ms);
     auto sg = r.section(n, P, "singles", {"enabled"});
     r.boolean(sg, P + ".singles", "enabled", s.output.singles.enabled);
+    auto rw = r.section(n, P, "raw", {"enabled", "directory", "rotate_bytes"});
+    r.boolean(rw, P + ".raw", "enabled", s.output.raw.enabled);
+    std::string raw_dir;
+    r.string(rw, P + ".raw", "directory", raw_dir);
+    if (!raw_dir.empty()) s.output.raw.directory = resolve(raw_dir, base_dir);
+    r.integer(rw, P + ".raw", "rotate_bytes", s.output.raw.rotate_bytes, 1 << 20, u64max);
   }
   r.choice(top, "", "backend", s.backend,
            {{"auto", BackendKind::auto_select}, {"cpu", BackendKind::cpu}, {"gpu", BackendKind::gpu}});

@@ -125,6 +125,13 @@ struct HistogramSettings {
   double rate_bin_ms = 100.0;       // acquisition time per rate bin
 };
 
+// Raw capture: the frames as received, in frame files (DESIGN section 2) rotated by size.
+struct RawCaptureSettings {
+  bool enabled = false;
+  std::filesystem::path directory = "/var/lib/petdaq";
+  std::uint64_t rotate_bytes = 1ull << 30;
+};
+
 struct SinglesOutputSettings {
   bool enabled = false;  // the opt-in `singles` topic (kind 3)
 };
@@ -135,6 +142,7 @@ struct OutputSettings {
   double rates_interval_ms = 1000.0;
   HistogramSettings histograms;
   SinglesOutputSettings singles;
+  RawCaptureSettings raw;
 };
 
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };

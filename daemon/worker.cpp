@@ -52,7 +52,8 @@ auto fields(const OutputSettings& s) {
   return std::tie(s.zmq.endpoint, s.zmq.send_hwm, s.file.enabled, s.file.directory,
                   s.file.rotate_bytes, s.rates_interval_ms, h.enabled, h.interval_ms,
                   h.energy_bins, h.energy_max_keV, h.raw_bins, h.raw_bin_adc, h.rate_bins,
-                  h.rate_bin_ms, s.singles.enabled);
+                  h.rate_bin_ms, s.singles.enabled, s.raw.enabled, s.raw.directory,
+                  s.raw.rotate_bytes);
 }
 auto fields(const LogSettings& s) { return std::tie(s.level); }
 
@@ -114,6 +115,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
+  if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
   watchdog_interval_ = watchdog_interval();
 }
 
@@ -169,6 +171,7 @@ void Worker::loop() {
   engine_->slicer->finish();
   retire_latency(Clock::now(), true);
   if (file_) file_->close();
+  if (raw_) raw_->close();
   tick(Clock::now(), true);
 }
 
@@ -183,6 +186,7 @@ void Worker::take_chunk(Chunk* c) {
     // One temperature reading per datagram is plenty for a once-a-second display.
     const FrameFields f = decode_frame(frames[0].bytes);
     if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
+    if (raw_) raw_->write(frames, s.frame_count);  // raw capture, before anything is dropped
     slicer.push(frames, s.frame_count, Clock::now());
   }
   if (pending_count_ == pending_.size()) {

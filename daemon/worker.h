@@ -22,6 +22,7 @@
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
+#include "daemon/raw_sink.h"
 #include "daemon/rates.h"
 
 namespace petdaq::daemon {
@@ -77,6 +78,7 @@ class Worker final : public ResultSink {
   bool print_rates_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FileSink> file_;
+  std::unique_ptr<RawSink> raw_;  // output.raw
   MessageBuilder builder_;
   bool publish_delayed_ = false;
   std::uint64_t run_base_ = 0;

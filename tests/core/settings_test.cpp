@@ -125,6 +125,9 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
             std::tie(dh.enabled, dh.interval_ms, dh.energy_bins, dh.energy_max_keV, dh.raw_bins,
                      dh.raw_bin_adc, dh.rate_bins, dh.rate_bin_ms));
   EXPECT_EQ(s.output.singles.enabled, d.output.singles.enabled);
+  EXPECT_EQ(s.output.raw.enabled, d.output.raw.enabled);
+  EXPECT_EQ(s.output.raw.directory, d.output.raw.directory);
+  EXPECT_EQ(s.output.raw.rotate_bytes, d.output.raw.rotate_bytes);
   EXPECT_EQ(s.backend, d.backend);
   EXPECT_EQ(s.log.level, d.log.level);
 
@@ -268,6 +271,10 @@ TEST(Settings, HistogramAndSinglesKeys) {
                        "output.histograms.bins: unknown key"));
   EXPECT_EQ(refusal("output:\n  singles: {enabled: maybe}\n"),
             "output.singles.enabled: must be true or false, got 'maybe'");
+  EXPECT_EQ(refusal("output:\n  raw: {rotate_bytes: 1000}\n"),
+            "output.raw.rotate_bytes: must be in [1048576, 9223372036854775807], got 1000");
+  EXPECT_EQ(parse_settings("output:\n  raw: {enabled: true, directory: cap}\n", "/data").output.raw.directory,
+            std::filesystem::path("/data/cap"));
 }
 
 TEST(Settings, KeysMustBeNames) {

@@ -1,10 +1,12 @@
-// petdaqd's `histograms` and `singles` topics end to end (DESIGN section 7): frames over UDP,
-// the singles published equal the batch singles in order, batches tile time, the live
-// histograms' totals equal the counters, and the run's histogram file lands next to the
-// list-mode files.
+// petdaqd's optional outputs end to end: the `histograms` and `singles` topics (DESIGN
+// section 7) — frames over UDP, the singles published equal the batch singles in order,
+// batches tile time, the live histograms' totals equal the counters, the run's histogram
+// file lands next to the list-mode files — and raw capture (output.raw): the files hold the
+// frames exactly as sent, rotated by size.
 #include <signal.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <fstream>
 #include <iterator>
@@ -122,6 +124,75 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
   EXPECT_EQ(sum(file, "crystal_singles"), ref.counters[Counter::single_accepted]);
   EXPECT_EQ(sum(file, "dt_prompt"), ref.prompts.size());
   EXPECT_EQ(sum(file, "flood"), sum(h, "flood"));
+}
+
+TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
+  TestScanner scanner;
+  DaemonConfig daemon;
+  daemon.udp_port = free_udp_port();
+  daemon.zmq_endpoint = "ipc://" + (scanner.dir / "pub.sock").string();
+  const auto raw_dir = scanner.dir / "raw";
+  std::filesystem::create_directories(raw_dir);
+  daemon.output_extra = "  raw:\n    enabled: true\n    directory: \"" + raw_dir.string() +
+                        "\"\n    rotate_bytes: 1048576\n";
+  const auto config = scanner.write_config();
+  std::ofstream(config, std::ios::app) << daemon_yaml(daemon);
+
+  std::mt19937_64 rng(4);
+  AcquisitionOptions o;
+  o.events = 60000;  // ~100 000 frames: two files of 1 MiB and a rest
+  o.bad_fraction = 0.05;  // bad frames are captured too
+  const std::vector<RawFrame> frames = random_acquisition(scanner, rng, o);
+  const auto datagrams = make_datagrams(frames, Framing::raw, 40, 4);
+  std::vector<std::uint8_t> sent;
+  for (const Datagram& g : datagrams) sent.insert(sent.end(), g.begin(), g.end());
+
+  DaemonProcess d(config, scanner.dir / "petdaqd.log");
+  Subscriber sub(daemon.zmq_endpoint);
+  ASSERT_TRUE(sub.wait_rates([](const std::string&) { return true; }, 20s).has_value()) << d.log();
+  UdpSender tx;
+  tx.send(datagrams, daemon.udp_port);
+  const auto rates = sub.wait_rates([&](const std::string& j) {
+    return json_counter(j, "rx.datagrams") >= datagrams.size();
+  }, 30s);
+  ASSERT_TRUE(rates.has_value()) << d.log();
+  d.signal(SIGTERM);
+  ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
+  std::this_thread::sleep_for(300ms);
+  std::string last;
+  for (const Published& p : sub.messages())
+    if (p.topic == "rates") last.assign(p.body.begin(), p.body.end());
+
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(raw_dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), (sent.size() + (1u << 20) - 1) / (1u << 20)) << d.log();
+  std::vector<std::uint8_t> captured;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    if (&f != &files.back()) EXPECT_EQ(bytes.size(), 1u << 20) << f;
+    captured.insert(captured.end(), bytes.begin(), bytes.end());
+  }
+  ASSERT_EQ(captured.size(), sent.size());
+  EXPECT_TRUE(captured == sent);
+  EXPECT_EQ(json_counter(last, "out.raw_bytes"), sent.size());
+  EXPECT_EQ(json_counter(last, "out.raw_lost_frames"), 0u);
+  EXPECT_EQ(json_counter(last, "rx.ring_full"), 0u);
+}
+
+TEST(RawCapture, AMissingDirectoryIsRefusedAtStartUp) {
+  TestScanner scanner;
+  DaemonConfig daemon;
+  daemon.udp_port = free_udp_port();
+  daemon.zmq_endpoint = "ipc://" + (scanner.dir / "pub.sock").string();
+  daemon.output_extra = "  raw:\n    enabled: true\n    directory: \"" +
+                        (scanner.dir / "nowhere").string() + "\"\n";
+  const auto config = scanner.write_config();
+  std::ofstream(config, std::ios::app) << daemon_yaml(daemon);
+  const auto [status, log] = run_daemon_to_exit({"--config", config.string()}, scanner.dir / "d.log");
+  EXPECT_NE(status, 0);
+  EXPECT_NE(log.find("output.raw.directory"), std::string::npos) << log;
 }
 
 }  // namespace
