@@ -27,6 +27,10 @@
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "gpu/select_backend.h"
+#include "proto/datagram.h"
+#if PETDAQ_HAVE_PCAP
+#include "tools/replay/input.h"
+#endif
 
 namespace petdaq {
 namespace {
@@ -47,7 +51,8 @@ void usage(std::FILE* out) {
   std::fprintf(out,
                "usage: petdaq-offline --config FILE --input FRAMES --output OUT.plm "
                "[--backend cpu|gpu|auto] [--histograms OUT.pdh] [--quiet]\n"
-               "  Processes a file of 16-byte raw frames as petdaqd would and writes the\n"
+               "  Processes a file of 16-byte raw frames, or a pcap/pcapng capture of the\n"
+               "  scanner's UDP traffic (split by input.framing), as petdaqd would and writes the\n"
                "  coincidences to a list-mode (.plm) file; prints a summary. --histograms\n"
                "  also writes the histograms petdaqd publishes (a second run of the file,\n"
                "  after a clock reset, goes to OUT-run1.pdh and so on).\n");
@@ -195,6 +200,56 @@ class Progress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes.
+bool is_capture(const std::filesystem::path& file) {
+  std::uint8_t magic[4] = {};
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  const bool whole = std::fread(magic, 1, 4, f) == 4;
+  std::fclose(f);
+  if (!whole) return false;
+  const std::uint32_t le = bytes::load_le32(magic);
+  return le == 0xA1B2C3D4 || le == 0xD4C3B2A1 || le == 0xA1B23C4D || le == 0x4D3CB2A1 ||
+         le == 0x0A0D0D0A;
+}
+
+// The frames of every UDP payload of a capture, in capture order (tools/replay's reader);
+// what petdaqd's receiver would count is counted the same way.
+std::vector<RawFrame> capture_frames(const std::filesystem::path& file, Framing framing,
+                                     Counters& counters) {
+#if !PETDAQ_HAVE_PCAP
+  (void)framing;
+  (void)counters;
+  throw std::runtime_error(file.string() + " is a capture, and this build has no libpcap");
+#else
+  const replay::Capture cap = replay::load_capture(file);
+  std::vector<RawFrame> out;
+  out.reserve(cap.payloads.size() / kFrameBytes);
+  for (const replay::CapturedDatagram& d : cap.datagrams) {
+    const DatagramView v = parse_datagram(cap.payloads.data() + d.offset, d.bytes, framing);
+    counters.add(Counter::rx_datagrams);
+    counters.add(Counter::rx_bytes, d.bytes);
+    counters.add(Counter::rx_trailing_bytes, v.trailing_bytes);
+    if (v.status == DatagramStatus::bad_header || v.status == DatagramStatus::count_mismatch)
+      counters.add(Counter::rx_bad_header);
+    if (v.status == DatagramStatus::empty) counters.add(Counter::rx_empty);
+    if (v.status != DatagramStatus::ok) continue;
+    counters.add(Counter::rx_frames, v.frame_count);
+    const auto* first = reinterpret_cast<const RawFrame*>(v.frames);
+    out.insert(out.end(), first, first + v.frame_count);
+  }
+  if (cap.skipped_not_udp + cap.skipped_fragment + cap.skipped_truncated + cap.skipped_link_type)
+    std::fprintf(stderr,
+                 "petdaq-offline: %s: skipped %llu packets that are not UDP, %llu fragments, "
+                 "%llu truncated, %llu of an unknown link type\n",
+                 file.c_str(), static_cast<unsigned long long>(cap.skipped_not_udp),
+                 static_cast<unsigned long long>(cap.skipped_fragment),
+                 static_cast<unsigned long long>(cap.skipped_truncated),
+                 static_cast<unsigned long long>(cap.skipped_link_type));
+  return out;
+#endif
+}
+
 class FileCloser {
  public:
   explicit FileCloser(std::FILE* f) : f_(f) {}
@@ -244,7 +299,30 @@ int run(const Options& o) {
   const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
   auto* const bytes = reinterpret_cast<std::uint8_t*>(chunk.data());
-  for (;;) {
+  // One batch of frames into the slicer, its clock at the batch's acquisition time.
+  auto push = [&](const RawFrame* batch, std::size_t n) {
+    const std::uint64_t median = chunk_time(batch, n);
+    if (!have_time) {
+      first_time = median;
+      have_time = true;
+    }
+    acquisition_ticks = std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
+    const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
+                                 std::chrono::duration<double, std::pico>(
+                                     static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
+    slicer.push(batch, n, now);
+    slicer.poll(now);
+    frames += n;
+  };
+  const bool capture = is_capture(o.input);
+  if (capture) {
+    // A pcap/pcapng capture: its UDP payloads, split by input.framing as petdaqd would.
+    const std::vector<RawFrame> captured = capture_frames(o.input, settings.input.framing, counters);
+    bytes_read = input_bytes;
+    for (std::size_t at = 0; at < captured.size(); at += kChunkFrames)
+      push(captured.data() + at, std::min(kChunkFrames, captured.size() - at));
+  }
+  while (!capture) {
     const auto r0 = std::chrono::steady_clock::now();
     const std::size_t got = std::fread(bytes + carried_bytes, 1,
                                        kChunkFrames * kFrameBytes - carried_bytes, input.get());
@@ -259,19 +337,7 @@ int run(const Options& o) {
     const std::size_t n = available / kFrameBytes;
     carried_bytes = available % kFrameBytes;
     if (n > 0) {
-      const std::uint64_t median = chunk_time(chunk.data(), n);
-      if (!have_time) {
-        first_time = median;
-        have_time = true;
-      }
-      acquisition_ticks =
-          std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
-      const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
-                                   std::chrono::duration<double, std::pico>(
-                                       static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
-      slicer.push(chunk.data(), n, now);
-      slicer.poll(now);
-      frames += n;
+      push(chunk.data(), n);
       std::memmove(bytes, bytes + n * kFrameBytes, carried_bytes);
     }
     progress.update(bytes_read, std::chrono::steady_clock::now());
