@@ -166,9 +166,61 @@ HistogramSet::HistogramSet(const HistogramLayout& layout)
 
 void HistogramSet::reset() { std::fill(bins_.begin(), bins_.end(), std::uint8_t{0}); }
 
+// The rule is histogram_frame(); this loop only requests memory ahead, the way
+// convert_frames() does: the bins (tens of MB) and the tables are read at random, and each
+// frame would otherwise wait for memory several times in a row. Frame i + kPixelAhead has
+// its pixel and flood bin requested, frame i + kGainAhead its gain (its label has arrived),
+// frame i + kBinsAhead is converted and its spectrum bins requested; frame i is counted.
 void HistogramSet::add_frames(const RawFrame* frames, std::size_t n, const ConvertTables& tables) {
-  for (std::size_t i = 0; i < n; ++i)
-    histogram_frame(frames[i].bytes, tables, layout_, bins_.data(), PlainIncrement{});
+  constexpr std::size_t kPixelAhead = 24, kGainAhead = 12, kBinsAhead = 6, kRing = 32;
+  constexpr std::uint32_t kNoPixel = UINT32_MAX;
+  const ConvertTables t = tables;
+  const HistogramLayout& l = layout_;
+  std::uint8_t* const bins = bins_.data();
+  std::uint32_t pixel[kRing];
+  Single single[kRing];
+  FrameStatus status[kRing];
+  const auto request_pixel = [&](std::size_t j) {
+    const std::uint8_t* f = frames[j].bytes;
+    std::uint32_t index = kNoPixel;
+    if (check_frame(f, t) == FrameStatus::single) {
+      index = static_cast<std::uint32_t>(position_index(f, t));
+      __builtin_prefetch(t.position_lut + index);
+      __builtin_prefetch(l.u32(bins, Hist::flood) + index, 1);
+    }
+    pixel[j % kRing] = index;
+  };
+  const auto request_gain = [&](std::size_t j) {
+    const std::uint32_t index = pixel[j % kRing];
+    if (index == kNoPixel) return;
+    const std::uint32_t label = t.position_lut[index];
+    if (label < t.crystals_per_du)
+      __builtin_prefetch(t.energy_correction + energy_index(frames[j].bytes, local_of_label(label, t), t));
+  };
+  const auto convert_and_request_bins = [&](std::size_t j) {
+    if (pixel[j % kRing] == kNoPixel) return;
+    const std::uint8_t* f = frames[j].bytes;
+    Single& s = single[j % kRing];
+    const FrameStatus st = convert_frame(f, t, s);
+    status[j % kRing] = st;
+    if (st > FrameStatus::energy_rejected) return;
+    const std::uint32_t e = l.energy_bin(s.energy);
+    if (e < l.energy_bins)
+      __builtin_prefetch(l.u32(bins, Hist::energy_keV) + std::size_t{s.crystal} * l.energy_bins + e, 1);
+    const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
+    __builtin_prefetch(l.u32(bins, Hist::energy_raw) + std::size_t{s.crystal} * l.raw_bins + l.raw_bin(raw), 1);
+  };
+  for (std::size_t j = 0; j < std::min(n, kPixelAhead); ++j) request_pixel(j);
+  for (std::size_t j = 0; j < std::min(n, kGainAhead); ++j) request_gain(j);
+  for (std::size_t j = 0; j < std::min(n, kBinsAhead); ++j) convert_and_request_bins(j);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + kPixelAhead < n) request_pixel(i + kPixelAhead);
+    if (i + kGainAhead < n) request_gain(i + kGainAhead);
+    if (i + kBinsAhead < n) convert_and_request_bins(i + kBinsAhead);
+    if (pixel[i % kRing] != kNoPixel)
+      histogram_converted(frames[i].bytes, t, l, bins, status[i % kRing], single[i % kRing],
+                          PlainIncrement{});
+  }
 }
 
 void HistogramSet::add_records(const CoincRecord* records, std::size_t n, bool delayed) {

@@ -108,17 +108,15 @@ struct PlainIncrement {
   PETDAQ_HD void operator()(unsigned long long* bin) const { ++*bin; }
 };
 
-// The convert stage's histograms of one raw frame: the flood map for every frame whose
-// position is valid (check_frame passed, whether or not the table names a crystal there),
-// the per-crystal counts and spectra for every converted single, the singles rate for the
-// accepted ones.
+// The convert stage's histograms of one raw frame whose position is valid (check_frame
+// passed, whether or not the table names a crystal there) and whose conversion gave
+// `status` and `s`: the flood map for every such frame, the per-crystal counts and spectra
+// for every converted single, the singles rate for the accepted ones.
 template <class Increment>
-PETDAQ_HD void histogram_frame(const std::uint8_t* f, const ConvertTables& t,
-                               const HistogramLayout& l, std::uint8_t* bins, Increment inc) {
-  if (check_frame(f, t) != FrameStatus::single) return;
+PETDAQ_HD void histogram_converted(const std::uint8_t* f, const ConvertTables& t,
+                                   const HistogramLayout& l, std::uint8_t* bins,
+                                   FrameStatus status, const Single& s, Increment inc) {
   inc(l.u32(bins, Hist::flood) + position_index(f, t));
-  Single s;
-  const FrameStatus status = convert_frame(f, t, s);
   if (status == FrameStatus::single) {
     inc(l.u64(bins, Hist::crystal_singles) + s.crystal);
     inc(l.u64(bins, Hist::rate_singles) + l.rate_bin(s.time));
@@ -132,6 +130,17 @@ PETDAQ_HD void histogram_frame(const std::uint8_t* f, const ConvertTables& t,
     inc(l.u32(bins, Hist::energy_keV) + std::size_t{s.crystal} * l.energy_bins + e);
   const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
   inc(l.u32(bins, Hist::energy_raw) + std::size_t{s.crystal} * l.raw_bins + l.raw_bin(raw));
+}
+
+// The convert stage's histograms of one raw frame (frames with an invalid position count
+// nowhere).
+template <class Increment>
+PETDAQ_HD void histogram_frame(const std::uint8_t* f, const ConvertTables& t,
+                               const HistogramLayout& l, std::uint8_t* bins, Increment inc) {
+  if (check_frame(f, t) != FrameStatus::single) return;
+  Single s;
+  const FrameStatus status = convert_frame(f, t, s);
+  histogram_converted(f, t, l, bins, status, s, inc);
 }
 
 // The coincidence stage's histograms of one published record.

@@ -3,15 +3,18 @@
 
 A starting point for analysis scripts. Every message petdaqd publishes has three frames:
 
-  1. the topic: b"coinc.prompt" or b"coinc.delayed" (also b"rates", b"singles")
+  1. the topic: b"coinc.prompt" or b"coinc.delayed", or (opt-in) b"singles"
+     (also b"rates", b"histograms")
   2. a 64-byte little-endian message header (MESSAGE_HEADER below)
-  3. the records: record_count x 32 bytes (RECORD below)
+  3. the records: record_count x 32 bytes (RECORD below); for `singles` (kind 3,
+     output.singles.enabled) record_count x 16 bytes (SINGLE below), in time order
 
 Coincidence times are in scanner ticks (scanner.tick_ps in the daemon's configuration);
 message_id counts up by one per kind, so a gap means messages were missed.
 
   python3 subscribe.py                                  # default endpoint, until Ctrl-C
   python3 subscribe.py --endpoint tcp://daq:5556 --count 10 --topic coinc.prompt
+  python3 subscribe.py --topic singles
 
 Needs pyzmq and NumPy (Debian: python3-zmq python3-numpy).
 """
@@ -37,6 +40,16 @@ RECORD = np.dtype(
 )
 assert RECORD.itemsize == 32
 
+# One single, 16 bytes, little-endian (DESIGN section 4): the `singles` topic.
+SINGLE = np.dtype(
+    [
+        ("time", "<u8"),      # ticks, corrected
+        ("crystal", "<u4"),   # global crystal id
+        ("energy", "<f4"),    # keV
+    ]
+)
+assert SINGLE.itemsize == 16
+
 # magic, version, kind, message_id, run_id, slice_id, t_begin, t_end,
 # record_count, record_size, flags, reserved
 MESSAGE_HEADER = struct.Struct("<IHHQQQQQIIII")
@@ -55,19 +68,21 @@ def decode(frames):
      record_count, record_size, _flags, _reserved) = MESSAGE_HEADER.unpack(head)
     if magic != MESSAGE_MAGIC or version != 1:
         raise ValueError("not a petdaq message (bad magic or version)")
-    if record_size != RECORD.itemsize or len(body) != record_count * record_size:
+    dtype = SINGLE if kind == 3 else RECORD
+    if record_size != dtype.itemsize or len(body) != record_count * record_size:
         raise ValueError(f"{len(body)} bytes for {record_count} records of {record_size} bytes")
     header = dict(kind=KIND_NAMES.get(kind, str(kind)), message_id=message_id, run_id=run_id,
                   slice_id=slice_id, t_begin=t_begin, t_end=t_end, record_count=record_count)
     # frombuffer does not copy: the array is a view of the received bytes.
-    return topic.decode(), header, np.frombuffer(body, dtype=RECORD)
+    return topic.decode(), header, np.frombuffer(body, dtype=dtype)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", default="tcp://127.0.0.1:5556")
     parser.add_argument("--topic", action="append",
-                        help="coinc.prompt and/or coinc.delayed (default both)")
+                        help="coinc.prompt, coinc.delayed and/or singles (default: the two "
+                             "coincidence topics)")
     parser.add_argument("--count", type=int, default=0, help="stop after N batches (0: never)")
     parser.add_argument("--timeout-s", type=float, default=0,
                         help="give up when nothing arrives for this long (0: wait forever)")
@@ -103,7 +118,11 @@ def main():
                     f"records={len(records)}")
             if missed > 0:
                 line += f" missed={missed}"
-            if len(records):
+            if len(records) and head["kind"] == "singles":
+                first = records[0]
+                line += (f" first: time={first['time']} crystal={first['crystal']} "
+                         f"energy={first['energy']:.1f}")
+            elif len(records):
                 first = records[0]
                 line += (f" first: time_a={first['time_a']} dt={first['dt']} "
                          f"crystals=({first['crystal_a']},{first['crystal_b']}) "
