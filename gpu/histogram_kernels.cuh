@@ -51,8 +51,15 @@ __global__ void __launch_bounds__(HistogramPolicy::threads_per_block)
     histogram_records_kernel(const CoincRecord* prompts, const CoincRecord* delayed,
                              const SliceSummary* summary, HistogramLayout layout,
                              std::uint8_t* bins) {
-  const std::uint64_t np = summary->prompts_kept;
-  const std::uint64_t n = np + summary->delayed_kept;
+  // The summary is in mapped host memory: one read per block, not one per thread.
+  __shared__ std::uint64_t kept[2];
+  if (threadIdx.x == 0) {
+    kept[0] = summary->prompts_kept;
+    kept[1] = summary->delayed_kept;
+  }
+  __syncthreads();
+  const std::uint64_t np = kept[0];
+  const std::uint64_t n = np + kept[1];
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
     if (i < np)
