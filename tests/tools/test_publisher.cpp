@@ -2,7 +2,7 @@
 // and/or known coincidence batches (test_messages.h) on an endpoint.
 //
 //   petdaq-test-publisher --endpoint EP [--wait-subscriptions N]
-//       [--rates --interval-ms MS --duration-s S]
+//       [--rates --interval-ms MS --duration-s S [--histograms FILE]]
 //       [--batches N --skip-prompt-ids 3,7 --gap-ms MS] [--bad-first]
 //
 // --bad-first sends malformed messages before the good ones: for batches, a wrong magic, a
@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -48,6 +50,7 @@ int main(int argc, char** argv) {
   std::set<std::uint64_t> skip_prompt_ids;
   int gap_ms = 5;
   bool bad_first = false;
+  std::string histograms;  // a .pdh file, also published with each rates document
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -75,6 +78,8 @@ int main(int argc, char** argv) {
       while (std::getline(ss, id, ',')) skip_prompt_ids.insert(std::stoull(id));
     } else if (a == "--bad-first") {
       bad_first = true;
+    } else if (a == "--histograms") {
+      histograms = next();
     } else if (a == "--gap-ms") {
       gap_ms = std::stoi(next());
     } else {
@@ -140,6 +145,11 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
 
+  std::vector<char> histogram_bytes;
+  if (!histograms.empty()) {
+    std::ifstream in(histograms, std::ios::binary);
+    histogram_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
   if (rates) {
     const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                         std::chrono::duration<double>(duration_s));
@@ -147,6 +157,14 @@ int main(int argc, char** argv) {
       const std::string doc = test::test_rates_json(seq);
       MessageHeader h;  // kind 0, no records: the body is JSON
       send_message(pub, "rates", h, doc.data(), doc.size());
+      if (!histogram_bytes.empty()) {
+        MessageHeader hh;
+        hh.kind = static_cast<std::uint16_t>(MessageKind::histograms);
+        hh.message_id = seq;
+        hh.record_count = 1;
+        hh.record_size = static_cast<std::uint32_t>(histogram_bytes.size());
+        send_message(pub, "histograms", hh, histogram_bytes.data(), histogram_bytes.size());
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }
   }
