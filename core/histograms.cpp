@@ -275,7 +275,10 @@ std::string histogram_metadata_json(const Settings& s, std::uint64_t run_id,
   o += ",\"delayed_offset_ps\":";
   json_number(o, s.coincidence.delayed.enabled ? s.coincidence.delayed.offset_ps : 0.0);
   o += ",\"position_lut\":";
-  json_string(o, s.calibration.position_lut.string());
+  // Absolute: the file is read later, from anywhere.
+  std::error_code ec;
+  const std::filesystem::path lut = std::filesystem::absolute(s.calibration.position_lut, ec);
+  json_string(o, (ec ? s.calibration.position_lut : lut).string());
   if (counters) {
     o += ",\"counters\":{";
     for (std::size_t i = 0; i < kCounterCount; ++i) {
