@@ -287,7 +287,8 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
       engine_->settings.output.histograms.interval_ms);
   if (now - last_histograms_ >= histogram_interval) {
     last_histograms_ = now;
-    publish_histograms(published_run_id(engine_->slicer->run_id()), false);
+    // The run of the last delivered slice: the run the backend's bins belong to.
+    publish_histograms(last_run_, false);
   }
 }
 
