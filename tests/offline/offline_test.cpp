@@ -245,6 +245,68 @@ TEST(Offline, APcapCaptureGivesWhatItsFramesGive) {
             std::string_view::npos);
 }
 
+std::uint64_t histogram_sum(const std::filesystem::path& file, const char* name) {
+  const std::vector<std::uint8_t> bytes = read_histogram_file(file);
+  const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+  const HistDescriptor* d = f.find(name);
+  if (!d) return ~0ull;
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = 0; i < d->elements(); ++i) sum += f.value(*d, i);
+  return sum;
+}
+
+// A counter as the file's JSON document holds it (cumulative when the file was written).
+std::uint64_t file_counter(const std::filesystem::path& file, const std::string& name) {
+  const std::vector<std::uint8_t> bytes = read_histogram_file(file);
+  const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+  const std::string key = "\"" + name + "\":";
+  const std::size_t at = f.metadata.find(key);
+  if (at == std::string_view::npos) return ~0ull;
+  return std::stoull(std::string(f.metadata.substr(at + key.size(), 20)));
+}
+
+TEST(Offline, HistogramsOfEachRunGoToTheirOwnFile) {
+  std::mt19937_64 rng(8);
+  TestScanner scanner;
+  scanner.settings.stream.max_future_ps = 100'000 * scanner.settings.scanner.tick_ps;
+  test::AcquisitionOptions o;
+  o.events = 4000;
+  o.start_ticks = 5'000'000;
+  const auto run_a = test::random_acquisition(scanner, rng, o);
+  o.events = 3000;
+  o.start_ticks = 2000;  // the scanner's clock was reset
+  const auto run_b = test::random_acquisition(scanner, rng, o);
+  std::vector<RawFrame> frames = run_a;
+  frames.insert(frames.end(), run_b.begin(), run_b.end());
+  const auto config = scanner.write_config();
+  write_frames(scanner.dir / "acq.frames", frames, 0);
+  const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                       {"--config", config.string(), "--input", (scanner.dir / "acq.frames").string(),
+                        "--output", (scanner.dir / "acq.plm").string(), "--backend", "cpu",
+                        "--histograms", (scanner.dir / "acq.pdh").string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stream.runs      1"), std::string::npos) << r.out;
+  // Each file holds its own run: its totals are that run's counts (the counters in the second
+  // file are cumulative over both runs), and each run is near its batch (the clock reset
+  // costs a few counted time jumps).
+  const auto first = scanner.dir / "acq.pdh", second = scanner.dir / "acq-run1.pdh";
+  for (const auto& [hist, counter] : {std::pair{"crystal_singles", "single.accepted"},
+                                      {"crystal_energy_rejected", "single.energy_rejected"},
+                                      {"dt_prompt", "coinc.prompts"},
+                                      {"dt_delayed", "coinc.delayed"}}) {
+    EXPECT_EQ(histogram_sum(first, hist), file_counter(first, counter)) << hist;
+    EXPECT_EQ(histogram_sum(second, hist), file_counter(second, counter) - file_counter(first, counter))
+        << hist;
+  }
+  const test::BatchResult a = test::batch_process(scanner, run_a);
+  const test::BatchResult b = test::batch_process(scanner, run_b);
+  EXPECT_NEAR(static_cast<double>(histogram_sum(first, "crystal_singles")),
+              static_cast<double>(a.counters[Counter::single_accepted]), 30);
+  EXPECT_NEAR(static_cast<double>(histogram_sum(second, "crystal_singles")),
+              static_cast<double>(b.counters[Counter::single_accepted]), 30);
+  EXPECT_GT(file_counter(second, "stream.time_jump"), 0u);
+}
+
 TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {
   TestScanner scanner;
   const auto input = scanner.dir / "acq.frames";
