@@ -1,11 +1,14 @@
 #include "core/histograms.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
 #include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/coincidence.h"
@@ -161,22 +164,33 @@ HistogramLayout make_histogram_layout(const Settings& s) {
   return l;
 }
 
-HistogramSet::HistogramSet(const HistogramLayout& layout)
-    : layout_(layout), bins_(layout.bytes, 0) {}
+void HistogramSet::FreeDeleter::operator()(void* p) const { std::free(p); }
 
-void HistogramSet::reset() { std::fill(bins_.begin(), bins_.end(), std::uint8_t{0}); }
+HistogramSet::HistogramSet(const HistogramLayout& layout) : layout_(layout) {
+  constexpr std::size_t kHugePageBytes = 2u << 20;
+  const std::size_t bytes =
+      std::max<std::size_t>(1, (layout.bytes + kHugePageBytes - 1) / kHugePageBytes) * kHugePageBytes;
+  void* p = std::aligned_alloc(kHugePageBytes, bytes);
+  if (!p) throw std::bad_alloc();
+  ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it works all the same
+  bins_.reset(static_cast<std::uint8_t*>(p));
+  reset();
+}
+
+void HistogramSet::reset() { std::memset(bins_.get(), 0, layout_.bytes); }
 
 // The rule is histogram_frame(); this loop only requests memory ahead, the way
 // convert_frames() does: the bins (tens of MB) and the tables are read at random, and each
 // frame would otherwise wait for memory several times in a row. Frame i + kPixelAhead has
 // its pixel and flood bin requested, frame i + kGainAhead its gain (its label has arrived),
 // frame i + kBinsAhead is converted and its spectrum bins requested; frame i is counted.
+// The first kGainAhead frames convert without their gain requested: a few misses per slice.
 void HistogramSet::add_frames(const RawFrame* frames, std::size_t n, const ConvertTables& tables) {
-  constexpr std::size_t kPixelAhead = 24, kGainAhead = 12, kBinsAhead = 6, kRing = 32;
+  constexpr std::size_t kPixelAhead = 48, kGainAhead = 24, kBinsAhead = 8, kRing = 64;
   constexpr std::uint32_t kNoPixel = UINT32_MAX;
   const ConvertTables t = tables;
   const HistogramLayout& l = layout_;
-  std::uint8_t* const bins = bins_.data();
+  std::uint8_t* const bins = bins_.get();
   std::uint32_t pixel[kRing];
   Single single[kRing];
   FrameStatus status[kRing];
@@ -189,13 +203,6 @@ void HistogramSet::add_frames(const RawFrame* frames, std::size_t n, const Conve
       __builtin_prefetch(l.u32(bins, Hist::flood) + index, 1);
     }
     pixel[j % kRing] = index;
-  };
-  const auto request_gain = [&](std::size_t j) {
-    const std::uint32_t index = pixel[j % kRing];
-    if (index == kNoPixel) return;
-    const std::uint32_t label = t.position_lut[index];
-    if (label < t.crystals_per_du)
-      __builtin_prefetch(t.energy_correction + energy_index(frames[j].bytes, local_of_label(label, t), t));
   };
   const auto convert_and_request_bins = [&](std::size_t j) {
     if (pixel[j % kRing] == kNoPixel) return;
@@ -211,11 +218,17 @@ void HistogramSet::add_frames(const RawFrame* frames, std::size_t n, const Conve
     __builtin_prefetch(l.u32(bins, Hist::energy_raw) + std::size_t{s.crystal} * l.raw_bins + l.raw_bin(raw), 1);
   };
   for (std::size_t j = 0; j < std::min(n, kPixelAhead); ++j) request_pixel(j);
-  for (std::size_t j = 0; j < std::min(n, kGainAhead); ++j) request_gain(j);
   for (std::size_t j = 0; j < std::min(n, kBinsAhead); ++j) convert_and_request_bins(j);
   for (std::size_t i = 0; i < n; ++i) {
     if (i + kPixelAhead < n) request_pixel(i + kPixelAhead);
-    if (i + kGainAhead < n) request_gain(i + kGainAhead);
+    // Written out here rather than in a helper: GCC deems a function whose only effect is a
+    // prefetch free of side effects and drops the call (as in convert_frames()).
+    if (i + kGainAhead < n && pixel[(i + kGainAhead) % kRing] != kNoPixel) {
+      const std::size_t k = i + kGainAhead;
+      const std::uint32_t label = t.position_lut[pixel[k % kRing]];
+      if (label < t.crystals_per_du)
+        __builtin_prefetch(t.energy_correction + energy_index(frames[k].bytes, local_of_label(label, t), t));
+    }
     if (i + kBinsAhead < n) convert_and_request_bins(i + kBinsAhead);
     if (pixel[i % kRing] != kNoPixel)
       histogram_converted(frames[i].bytes, t, l, bins, status[i % kRing], single[i % kRing],
@@ -225,11 +238,11 @@ void HistogramSet::add_frames(const RawFrame* frames, std::size_t n, const Conve
 
 void HistogramSet::add_records(const CoincRecord* records, std::size_t n, bool delayed) {
   for (std::size_t i = 0; i < n; ++i)
-    histogram_record(records[i], delayed, layout_, bins_.data(), PlainIncrement{});
+    histogram_record(records[i], delayed, layout_, bins_.get(), PlainIncrement{});
 }
 
 std::uint64_t HistogramSet::at(Hist h, std::size_t i) const {
-  const std::uint8_t* p = bins_.data() + layout_.offset[static_cast<int>(h)];
+  const std::uint8_t* p = bins_.get() + layout_.offset[static_cast<int>(h)];
   if (hist_is_32bit(h)) {
     std::uint32_t v;
     std::memcpy(&v, p + 4 * i, 4);

@@ -159,6 +159,7 @@ PETDAQ_HD void histogram_record(const CoincRecord& r, bool delayed, const Histog
 // ---- host side: the CPU's accumulation, the file and message body, and their reader ----
 
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -180,8 +181,8 @@ class HistogramSet {
   explicit HistogramSet(const HistogramLayout& layout);
 
   const HistogramLayout& layout() const { return layout_; }
-  std::uint8_t* bins() { return bins_.data(); }
-  const std::uint8_t* bins() const { return bins_.data(); }
+  std::uint8_t* bins() { return bins_.get(); }
+  const std::uint8_t* bins() const { return bins_.get(); }
   void reset();
 
   // The convert-stage and coincidence-stage rules of histogram_frame / histogram_record.
@@ -193,8 +194,13 @@ class HistogramSet {
   std::uint64_t sum(Hist h) const;
 
  private:
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
   HistogramLayout layout_;
-  std::vector<std::uint8_t> bins_;
+  // On transparent huge pages where the kernel allows them: the bins are tens of MB written
+  // at random, and with 4 KiB pages nearly every increment would also miss the TLB.
+  std::unique_ptr<std::uint8_t[], FreeDeleter> bins_;
 };
 
 // The JSON document of a histogram file: run, backend, geometry, windows, bin settings,
