@@ -3,7 +3,7 @@
 
 petdaq-sim makes an acquisition on a small scanner, petdaq-offline --histograms writes its
 histogram file; the reader's totals must equal the counters the file carries; petdaq-qa
-must write every plot (each PNG opened: its size, and not blank) and the HTML page naming
+must write every plot and flag planted hot and dead crystals (each PNG opened: its size, and not blank) and the HTML page naming
 them; a truncated file, a file of another version and a missing file exit 2 with a clear
 message.
 
@@ -90,6 +90,29 @@ for name in pngs:
     colours = len(np.unique((rgb * 255).astype(np.uint8), axis=0))
     check(colours > 20 and float(rgb.std()) > 0.02, f"{name}: not blank ({colours} colours)")
     check(f'src="{name}"' in page, f"the page shows {name}")
+
+# Hot and dead crystals on the page: the same file with every crystal's singles scaled up
+# (so each DU is judged), one crystal made hot and one dead.
+data = bytearray(open(pdh, "rb").read())
+count = ph.HEADER.unpack_from(data, 0)[3]
+for i in range(count):
+    d = ph.DESCRIPTOR.unpack_from(data, ph.HEADER.size + i * ph.DESCRIPTOR.size)
+    if d[0].rstrip(b"\0") == b"crystal_singles":
+        singles = np.frombuffer(data, dtype="<u8", count=d[4], offset=d[10])
+        planted = singles * 10 + 100
+        planted[77] = 100 * int(np.median(planted[64:128]))
+        planted[300] = 0
+        data[d[10]:d[10] + planted.nbytes] = planted.astype("<u8").tobytes()
+planted_pdh = os.path.join(work, "planted.pdh")
+with open(planted_pdh, "wb") as f:
+    f.write(data)
+r = subprocess.run([qa, planted_pdh, "--output", os.path.join(work, "qa_planted")],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"planted file: exit 0 ({r.stderr})")
+page = open(os.path.join(work, "qa_planted", "index.html"), encoding="utf-8").read()
+check("<p>2 crystals whose" in page, "exactly two crystals flagged")
+check("<tr><td>77</td>" in page and "<td>hot</td>" in page, "crystal 77 hot")
+check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead")
 
 # Bad files: clear message, exit 2.
 data = open(pdh, "rb").read()
