@@ -3,9 +3,9 @@
 
 petdaq-sim makes an acquisition on a small scanner, petdaq-offline --histograms writes its
 histogram file; the reader's totals must equal the counters the file carries; petdaq-qa
-must write every plot and flag planted hot and dead crystals (each PNG opened: its size, and not blank) and the HTML page naming
-them; a truncated file, a file of another version and a missing file exit 2 with a clear
-message.
+must write every plot (each PNG opened: its size, and not blank) and the HTML page naming
+them, and flag exactly the planted hot and dead crystals; a truncated file, a file of
+another version and a missing file exit 2 with a clear message.
 
   qa_test.py PETDAQ_SIM PETDAQ_OFFLINE PETDAQ_QA WORKDIR
 Exit 77 (skipped) when NumPy or Matplotlib is missing.
