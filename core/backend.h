@@ -16,6 +16,8 @@
 
 namespace petdaq {
 
+class HistogramSet;
+
 struct SliceRequest {
   std::uint64_t slice_id = 0;
   // Raw-time bound: the slice takes the staged frames below it (kNoBound: all of them).
@@ -63,6 +65,11 @@ struct SliceResult {
   // Per-BDM accepted singles and energy-rejected singles of this slice (bdm_count each).
   const std::uint64_t* bdm_singles = nullptr;
   const std::uint64_t* bdm_energy_rejected = nullptr;
+  // The singles this slice resolved (every single before the carry-over), in the order of
+  // DESIGN section 5; only with output.singles.enabled, else null and 0. Their times lie in
+  // [t_begin, t_end).
+  const Single* singles = nullptr;
+  std::size_t single_count = 0;
 };
 
 class Backend {
@@ -89,6 +96,11 @@ class Backend {
   // collect().
   virtual const SliceResult& collect() = 0;
   virtual std::size_t in_flight() const = 0;
+  // Live histograms of the current run (core/histograms.h, DESIGN section 7); null when
+  // output.histograms.enabled is off. They hold every collected slice since the run's first
+  // slice (a backend may also hold slices still in flight) and are zeroed when a run_start
+  // slice is processed. Valid until the next call on the backend.
+  virtual const HistogramSet* histograms() { return nullptr; }
 };
 
 }  // namespace petdaq

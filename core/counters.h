@@ -29,7 +29,8 @@ namespace petdaq {
   X(coinc_delayed_multiples, "coinc.delayed_multiples")                         \
   X(coinc_records_overflow, "coinc.records_overflow")                           \
   X(out_zmq_refused, "out.zmq_refused") X(out_messages, "out.messages")         \
-  X(out_file_bytes, "out.file_bytes")
+  X(out_file_bytes, "out.file_bytes")                                           \
+  X(out_raw_bytes, "out.raw_bytes") X(out_raw_lost_frames, "out.raw_lost_frames")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

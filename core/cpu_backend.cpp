@@ -17,6 +17,7 @@
 #include "core/coincidence.h"
 #include "core/convert.h"
 #include "core/frame_source.h"
+#include "core/histograms.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -83,6 +84,8 @@ struct CpuBackend::Impl {
   RecordBuffer delayed;
   std::vector<std::uint64_t> bdm_singles;
   std::vector<std::uint64_t> bdm_energy_rejected;
+  std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
+  std::unique_ptr<Single[]> resolved;        // output.singles.enabled
 
   StageSeconds stage;
   SliceRequest pending;
@@ -123,6 +126,9 @@ struct CpuBackend::Impl {
     delayed.capacity = delayed_capacity;
     bdm_singles.resize(bdm_count);
     bdm_energy_rejected.resize(bdm_count);
+    if (s.output.histograms.enabled)
+      histograms = std::make_unique<HistogramSet>(make_histogram_layout(s));
+    if (s.output.singles.enabled) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
   }
 
   // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
@@ -182,6 +188,7 @@ struct CpuBackend::Impl {
     if (req.run_start) {
       carry_count = 0;
       next_t_begin = 0;
+      if (histograms) histograms->reset();  // histograms: a run starts
     }
     result.t_begin = next_t_begin;
     const bool final = req.final && !result.split;
@@ -201,6 +208,7 @@ struct CpuBackend::Impl {
     const std::size_t fresh =
         convert_frames(input.get(), frame_count, tables, singles + carry_count, delta,
                        bdm_singles.data(), bdm_energy_rejected.data());
+    if (histograms) histograms->add_frames(req.frames, frame_count, tables);  // histograms
     const Clock::time_point t1 = Clock::now();
     sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only
@@ -229,6 +237,15 @@ struct CpuBackend::Impl {
       delta[Counter::stream_carry_overflow] += 1;
     }
 
+    if (histograms) {  // histograms of the records
+      histograms->add_records(prompts.data, prompts.size, false);
+      histograms->add_records(delayed.data, delayed.size, true);
+    }
+    if (resolved) {  // singles topic: the resolved singles, before the carry-over moves
+      std::memcpy(resolved.get(), singles, first_carried * sizeof(Single));
+      result.singles = resolved.get();
+      result.single_count = first_carried;
+    }
     const Clock::time_point t3 = Clock::now();
     stage.convert += seconds(t0, t1);
     stage.sort += seconds(t1, t2);
@@ -309,6 +326,8 @@ const SliceResult& CpuBackend::collect() {
 }
 
 const CpuBackend::StageSeconds& CpuBackend::stage_seconds() const { return impl_->stage; }
+
+const HistogramSet* CpuBackend::histograms() { return impl_->histograms.get(); }
 
 std::size_t CpuBackend::in_flight() const { return impl_->has_pending ? 1 : 0; }
 

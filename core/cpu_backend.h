@@ -27,6 +27,7 @@ class CpuBackend final : public Backend {
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override;
+  const HistogramSet* histograms() override;
 
   // Cumulative time spent in each stage, for benchmarks (a few clock reads per slice).
   struct StageSeconds {

@@ -42,8 +42,10 @@ MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
       h.record_size = sizeof(CoincRecord);
       break;
     case MessageKind::singles:
+      h.record_count = static_cast<std::uint32_t>(result.single_count);
       h.record_size = sizeof(Single);
       break;
+    case MessageKind::histograms: break;
   }
   return h;
 }

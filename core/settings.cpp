@@ -425,7 +425,8 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
   }
   {  // output
     const std::string P = "output";
-    auto n = r.section(top, "", "output", {"zmq", "file", "rates_interval_ms"});
+    auto n = r.section(top, "", "output",
+                       {"zmq", "file", "rates_interval_ms", "histograms", "singles", "raw"});
     auto z = r.section(n, P, "zmq", {"endpoint", "send_hwm"});
     r.string(z, P + ".zmq", "endpoint", s.output.zmq.endpoint);
     r.integer(z, P + ".zmq", "send_hwm", s.output.zmq.send_hwm, 0, 1 << 30);
@@ -439,6 +440,30 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     r.real(n, P, "rates_interval_ms", s.output.rates_interval_ms);
     r.require(s.output.rates_interval_ms >= 10, "output.rates_interval_ms", "must be >= 10",
               s.output.rates_interval_ms);
+    HistogramSettings& hs = s.output.histograms;
+    const std::string H = P + ".histograms";
+    auto h = r.section(n, P, "histograms",
+                       {"enabled", "interval_ms", "energy_bins", "energy_max_keV", "raw_bins",
+                        "raw_bin_adc", "rate_bins", "rate_bin_ms"});
+    r.boolean(h, H, "enabled", hs.enabled);
+    r.real(h, H, "interval_ms", hs.interval_ms);
+    r.require(hs.interval_ms >= 10, H + ".interval_ms", "must be >= 10", hs.interval_ms);
+    r.integer(h, H, "energy_bins", hs.energy_bins, 1, 65536);
+    r.real(h, H, "energy_max_keV", hs.energy_max_keV);
+    r.require(hs.energy_max_keV > 0, H + ".energy_max_keV", "must be > 0", hs.energy_max_keV);
+    r.integer(h, H, "raw_bins", hs.raw_bins, 1, 65536);
+    r.integer(h, H, "raw_bin_adc", hs.raw_bin_adc, 1, 65536);
+    r.integer(h, H, "rate_bins", hs.rate_bins, 1, 1 << 20);
+    r.real(h, H, "rate_bin_ms", hs.rate_bin_ms);
+    r.require(hs.rate_bin_ms >= 0.001, H + ".rate_bin_ms", "must be >= 0.001", hs.rate_bin_ms);
+    auto sg = r.section(n, P, "singles", {"enabled"});
+    r.boolean(sg, P + ".singles", "enabled", s.output.singles.enabled);
+    auto rw = r.section(n, P, "raw", {"enabled", "directory", "rotate_bytes"});
+    r.boolean(rw, P + ".raw", "enabled", s.output.raw.enabled);
+    std::string raw_dir;
+    r.string(rw, P + ".raw", "directory", raw_dir);
+    if (!raw_dir.empty()) s.output.raw.directory = resolve(raw_dir, base_dir);
+    r.integer(rw, P + ".raw", "rotate_bytes", s.output.raw.rotate_bytes, 1 << 20, u64max);
   }
   r.choice(top, "", "backend", s.backend,
            {{"auto", BackendKind::auto_select}, {"cpu", BackendKind::cpu}, {"gpu", BackendKind::gpu}});

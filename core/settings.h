@@ -114,10 +114,36 @@ struct FileSinkSettings {
   std::uint64_t rotate_bytes = 1ull << 30;
 };
 
+// Live histograms (DESIGN section 7, "Histograms"), accumulated by the backend.
+struct HistogramSettings {
+  bool enabled = false;
+  double interval_ms = 2000.0;      // the `histograms` message is published this often
+  std::uint32_t energy_bins = 200;  // per-crystal corrected-energy spectrum
+  double energy_max_keV = 1000.0;   // upper edge of the last bin (which also holds above)
+  std::uint32_t raw_bins = 256;     // per-crystal raw-ADC spectrum
+  std::uint32_t raw_bin_adc = 64;   // ADC units per raw bin
+  std::uint32_t rate_bins = 36000;  // count-rate curves over the run (an hour)
+  double rate_bin_ms = 100.0;       // acquisition time per rate bin
+};
+
+// Raw capture: the frames as received, in frame files (DESIGN section 2) rotated by size.
+struct RawCaptureSettings {
+  bool enabled = false;
+  std::filesystem::path directory = "/var/lib/petdaq";
+  std::uint64_t rotate_bytes = 1ull << 30;
+};
+
+struct SinglesOutputSettings {
+  bool enabled = false;  // the opt-in `singles` topic (kind 3)
+};
+
 struct OutputSettings {
   ZmqSettings zmq;
   FileSinkSettings file;
   double rates_interval_ms = 1000.0;
+  HistogramSettings histograms;
+  SinglesOutputSettings singles;
+  RawCaptureSettings raw;
 };
 
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };

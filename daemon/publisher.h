@@ -21,6 +21,7 @@ inline constexpr std::string_view prompts = "coinc.prompt";
 inline constexpr std::string_view delayed = "coinc.delayed";
 inline constexpr std::string_view rates = "rates";
 inline constexpr std::string_view singles = "singles";
+inline constexpr std::string_view histograms = "histograms";
 }  // namespace topic
 
 class Publisher {

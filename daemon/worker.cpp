@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/histograms.h"
 #include "daemon/notify.h"
 #include "gpu/select_backend.h"
 #include "proto/frame.h"
@@ -45,8 +47,12 @@ auto fields(const InputSettings& s) {
                   s.receiver_threads, s.ring_chunk_bytes, s.ring_chunks);
 }
 auto fields(const OutputSettings& s) {
+  const HistogramSettings& h = s.histograms;
   return std::tie(s.zmq.endpoint, s.zmq.send_hwm, s.file.enabled, s.file.directory,
-                  s.file.rotate_bytes, s.rates_interval_ms);
+                  s.file.rotate_bytes, s.rates_interval_ms, h.enabled, h.interval_ms,
+                  h.energy_bins, h.energy_max_keV, h.raw_bins, h.raw_bin_adc, h.rate_bins,
+                  h.rate_bin_ms, s.singles.enabled, s.raw.enabled, s.raw.directory,
+                  s.raw.rotate_bytes);
 }
 auto fields(const LogSettings& s) { return std::tie(s.level); }
 
@@ -109,6 +115,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
+  if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
   watchdog_interval_ = watchdog_interval();
 }
 
@@ -119,7 +126,7 @@ Worker::~Worker() {
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
 void Worker::start() {
-  started_ = last_rates_ = last_poll_ = last_watchdog_ = Clock::now();
+  started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = Clock::now();
   thread_ = std::thread([this] {
     try {
       loop();
@@ -166,6 +173,7 @@ void Worker::loop() {
   release_staged(true);
   retire_latency(Clock::now(), true);
   if (file_) file_->close();
+  if (raw_) raw_->close();
   tick(Clock::now(), true);
 }
 
@@ -182,6 +190,8 @@ void Worker::take_chunk(Chunk* c) {
     const FrameFields f = decode_frame(frames[s.first_index].bytes);
     if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
   }
+  // Raw capture: the frames as received, before the slicer drops or holds any.
+  if (raw_) raw_->write(c->frames(), c->frame_count);
   const std::uint64_t ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
   if (pending_count_ == pending_.size()) {
     // More chunks in the slicer than entries (it is far behind): the newest joins the last
@@ -244,10 +254,15 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
     if (file_) file_->write(delayed, result.delayed, delayed_bytes);
   }
+  if (result.singles) {  // singles topic (output.singles.enabled)
+    const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
+    publisher_.send(topic::singles, singles, result.singles, result.single_count * sizeof(Single));
+  }
 }
 
 void Worker::on_run_end(std::uint64_t slicer_run) {
   spdlog::info("run {} ended", published_run_id(slicer_run));
+  publish_histograms(published_run_id(slicer_run), true);
   // A clock reset: the chunks of the old run will never be passed by the new horizon.
   retire_latency(Clock::now(), true);
 }
@@ -296,6 +311,45 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
   const auto interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.rates_interval_ms);
   if (force_rates || now - last_rates_ >= interval) publish_rates(now);
+  const auto histogram_interval = std::chrono::duration<double, std::milli>(
+      engine_->settings.output.histograms.interval_ms);
+  if (now - last_histograms_ >= histogram_interval) {
+    last_histograms_ = now;
+    // The run of the last delivered slice: the run the backend's bins belong to.
+    publish_histograms(last_run_, false);
+  }
+}
+
+// The `histograms` message of the running backend (DESIGN section 7); at the end of a run
+// also a file next to the list-mode files (output.file.enabled).
+void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
+  const Settings& s = engine_->settings;
+  const HistogramSet* h = engine_->backend->histograms();
+  if (!h) return;
+  encode_histogram_file(*h, s, run_id,
+                        histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_),
+                        histogram_bytes_);
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::histograms);
+  m.message_id = histogram_message_id_++;
+  m.run_id = run_id;
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
+  publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
+  if (write_file && s.output.file.enabled) {
+    const std::time_t now = std::time(nullptr);
+    std::tm utc{};
+    gmtime_r(&now, &utc);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
+    const auto path = s.output.file.directory / fmt::format("petdaq-{}-run{}.pdh", stamp, run_id);
+    try {
+      write_histogram_file(path, histogram_bytes_);
+      spdlog::info("histograms of run {}: {}", run_id, path.string());
+    } catch (const HistogramFileError& e) {
+      spdlog::error("histograms of run {}: {}", run_id, e.what());
+    }
+  }
 }
 
 void Worker::publish_rates(Clock::time_point now) {

@@ -22,6 +22,7 @@
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
+#include "daemon/raw_sink.h"
 #include "daemon/rates.h"
 
 namespace petdaq::daemon {
@@ -71,6 +72,7 @@ class Worker final : public ResultSink {
   void retire_latency(Clock::time_point now, bool all);
   void apply_reload();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
+  void publish_histograms(std::uint64_t run_id, bool write_file);
 
   BackendKind backend_kind_;
   HostRing& ring_;
@@ -79,6 +81,7 @@ class Worker final : public ResultSink {
   bool print_rates_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FileSink> file_;
+  std::unique_ptr<RawSink> raw_;  // output.raw
   MessageBuilder builder_;
   bool publish_delayed_ = false;
   std::uint64_t run_base_ = 0;
@@ -94,6 +97,11 @@ class Worker final : public ResultSink {
   Clock::time_point last_poll_;
   Clock::time_point last_watchdog_;
   std::chrono::microseconds watchdog_interval_{0};
+
+  // Live histograms (output.histograms) and the opt-in singles topic.
+  std::vector<std::uint8_t> histogram_bytes_;  // reused: sized by the first message
+  std::uint64_t histogram_message_id_ = 0;
+  Clock::time_point last_histograms_;
 
   // Chunks pushed and not yet behind the published horizon: when each arrived and the
   // latest raw time in it. Fixed capacity (four entries per ring chunk).

@@ -25,9 +25,11 @@
 #include "core/calibration.h"
 #include "core/chunk_summary.h"
 #include "core/frame_source.h"
+#include "core/histograms.h"
 #include "core/settings.h"
 #include "gpu/cuda_support.h"
 #include "gpu/gpu_stage_times.h"
+#include "gpu/histogram_kernels.cuh"
 #include "gpu/kernels.cuh"
 
 namespace petdaq {
@@ -108,6 +110,12 @@ struct Slot {
   std::size_t frames_dropped = 0;
   std::uint64_t bound = 0;
   bool split = false;
+  // `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them
+  // it resolved (mapped), and the host copy of those.
+  device_unique_ptr<Single> d_singles;
+  pinned_unique_ptr<std::uint64_t> h_resolved;
+  std::uint64_t* d_resolved = nullptr;
+  pinned_unique_ptr<Single> h_singles;
 };
 
 class GpuBackend final : public Backend {
@@ -125,6 +133,7 @@ class GpuBackend final : public Backend {
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override { return next_submit_ - next_collect_; }
+  const HistogramSet* histograms() override;
 
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
 
@@ -190,6 +199,13 @@ class GpuBackend final : public Backend {
   std::uint64_t next_collect_ = 0;
   SliceResult result_;
   GpuStageTimes stage_times_;
+
+  // Live histograms (output.histograms.enabled): device bins, copied to h_histograms_ on
+  // request.
+  HistogramLayout histogram_layout_;
+  device_unique_ptr<std::uint8_t> d_histograms_;
+  std::unique_ptr<HistogramSet> h_histograms_;
+  bool singles_out_ = false;
 };
 
 GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
@@ -286,7 +302,20 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
                                     gpu::TakenBy{}, gpu::DroppedAt{}, nullptr));
   d_partition_temp_ = make_device<std::uint8_t>(partition_temp_bytes_);
 
+  if (s.output.histograms.enabled) {
+    histogram_layout_ = make_histogram_layout(s);
+    d_histograms_ = make_device<std::uint8_t>(histogram_layout_.bytes);
+    PETDAQ_CUDA_CHECK(cudaMemset(d_histograms_.get(), 0, histogram_layout_.bytes));
+    h_histograms_ = std::make_unique<HistogramSet>(histogram_layout_);
+  }
+  singles_out_ = s.output.singles.enabled;
   for (Slot& slot : slots_) {
+    if (singles_out_) {
+      slot.d_singles = make_device<Single>(sort_capacity_);
+      slot.h_singles = make_pinned<Single>(sort_capacity_);
+      slot.h_resolved = make_pinned<std::uint64_t>(1, true);
+      slot.d_resolved = cuda::device_address(slot.h_resolved);
+    }
     slot.d_frames = make_device<RawFrame>(max_slice_frames_);
     slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_);
     slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_);
@@ -447,6 +476,8 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
       counts, state, request.run_start, request.final, bdm, bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
+  if (d_histograms_ && request.run_start)  // histograms: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
 
   // Convert: count per tile, scan the tile counts, convert again and compact in order.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
@@ -464,6 +495,15 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
         frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_offset_.get(), state,
         d_singles_a_.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+    if (d_histograms_) {  // histograms of the frames
+      gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                         gpu::HistogramPolicy::max_blocks,
+                                         blocks_for(frame_count, gpu::HistogramPolicy::threads_per_block))),
+                                     gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+          frames, static_cast<std::uint32_t>(frame_count), tables_, histogram_layout_,
+          d_histograms_.get());
+      PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
+    }
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
 
@@ -538,6 +578,22 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
       delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
       bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
+  if (d_histograms_) {  // histograms of the records
+    gpu::histogram_records_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                        gpu::HistogramPolicy::max_blocks,
+                                        blocks_for(prompt_capacity_ + delayed_capacity_,
+                                                   gpu::HistogramPolicy::threads_per_block))),
+                                    gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+        slot.d_prompts.get(), slot.d_delayed.get(), slot.d_summary, histogram_layout_,
+        d_histograms_.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
+  }
+  if (singles_out_) {  // singles topic: keep this slice's ordered singles
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
+                                      cudaMemcpyDeviceToDevice, stream));
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(counts, slot.d_resolved);
+    PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
+  }
   if (max_carry_ > 0) {
     gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
                                       blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
@@ -546,6 +602,16 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
     PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
+}
+
+// The bins of every slice submitted so far: the copy is queued behind them.
+const HistogramSet* GpuBackend::histograms() {
+  if (!d_histograms_) return nullptr;
+  cudaStream_t stream = compute_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_histograms_->bins(), d_histograms_.get(),
+                                    histogram_layout_.bytes, cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h_histograms_.get();
 }
 
 const SliceResult& GpuBackend::collect() {
@@ -565,6 +631,10 @@ const SliceResult& GpuBackend::collect() {
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_delayed.get(), slot.d_delayed.get(),
                                       summary.delayed_kept * sizeof(CoincRecord),
                                       cudaMemcpyDeviceToHost, out));
+  const std::uint64_t resolved = singles_out_ ? slot.h_resolved[0] : 0;
+  if (resolved > 0)  // singles topic
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_singles.get(), slot.d_singles.get(),
+                                      resolved * sizeof(Single), cudaMemcpyDeviceToHost, out));
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
   wait_for(slot.out_end.get(), slot.slice_id);
   ++next_collect_;
@@ -596,6 +666,10 @@ const SliceResult& GpuBackend::collect() {
   d[Counter::stream_pending_full] += slot.frames_dropped;
   result_.bdm_singles = slot.h_bdm.get();
   result_.bdm_energy_rejected = slot.h_bdm.get() + bdm_count_;
+  if (singles_out_) {
+    result_.singles = slot.h_singles.get();
+    result_.single_count = resolved;
+  }
 
   PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&stage_times_.copy_in_ms, slot.copy_begin.get(),
                                          slot.copy_end.get()));

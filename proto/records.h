@@ -99,7 +99,8 @@ inline constexpr std::uint32_t kMessageMagic = 0x31514450;  // "PDQ1"
 inline constexpr std::uint16_t kMessageVersion = 1;
 inline constexpr std::size_t kMessageHeaderBytes = 64;
 
-enum class MessageKind : std::uint16_t { prompts = 1, delayed = 2, singles = 3 };
+// histograms: the body is a histogram file (proto/histogram_file.h), record_count 1.
+enum class MessageKind : std::uint16_t { prompts = 1, delayed = 2, singles = 3, histograms = 4 };
 
 struct MessageHeader {
   std::uint32_t magic = kMessageMagic;

@@ -2,7 +2,8 @@
 # The embedded demo (README, command 1): simulate an acquisition of a mouse-sized phantom on
 # the default scanner, replay it over UDP on loopback into petdaqd in real time while the
 # live rates print, record what petdaqd publishes, then process the same file offline and
-# check that the daemon published exactly the same coincidences with nothing dropped.
+# check that the daemon published exactly the same coincidences with nothing dropped; last,
+# a QA report (plots and an HTML page) from the acquisition's histograms.
 #   tools/demo.sh [BUILD_DIR]    (environment: DEMO_MBQ, DEMO_SECONDS, DEMO_SPEED)
 set -euo pipefail
 
@@ -60,7 +61,8 @@ wait "$record_pid" || true
 record_pid=
 
 say "processing the same file offline (petdaq-offline)"
-"$bin/petdaq-offline" --config "$config" --input "$acq/frames.bin" --output "$dir/offline.plm"
+"$bin/petdaq-offline" --config "$config" --input "$acq/frames.bin" --output "$dir/offline.plm" \
+  --histograms "$dir/offline.pdh"
 
 say "summary"
 final=$(grep -o 'final counters: .*' "$dir/petdaqd.log" | tail -1)
@@ -86,3 +88,11 @@ else
 fi
 if ((drops)); then echo "  some frames or messages were dropped (counters above)"; exit 1; fi
 echo "  zero loss"
+
+say "QA report: flood maps, energy spectra, singles map, time differences, rates (petdaq-qa)"
+if /usr/bin/python3 -c 'import numpy, matplotlib' 2>/dev/null; then
+  tools/qa/petdaq-qa "$dir/offline.pdh" --output "$dir/qa"
+  echo "  open $dir/qa/index.html in a browser"
+else
+  echo "  skipped: petdaq-qa needs python3-numpy and python3-matplotlib"
+fi

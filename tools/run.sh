@@ -13,7 +13,7 @@ jobs=$(nproc)
 packages=(build-essential cmake pkg-config git libboost-dev libzmq3-dev cppzmq-dev
           libconcurrentqueue-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev
           libsystemd-dev libpcap-dev libncurses-dev python3 python3-zmq python3-numpy tmux
-          systemd iproute2 libcli11-dev nlohmann-json3-dev libhdf5-dev python3-h5py help2man
+          systemd iproute2 libcli11-dev nlohmann-json3-dev libhdf5-dev python3-h5py help2man python3-matplotlib
           bash-completion)
 
 install_missing() {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 namespace petdaq {
@@ -118,6 +119,16 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   EXPECT_EQ(s.output.file.directory, d.output.file.directory);
   EXPECT_EQ(s.output.file.rotate_bytes, d.output.file.rotate_bytes);
   EXPECT_EQ(s.output.rates_interval_ms, d.output.rates_interval_ms);
+  const auto& h = s.output.histograms;
+  const auto& dh = d.output.histograms;
+  EXPECT_EQ(std::tie(h.enabled, h.interval_ms, h.energy_bins, h.energy_max_keV, h.raw_bins,
+                     h.raw_bin_adc, h.rate_bins, h.rate_bin_ms),
+            std::tie(dh.enabled, dh.interval_ms, dh.energy_bins, dh.energy_max_keV, dh.raw_bins,
+                     dh.raw_bin_adc, dh.rate_bins, dh.rate_bin_ms));
+  EXPECT_EQ(s.output.singles.enabled, d.output.singles.enabled);
+  EXPECT_EQ(s.output.raw.enabled, d.output.raw.enabled);
+  EXPECT_EQ(s.output.raw.directory, d.output.raw.directory);
+  EXPECT_EQ(s.output.raw.rotate_bytes, d.output.raw.rotate_bytes);
   EXPECT_EQ(s.backend, d.backend);
   EXPECT_EQ(s.log.level, d.log.level);
 
@@ -236,6 +247,37 @@ TEST(Settings, OutOfRange) {
             "coincidence.min_sector_difference: must be <= scanner.bdm_transaxial / 2, got 7");
   EXPECT_EQ(refusal("coincidence: {time_resolution_ps: -1}\n"),
             "coincidence.time_resolution_ps: must be >= 0, got -1");
+}
+
+TEST(Settings, HistogramAndSinglesKeys) {
+  const Settings s = parse_settings(
+      "output:\n  histograms: {enabled: true, interval_ms: 500, energy_bins: 128,"
+      " energy_max_keV: 800, raw_bins: 512, raw_bin_adc: 16, rate_bins: 60, rate_bin_ms: 250}\n"
+      "  singles: {enabled: true}\n",
+      ".");
+  EXPECT_TRUE(s.output.histograms.enabled);
+  EXPECT_EQ(s.output.histograms.interval_ms, 500);
+  EXPECT_EQ(s.output.histograms.energy_bins, 128u);
+  EXPECT_EQ(s.output.histograms.energy_max_keV, 800);
+  EXPECT_EQ(s.output.histograms.raw_bins, 512u);
+  EXPECT_EQ(s.output.histograms.raw_bin_adc, 16u);
+  EXPECT_EQ(s.output.histograms.rate_bins, 60u);
+  EXPECT_EQ(s.output.histograms.rate_bin_ms, 250);
+  EXPECT_TRUE(s.output.singles.enabled);
+  EXPECT_EQ(refusal("output:\n  histograms: {energy_bins: 0}\n"),
+            "output.histograms.energy_bins: must be in [1, 65536], got 0");
+  EXPECT_EQ(refusal("output:\n  histograms: {interval_ms: 5}\n"),
+            "output.histograms.interval_ms: must be >= 10, got 5");
+  EXPECT_EQ(refusal("output:\n  histograms: {energy_max_keV: 0}\n"),
+            "output.histograms.energy_max_keV: must be > 0, got 0");
+  EXPECT_TRUE(contains(refusal("output:\n  histograms: {bins: 3}\n"),
+                       "output.histograms.bins: unknown key"));
+  EXPECT_EQ(refusal("output:\n  singles: {enabled: maybe}\n"),
+            "output.singles.enabled: must be true or false, got 'maybe'");
+  EXPECT_EQ(refusal("output:\n  raw: {rotate_bytes: 1000}\n"),
+            "output.raw.rotate_bytes: must be in [1048576, 9223372036854775807], got 1000");
+  EXPECT_EQ(parse_settings("output:\n  raw: {enabled: true, directory: cap}\n", "/data").output.raw.directory,
+            std::filesystem::path("/data/cap"));
 }
 
 TEST(Settings, KeysMustBeNames) {

@@ -53,7 +53,8 @@ std::string daemon_yaml(const DaemonConfig& c) {
     << "  zmq:\n"
     << "    endpoint: \"" << c.zmq_endpoint << "\"\n"
     << "    send_hwm: " << c.send_hwm << "\n"
-    << "  rates_interval_ms: " << c.rates_interval_ms << "\n";
+    << "  rates_interval_ms: " << c.rates_interval_ms << "\n"
+    << c.output_extra;
   if (!c.file_directory.empty())
     y << "  file:\n"
       << "    enabled: true\n"

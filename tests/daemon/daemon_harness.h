@@ -44,6 +44,7 @@ struct DaemonConfig {
   std::filesystem::path file_directory;  // list-mode file sink there (empty: off)
   std::uint64_t file_rotate_bytes = 1u << 20;
   std::string input_extra;  // more keys of the input section ("  key: value\n")
+  std::string output_extra;  // more keys of the output section ("  key: value\n")
   std::string extra;        // more YAML sections
 };
 std::string daemon_yaml(const DaemonConfig& c);

@@ -4,6 +4,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/histograms.h"
 #include "core/output.h"
 #include "core/settings.h"
 #include "test_scanner.h"
@@ -149,6 +151,160 @@ TEST(Offline, ThePlmFileHoldsExactlyTheBatchResult) {
   const std::string a = read_text(output), b = read_text(again);
   ASSERT_EQ(a.size(), b.size());
   EXPECT_EQ(a.substr(kPlmHeaderBytes), b.substr(kPlmHeaderBytes));
+}
+
+// A classic pcap file (microsecond times, Ethernet) of IPv4/UDP datagrams, written byte by
+// byte: global header, then per packet a 16-byte record header and the packet.
+void write_pcap(const std::filesystem::path& file, const std::vector<std::vector<std::uint8_t>>& payloads) {
+  std::vector<std::uint8_t> out(24, 0);
+  bytes::store_le32(&out[0], 0xA1B2C3D4);  // magic, microseconds
+  bytes::store_le16(&out[4], 2);           // version 2.4
+  bytes::store_le16(&out[6], 4);
+  bytes::store_le32(&out[16], 65535);      // snap length
+  bytes::store_le32(&out[20], 1);          // LINKTYPE_ETHERNET
+  std::uint32_t t_us = 0;
+  for (const auto& payload : payloads) {
+    std::vector<std::uint8_t> p(14 + 20 + 8 + payload.size(), 0);
+    p[12] = 0x08;  // EtherType IPv4
+    std::uint8_t* ip = &p[14];
+    ip[0] = 0x45;  // version 4, 20-byte header
+    bytes::store_be16(ip + 2, static_cast<std::uint16_t>(20 + 8 + payload.size()));
+    ip[8] = 64;
+    ip[9] = 17;  // UDP
+    ip[12] = 10; ip[15] = 7;   // 10.0.0.7
+    ip[16] = 10; ip[19] = 1;   // 10.0.0.1
+    std::uint8_t* udp = ip + 20;
+    bytes::store_be16(udp + 0, 40000);
+    bytes::store_be16(udp + 2, 5600);
+    bytes::store_be16(udp + 4, static_cast<std::uint16_t>(8 + payload.size()));
+    std::copy(payload.begin(), payload.end(), udp + 8);
+    std::uint8_t record[16] = {};
+    bytes::store_le32(record + 0, 1700000000);
+    bytes::store_le32(record + 4, t_us += 10);
+    bytes::store_le32(record + 8, static_cast<std::uint32_t>(p.size()));
+    bytes::store_le32(record + 12, static_cast<std::uint32_t>(p.size()));
+    out.insert(out.end(), record, record + 16);
+    out.insert(out.end(), p.begin(), p.end());
+  }
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(out.data()),
+                                              static_cast<std::streamsize>(out.size()));
+}
+
+TEST(Offline, APcapCaptureGivesWhatItsFramesGive) {
+  std::mt19937_64 rng(5);
+  TestScanner scanner;
+  scanner.settings.stream.max_slice_frames = 1000;
+  test::AcquisitionOptions o;
+  o.events = 5000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const auto config = scanner.write_config();
+  // The same frames as a frame file and as a capture of datagrams of 37 frames; the last
+  // datagram has 3 bytes past its last whole frame.
+  write_frames(scanner.dir / "acq.frames", frames, 0);
+  std::vector<std::vector<std::uint8_t>> payloads;
+  for (std::size_t at = 0; at < frames.size(); at += 37) {
+    const std::size_t n = std::min<std::size_t>(37, frames.size() - at);
+    const auto* b = reinterpret_cast<const std::uint8_t*>(&frames[at]);
+    payloads.emplace_back(b, b + n * kFrameBytes);
+  }
+  payloads.back().insert(payloads.back().end(), {1, 2, 3});
+  write_pcap(scanner.dir / "acq.pcap", payloads);
+
+  const Result a = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                       {"--config", config.string(), "--input", (scanner.dir / "acq.frames").string(),
+                        "--output", (scanner.dir / "a.plm").string(), "--backend", "cpu",
+                        "--histograms", (scanner.dir / "a.pdh").string()});
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const Result b = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                       {"--config", config.string(), "--input", (scanner.dir / "acq.pcap").string(),
+                        "--output", (scanner.dir / "b.plm").string(), "--backend", "cpu",
+                        "--histograms", (scanner.dir / "b.pdh").string()});
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  EXPECT_NE(b.out.find("frames           " + std::to_string(frames.size())), std::string::npos) << b.out;
+  const std::string pa = read_text(scanner.dir / "a.plm"), pb = read_text(scanner.dir / "b.plm");
+  ASSERT_GT(pa.size(), kPlmHeaderBytes + 1000);
+  EXPECT_EQ(pa.substr(kPlmHeaderBytes), pb.substr(kPlmHeaderBytes));
+
+  // The histograms of both runs hold the same bins (the counters differ: rx.* and trailing
+  // bytes come from the capture's datagrams).
+  const auto ha = read_histogram_file(scanner.dir / "a.pdh");
+  const auto hb = read_histogram_file(scanner.dir / "b.pdh");
+  const HistogramFile fa = parse_histogram_file(ha.data(), ha.size());
+  const HistogramFile fb = parse_histogram_file(hb.data(), hb.size());
+  const HistDescriptor& first = fa.descriptors.front();
+  const HistDescriptor& last = fa.descriptors.back();
+  const std::size_t from = first.data_offset, to = last.data_offset + last.elements() * last.element_bytes;
+  EXPECT_TRUE(std::equal(ha.begin() + from, ha.begin() + to, hb.begin() + from));
+  const test::BatchResult want = test::batch_process(scanner, frames);
+  std::uint64_t singles = 0;
+  const HistDescriptor& cs = *fb.find("crystal_singles");
+  for (std::uint64_t i = 0; i < cs.elements(); ++i) singles += fb.value(cs, i);
+  EXPECT_EQ(singles, want.counters[Counter::single_accepted]);
+  EXPECT_NE(fb.metadata.find("\"rx.trailing_bytes\":3"), std::string_view::npos);
+  EXPECT_NE(fb.metadata.find("\"rx.datagrams\":" + std::to_string(payloads.size())),
+            std::string_view::npos);
+}
+
+std::uint64_t histogram_sum(const std::filesystem::path& file, const char* name) {
+  const std::vector<std::uint8_t> bytes = read_histogram_file(file);
+  const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+  const HistDescriptor* d = f.find(name);
+  if (!d) return ~0ull;
+  std::uint64_t sum = 0;
+  for (std::uint64_t i = 0; i < d->elements(); ++i) sum += f.value(*d, i);
+  return sum;
+}
+
+// A counter as the file's JSON document holds it (cumulative when the file was written).
+std::uint64_t file_counter(const std::filesystem::path& file, const std::string& name) {
+  const std::vector<std::uint8_t> bytes = read_histogram_file(file);
+  const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+  const std::string key = "\"" + name + "\":";
+  const std::size_t at = f.metadata.find(key);
+  if (at == std::string_view::npos) return ~0ull;
+  return std::stoull(std::string(f.metadata.substr(at + key.size(), 20)));
+}
+
+TEST(Offline, HistogramsOfEachRunGoToTheirOwnFile) {
+  std::mt19937_64 rng(8);
+  TestScanner scanner;
+  scanner.settings.stream.max_future_ps = 100'000 * scanner.settings.scanner.tick_ps;
+  test::AcquisitionOptions o;
+  o.events = 4000;
+  o.start_ticks = 5'000'000;
+  const auto run_a = test::random_acquisition(scanner, rng, o);
+  o.events = 3000;
+  o.start_ticks = 2000;  // the scanner's clock was reset
+  const auto run_b = test::random_acquisition(scanner, rng, o);
+  std::vector<RawFrame> frames = run_a;
+  frames.insert(frames.end(), run_b.begin(), run_b.end());
+  const auto config = scanner.write_config();
+  write_frames(scanner.dir / "acq.frames", frames, 0);
+  const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                       {"--config", config.string(), "--input", (scanner.dir / "acq.frames").string(),
+                        "--output", (scanner.dir / "acq.plm").string(), "--backend", "cpu",
+                        "--histograms", (scanner.dir / "acq.pdh").string(), "--quiet"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("stream.runs      1"), std::string::npos) << r.out;
+  // Each file holds its own run: its totals are that run's counts (the counters in the second
+  // file are cumulative over both runs), and each run is near its batch (the clock reset
+  // costs a few counted time jumps).
+  const auto first = scanner.dir / "acq.pdh", second = scanner.dir / "acq-run1.pdh";
+  for (const auto& [hist, counter] : {std::pair{"crystal_singles", "single.accepted"},
+                                      {"crystal_energy_rejected", "single.energy_rejected"},
+                                      {"dt_prompt", "coinc.prompts"},
+                                      {"dt_delayed", "coinc.delayed"}}) {
+    EXPECT_EQ(histogram_sum(first, hist), file_counter(first, counter)) << hist;
+    EXPECT_EQ(histogram_sum(second, hist), file_counter(second, counter) - file_counter(first, counter))
+        << hist;
+  }
+  const test::BatchResult a = test::batch_process(scanner, run_a);
+  const test::BatchResult b = test::batch_process(scanner, run_b);
+  EXPECT_NEAR(static_cast<double>(histogram_sum(first, "crystal_singles")),
+              static_cast<double>(a.counters[Counter::single_accepted]), 30);
+  EXPECT_NEAR(static_cast<double>(histogram_sum(second, "crystal_singles")),
+              static_cast<double>(b.counters[Counter::single_accepted]), 30);
+  EXPECT_GT(file_counter(second, "stream.time_jump"), 0u);
 }
 
 TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {

@@ -2,7 +2,7 @@
 // and/or known coincidence batches (test_messages.h) on an endpoint.
 //
 //   petdaq-test-publisher --endpoint EP [--wait-subscriptions N]
-//       [--rates --interval-ms MS --duration-s S]
+//       [--rates --interval-ms MS --duration-s S [--histograms FILE]]
 //       [--batches N --skip-prompt-ids 3,7 --gap-ms MS] [--bad-first]
 //
 // --bad-first sends malformed messages before the good ones: for batches, a wrong magic, a
@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -77,6 +79,9 @@ int main(int argc, char** argv) {
   app.add_option("--opaque-histograms", opaque_histograms,
                  "histograms messages of no known layout to publish")
       ->type_name("N");
+  std::string histograms;  // a .pdh file, also published with each rates document
+  app.add_option("--histograms", histograms, "a histogram file published with each rates document")
+      ->type_name("FILE.pdh");
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   skip_prompt_ids.insert(skip_ids.begin(), skip_ids.end());
   if (rates_count >= 0) rates = true;
@@ -142,6 +147,11 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
 
+  std::vector<char> histogram_bytes;
+  if (!histograms.empty()) {
+    std::ifstream in(histograms, std::ios::binary);
+    histogram_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
   if (rates && rates_count >= 0) {
     for (long seq = 0; seq < rates_count; ++seq) {
       const std::string doc = test::test_rates_json(static_cast<std::uint64_t>(seq));
@@ -157,6 +167,14 @@ int main(int argc, char** argv) {
       const std::string doc = test::test_rates_json(seq);
       MessageHeader h;  // kind 0, no records: the body is JSON
       send_message(pub, "rates", h, doc.data(), doc.size());
+      if (!histogram_bytes.empty()) {
+        MessageHeader hh;
+        hh.kind = static_cast<std::uint16_t>(MessageKind::histograms);
+        hh.message_id = seq;
+        hh.record_count = 1;
+        hh.record_size = static_cast<std::uint32_t>(histogram_bytes.size());
+        send_message(pub, "histograms", hh, histogram_bytes.data(), histogram_bytes.size());
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }
   }

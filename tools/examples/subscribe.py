@@ -9,6 +9,7 @@ message_id counts up by one per kind, so a gap means messages were missed.
 
   python3 subscribe.py --config /etc/petdaq/petdaq.yaml   # the endpoint petdaqd publishes on
   python3 subscribe.py --endpoint tcp://daq:5556 --count 10 --topic coinc.prompt
+  python3 subscribe.py --topic singles
 
 Needs pyzmq and NumPy (Debian: python3-zmq python3-numpy).
 """
@@ -53,7 +54,8 @@ def main():
     parser.add_argument("--endpoint", help="where petdaqd publishes (overrides --config; "
                         f"default {DEFAULT_ENDPOINT})")
     parser.add_argument("--topic", action="append",
-                        help="coinc.prompt and/or coinc.delayed (default both)")
+                        help="coinc.prompt, coinc.delayed and/or singles (default: the two "
+                             "coincidence topics)")
     parser.add_argument("--count", type=int, default=0, help="stop after N batches (0: never)")
     parser.add_argument("--timeout-s", type=float, default=0,
                         help="give up when nothing arrives for this long (0: wait forever)")

@@ -23,6 +23,7 @@
 #include "core/counters.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
+#include "core/histograms.h"
 #include "core/output.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
@@ -30,6 +31,10 @@
 #include "gpu/select_backend.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
+#include "proto/datagram.h"
+#if PETDAQ_HAVE_PCAP
+#include "tools/replay/input.h"
+#endif
 
 namespace petdaq {
 namespace {
@@ -44,6 +49,7 @@ struct Options {
   std::filesystem::path input;
   std::filesystem::path output;
   std::string backend;  // empty: from the config
+  std::filesystem::path histograms;  // the live histograms' file (empty: none)
   bool quiet = false;
 };
 
@@ -62,6 +68,10 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   cli::add_input(app, o.input, "the frame file (16-byte raw frames back to back)")->required();
   cli::add_output(app, o.output, "the list-mode file to write")->required();
   cli::add_backend(app, o.backend);
+  app.add_option("--histograms", o.histograms,
+                 "also write the histograms petdaqd publishes (a later run of the file, after a "
+                 "clock reset, goes to OUT-run1.pdh and so on)")
+      ->type_name("OUT.pdh");
   cli::add_quiet(app, o.quiet);
   return app.parse_or_exit(argc, argv);
 }
@@ -90,7 +100,7 @@ std::uint64_t chunk_time(const RawFrame* frames, std::size_t n) {
 // single's time + 1, core/backend.h); runs add up.
 class SpanSink final : public ResultSink {
  public:
-  explicit SpanSink(ResultSink& inner) : inner_(inner) {}
+  SpanSink(ResultSink& inner, ResultSink& run_end) : inner_(inner), run_end_(run_end) {}
   void on_slice(std::uint64_t run_id, const SliceResult& r) override {
     if (!have_first_) {
       if (r.prompt_count > 0) first_ = r.prompts[0].time_a, have_first_ = true;
@@ -104,16 +114,98 @@ class SpanSink final : public ResultSink {
     if (have_first_ && last_end_ > first_) ticks_ += last_end_ - first_;
     have_first_ = false;
     inner_.on_run_end(run_id);
+    run_end_.on_run_end(run_id);
   }
   std::uint64_t ticks() const { return ticks_; }
 
  private:
   ResultSink& inner_;
+  ResultSink& run_end_;
   bool have_first_ = false;
   std::uint64_t first_ = 0;
   std::uint64_t last_end_ = 0;
   std::uint64_t ticks_ = 0;
 };
+
+// Writes the backend's histograms at the end of each run (--histograms).
+class HistogramFileSink final : public ResultSink {
+ public:
+  HistogramFileSink(const Settings& settings, Backend& backend, const Counters& counters,
+                    std::filesystem::path file)
+      : settings_(settings), backend_(backend), counters_(counters), file_(std::move(file)) {}
+  void on_slice(std::uint64_t, const SliceResult&) override {}
+  void on_run_end(std::uint64_t run_id) override {
+    const HistogramSet* h = backend_.histograms();
+    if (!h || file_.empty()) return;
+    encode_histogram_file(*h, settings_, run_id,
+                          histogram_metadata_json(settings_, run_id, backend_.name(), &counters_),
+                          bytes_);
+    std::filesystem::path out = file_;
+    if (runs_ > 0)
+      out.replace_filename(file_.stem().string() + "-run" + std::to_string(runs_) +
+                           file_.extension().string());
+    write_histogram_file(out, bytes_);
+    ++runs_;
+  }
+
+ private:
+  const Settings& settings_;
+  Backend& backend_;
+  const Counters& counters_;
+  std::filesystem::path file_;
+  std::vector<std::uint8_t> bytes_;
+  std::uint64_t runs_ = 0;
+};
+
+// A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes.
+bool is_capture(const std::filesystem::path& file) {
+  std::uint8_t magic[4] = {};
+  std::FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) return false;
+  const bool whole = std::fread(magic, 1, 4, f) == 4;
+  std::fclose(f);
+  if (!whole) return false;
+  const std::uint32_t le = bytes::load_le32(magic);
+  return le == 0xA1B2C3D4 || le == 0xD4C3B2A1 || le == 0xA1B23C4D || le == 0x4D3CB2A1 ||
+         le == 0x0A0D0D0A;
+}
+
+// The frames of every UDP payload of a capture, in capture order (tools/replay's reader);
+// what petdaqd's receiver would count is counted the same way.
+std::vector<RawFrame> capture_frames(const std::filesystem::path& file, Framing framing,
+                                     Counters& counters) {
+#if !PETDAQ_HAVE_PCAP
+  (void)framing;
+  (void)counters;
+  throw std::runtime_error(file.string() + " is a capture, and this build has no libpcap");
+#else
+  const replay::Capture cap = replay::load_capture(file);
+  std::vector<RawFrame> out;
+  out.reserve(cap.payloads.size() / kFrameBytes);
+  for (const replay::CapturedDatagram& d : cap.datagrams) {
+    const DatagramView v = parse_datagram(cap.payloads.data() + d.offset, d.bytes, framing);
+    counters.add(Counter::rx_datagrams);
+    counters.add(Counter::rx_bytes, d.bytes);
+    counters.add(Counter::rx_trailing_bytes, v.trailing_bytes);
+    if (v.status == DatagramStatus::bad_header || v.status == DatagramStatus::count_mismatch)
+      counters.add(Counter::rx_bad_header);
+    if (v.status == DatagramStatus::empty) counters.add(Counter::rx_empty);
+    if (v.status != DatagramStatus::ok) continue;
+    counters.add(Counter::rx_frames, v.frame_count);
+    const auto* first = reinterpret_cast<const RawFrame*>(v.frames);
+    out.insert(out.end(), first, first + v.frame_count);
+  }
+  if (cap.skipped_not_udp + cap.skipped_fragment + cap.skipped_truncated + cap.skipped_link_type)
+    std::fprintf(stderr,
+                 "petdaq-offline: %s: skipped %llu packets that are not UDP, %llu fragments, "
+                 "%llu truncated, %llu of an unknown link type\n",
+                 file.c_str(), static_cast<unsigned long long>(cap.skipped_not_udp),
+                 static_cast<unsigned long long>(cap.skipped_fragment),
+                 static_cast<unsigned long long>(cap.skipped_truncated),
+                 static_cast<unsigned long long>(cap.skipped_link_type));
+  return out;
+#endif
+}
 
 class FileCloser {
  public:
@@ -131,7 +223,8 @@ double per_second(std::uint64_t n, double s) { return s > 0 ? static_cast<double
 
 int run(const Options& o) {
   const auto wall_start = std::chrono::steady_clock::now();
-  const Settings settings = load_settings(o.config);
+  Settings settings = load_settings(o.config);
+  if (!o.histograms.empty()) settings.output.histograms.enabled = true;
   const Calibration calibration = load_calibration(settings);
   const BackendKind kind = backend_kind(o.backend, settings.backend);
 
@@ -146,7 +239,8 @@ int run(const Options& o) {
   const Geometry geometry = Geometry::from(settings.scanner);
   Counters counters(geometry.bdm_count());
   PlmSink sink(settings, o.output);
-  SpanSink span(sink);
+  HistogramFileSink histograms(settings, *backend, counters, o.histograms);
+  SpanSink span(sink, histograms);
   Slicer slicer(settings, calibration, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
@@ -178,7 +272,41 @@ int run(const Options& o) {
   cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
-  for (;;) {
+  // One batch of frames into the slicer, its clock at the batch's acquisition time, in
+  // blocks no larger than a slice, each with its summary (as a receiver makes them). Returns
+  // the ticket of its last stage: the batch's memory stays untouched until it is staged.
+  auto push = [&](RawFrame* batch, std::size_t n) -> std::uint64_t {
+    const std::uint64_t median = chunk_time(batch, n);
+    if (!have_time) {
+      first_time = median;
+      have_time = true;
+    }
+    acquisition_ticks = std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
+    const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
+                                 std::chrono::duration<double, std::pico>(
+                                     static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
+    std::uint64_t ticket = 0;
+    const std::size_t piece = std::min<std::size_t>(n, settings.stream.max_slice_frames);
+    for (std::size_t i = 0; i < n; i += piece) {
+      const std::size_t k = std::min(piece, n - i);
+      summary.clear();
+      summary.add(batch + i, k, 0, rule);
+      const std::uint64_t t = slicer.push_block(batch + i, k, summary, now);
+      if (t != 0) ticket = t;
+    }
+    slicer.poll(now);
+    frames += n;
+    return ticket;
+  };
+  const bool capture = is_capture(o.input);
+  if (capture) {
+    // A pcap/pcapng capture: its UDP payloads, split by input.framing as petdaqd would.
+    std::vector<RawFrame> captured = capture_frames(o.input, settings.input.framing, counters);
+    bytes_read = input_bytes;
+    for (std::size_t at = 0; at < captured.size(); at += kChunkFrames)
+      slicer.wait_staged(push(captured.data() + at, std::min(kChunkFrames, captured.size() - at)));
+  }
+  while (!capture) {
     auto* const bytes = reinterpret_cast<std::uint8_t*>(chunk);
     const auto r0 = std::chrono::steady_clock::now();
     const std::size_t got = std::fread(bytes + carried_bytes, 1,
@@ -194,33 +322,12 @@ int run(const Options& o) {
     const std::size_t n = available / kFrameBytes;
     carried_bytes = available % kFrameBytes;
     if (n > 0) {
-      const std::uint64_t median = chunk_time(chunk, n);
-      if (!have_time) {
-        first_time = median;
-        have_time = true;
-      }
-      acquisition_ticks =
-          std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
-      const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
-                                   std::chrono::duration<double, std::pico>(
-                                       static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
       RawFrame* const next = buffers + (1 - current) * kChunkFrames;
-      tickets[current] = 0;
       // A partial frame at the end goes to the front of the next buffer before the slicer
       // may rewrite this one.
       slicer.wait_staged(tickets[1 - current]);
       std::memcpy(next, bytes + n * kFrameBytes, carried_bytes);
-      // Blocks no larger than a slice, each with its summary (as a receiver makes them).
-      const std::size_t piece = std::min<std::size_t>(n, settings.stream.max_slice_frames);
-      for (std::size_t i = 0; i < n; i += piece) {
-        const std::size_t k = std::min(piece, n - i);
-        summary.clear();
-        summary.add(chunk + i, k, 0, rule);
-        const std::uint64_t t = slicer.push_block(chunk + i, k, summary, now);
-        if (t != 0) tickets[current] = t;
-      }
-      slicer.poll(now);
-      frames += n;
+      tickets[current] = push(chunk, n);
       current = 1 - current;
       chunk = next;
     }

@@ -20,6 +20,7 @@
 #include "tools/common/cli.h"
 #include "tools/stop_signal.h"
 #include "proto/records.h"
+#include "tools/top/crystals.h"
 #include "tools/top/rates.h"
 
 namespace {
@@ -38,6 +39,7 @@ struct Options {
   std::string endpoint;
   std::filesystem::path config;
   Mode mode = Mode::screen;
+  bool crystals = false;
 };
 
 // What the display knows: the latest document, the history and the counters' last values.
@@ -50,6 +52,22 @@ struct State {
   std::uint64_t documents = 0;
   std::uint64_t bad_messages = 0;
   std::string last_error;
+  // The crystals view: the latest histograms message and, per DU, the singles rate between
+  // the last two messages of one run.
+  std::optional<CrystalView> crystals;
+  std::vector<double> du_singles_per_s;
+
+  void take(CrystalView v) {
+    du_singles_per_s.assign(v.dus.size(), 0.0);
+    if (crystals && crystals->run_id == v.run_id && crystals->dus.size() == v.dus.size() &&
+        v.created_unix_ns > crystals->created_unix_ns) {
+      const double dt_s = static_cast<double>(v.created_unix_ns - crystals->created_unix_ns) * 1e-9;
+      for (std::size_t i = 0; i < v.dus.size(); ++i)
+        du_singles_per_s[i] =
+            static_cast<double>(v.dus[i].singles - std::min(v.dus[i].singles, crystals->dus[i].singles)) / dt_s;
+    }
+    crystals = std::move(v);
+  }
 
   void take(Rates r, Clock::time_point now) {
     prompts_history.push_back(r.prompts);
@@ -134,6 +152,32 @@ std::string randoms_line(const Rates& r) {
 
 std::string no_data_text(const Options& o) { return "no data from petdaqd at " + o.endpoint; }
 
+std::string flagged_text(const FlaggedCrystal& f) {
+  return format("crystal %u (BDM %u DU %u #%u) %s: %llu singles, DU median %.0f", f.crystal, f.bdm,
+                f.du, f.local, f.hot ? "hot" : "dead", static_cast<unsigned long long>(f.singles),
+                f.median);
+}
+
+std::string crystals_line(const State& st) {
+  const CrystalView& v = *st.crystals;
+  std::uint32_t hot = 0, dead = 0, judged = 0;
+  for (const DuSingles& d : v.dus) {
+    hot += d.hot;
+    dead += d.dead;
+    judged += d.judged ? 1 : 0;
+  }
+  double lo = 0, hi = 0;
+  if (!st.du_singles_per_s.empty()) {
+    lo = *std::min_element(st.du_singles_per_s.begin(), st.du_singles_per_s.end());
+    hi = *std::max_element(st.du_singles_per_s.begin(), st.du_singles_per_s.end());
+  }
+  std::string out = format("run %llu crystals: %u hot, %u dead (%u of %zu DUs judged) | DU singles %s .. %s /s",
+                           static_cast<unsigned long long>(v.run_id), hot, dead, judged,
+                           v.dus.size(), si(lo).c_str(), si(hi).c_str());
+  for (std::size_t i = 0; i < v.flagged.size() && i < 3; ++i) out += " | " + flagged_text(v.flagged[i]);
+  return out;
+}
+
 // ---------------- full-screen display ----------------
 
 enum Colour : short { kProblem = 1, kBar = 2, kWarn = 3, kTitle = 4 };
@@ -160,7 +204,7 @@ class Screen {
   Screen(const Screen&) = delete;
   Screen& operator=(const Screen&) = delete;
 
-  void draw(const Options& o, const State& st, bool paused, Clock::time_point now) {
+  void draw(const Options& o, const State& st, bool paused, bool crystals, Clock::time_point now) {
     erase();
     int rows = 0, cols = 0;
     getmaxyx(stdscr, rows, cols);
@@ -201,6 +245,11 @@ class Screen {
     const Rates& r = *st.latest;
     line(rates_line(r), A_BOLD);
     if (const std::string randoms = randoms_line(r); !randoms.empty()) line(randoms);
+    if (crystals) {
+      draw_crystals(st, y, rows, cols);
+      refresh();
+      return;
+    }
     std::string second = format("singles %s/s  frames %s/s", si(r.singles).c_str(),
                                 si(r.frames).c_str());
     if (r.latency_p50_ms) {
@@ -237,6 +286,56 @@ class Screen {
   }
 
  private:
+  // Per-DU singles rates and the hot and dead crystals (the `histograms` topic).
+  void draw_crystals(const State& st, int& y, int rows, int cols) {
+    auto line = [&](const std::string& text, attr_t attr = A_NORMAL) {
+      if (y >= rows) return;
+      attron(attr);
+      mvaddnstr(y++, 0, text.c_str(), cols);
+      attroff(attr);
+    };
+    line("");
+    if (!st.crystals) {
+      line("crystals view: no `histograms` message yet (output.histograms.enabled in petdaqd's "
+           "config)  (c returns)");
+      return;
+    }
+    const CrystalView& v = *st.crystals;
+    line(crystals_line(st), A_BOLD);
+    line(format("singles per DU (/s; H hot, D dead crystals): a crystal is hot above %.0fx its "
+                "DU's median, dead below 1/%.0f",
+                kHotDeadFactor, kHotDeadFactor),
+         A_BOLD);
+    const int cell = 22;
+    const int per_row = std::max(1, cols / cell);
+    for (std::size_t i = 0; i < v.dus.size(); i += per_row) {
+      if (y >= rows - 2) {
+        line("... (enlarge the terminal to see every DU)");
+        break;
+      }
+      for (int k = 0; k < per_row && i + k < v.dus.size(); ++k) {
+        const DuSingles& d = v.dus[i + k];
+        const double rate = i + k < st.du_singles_per_s.size() ? st.du_singles_per_s[i + k] : 0;
+        const attr_t attr = (d.hot || d.dead) ? A_BOLD | COLOR_PAIR(kProblem) : A_NORMAL;
+        attron(attr);
+        mvaddnstr(y, k * cell, format("b%02u d%u %7s H%u D%u%s", d.bdm, d.du, si(rate).c_str(),
+                                      d.hot, d.dead, d.judged ? "" : " (few)")
+                                   .c_str(),
+                  std::max(0, cols - k * cell));
+        attroff(attr);
+      }
+      ++y;
+    }
+    line("");
+    for (const FlaggedCrystal& f : v.flagged) {
+      if (y >= rows - 1) {
+        line(format("... %zu flagged crystals in all", v.flagged.size()));
+        break;
+      }
+      line(flagged_text(f), COLOR_PAIR(kProblem));
+    }
+  }
+
   void draw_bdms(const Rates& r, int& y, int rows, int cols) {
     const std::uint32_t ta = r.bdm_transaxial, ax = r.bdm_axial;
     const std::size_t count = r.bdm_singles_per_s.size();
@@ -325,14 +424,19 @@ class Screen {
 
 // ---------------- the subscription ----------------
 
-// Receives one message if there is one. Returns the JSON text of a valid `rates` message.
-std::optional<std::string> receive(zmq::socket_t& sub, State& st) {
+// Receives one message if there is one. Returns the JSON text of a valid `rates` message;
+// a `histograms` message goes into st.crystals (and `histograms` is set).
+std::optional<std::string> receive(zmq::socket_t& sub, State& st, bool& received,
+                                   bool& histograms) {
   std::vector<zmq::message_t> parts;
+  received = false;
+  histograms = false;
   for (;;) {
     zmq::message_t part;
     if (!sub.recv(part, parts.empty() ? zmq::recv_flags::dontwait : zmq::recv_flags::none)) {
       return std::nullopt;
     }
+    received = true;
     const bool more = part.more();
     parts.push_back(std::move(part));
     if (!more) break;
@@ -343,6 +447,15 @@ std::optional<std::string> receive(zmq::socket_t& sub, State& st) {
     return std::nullopt;
   };
   if (parts.size() != 3) return refuse(format("%zu frames instead of 3", parts.size()));
+  if (parts[0].to_string_view() == "histograms") {
+    try {
+      st.take(analyse_crystals(parse_histogram_file(parts[2].data<std::uint8_t>(), parts[2].size())));
+      histograms = true;
+    } catch (const std::exception& e) {
+      return refuse(std::string("histograms: ") + e.what());
+    }
+    return std::nullopt;
+  }
   if (parts[0].to_string_view() != "rates") return refuse("topic is not 'rates'");
   if (parts[1].size() != kMessageHeaderBytes) return refuse("message header is not 64 bytes");
   const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
@@ -381,6 +494,10 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   CLI::Option* plain_option =
       app.add_flag("--plain", plain, "one text line per second instead of the full-screen display");
   app.add_flag("--json", json, "the raw rates documents, one per line")->excludes(plain_option);
+  app.add_flag("--crystals", o.crystals,
+               "start in the crystals view (per-DU singles, hot and dead crystals, from the "
+               "`histograms` topic: output.histograms.enabled); with --plain, one line per "
+               "histograms message; key c toggles it");
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   o.mode = plain ? Mode::plain : json ? Mode::json : Mode::screen;
   if (o.endpoint.empty()) {
@@ -416,6 +533,7 @@ int main(int argc, char** argv) {
   try {
     sub.set(zmq::sockopt::linger, 0);
     sub.set(zmq::sockopt::subscribe, "rates");
+    sub.set(zmq::sockopt::subscribe, "histograms");
     sub.connect(o.endpoint);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "petdaq-top: cannot subscribe to %s: %s\n", o.endpoint.c_str(), e.what());
@@ -426,6 +544,7 @@ int main(int argc, char** argv) {
   std::optional<Screen> screen;
   if (o.mode == Mode::screen) screen.emplace();
   bool paused = false;
+  bool crystals = o.crystals;
   const auto started = Clock::now();
   auto next_stale_line = started + std::chrono::duration_cast<Clock::duration>(
                                        std::chrono::duration<double>(kStaleAfter_s));
@@ -441,7 +560,18 @@ int main(int argc, char** argv) {
     const auto now = Clock::now();
     bool changed = false;
     if (item.revents & ZMQ_POLLIN) {
-      while (auto text = receive(sub, st)) {
+      for (;;) {
+        bool received = false, histograms = false;
+        const auto text = receive(sub, st, received, histograms);
+        if (!received) break;
+        if (histograms) {
+          if (o.mode == Mode::plain && o.crystals) {
+            std::printf("%s %s\n", clock_text().c_str(), crystals_line(st).c_str());
+            std::fflush(stdout);
+          }
+          changed = true;
+        }
+        if (!text) continue;
         if (o.mode == Mode::json) {
           std::printf("%s\n", one_line(*text).c_str());
           std::fflush(stdout);
@@ -481,10 +611,14 @@ int main(int argc, char** argv) {
       changed = true;
     }
     if (key == KEY_RESIZE) changed = true;
+    if (key == 'c' || key == 'C') {
+      crystals = !crystals;
+      changed = true;
+    }
     // Redraw on news and at least every half second so "updated ... ago" and the stale
     // message move on their own.
     if ((changed || now >= next_draw) && (!paused || key == 'p' || key == 'P' || key == KEY_RESIZE)) {
-      screen->draw(o, st, paused, now);
+      screen->draw(o, st, paused, crystals, now);
       next_draw = now + std::chrono::milliseconds(500);
     }
   }

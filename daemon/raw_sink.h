@@ -1,0 +1,50 @@
+// Raw capture (output.raw): the frames exactly as received, in frame files (16-byte frames
+// back to back, DESIGN section 2) that petdaq-offline and petdaq-replay read, rotated at
+// output.raw.rotate_bytes (whole frames). It writes on the worker's thread, before the
+// frames reach the slicer, and never skips a frame: a disk that cannot keep up slows the
+// worker, and the receivers count what the full ring refuses (rx.ring_full). If the disk
+// refuses a write, the error is logged, the sink stops and every frame it no longer writes
+// is counted in out.raw_lost_frames (the coincidence output goes on).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "core/counters.h"
+#include "core/settings.h"
+#include "proto/frame.h"
+
+namespace petdaq::daemon {
+
+class RawSink {
+ public:
+  // Checks that the directory exists and is writable and opens the first file (throws
+  // std::runtime_error naming output.raw.directory).
+  RawSink(const RawCaptureSettings& settings, Counters& counters);
+  ~RawSink();
+  RawSink(const RawSink&) = delete;
+  RawSink& operator=(const RawSink&) = delete;
+
+  void write(const RawFrame* frames, std::size_t count);
+  // Flushes and closes the current file; a later write() opens the next one.
+  void close();
+  const std::filesystem::path& current_file() const { return path_; }
+
+ private:
+  void open_next();
+  void fail(const char* what);
+
+  std::filesystem::path directory_;
+  std::uint64_t rotate_frames_;
+  Counters& counters_;
+  std::FILE* file_ = nullptr;
+  std::unique_ptr<char[]> buffer_;
+  std::filesystem::path path_;
+  std::uint64_t frames_in_file_ = 0;
+  std::uint64_t file_index_ = 0;
+  bool failed_ = false;
+};
+
+}  // namespace petdaq::daemon

@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""petdaq-qa and the Python histogram reader on a small simulated acquisition.
+
+petdaq-sim makes an acquisition on a small scanner, petdaq-offline --histograms writes its
+histogram file; the reader's totals must equal the counters the file carries; petdaq-qa
+must write every plot (each PNG opened: its size, and not blank) and the HTML page naming
+them, and flag exactly the planted hot and dead crystals; a truncated file, a file of
+another version and a missing file exit 2 with a clear message.
+
+  qa_test.py PETDAQ_SIM PETDAQ_OFFLINE PETDAQ_QA WORKDIR
+Exit 77 (skipped) when NumPy or Matplotlib is missing.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+try:
+    import numpy as np
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.image as mpimg
+except ImportError as e:
+    print(f"SKIP: {e} (install python3-numpy python3-matplotlib)")
+    sys.exit(77)
+
+sim, offline, qa, work = sys.argv[1:5]
+sys.path.insert(0, os.path.dirname(os.path.realpath(qa)))
+import petdaq_histograms as ph  # noqa: E402
+
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"FAIL: {what}")
+
+
+shutil.rmtree(work, ignore_errors=True)
+os.makedirs(work)
+config = os.path.join(work, "small.yaml")
+with open(config, "w") as f:
+    f.write("scanner:\n  bdm_transaxial: 8\n  bdm_axial: 1\n  du_transaxial: 2\n"
+            "  du_axial: 2\n  crystal_transaxial: 8\n  crystal_axial: 8\n"
+            "  position_size: 64\n  tick_ps: 15.625\n  ring_radius_mm: 40.0\n"
+            "calibration:\n  position_lut: none.npy\n  energy_correction: none.npy\n")
+acq = os.path.join(work, "acq")
+subprocess.run([sim, "--config", config, "--output-dir", acq, "--duration-s", "0.05",
+                "--activity-MBq", "2"], check=True, stdout=subprocess.DEVNULL)
+pdh = os.path.join(work, "run.pdh")
+subprocess.run([offline, "--config", os.path.join(acq, "petdaq.yaml"), "--input",
+                os.path.join(acq, "frames.bin"), "--output", os.path.join(work, "run.plm"),
+                "--histograms", pdh, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+
+# The reader: totals equal the counters of the same file.
+h = ph.read_file(pdh)
+c = h.meta["counters"]
+check(c["single.accepted"] > 1000, "an acquisition with singles")
+check(int(h["crystal_singles"].counts.sum()) == c["single.accepted"], "crystal_singles = single.accepted")
+check(int(h["crystal_energy_rejected"].counts.sum()) == c["single.energy_rejected"],
+      "crystal_energy_rejected = single.energy_rejected")
+check(int(h["dt_prompt"].counts.sum()) == c["coinc.prompts"], "dt_prompt = coinc.prompts")
+check(int(h["dt_delayed"].counts.sum()) == c["coinc.delayed"], "dt_delayed = coinc.delayed")
+check(int(h["flood"].counts.sum()) == c["single.accepted"] + c["single.energy_rejected"]
+      + c["frame.no_crystal"] + c["frame.bad_time"], "flood = frames with a valid position")
+check(h["flood"].counts.shape == (8, 4, 64, 64), "flood shape [bdm][du][y][x]")
+check(h["energy_keV"].unit == "keV" and h["energy_keV"].counts.shape[0] == 8 * 4 * 64,
+      "energy_keV per crystal, in keV")
+check(abs(h["energy_keV"].edges[-1] - 1000.0) < 1e-3, "energy edges up to energy_max_keV")
+
+# The report.
+out = os.path.join(work, "qa")
+r = subprocess.run([qa, pdh, "--output", out], capture_output=True, text=True)
+check(r.returncode == 0, f"petdaq-qa exits 0 (got {r.returncode}: {r.stderr})")
+pngs = ["energy_keV.png", "energy_raw.png", "singles_map.png", "dt.png", "bdm_pairs.png",
+        "rates.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
+page = open(os.path.join(out, "index.html"), encoding="utf-8").read() if os.path.exists(
+    os.path.join(out, "index.html")) else ""
+check("single.accepted" in page, "the page lists the counters")
+for name in pngs:
+    path = os.path.join(out, name)
+    if not os.path.exists(path):
+        check(False, f"{name} written")
+        continue
+    img = mpimg.imread(path)
+    check(img.shape[0] >= 300 and img.shape[1] >= 400, f"{name}: {img.shape} is a real plot")
+    rgb = img[..., :3].reshape(-1, 3)
+    colours = len(np.unique((rgb * 255).astype(np.uint8), axis=0))
+    check(colours > 20 and float(rgb.std()) > 0.02, f"{name}: not blank ({colours} colours)")
+    check(f'src="{name}"' in page, f"the page shows {name}")
+
+# Hot and dead crystals on the page: the same file with every crystal's singles scaled up
+# (so each DU is judged), one crystal made hot and one dead.
+data = bytearray(open(pdh, "rb").read())
+count = ph.HEADER.unpack_from(data, 0)[3]
+for i in range(count):
+    d = ph.DESCRIPTOR.unpack_from(data, ph.HEADER.size + i * ph.DESCRIPTOR.size)
+    if d[0].rstrip(b"\0") == b"crystal_singles":
+        singles = np.frombuffer(data, dtype="<u8", count=d[4], offset=d[10])
+        planted = singles * 10 + 100
+        planted[77] = 100 * int(np.median(planted[64:128]))
+        planted[300] = 0
+        data[d[10]:d[10] + planted.nbytes] = planted.astype("<u8").tobytes()
+planted_pdh = os.path.join(work, "planted.pdh")
+with open(planted_pdh, "wb") as f:
+    f.write(data)
+r = subprocess.run([qa, planted_pdh, "--output", os.path.join(work, "qa_planted")],
+                   capture_output=True, text=True)
+check(r.returncode == 0, f"planted file: exit 0 ({r.stderr})")
+page = open(os.path.join(work, "qa_planted", "index.html"), encoding="utf-8").read()
+check("<p>2 crystals whose" in page, "exactly two crystals flagged")
+check("<tr><td>77</td>" in page and "<td>hot</td>" in page, "crystal 77 hot")
+check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead")
+
+# Bad files: clear message, exit 2.
+data = open(pdh, "rb").read()
+bad = {"truncated.pdh": (data[: len(data) // 2], "truncated"),
+       "version2.pdh": (data[:4] + b"\x02\x00" + data[6:], "version 2"),
+       "tiny.pdh": (data[:10], "truncated")}
+for name, (content, message) in bad.items():
+    path = os.path.join(work, name)
+    with open(path, "wb") as f:
+        f.write(content)
+    r = subprocess.run([qa, path, "--output", os.path.join(work, "bad")], capture_output=True,
+                       text=True)
+    check(r.returncode == 2, f"{name}: exit 2 (got {r.returncode})")
+    check(message in r.stderr and name in r.stderr, f"{name}: message names it: {r.stderr!r}")
+r = subprocess.run([qa, os.path.join(work, "missing.pdh"), "--output", out], capture_output=True,
+                   text=True)
+check(r.returncode == 2 and "missing.pdh" in r.stderr, f"missing file: exit 2 ({r.stderr!r})")
+r = subprocess.run([qa], capture_output=True, text=True)
+check(r.returncode == 2, "no arguments: exit 2")
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("all checks passed")
