@@ -106,9 +106,15 @@ class Browser {
     if (r.contains("exceptionDetails")) throw std::runtime_error(expression + ": " + r.dump());
     return r["result"].contains("value") ? r["result"]["value"] : json(nullptr);
   }
-  // Polls `expression` until it is true, at most `limit`.
+  // Polls `expression` until it is true, at most `limit`; one that throws (the page is still
+  // loading) counts as false.
   bool until(const std::string& expression, std::chrono::milliseconds limit) {
-    return wait_until([&] { return eval(expression) == true; }, limit);
+    return wait_until(
+        [&] {
+          const json r = call("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}});
+          return !r.contains("exceptionDetails") && r["result"].value("value", json()) == true;
+        },
+        limit);
   }
 
  private:
