@@ -13,7 +13,8 @@ jobs=$(nproc)
 packages=(build-essential cmake pkg-config git libboost-dev libzmq3-dev cppzmq-dev
           libconcurrentqueue-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev
           libsystemd-dev libpcap-dev libncurses-dev python3 python3-zmq python3-numpy tmux
-          systemd iproute2)
+          systemd iproute2
+          nlohmann-json3-dev libcli11-dev libjs-chart.js chromium)
 
 install_missing() {
   local missing=()
