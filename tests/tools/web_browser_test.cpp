@@ -23,7 +23,9 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::optional<fs::path> find_chromium() {
-  if (const char* c = std::getenv("PETDAQ_CHROMIUM")) return fs::path(c);
+  // PETDAQ_CHROMIUM names another browser binary (one that does not exist: skip).
+  if (const char* c = std::getenv("PETDAQ_CHROMIUM"))
+    return fs::exists(c) ? std::optional<fs::path>(c) : std::nullopt;
   for (const char* name : {"chromium", "chromium-browser"}) {
     for (const char* dir : {"/usr/bin", "/usr/local/bin", "/snap/bin"}) {
       const fs::path p = fs::path(dir) / name;
