@@ -4,7 +4,7 @@
 # live rates print, record what petdaqd publishes, then process the same file offline and
 # check that the daemon published exactly the same coincidences with nothing dropped; last,
 # a QA report (plots and an HTML page) from the acquisition's histograms.
-#   tools/demo.sh [BUILD_DIR]    (environment: DEMO_MBQ, DEMO_SECONDS, DEMO_SPEED)
+#   tools/demo.sh [BUILD_DIR]    (environment: DEMO_MBQ, DEMO_SECONDS, DEMO_SPEED, DEMO_WEB_LISTEN)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -28,7 +28,9 @@ config=$acq/petdaq.yaml
 
 daemon_pid=
 record_pid=
+web_pid=
 cleanup() {
+  [[ -n $web_pid ]] && kill "$web_pid" 2>/dev/null || true
   [[ -n $record_pid ]] && kill "$record_pid" 2>/dev/null || true
   [[ -n $daemon_pid ]] && kill "$daemon_pid" 2>/dev/null || true
 }
@@ -42,6 +44,24 @@ for _ in $(seq 100); do
   kill -0 "$daemon_pid" 2>/dev/null || { echo "petdaqd failed to start" >&2; exit 1; }
   sleep 0.1
 done
+
+# The live view in a browser; the demo goes on without it if its port is taken.
+if [[ -x $bin/petdaq-web ]]; then
+  "$bin/petdaq-web" --config "$config" --listen "${DEMO_WEB_LISTEN:-127.0.0.1:8080}" \
+    2> "$dir/petdaq-web.log" &
+  web_pid=$!
+  for _ in $(seq 50); do
+    grep -q 'page at' "$dir/petdaq-web.log" && break
+    kill -0 "$web_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if url=$(grep -o 'http://[^ ]*/' "$dir/petdaq-web.log"); then
+    say "live view while it runs: open $url in a browser (petdaq-web)"
+  else
+    echo "petdaq-web did not start: $(cat "$dir/petdaq-web.log")" >&2
+    web_pid=
+  fi
+fi
 
 "$bin/petdaq-record" --config "$config" --output "$dir/live.plm" --quiet &
 record_pid=$!

@@ -23,7 +23,9 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 std::optional<fs::path> find_chromium() {
-  if (const char* c = std::getenv("PETDAQ_CHROMIUM")) return fs::path(c);
+  // PETDAQ_CHROMIUM names another browser binary (one that does not exist: skip).
+  if (const char* c = std::getenv("PETDAQ_CHROMIUM"))
+    return fs::exists(c) ? std::optional<fs::path>(c) : std::nullopt;
   for (const char* name : {"chromium", "chromium-browser"}) {
     for (const char* dir : {"/usr/bin", "/usr/local/bin", "/snap/bin"}) {
       const fs::path p = fs::path(dir) / name;
@@ -106,9 +108,15 @@ class Browser {
     if (r.contains("exceptionDetails")) throw std::runtime_error(expression + ": " + r.dump());
     return r["result"].contains("value") ? r["result"]["value"] : json(nullptr);
   }
-  // Polls `expression` until it is true, at most `limit`.
+  // Polls `expression` until it is true, at most `limit`; one that throws (the page is still
+  // loading) counts as false.
   bool until(const std::string& expression, std::chrono::milliseconds limit) {
-    return wait_until([&] { return eval(expression) == true; }, limit);
+    return wait_until(
+        [&] {
+          const json r = call("Runtime.evaluate", {{"expression", expression}, {"returnByValue", true}});
+          return !r.contains("exceptionDetails") && r["result"].value("value", json()) == true;
+        },
+        limit);
   }
 
  private:

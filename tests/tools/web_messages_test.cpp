@@ -74,7 +74,7 @@ TEST(WebRatesMessage, ListsNonZeroLossCountersWithTheirGrowth) {
   // A name the page has never heard of is shown: a new drop counter is never hidden.
   doc["counters"]["rx.something_new"] = 2;
   m = json::parse(builder.build(doc.dump()).message);
-  EXPECT_EQ(m["problems"][1]["name"], "rx.something_new");
+  EXPECT_EQ(m["problems"][2], json::parse(R"({"name":"rx.something_new","value":2,"increase":0})"));
 }
 
 TEST(WebRatesMessage, DerivesTruesRandomsAndNecrWhenMissing) {

@@ -219,4 +219,21 @@ TEST(WebServer, FiftyClientsDoNotSlowTheIntakeAndSlowOnesAreDropped) {
               "dropped)\n", kDocuments, took_s, kSlow + 1, kSlow);
 }
 
+TEST(WebServer, DropsAClientWhoseWriteStalls) {
+  // A queue longer than all the documents sent, so only the write time-out can drop it.
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep, {"--client-queue", "4096", "--client-timeout-s", "0.5"});
+  WsClient stalled(w.port(), "/ws", 4096);
+  ASSERT_TRUE(wait_until([&] { return status(w)["clients"] == 1; }));
+  Child pub({publisher(), "--endpoint", ep, "--wait-subscriptions", "2", "--rates-count", "1500",
+             "--interval-ms", "1"},
+            dir / "pub.out", dir / "pub.err");
+  EXPECT_TRUE(wait_until([&] { return counter(w, "web.clients_dropped_slow") == 1; }))
+      << status(w).dump();
+  EXPECT_EQ(pub.wait_for(std::chrono::seconds(30)), 0);
+  EXPECT_TRUE(wait_until([&] { return counter(w, "web.rates_received") == 1500; }));
+  EXPECT_EQ(status(w)["clients"], 0);
+}
+
 }  // namespace

@@ -10,7 +10,6 @@
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <unistd.h>
 
 #include "core/settings.h"
 #include "tools/web/intake.h"

@@ -122,7 +122,8 @@ function counterRows(table, entries, isProblem) {
     tr.dataset.name = name;
     tr.dataset.value = String(value);
     if (isProblem(name, value)) tr.className = "problem";
-    tr.innerHTML = `<td>${name}</td><td>${value}</td>`;
+    // Text, not HTML: names come from the publisher.
+    for (const text of [name, String(value)]) tr.insertCell().textContent = text;
     return tr;
   }));
 }
