@@ -88,8 +88,19 @@ void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
                 [&](std::size_t a, std::size_t b, double v) { out[a * n + b] = rs.window_s * v; });
 }
 
-bool window_model_covers(Policy policy) {
-  return policy == Policy::kill_multiples || policy == Policy::take_all_goods;
+namespace {
+// The policy whose windows the model follows, kill_multiples or take_all_goods; other
+// values are not modelled.
+Policy modelled_policy(const RandomsSettings& rs) {
+  if (rs.policy == Policy::kill_all_if_multiple_goods && rs.min_sector_difference == 0)
+    return Policy::kill_multiples;
+  return rs.policy;
+}
+}  // namespace
+
+bool window_model_covers(const RandomsSettings& rs) {
+  const Policy p = modelled_policy(rs);
+  return p == Policy::kill_multiples || p == Policy::take_all_goods;
 }
 
 WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, double mu, double g) {
@@ -102,6 +113,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
   // Pairs whose two singles lie on either side of a given instant, per unit time: μδ. Such a
   // pair at a window's edge acts as two unrelated singles (first order in δ/τ).
   const double straddle = mu * rs.pair_spread_s;
+  const Policy policy = modelled_policy(rs);
   // Probability that a window holds at least two more singles than its opener cluster
   // brings: for an unpaired opener, ≥ 2 singles after it; for a pair, ≥ 1. An unpaired
   // opener whose window holds only a pair straddling its end has k = 2, not 3.
@@ -111,7 +123,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
     // Openers: the first single after each window, a non-paralysable dead time τ per cluster.
     const double openers = nu / (1.0 + nu * tau);
     m.multiples_per_s = openers * (lambda * unpaired_multiple + mu * pair_multiple) / nu;
-    if (rs.policy == Policy::kill_multiples) {
+    if (policy == Policy::kill_multiples) {
       // k = 2 from two clusters: an unpaired opener and exactly one unpaired single after it,
       // or exactly one pair whose later single falls past the window's end.
       m.randoms_per_s = g * openers * (lambda / nu) * (lambda * tau + straddle) * e;
@@ -119,7 +131,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
       // A delayed window holds one single when it holds one unpaired single, or one pair
       // straddling either of its edges.
       m.delayed_per_s = g * openers * (lambda * tau_d + 2.0 * straddle) * e_d;
-    } else if (rs.policy == Policy::take_all_goods) {
+    } else if (policy == Policy::take_all_goods) {
       // Every pair of members from different clusters: E[C(m,2)]·E[c]², m = 1 + Poisson(ντ).
       // A pair straddling the window's end loses its later single (about s/ν random pairs
       // with the other members, and its true pair); that single opens the next window, whose
@@ -134,13 +146,13 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
     // Every single opens a window. Unpaired singles and the later single of a pair see only
     // other clusters after them; the earlier single of a pair also sees its partner.
     m.multiples_per_s = nu * unpaired_multiple + mu * pair_multiple;
-    if (rs.policy == Policy::kill_multiples) {
+    if (policy == Policy::kill_multiples) {
       // Straddling pairs: one past the window's end, or one whose earlier single precedes
       // the opener and whose later single joins its window.
       m.randoms_per_s = g * nu * (lambda * tau + 2.0 * straddle) * e;
       m.prompts_per_s = m.randoms_per_s + mu * e;
       m.delayed_per_s = g * s * (lambda * tau_d + 2.0 * straddle) * e_d;
-    } else if (rs.policy == Policy::take_all_goods) {
+    } else if (policy == Policy::take_all_goods) {
       // Each single pairs with the later singles of other decays within τ: S²τ whatever
       // the spread of a decay's two times.
       m.randoms_per_s = g * s * s * tau;
@@ -154,7 +166,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
 SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double singles_per_s,
                                                double prompts_per_s, double good_fraction) {
   SinglesPromptsEstimate e;
-  if (!window_model_covers(rs.policy)) return e;
+  if (!window_model_covers(rs)) return e;
   e.modelled = true;
   if (!(singles_per_s > 0)) return e;
   const double s = singles_per_s;
@@ -194,7 +206,7 @@ std::string_view randoms_method_name(RandomsMethod m) {
 }
 
 RandomsMethod best_randoms_method(const RandomsSettings& rs) {
-  if (window_model_covers(rs.policy)) return RandomsMethod::singles_prompts;
+  if (window_model_covers(rs)) return RandomsMethod::singles_prompts;
   return rs.delayed ? RandomsMethod::delayed : RandomsMethod::singles_rate;
 }
 

@@ -60,8 +60,11 @@ struct WindowModelRates {
   double delayed_per_s = 0;
   double multiples_per_s = 0;  // prompt windows with k >= 3
 };
-// Is the policy modelled (kill_multiples and take_all_goods, both window modes)?
-bool window_model_covers(Policy policy);
+// Is the policy modelled? kill_multiples and take_all_goods in both window modes, and
+// kill_all_if_multiple_goods when every pair of different crystals is good
+// (min_sector_difference 0): a window of k >= 3 singles then never has exactly one good
+// pair, so that policy emits what kill_multiples emits.
+bool window_model_covers(const RandomsSettings& rs);
 WindowModelRates window_model_rates(const RandomsSettings& rs, double unpaired_per_s,
                                     double pairs_per_s, double good_fraction);
 

@@ -131,8 +131,14 @@ TEST(Randoms, BestMethodAndNames) {
     rs.policy = p;
     EXPECT_EQ(best_randoms_method(rs), RandomsMethod::singles_prompts);
   }
+  // kill_all_if_multiple_goods is kill_multiples when any two crystals make a good pair.
+  rs.policy = Policy::kill_all_if_multiple_goods;
+  EXPECT_EQ(best_randoms_method(rs), RandomsMethod::singles_prompts);
+  rs.min_sector_difference = 1;
+  EXPECT_EQ(best_randoms_method(rs), RandomsMethod::delayed);
+  rs.min_sector_difference = 0;
   for (Policy p : {Policy::take_winner_of_goods, Policy::take_winner_if_good,
-                   Policy::take_winner_if_all_good, Policy::kill_all_if_multiple_goods}) {
+                   Policy::take_winner_if_all_good}) {
     rs.policy = p;
     rs.delayed = true;
     EXPECT_EQ(best_randoms_method(rs), RandomsMethod::delayed);
@@ -234,7 +240,8 @@ TEST(Randoms, WindowModelMatchesTheEngineOnAKnownStream) {
     for (std::size_t b = 0; b < bdm_rate.size(); ++b) bdm_rate[b] = st.bdm_singles[b] / duration_s;
 
     for (WindowMode mode : {WindowMode::first_open, WindowMode::every_single})
-      for (Policy policy : {Policy::kill_multiples, Policy::take_all_goods}) {
+      for (Policy policy : {Policy::kill_multiples, Policy::take_all_goods,
+                            Policy::kill_all_if_multiple_goods}) {
         s.coincidence.window_mode = mode;
         s.coincidence.policy = policy;
         const RandomsSettings rs = RandomsSettings::from(s);
@@ -243,7 +250,7 @@ TEST(Randoms, WindowModelMatchesTheEngineOnAKnownStream) {
         const WindowModelRates m = window_model_rates(rs, lambda, mu, g);
         const std::string what =
             std::string(mode == WindowMode::first_open ? "first_open " : "every_single ") +
-            (policy == Policy::kill_multiples ? "kill_multiples" : "take_all_goods") + " at " +
+            to_string(policy) + " at " +
             std::to_string(resolution_ps) + " ps";
         ASSERT_GT(e.randoms, 20000) << what;
         // The stream itself is Poisson: its counts scatter by √n around the model's.
