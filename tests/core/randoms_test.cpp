@@ -238,12 +238,13 @@ EngineCounts run_engine(const Settings& s, const Stream& st) {
   return e;
 }
 
-// The window model against the engine at ντ ≈ 0.1 (a 40 % loaded 80 MBq scanner), where
-// the dead-time and multiple terms are large: randoms, prompts, delayed and multiples agree
-// within their Poisson errors for both modes and both modelled policies, and the
-// singles-prompts estimate made from the stream's singles and prompts finds its randoms.
-// Once with the two singles of a decay at one time (the model is then exact), once with a
-// 500 ps time resolution (first order in δ/τ: the second-order terms stay below 0.3 %).
+// The window model against the engine at ντ ≈ 0.1 (the mouse scanner's load at 80 MBq),
+// where the dead-time and multiple terms are large: randoms, prompts, delayed and multiples
+// agree within their Poisson errors (4σ, plus 0.3 % for the terms the model leaves out) for
+// both modes and every modelled policy, and the singles-prompts estimate made from the
+// stream's singles and prompts finds its randoms. Once with the two singles of a decay at
+// one time (the model is then exact; the winner policies too, since the energies are
+// exchangeable), once with a 500 ps time resolution (first order in δ/τ).
 TEST(Randoms, WindowModelMatchesTheEngineOnAKnownStream) {
   for (const double resolution_ps : {0.0, 500.0}) {
     Settings s = default_settings();
