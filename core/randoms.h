@@ -86,7 +86,7 @@ SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double
 enum class RandomsMethod : std::uint8_t { delayed, singles_rate, singles_prompts };
 std::string_view randoms_method_name(RandomsMethod m);
 
-// Which estimate is unbiased for the running settings: singles-prompts where the policy is
+// The least biased estimate for the running settings: singles-prompts where the policy is
 // modelled, otherwise the delayed window (singles-rate when delayed windows are off).
 RandomsMethod best_randoms_method(const RandomsSettings& rs);
 
