@@ -88,8 +88,66 @@ void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
                 [&](std::size_t a, std::size_t b, double v) { out[a * n + b] = rs.window_s * v; });
 }
 
-bool window_model_covers(Policy policy) {
-  return policy == Policy::kill_multiples || policy == Policy::take_all_goods;
+namespace {
+
+// Which windows the model follows. With min_sector_difference 0 every pair of different
+// crystals is good, so kill_all_if_multiple_goods is kill_multiples and the three winner
+// policies keep one pair of every multiple window (up to same-crystal pairs).
+enum class ModelKind { none, kill, all_goods, winner };
+
+ModelKind model_kind(const RandomsSettings& rs) {
+  const bool any_pair = rs.min_sector_difference == 0;
+  switch (rs.policy) {
+    case Policy::kill_multiples:
+      return ModelKind::kill;
+    case Policy::take_all_goods:
+      return ModelKind::all_goods;
+    case Policy::kill_all_if_multiple_goods:
+      return any_pair ? ModelKind::kill : ModelKind::none;
+    case Policy::take_winner_of_goods:
+    case Policy::take_winner_if_good:
+    case Policy::take_winner_if_all_good:
+      return any_pair ? ModelKind::winner : ModelKind::none;
+  }
+  return ModelKind::none;
+}
+
+// The winner policies keep one pair of a multiple window, chosen by energy sum; the model
+// takes it to be any candidate pair with equal chance (energy-blind). Returns, per window,
+// the probability that the window has k >= 3 members and keeps a random pair. After the
+// opener come Poisson(x) clusters, each a pair with probability p. `first_open`: the opener
+// is itself such a cluster and every pair of members is a candidate; otherwise the opener
+// is the earlier single of a pair (its partner in the window) and the candidates are the
+// opener with each other member.
+double winner_random_multiple(double x, double p, bool first_open) {
+  double sum = 0;
+  double poisson = std::exp(-x);  // P(n clusters after the opener)
+  for (int n = 0; n < 64 && (n <= x || poisson > 1e-15); ++n) {
+    const int m = first_open ? n + 1 : n;  // clusters of random size
+    double choose = 1;                     // C(m, j)
+    for (int j = 0; j <= m; ++j) {
+      const double binom = choose * std::pow(p, j) * std::pow(1.0 - p, m - j);
+      const double k = first_open ? m + j : 2 + m + j;  // members
+      if (k >= 3) {
+        // True candidates: one per pair cluster among C(k,2) (first_open), or the opener's
+        // partner among its k - 1 pairs.
+        const double random_share =
+            first_open ? 1.0 - j / (0.5 * k * (k - 1)) : 1.0 - 1.0 / (k - 1);
+        sum += poisson * binom * random_share;
+      }
+      choose = choose * (m - j) / (j + 1.0);
+    }
+    poisson *= x / (n + 1.0);
+  }
+  return sum;
+}
+
+}  // namespace
+
+bool window_model_covers(const RandomsSettings& rs) { return model_kind(rs) != ModelKind::none; }
+
+bool window_model_is_energy_blind(const RandomsSettings& rs) {
+  return model_kind(rs) == ModelKind::winner;
 }
 
 WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, double mu, double g) {
@@ -102,6 +160,10 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
   // Pairs whose two singles lie on either side of a given instant, per unit time: μδ. Such a
   // pair at a window's edge acts as two unrelated singles (first order in δ/τ).
   const double straddle = mu * rs.pair_spread_s;
+  const ModelKind kind = model_kind(rs);
+  // The winner policies: kill_multiples's k = 2 windows plus one pair of each multiple.
+  const bool winner = kind == ModelKind::winner;
+  const bool kill = kind == ModelKind::kill || winner;
   // Probability that a window holds at least two more singles than its opener cluster
   // brings: for an unpaired opener, ≥ 2 singles after it; for a pair, ≥ 1. An unpaired
   // opener whose window holds only a pair straddling its end has k = 2, not 3.
@@ -111,7 +173,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
     // Openers: the first single after each window, a non-paralysable dead time τ per cluster.
     const double openers = nu / (1.0 + nu * tau);
     m.multiples_per_s = openers * (lambda * unpaired_multiple + mu * pair_multiple) / nu;
-    if (rs.policy == Policy::kill_multiples) {
+    if (kill) {
       // k = 2 from two clusters: an unpaired opener and exactly one unpaired single after it,
       // or exactly one pair whose later single falls past the window's end.
       m.randoms_per_s = g * openers * (lambda / nu) * (lambda * tau + straddle) * e;
@@ -119,7 +181,15 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
       // A delayed window holds one single when it holds one unpaired single, or one pair
       // straddling either of its edges.
       m.delayed_per_s = g * openers * (lambda * tau_d + 2.0 * straddle) * e_d;
-    } else if (rs.policy == Policy::take_all_goods) {
+      if (winner) {
+        // One pair of every multiple, and one opener pair of every delayed window with
+        // at least one single (all of them random).
+        const double random_multiples = openers * winner_random_multiple(nu * tau, mu / nu, true);
+        m.randoms_per_s += g * random_multiples;
+        m.prompts_per_s += g * m.multiples_per_s;
+        m.delayed_per_s = g * openers * (1.0 - e_d);
+      }
+    } else if (kind == ModelKind::all_goods) {
       // Every pair of members from different clusters: E[C(m,2)]·E[c]², m = 1 + Poisson(ντ).
       // A pair straddling the window's end loses its later single (about s/ν random pairs
       // with the other members, and its true pair); that single opens the next window, whose
@@ -134,13 +204,22 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
     // Every single opens a window. Unpaired singles and the later single of a pair see only
     // other clusters after them; the earlier single of a pair also sees its partner.
     m.multiples_per_s = nu * unpaired_multiple + mu * pair_multiple;
-    if (rs.policy == Policy::kill_multiples) {
+    if (kill) {
       // Straddling pairs: one past the window's end, or one whose earlier single precedes
       // the opener and whose later single joins its window.
       m.randoms_per_s = g * nu * (lambda * tau + 2.0 * straddle) * e;
       m.prompts_per_s = m.randoms_per_s + mu * e;
       m.delayed_per_s = g * s * (lambda * tau_d + 2.0 * straddle) * e_d;
-    } else if (rs.policy == Policy::take_all_goods) {
+      if (winner) {
+        // Openers that see no partner keep a random pair of any multiple; the earlier single
+        // of a pair keeps its partner with chance 1 / (k - 1).
+        const double random_multiples =
+            nu * unpaired_multiple + mu * winner_random_multiple(nu * tau, mu / nu, false);
+        m.randoms_per_s += g * random_multiples;
+        m.prompts_per_s += g * m.multiples_per_s;
+        m.delayed_per_s = g * s * (1.0 - e_d);
+      }
+    } else if (kind == ModelKind::all_goods) {
       // Each single pairs with the later singles of other decays within τ: S²τ whatever
       // the spread of a decay's two times.
       m.randoms_per_s = g * s * s * tau;
@@ -154,7 +233,7 @@ WindowModelRates window_model_rates(const RandomsSettings& rs, double lambda, do
 SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double singles_per_s,
                                                double prompts_per_s, double good_fraction) {
   SinglesPromptsEstimate e;
-  if (!window_model_covers(rs.policy)) return e;
+  if (!window_model_covers(rs)) return e;
   e.modelled = true;
   if (!(singles_per_s > 0)) return e;
   const double s = singles_per_s;
@@ -194,7 +273,7 @@ std::string_view randoms_method_name(RandomsMethod m) {
 }
 
 RandomsMethod best_randoms_method(const RandomsSettings& rs) {
-  if (window_model_covers(rs.policy)) return RandomsMethod::singles_prompts;
+  if (window_model_covers(rs)) return RandomsMethod::singles_prompts;
   return rs.delayed ? RandomsMethod::delayed : RandomsMethod::singles_rate;
 }
 

@@ -60,8 +60,15 @@ struct WindowModelRates {
   double delayed_per_s = 0;
   double multiples_per_s = 0;  // prompt windows with k >= 3
 };
-// Is the policy modelled (kill_multiples and take_all_goods, both window modes)?
-bool window_model_covers(Policy policy);
+// Is the policy modelled? kill_multiples and take_all_goods in both window modes; with
+// min_sector_difference 0 (every pair of different crystals good) also
+// kill_all_if_multiple_goods, which then emits what kill_multiples emits, and the winner
+// policies, which keep one pair of every multiple window.
+bool window_model_covers(const RandomsSettings& rs);
+// The three winner policies (min_sector_difference 0) are modelled approximately: a
+// multiple window keeps one pair, taken to be random with the share of random pairs among
+// its candidate pairs, whereas the engine picks the largest energy sum.
+bool window_model_is_energy_blind(const RandomsSettings& rs);
 WindowModelRates window_model_rates(const RandomsSettings& rs, double unpaired_per_s,
                                     double pairs_per_s, double good_fraction);
 
@@ -79,7 +86,7 @@ SinglesPromptsEstimate singles_prompts_randoms(const RandomsSettings& rs, double
 enum class RandomsMethod : std::uint8_t { delayed, singles_rate, singles_prompts };
 std::string_view randoms_method_name(RandomsMethod m);
 
-// Which estimate is unbiased for the running settings: singles-prompts where the policy is
+// The least biased estimate for the running settings: singles-prompts where the policy is
 // modelled, otherwise the delayed window (singles-rate when delayed windows are off).
 RandomsMethod best_randoms_method(const RandomsSettings& rs);
 

@@ -244,6 +244,7 @@ void Worker::retire_latency(Clock::time_point now, bool all) {
 void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
+  if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
   const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
   const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
   publisher_.send(topic::prompts, prompts, result.prompts, prompt_bytes);
@@ -263,6 +264,8 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
 void Worker::on_run_end(std::uint64_t slicer_run) {
   spdlog::info("run {} ended", published_run_id(slicer_run));
   publish_histograms(published_run_id(slicer_run), true);
+  run_first_prompt_.reset();
+  rates_horizon_ = 0;
   // A clock reset: the chunks of the old run will never be passed by the new horizon.
   retire_latency(Clock::now(), true);
 }
@@ -372,10 +375,11 @@ void Worker::publish_rates(Clock::time_point now) {
   const RandomsSettings randoms = RandomsSettings::from(engine_->settings);
   s.randoms = &randoms;
   const std::uint64_t horizon = engine_->slicer->horizon();
-  if (rates_horizon_ != 0 && horizon > rates_horizon_)
-    s.acquisition_s = static_cast<double>(horizon - rates_horizon_) *
-                      engine_->settings.scanner.tick_ps * 1e-12;
-  rates_horizon_ = horizon;
+  const std::uint64_t from = rates_horizon_ ? rates_horizon_ : run_first_prompt_.value_or(0);
+  if (from != 0 && horizon > from)
+    s.acquisition_s =
+        static_cast<double>(horizon - from) * engine_->settings.scanner.tick_ps * 1e-12;
+  if (run_first_prompt_) rates_horizon_ = horizon;
   last_rates_ = now;
   const std::string& json = rates_.build(s);
   MessageHeader h;

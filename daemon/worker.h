@@ -91,7 +91,10 @@ class Worker final : public ResultSink {
   LatencyWindow latency_;
   std::vector<double> temperature_degC_;
   std::uint64_t rates_message_id_ = 0;
-  std::uint64_t rates_horizon_ = 0;  // the slicer's horizon at the last rates document
+  // The acquisition time a rates interval covered: from the slicer's horizon at the last
+  // document, or from the run's first prompt when the run began inside the interval.
+  std::uint64_t rates_horizon_ = 0;
+  std::optional<std::uint64_t> run_first_prompt_;
   Clock::time_point started_;
   Clock::time_point last_rates_;
   Clock::time_point last_poll_;

@@ -180,9 +180,11 @@ TEST(RatesReporter, RandomsEstimatesOnTheAcquisitionClock) {
   ASSERT_NE(bdm0, std::string::npos);
   EXPECT_NEAR(std::strtod(doc.c_str() + bdm0 + 17, nullptr), 100'000.0, 1e-3) << "wall-clock rates";
 
-  // A policy the model does not cover: the delayed window, and no singles-prompts figure.
+  // A policy the model does not cover (a winner policy with a sector rule): the delayed
+  // window, and no singles-prompts figure.
   Settings winner = settings;
   winner.coincidence.policy = Policy::take_winner_of_goods;
+  winner.coincidence.min_sector_difference = 2;
   const RandomsSettings rw = RandomsSettings::from(winner);
   snap.randoms = &rw;
   counters.add(Counter::coinc_prompts, 300'000);

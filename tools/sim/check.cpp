@@ -47,7 +47,6 @@ void estimate_randoms(const Settings& settings, CheckResult& r) {
   const SinglesPromptsEstimate sp =
       singles_prompts_randoms(rs, r.rate(r.singles), r.rate(r.prompts), g);
   r.randoms_singles_prompts = sp.modelled ? sp.randoms_per_s * r.duration_s : NAN;
-  r.model_pairs = sp.pairs_per_s * r.duration_s;
   const WindowModelRates m = window_model_rates(rs, sp.unpaired_per_s, sp.pairs_per_s, g);
   r.model_delayed = sp.modelled ? m.delayed_per_s * r.duration_s : NAN;
   r.model_multiples = sp.modelled ? m.multiples_per_s * r.duration_s : NAN;

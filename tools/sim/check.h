@@ -40,8 +40,7 @@ struct CheckResult {
   std::vector<std::uint64_t> bdm_singles;
   double randoms_singles_rate = 0;
   double randoms_singles_prompts = 0;  // NaN when the policy is not modelled
-  double model_pairs = 0;              // μ·T of the singles-prompts solution
-  double model_delayed = 0;            // the window model's delayed and multiples at that μ
+  double model_delayed = 0;            // the window model's delayed and multiples there
   double model_multiples = 0;
 
   double rate(std::uint64_t n) const { return duration_s > 0 ? n / duration_s : 0; }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tools/common/cli.h"
@@ -53,7 +54,12 @@ petdaq::CoincidenceSettings with_policy(petdaq::CoincidenceSettings c, const std
                            (policy.empty() ? "" : "  policy: " + policy + "\n") +
                            (mode.empty() ? "" : "  window_mode: " + mode + "\n") +
                            "calibration: {position_lut: x, energy_correction: y}\n";
-  const petdaq::Settings over = petdaq::parse_settings(text, dir);
+  petdaq::Settings over;
+  try {
+    over = petdaq::parse_settings(text, dir);
+  } catch (const std::exception& e) {
+    throw std::invalid_argument(e.what());  // a bad --policy or --window-mode: usage error
+  }
   c.policy = over.coincidence.policy;
   c.window_mode = over.coincidence.window_mode;
   return c;
@@ -123,6 +129,14 @@ int main(int argc, char** argv) {
   try {
     finish_sim_options(text, options);
     activities = parse_list(activities_text);
+    // Settings overrides go through the config text: bad names are refused up front.
+    with_policy(CoincidenceSettings{}, policy, mode, work);
+    for (const std::string& pm : split(policies_text, ',')) {
+      const std::vector<std::string> parts = split(pm, '/');
+      if (parts.empty() || parts.size() > 2)
+        throw std::invalid_argument("--policies: '" + pm + "' is not policy[/window_mode]");
+      with_policy(CoincidenceSettings{}, parts[0], parts.size() > 1 ? parts[1] : "", work);
+    }
   } catch (const std::exception& e) {
     return app.usage_error(e.what());
   }
@@ -134,6 +148,15 @@ int main(int argc, char** argv) {
       const std::vector<std::string> policies = split(
           policies_text,
           ',');
+      std::vector<std::pair<std::string, std::string>> policy_modes;
+      for (const std::string& pm : policies) {
+        const std::vector<std::string> parts = split(pm, '/');
+        if (parts.empty() || parts.size() > 2)
+          throw std::invalid_argument("--policies: '" + pm + "' is not policy[/window_mode]");
+        policy_modes.emplace_back(parts[0], parts.size() > 1 ? parts[1] : "");
+        with_policy(CoincidenceSettings{}, policy_modes.back().first, policy_modes.back().second,
+                    work);  // refuse a bad name before simulating anything
+      }
       std::printf("| activity MBq | LYSO | policy, mode | duration s | randoms/s | randoms | "
                   "delayed / R | singles-rate / R | singles-prompts / R | σ (1/√R) | "
                   "model / measured multiples | model / measured delayed |\n");
@@ -148,14 +171,11 @@ int main(int argc, char** argv) {
         simulate(config, dir, o);
         CoincidenceSettings base = load_settings(dir / "petdaq.yaml").coincidence;
         base.time_resolution_ps = coincidence_resolution_ps(o);
-        for (const std::string& pm : policies) {
-          const std::vector<std::string> parts = split(pm, '/');
-          if (parts.empty() || parts.size() > 2)
-            throw std::invalid_argument("--policies: '" + pm + "' is not policy[/window_mode]");
+        for (std::size_t k = 0; k < policies.size(); ++k) {
           const CoincidenceSettings c =
-              with_policy(base, parts[0], parts.size() > 1 ? parts[1] : "", dir);
+              with_policy(base, policy_modes[k].first, policy_modes[k].second, dir);
           const CheckResult r = check_acquisition(dir, &c);
-          print_randoms_row(activities[i], o.background, pm, r);
+          print_randoms_row(activities[i], o.background, policies[k], r);
         }
         if (!keep) std::filesystem::remove_all(dir);
       }
