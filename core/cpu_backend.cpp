@@ -208,7 +208,7 @@ struct CpuBackend::Impl {
     const std::size_t fresh =
         convert_frames(input.get(), frame_count, tables, singles + carry_count, delta,
                        bdm_singles.data(), bdm_energy_rejected.data());
-    if (histograms) histograms->add_frames(req.frames, frame_count, tables);  // histograms
+    if (histograms) histograms->add_frames(input.get(), frame_count, tables);  // histograms
     const Clock::time_point t1 = Clock::now();
     sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only

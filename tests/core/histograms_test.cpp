@@ -114,19 +114,17 @@ struct RunResult {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;
 };
 
-// Feeds `frames` to the backend in slices of `slice` frames (horizon = the next slice's first
-// raw time minus the largest time offset), the last one final.
+// Feeds `frames` to the backend in slices of `slice` frames (bound = the next slice's first
+// raw time: a frame at or after it stays staged for the next slice), the last one final.
 RunResult run_slices(CpuBackend& backend, const std::vector<RawFrame>& frames, std::size_t slice) {
   RunResult run;
   for (std::size_t at = 0; at < frames.size(); at += slice) {
     const std::size_t n = std::min(slice, frames.size() - at);
-    std::copy(frames.begin() + at, frames.begin() + at + n, backend.input_buffer());
+    backend.stage(frames.data() + at, n);
     SliceRequest r;
-    r.frames = backend.input_buffer();
-    r.frame_count = n;
     r.final = at + n == frames.size();
     r.run_start = at == 0;
-    r.horizon = r.final ? 0 : frame_time(frames[at + n].bytes) - 8;
+    r.bound = r.final ? 0 : frame_time(frames[at + n].bytes);
     backend.submit(r);
     const SliceResult& out = backend.collect();
     run.counters += out.counters;

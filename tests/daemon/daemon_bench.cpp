@@ -1,10 +1,21 @@
 // petdaqd over UDP loopback: the highest sending rate with zero loss (DESIGN section 11),
-// with slice latency and resident memory at that rate. Starts the daemon (CPU backend) on
-// the test scanner, sends raw 8 960-byte datagrams (560 frames) at a paced rate, and
-// searches the rate: doubling until frames are lost, then bisecting.
+// with slice latency and resident memory at that rate, as a ratio to the loopback ceiling
+// measured in the same run. Starts the daemon on the test scanner with one receiver thread
+// per sender, sends raw 8 960-byte datagrams (560 frames) from N sender threads (one socket
+// each, so SO_REUSEPORT spreads them over the receivers; sendmmsg; each sender owns a
+// quarter of the scanner's BDMs, so every source stays in order) at a paced rate, and
+// searches the rate: doubling until frames are lost, then bisecting. The ceiling is the
+// same senders, unpaced, into plain receivers that only count (recvmmsg).
 //
-//   petdaqd_bench [--duration-s S] [--start-mfps R] [--max-mfps R] [--steps N] [--backend cpu|gpu]
+//   petdaqd_bench [--duration-s S] [--start-mfps R] [--max-mfps R] [--steps N]
+//                 [--backend cpu|gpu] [--senders N]
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <algorithm>
 #include <cstdio>
@@ -60,11 +71,12 @@ std::uint64_t unix_ns() {
                                         .count());
 }
 
-// The acquisition is replayed whole in a loop; each pass is shifted in time just past the
-// previous one so the stream keeps going forward without gaps.
+// The acquisition is replayed whole in a loop, by several senders: sender k sends the
+// datagrams of the BDMs b with b % senders == k. Each pass is shifted in time just past
+// the previous one so the stream keeps going forward without gaps.
 class Source {
  public:
-  Source(const TestScanner& sc, std::size_t frames) {
+  Source(const TestScanner& sc, std::size_t frames, std::uint32_t senders) : parts_(senders) {
     std::mt19937_64 rng(42);
     AcquisitionOptions o;
     o.events = frames * 10 / 17;  // about 1.7 frames per event
@@ -72,25 +84,115 @@ class Source {
     o.bad_fraction = 0;
     const auto acq = random_acquisition(sc, rng, o);
     span_ticks_ = frame_time(acq.back().bytes) + 10'000'000;
-    datagrams_ = make_datagrams(acq, Framing::raw, kFramesPerDatagram, 4);
-    for (const auto& d : datagrams_) frames_ += d.size() / kFrameBytes;
+    for (Datagram& d : make_datagrams(acq, Framing::raw, kFramesPerDatagram, kBdmGroups)) {
+      Part& p = parts_[frame_bdm(d.data()) % kBdmGroups % senders];
+      p.frames += d.size() / kFrameBytes;
+      p.datagrams.push_back(std::move(d));
+    }
   }
-  // Shifts every frame time by one pass.
-  void advance() {
-    for (auto& d : datagrams_)
+  static constexpr std::uint32_t kBdmGroups = 4;  // datagrams hold the frames of bdm % 4
+  // Shifts every frame time of sender k's datagrams by one pass.
+  void advance(std::size_t k) {
+    for (auto& d : parts_[k].datagrams)
       for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
         std::uint8_t* t = d.data() + at + frame_offset::time;
         bytes::store_be64(t, bytes::load_be64(t) + span_ticks_);
       }
   }
-  const std::vector<Datagram>& datagrams() const { return datagrams_; }
-  std::uint64_t frames() const { return frames_; }
+  const std::vector<Datagram>& datagrams(std::size_t k) const { return parts_[k].datagrams; }
+  std::uint64_t frames(std::size_t k) const { return parts_[k].frames; }
+  std::uint64_t frames() const {
+    std::uint64_t n = 0;
+    for (const Part& p : parts_) n += p.frames;
+    return n;
+  }
 
  private:
-  std::vector<Datagram> datagrams_;
-  std::uint64_t frames_ = 0;
+  struct Part {
+    std::vector<Datagram> datagrams;
+    std::uint64_t frames = 0;
+  };
+  std::vector<Part> parts_;
   std::uint64_t span_ticks_ = 0;
 };
+
+// Runs `senders` threads; thread k calls send(k) until the deadline and returns the frames
+// all of them sent.
+template <class Send>
+std::uint64_t run_senders(std::uint32_t senders, double seconds, Send send) {
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                         std::chrono::duration<double>(seconds));
+  std::vector<std::uint64_t> sent(senders, 0);
+  std::vector<std::thread> threads;
+  for (std::uint32_t k = 0; k < senders; ++k)
+    threads.emplace_back([&, k] {
+      while (std::chrono::steady_clock::now() < until) sent[k] += send(k);
+    });
+  for (auto& t : threads) t.join();
+  std::uint64_t total = 0;
+  for (auto n : sent) total += n;
+  return total;
+}
+
+// The loopback ceiling: the same senders, unpaced, into plain receivers on one port
+// (SO_REUSEPORT, one socket and thread each) that count what recvmmsg gives them.
+double loopback_ceiling_fps(Source& source, std::uint32_t senders, double seconds) {
+  std::vector<int> fds;
+  std::uint16_t port = 0;
+  for (std::uint32_t k = 0; k < senders; ++k) {
+    const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+    const int one = 1, buffer = 64 << 20;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+    if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buffer, sizeof buffer) != 0)
+      ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer, sizeof buffer);
+    timeval tv{0, 100'000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+      throw std::runtime_error(std::string("ceiling: bind: ") + std::strerror(errno));
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    port = ntohs(a.sin_port);
+    fds.push_back(fd);
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> received_bytes{0};
+  std::vector<std::thread> receivers;
+  for (int fd : fds)
+    receivers.emplace_back([&, fd] {
+      constexpr std::size_t kBatch = 64, kSlot = 9216;
+      std::vector<std::uint8_t> buffer(kBatch * kSlot);
+      std::vector<mmsghdr> msgs(kBatch);
+      std::vector<iovec> iovs(kBatch);
+      std::uint64_t bytes = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (std::size_t i = 0; i < kBatch; ++i) {
+          iovs[i] = {buffer.data() + i * kSlot, kSlot};
+          msgs[i] = {};
+          msgs[i].msg_hdr.msg_iov = &iovs[i];
+          msgs[i].msg_hdr.msg_iovlen = 1;
+        }
+        const int got = ::recvmmsg(fd, msgs.data(), kBatch, 0, nullptr);
+        for (int i = 0; i < got; ++i) bytes += msgs[i].msg_len;
+      }
+      received_bytes += bytes;
+    });
+  std::vector<UdpSender> tx(senders);
+  const auto start = std::chrono::steady_clock::now();
+  run_senders(senders, seconds, [&](std::size_t k) {
+    tx[k].send(source.datagrams(k), port, 0);
+    return source.frames(k);
+  });
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  stop = true;
+  for (auto& t : receivers) t.join();
+  for (int fd : fds) ::close(fd);
+  return static_cast<double>(received_bytes.load()) / kFrameBytes / elapsed;
+}
 
 }  // namespace
 
@@ -99,6 +201,7 @@ int main(int argc, char** argv) {
   double seconds = 3, start_mfps = 2, max_mfps = 64;
   int bisect_steps = 4;
   std::string backend = "cpu";
+  std::uint32_t senders = 1;
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -115,6 +218,11 @@ int main(int argc, char** argv) {
   app.add_option("--backend", backend, "the daemon's backend")
       ->type_name("KIND")
       ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  app.add_option("--senders", senders,
+                 "sender threads, and the daemon's receiver threads (each sender owns a quarter "
+                 "of the test scanner's 4 BDMs, so at most 4)")
+      ->type_name("N")
+      ->check(CLI::Range(1u, Source::kBdmGroups));
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
 
   TestScanner sc;
@@ -129,6 +237,7 @@ int main(int argc, char** argv) {
   dc.ring_chunks = 64;
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
+  dc.receiver_threads = senders;
   const auto config = sc.write_config();
   {
     std::FILE* f = std::fopen(config.c_str(), "a");
@@ -137,7 +246,12 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   std::printf("generating the acquisition...\n");
-  Source source(sc, 2'000'000);
+  Source source(sc, 2'000'000, senders);
+  std::printf("loopback ceiling: %u sender thread(s) into %u counting receiver(s), %.1f s...\n",
+              senders, senders, seconds);
+  std::fflush(stdout);
+  const double ceiling_fps = loopback_ceiling_fps(source, senders, seconds);
+  std::printf("loopback ceiling: %.2f M frames/s\n", ceiling_fps / 1e6);
 
   DaemonProcess d(config, sc.dir / "petdaqd.log", {"--backend", backend});
   // The rates on a connection of their own, so that they never queue behind coincidences;
@@ -148,9 +262,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());
     return 1;
   }
-  UdpSender tx;
-  std::printf("petdaqd pid %d, %s backend, %zu-frame datagrams (%zu bytes), %.1f s per trial\n",
-              d.pid(), backend.c_str(), kFramesPerDatagram, kFramesPerDatagram * kFrameBytes, seconds);
+  std::vector<UdpSender> tx(senders);
+  std::printf("petdaqd pid %d, %s backend, %u receiver thread(s), %u sender(s), %zu-frame datagrams "
+              "(%zu bytes), %.1f s per trial\n",
+              d.pid(), backend.c_str(), senders, senders, kFramesPerDatagram,
+              kFramesPerDatagram * kFrameBytes, seconds);
   std::fflush(stdout);
 
   auto settle = [&] {
@@ -173,15 +289,15 @@ int main(int argc, char** argv) {
     const Snapshot before = snapshot(settle());
     const double datagrams_per_s = rate_fps / kFramesPerDatagram;
     const auto start = std::chrono::steady_clock::now();
-    const auto until = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                   std::chrono::duration<double>(seconds));
     const std::size_t first_message = sub.messages().size();
     const std::uint64_t send_begin_ns = unix_ns();
-    while (std::chrono::steady_clock::now() < until) {
-      tx.send(source.datagrams(), dc.udp_port, datagrams_per_s);
-      t.sent_frames += source.frames();
-      source.advance();
-    }
+    t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
+      // Each sender paces its share of the rate.
+      const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
+      tx[k].send(source.datagrams(k), dc.udp_port, datagrams_per_s * share);
+      source.advance(k);
+      return source.frames(k);
+    });
     // Latency is taken from the intervals while frames were coming: after the last one, the
     // tail waits for the sources to be declared idle, which is not a steady-state figure.
     const std::uint64_t send_end_ns = unix_ns();
@@ -260,9 +376,11 @@ int main(int argc, char** argv) {
     std::printf("no rate without loss from %.2f M frames/s\n", start_mfps);
     return 1;
   }
-  std::printf("highest zero-loss rate: %.2f M frames/s (target %.0f M frames/s, ratio %.2f); "
+  std::printf("highest zero-loss rate: %.2f M frames/s (target %.0f M frames/s, ratio %.2f; "
+              "loopback ceiling of the same %u sender(s) %.2f M frames/s, ratio %.2f); "
               "slice latency p50 %.2f ms, p99 %.2f ms; VmRSS %.1f MiB; petdaqd exit %d\n",
-              best->achieved_fps / 1e6, target / 1e6, best->achieved_fps / target,
-              best->p50_ms, best->p99_ms, best->rss_kib / 1024.0, status.value_or(-1));
+              best->achieved_fps / 1e6, target / 1e6, best->achieved_fps / target, senders,
+              ceiling_fps / 1e6, best->achieved_fps / ceiling_fps, best->p50_ms, best->p99_ms,
+              best->rss_kib / 1024.0, status.value_or(-1));
   return 0;
 }

@@ -35,15 +35,12 @@ Collected run(Backend& backend, const std::vector<RawFrame>& frames, std::size_t
   for (std::size_t at = 0; at < frames.size(); at += slice) {
     if (backend.in_flight() >= backend.max_in_flight()) take();
     const std::size_t n = std::min(slice, frames.size() - at);
-    RawFrame* in = backend.input_buffer();
-    std::copy(frames.begin() + at, frames.begin() + at + n, in);
+    backend.wait_staged(backend.stage(frames.data() + at, n));
     SliceRequest r;
     r.slice_id = at / slice;
-    r.frames = in;
-    r.frame_count = n;
     r.final = at + n == frames.size();
     r.run_start = at == 0;
-    r.horizon = r.final ? 0 : frame_time(frames[at + n].bytes) - 8;
+    r.bound = r.final ? 0 : frame_time(frames[at + n].bytes);
     backend.submit(r);
   }
   while (backend.in_flight() > 0) take();

@@ -31,11 +31,10 @@ TEST(SimFlood, PeaksLieWhereThePositionTablePutsTheCrystals) {
   const std::size_t n = bytes.size() / kFrameBytes;
   ASSERT_EQ(truth.size(), n);
   settings.stream.max_slice_frames = n;
+  settings.stream.max_pending_frames = n;
   CpuBackend backend(settings, calibration);
-  std::memcpy(backend.input_buffer(), bytes.data(), n * kFrameBytes);
+  backend.stage(reinterpret_cast<const RawFrame*>(bytes.data()), n);
   SliceRequest r;
-  r.frames = backend.input_buffer();
-  r.frame_count = n;
   r.final = true;
   r.run_start = true;
   backend.submit(r);

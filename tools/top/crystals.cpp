@@ -4,30 +4,32 @@
 #include <stdexcept>
 
 #include "core/geometry.h"
-#include "tools/top/json.h"
+#include <nlohmann/json.hpp>
 
 namespace petdaq::top {
 
 namespace {
 
-std::uint32_t dimension(const json::Value& scanner, const char* key) {
-  const json::Value* v = scanner.find(key);
-  if (!v || !v->is_number() || v->as_number() < 1 || v->as_number() > 256)
+std::uint32_t dimension(const nlohmann::json& scanner, const char* key) {
+  const auto v = scanner.find(key);
+  if (v == scanner.end() || !v->is_number() || v->get<double>() < 1 || v->get<double>() > 256)
     throw HistogramFileError(std::string("histograms message: scanner.") + key + " missing");
-  return static_cast<std::uint32_t>(v->as_number());
+  return static_cast<std::uint32_t>(v->get<double>());
 }
 
 }  // namespace
 
 CrystalView analyse_crystals(const HistogramFile& f) {
-  json::Value meta;
+  nlohmann::json meta;
   try {
-    meta = json::parse(f.metadata);
-  } catch (const json::ParseError& e) {
+    meta = nlohmann::json::parse(f.metadata);
+  } catch (const nlohmann::json::exception& e) {
     throw HistogramFileError(std::string("histograms message: metadata: ") + e.what());
   }
-  const json::Value* scanner = meta.find("scanner");
-  if (!scanner) throw HistogramFileError("histograms message: no scanner in the metadata");
+  const auto found = meta.is_object() ? meta.find("scanner") : meta.end();
+  if (found == meta.end() || !found->is_object())
+    throw HistogramFileError("histograms message: no scanner in the metadata");
+  const nlohmann::json* scanner = &*found;
   Geometry g;
   g.bdm_transaxial = dimension(*scanner, "bdm_transaxial");
   g.bdm_axial = dimension(*scanner, "bdm_axial");
