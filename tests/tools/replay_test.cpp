@@ -369,6 +369,24 @@ TEST(ReplayTool, RawDatagramsCarryTheFileFramesPerBdm) {
   EXPECT_EQ(r.report.at("send_errors"), "0");
 }
 
+// Several sender threads: each source stays on one thread, so every source's stream is still
+// the file's frames of that source in order, and all of them arrive.
+TEST(ReplayTool, SenderThreadsKeepEachSourceInOrder) {
+  ScratchDir dir;
+  const auto frames = make_frames(20000, 6);
+  write_file(dir / "f.frames", frames.data(), frames.size() * 16);
+  UdpReceiver rx;
+  const auto r = run_replay(dir, {(dir / "f.frames").string(), "--to", rx.address(), "--rate",
+                                  "2000000", "--threads", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const auto got = rx.settle();
+  expect_streams_match_file(by_port(got, Framing::raw), frames, 6);
+  EXPECT_NE(r.err.find("3 sender thread(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("all 3 threads: " + std::to_string(got.size()) + " datagrams, 20000 frames"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(ReplayTool, ConfigEndpointsAreTheDestinationsUnlessToOverrides) {
   ScratchDir dir;
   const auto frames = make_frames(20000, 6);

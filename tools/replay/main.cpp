@@ -7,8 +7,10 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/prctl.h>
@@ -50,6 +52,7 @@ struct Options {
   std::uint32_t batch = 256;
   int send_buffer_bytes = 4 << 20;
   bool quiet = false;
+  std::uint32_t threads = 1;
 };
 
 // A usage error found once the options are known (a missing tick): exit 2.
@@ -138,6 +141,12 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   app.add_option("--send-buffer-bytes", o.send_buffer_bytes, "SO_SNDBUF per socket")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber)
+      ->group(other);
+  app.add_option("--threads", o.threads,
+                 "sender threads for a frame file: thread k sends the sources s with s % N == k "
+                 "(each source stays on one thread, in order), each pacing its share")
+      ->type_name("N")
+      ->check(CLI::Range(1u, 256u))
       ->group(other);
   cli::add_quiet(app, o.quiet)->group(other);
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
@@ -323,46 +332,103 @@ int replay_frames(const Options& o, const MappedFile& file) {
   pc.source_count = sources;
   pc.in_flight = o.batch;
   pc.flush_ticks = tick_ps ? static_cast<std::uint64_t>(o.flush_us * 1e6 / *tick_ps) : 0;
-  Packer packer(pc);
+  const std::uint32_t threads = std::min(o.threads, sources);
 
-  UdpSender sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base);
-  sender.set_release([&packer](std::uint32_t b) { packer.release(b); });
-  Run run(make_pacer(o, tick_ps.has_value(),
-                     static_cast<std::uint32_t>(packer.frames_per_datagram())),
-          sender, o.quiet);
+  // Frames per thread, for each thread's share of a fixed --rate.
+  std::vector<std::uint64_t> thread_frames(threads, 0);
+  if (threads > 1)
+    for (std::size_t i = 0; i < info.frame_count; ++i)
+      ++thread_frames[frame_bdm(file.data() + i * kFrameBytes) % sources % threads];
+
+  struct Lane {
+    Packer packer;
+    UdpSender sender;
+    std::optional<Run> run;
+    std::uint64_t loops = 0;
+    Lane(const PackerConfig& p, const Options& o, std::uint32_t sources)
+        : packer(p), sender(destinations(o), sources, o.batch, o.send_buffer_bytes, o.source_port_base) {}
+  };
+  std::vector<std::unique_ptr<Lane>> lanes;
+  for (std::uint32_t k = 0; k < threads; ++k) {
+    lanes.push_back(std::make_unique<Lane>(pc, o, sources));
+    Lane& lane = *lanes.back();
+    lane.sender.set_release([&packer = lane.packer](std::uint32_t b) { packer.release(b); });
+    Options share = o;
+    if (o.rate && threads > 1)
+      share.rate = *o.rate * static_cast<double>(thread_frames[k]) /
+                   static_cast<double>(info.frame_count);
+    lane.run.emplace(make_pacer(share, tick_ps.has_value(),
+                                static_cast<std::uint32_t>(lane.packer.frames_per_datagram())),
+                     lane.sender, o.quiet || k > 0);
+  }
 
   std::fprintf(stderr,
                "petdaq-replay: %s: %zu frames from %u BDMs, %u sources, %zu frames per "
-               "datagram, %s framing, %zu destination(s)\n",
+               "datagram, %s framing, %zu destination(s), %u sender thread(s)\n",
                o.input.c_str(), info.frame_count, info.bdm_limit, sources,
-               packer.frames_per_datagram(), to_string(o.framing), o.to.size());
+               lanes[0]->packer.frames_per_datagram(), to_string(o.framing), o.to.size(), threads);
 
   const std::uint64_t span_ticks = info.max_time_ticks - info.min_time_ticks + 1;
-  std::uint64_t loop = 0;
-  auto emit = [&](const Datagram& d) {
-    std::int64_t input_ns = 0;
-    if (tick_ps) {
-      const double ticks = double(loop) * double(span_ticks) +
-                           double(d.data_time_ticks - info.min_time_ticks);
-      input_ns = static_cast<std::int64_t>(ticks * *tick_ps * 1e-3);
+  // Thread k sends the sources s with s % threads == k: each source in its order of time.
+  auto send_lane = [&](std::uint32_t k) {
+    Lane& lane = *lanes[k];
+    std::uint64_t& loop = lane.loops;
+    auto emit = [&](const Datagram& d) {
+      std::int64_t input_ns = 0;
+      if (tick_ps) {
+        const double ticks = double(loop) * double(span_ticks) +
+                             double(d.data_time_ticks - info.min_time_ticks);
+        input_ns = static_cast<std::int64_t>(ticks * *tick_ps * 1e-3);
+      }
+      lane.run->send(d.source, d.data, d.bytes, d.frames, d.buffer, input_ns);
+    };
+    lane.run->start();
+    for (; (o.loops == 0 || loop < o.loops) && !stop_requested(); ++loop) {
+      lane.packer.restart_time();
+      for (std::size_t i = 0; i < info.frame_count && !stop_requested(); ++i) {
+        const std::uint8_t* f = file.data() + i * kFrameBytes;
+        if (threads > 1 && frame_bdm(f) % sources % threads != k) continue;
+        lane.packer.add(f, emit);
+      }
+      lane.packer.flush(emit);
     }
-    run.send(d.source, d.data, d.bytes, d.frames, d.buffer, input_ns);
+    lane.run->flush();
   };
-
-  run.start();
-  for (; (o.loops == 0 || loop < o.loops) && !stop_requested(); ++loop) {
-    packer.restart_time();
-    for (std::size_t i = 0; i < info.frame_count && !stop_requested(); ++i) {
-      packer.add(file.data() + i * kFrameBytes, emit);
-    }
-    packer.flush(emit);
+  if (threads == 1) {
+    send_lane(0);
+  } else {
+    std::vector<std::thread> workers;
+    for (std::uint32_t k = 0; k < threads; ++k) workers.emplace_back(send_lane, k);
+    for (auto& w : workers) w.join();
   }
+  const std::uint64_t loop = lanes[0]->loops;
   char line[512];
   std::snprintf(line, sizeof line, "%s: %zu frames x %llu pass(es), %zu trailing bytes not sent",
                 o.input.c_str(), info.frame_count, static_cast<unsigned long long>(loop),
                 info.trailing_bytes);
-  run.finish(line, "");
-  return sender.stats().send_errors ? kExitSendErrors : 0;
+  if (threads == 1) {
+    lanes[0]->run->finish(line, "");
+    return lanes[0]->sender.stats().send_errors ? kExitSendErrors : 0;
+  }
+  // Several threads: each lane's figures, then the sum.
+  SendStats total;
+  for (std::uint32_t k = 0; k < threads; ++k) {
+    char lane_line[600];
+    std::snprintf(lane_line, sizeof lane_line, "%s (thread %u of %u)", line, k, threads);
+    lanes[k]->run->finish(lane_line, "");
+    const SendStats& st = lanes[k]->sender.stats();
+    total.datagrams += st.datagrams;
+    total.frames += st.frames;
+    total.bytes += st.bytes;
+    total.send_errors += st.send_errors;
+  }
+  std::fprintf(stderr, "petdaq-replay: all %u threads: %llu datagrams, %llu frames, %llu bytes, "
+                       "%llu send errors\n",
+               threads, static_cast<unsigned long long>(total.datagrams),
+               static_cast<unsigned long long>(total.frames),
+               static_cast<unsigned long long>(total.bytes),
+               static_cast<unsigned long long>(total.send_errors));
+  return total.send_errors ? kExitSendErrors : 0;
 }
 
 int replay_capture(const Options& o) {
