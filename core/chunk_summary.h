@@ -17,6 +17,12 @@ struct Settings;
 
 SourceRule make_source_rule(const Settings& settings);
 
+// The longest stretch of acquisition time one chunk (or block) may hold: half of
+// stream.max_future_ps, so that a chunk that arrives in order lies inside the range the
+// slicer's common case allows (core/slicer.h). A receiver seals a chunk that reaches it;
+// a wild time stamp seals its chunk at once, and that chunk takes the exact per-frame pass.
+std::uint64_t max_chunk_span_ticks(const Settings& settings);
+
 struct SourceSpan {
   std::uint64_t min_time = 0;
   std::uint64_t max_time = 0;
@@ -27,6 +33,8 @@ struct SourceSpan {
 struct ChunkSummary {
   std::uint64_t frames = 0;
   std::uint64_t sourceless = 0;  // frames whose markers or BDM name no source
+  std::uint64_t min_time = ~std::uint64_t{0};  // over the frames with a source
+  std::uint64_t max_time = 0;
   std::uint32_t present_count = 0;
   std::array<std::uint8_t, 256> present{};  // sources in order of first appearance
   std::array<SourceSpan, 256> sources{};     // valid for the present sources only
@@ -37,7 +45,12 @@ struct ChunkSummary {
     present_count = 0;
     frames = 0;
     sourceless = 0;
+    min_time = ~std::uint64_t{0};
+    max_time = 0;
   }
+
+  // Acquisition time the frames with a source span (0 when none).
+  std::uint64_t span_ticks() const { return max_time > min_time ? max_time - min_time : 0; }
 
   // Adds frames [0, n) that sit at index `first` of the chunk.
   void add(const RawFrame* f, std::size_t n, std::uint32_t first, const SourceRule& rule) {
@@ -58,9 +71,18 @@ struct ChunkSummary {
         s.max_time = t > s.max_time ? t : s.max_time;
       }
       ++s.frames;
+      min_time = t < min_time ? t : min_time;
+      max_time = t > max_time ? t : max_time;
     }
     frames += n;
   }
 };
+
+// Cuts the next block from frames [0, n) the way a receiver fills a chunk: whole groups of
+// `group` frames (a datagram's worth) until the block holds `max_frames` or spans more than
+// `max_span_ticks`. Returns the frames taken (at least one group, or n) with their summary.
+std::size_t next_block(const RawFrame* frames, std::size_t n, std::size_t max_frames,
+                       std::uint64_t max_span_ticks, const SourceRule& rule, ChunkSummary& out,
+                       std::size_t group = 560);
 
 }  // namespace petdaq

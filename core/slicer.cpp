@@ -179,6 +179,7 @@ struct Slicer::Impl {
   std::size_t warmup_count = 0;
   std::unique_ptr<RawFrame[]> copy;  // push()'s blocks
   const std::size_t copy_capacity;
+  const std::uint64_t max_span_ticks;  // of one block push() cuts
   ChunkSummary copy_summary;
   Block* block = nullptr;  // the block under the per-frame pass, if any
 
@@ -220,7 +221,8 @@ struct Slicer::Impl {
         clocks(bdm_count),
         held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
         copy(std::make_unique_for_overwrite<RawFrame[]>(std::min(kCopyBlockFrames, b.max_slice_frames()))),
-        copy_capacity(std::min(kCopyBlockFrames, b.max_slice_frames())) {
+        copy_capacity(std::min(kCopyBlockFrames, b.max_slice_frames())),
+        max_span_ticks(max_chunk_span_ticks(s)) {
     if (b.max_slice_frames() == 0) throw std::invalid_argument("backend takes no frames per slice");
     if (stage_capacity < slice_capacity)
       throw std::invalid_argument("backend stages fewer frames than one slice takes");
@@ -581,14 +583,15 @@ std::uint64_t Slicer::push_block(RawFrame* frames, std::size_t n, const ChunkSum
 void Slicer::push(const RawFrame* frames, std::size_t n, Clock::time_point now) {
   Impl& m = *impl_;
   m.begin_push(now, n);
-  for (std::size_t i = 0; i < n; i += m.copy_capacity) {
+  for (std::size_t i = 0; i < n;) {
+    // Blocks as a receiver would fill chunks (core/chunk_summary.h).
     const std::size_t k = std::min(m.copy_capacity, n - i);
     std::memcpy(m.copy.get(), frames + i, k * sizeof(RawFrame));
-    m.copy_summary.clear();
-    m.copy_summary.add(m.copy.get(), k, 0, m.rule);
+    const std::size_t piece = next_block(m.copy.get(), k, k, m.max_span_ticks, m.rule, m.copy_summary);
     const std::uint64_t before = m.stage.last_ticket;
-    m.take_block(m.copy.get(), k, m.copy_summary);
+    m.take_block(m.copy.get(), piece, m.copy_summary);
     if (m.stage.last_ticket != before) m.backend.wait_staged(m.stage.last_ticket);
+    i += piece;
   }
   m.flush_counters();
 }

@@ -71,7 +71,7 @@ int run(Loaded loaded, const Options& opt) {
   Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
                 opt.print_rates);
   spdlog::info("{}", worker.backend_explanation());
-  Receiver receiver(s.input, make_source_rule(s), ring, counters);
+  Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
   worker.start();
   receiver.start();

@@ -57,8 +57,10 @@ struct Receiver::Lane {
     explicit Socket(asio::io_context& io) : socket(io) {}
   };
 
-  Lane(const InputSettings& in, const SourceRule& rule_, HostRing& ring_, Counters& counters_)
+  Lane(const InputSettings& in, const SourceRule& rule_, std::uint64_t max_span_ticks_,
+       HostRing& ring_, Counters& counters_)
       : rule(rule_),
+        max_span_ticks(max_span_ticks_),
         ring(ring_),
         counters(counters_),
         filter(in.allowed_sources),
@@ -70,6 +72,7 @@ struct Receiver::Lane {
         scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)) {}
 
   SourceRule rule;
+  std::uint64_t max_span_ticks;  // a chunk that spans more is sealed after its batch
   HostRing& ring;
   Counters& counters;
   SourceFilter filter;
@@ -135,7 +138,8 @@ struct Receiver::Lane {
 
   // One recvmmsg call; returns the datagrams it got.
   std::size_t drain_once(Socket& s) {
-    if (current && current->capacity_bytes - current->used_bytes < kDatagramSlotBytes)
+    if (current && (current->capacity_bytes - current->used_bytes < kDatagramSlotBytes ||
+                    current->summary.span_ticks() > max_span_ticks))
       seal_current_full();
     if (!current) current = ring.try_acquire();
     std::uint8_t* base;
@@ -169,7 +173,8 @@ struct Receiver::Lane {
     }
     const auto now = Clock::now();
     for (int i = 0; i < got; ++i) take(s, i, base + i * kDatagramSlotBytes, now);
-    if (current && current->capacity_bytes - current->used_bytes < kDatagramSlotBytes)
+    if (current && (current->capacity_bytes - current->used_bytes < kDatagramSlotBytes ||
+                    current->summary.span_ticks() > max_span_ticks))
       seal_current_full();
     return static_cast<std::size_t>(got);
   }
@@ -246,15 +251,15 @@ struct Receiver::Lane {
   }
 };
 
-Receiver::Receiver(const InputSettings& in, const SourceRule& rule, HostRing& ring,
-                   Counters& counters) {
+Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
+                   std::uint64_t max_chunk_span_ticks, HostRing& ring, Counters& counters) {
   if (ring.chunk_bytes() < kDatagramSlotBytes)
     throw std::runtime_error("input.ring_chunk_bytes must hold at least one datagram slot (" +
                              std::to_string(kDatagramSlotBytes) + " bytes)");
   const std::size_t lane_count = in.receiver_threads;
   const std::size_t socket_count = std::max<std::size_t>(lane_count, in.endpoints.size());
   for (std::size_t i = 0; i < lane_count; ++i)
-    lanes_.push_back(std::make_unique<Lane>(in, rule, ring, counters));
+    lanes_.push_back(std::make_unique<Lane>(in, rule, max_chunk_span_ticks, ring, counters));
 
   std::vector<std::uint16_t> first_port(in.endpoints.size(), 0);
   for (std::size_t i = 0; i < socket_count; ++i) {

@@ -32,8 +32,10 @@ struct BoundEndpoint {
 class Receiver {
  public:
   // Binds every socket (throws std::runtime_error with the endpoint and the reason).
-  // `rule` names each frame's source for the chunk summaries (core/chunk_summary.h).
-  Receiver(const InputSettings& input, const SourceRule& rule, HostRing& ring, Counters& counters);
+  // `rule` names each frame's source for the chunk summaries (core/chunk_summary.h); a
+  // chunk whose frames span more than `max_chunk_span_ticks` is sealed.
+  Receiver(const InputSettings& input, const SourceRule& rule, std::uint64_t max_chunk_span_ticks,
+           HostRing& ring, Counters& counters);
   ~Receiver();
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;

@@ -364,7 +364,7 @@ class ReceiverTest : public ::testing::Test {
     in.ring_chunk_bytes = 1 << 16;
     in.ring_chunks = 4;
     ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, threads, alloc);
-    rx = std::make_unique<Receiver>(in, rule, *ring, counters);
+    rx = std::make_unique<Receiver>(in, rule, kNoBound, *ring, counters);
     rx->start();
     fd = socket(AF_INET, SOCK_DGRAM, 0);
     to.sin_family = AF_INET;

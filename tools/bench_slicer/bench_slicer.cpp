@@ -110,12 +110,20 @@ int main(int argc, char** argv) try {
   while ((got = std::fread(buf, sizeof(RawFrame), 4096, f)) > 0) frames.insert(frames.end(), buf, buf + got);
   std::fclose(f);
 
-  // The receivers' share: one summary per block, as they make it while writing a chunk.
+  // The receivers' share: blocks as they fill ring chunks (at most --push-frames, and at
+  // most max_chunk_span_ticks of acquisition time), each with its summary.
   const SourceRule rule = make_source_rule(settings);
-  std::vector<ChunkSummary> summaries((frames.size() + push_frames - 1) / push_frames);
+  const std::uint64_t span_ticks = max_chunk_span_ticks(settings);
+  std::vector<ChunkSummary> summaries;
+  std::vector<std::size_t> block_sizes;
   const double s0 = thread_cpu_s();
-  for (std::size_t i = 0, b = 0; i < frames.size(); i += push_frames, ++b)
-    summaries[b].add(frames.data() + i, std::min(push_frames, frames.size() - i), 0, rule);
+  for (std::size_t i = 0; i < frames.size();) {
+    summaries.emplace_back();
+    const std::size_t k = next_block(frames.data() + i, frames.size() - i, push_frames, span_ticks,
+                                     rule, summaries.back());
+    block_sizes.push_back(k);
+    i += k;
+  }
   const double summary_s = thread_cpu_s() - s0;
 
   double best_s = 1e30;
@@ -129,10 +137,10 @@ int main(int argc, char** argv) try {
     std::vector<RawFrame> work = frames;  // the slicer may rewrite blocks in place
     const double t0 = thread_cpu_s();
     std::size_t pushes = 0;
-    for (std::size_t i = 0; i < work.size(); i += push_frames, ++pushes) {
+    for (std::size_t i = 0; pushes < block_sizes.size(); i += block_sizes[pushes], ++pushes) {
       // A microsecond of wall clock per push: slices are cut by size, as at full rate.
       const auto now = epoch + std::chrono::microseconds(pushes);
-      slicer.push_block(work.data() + i, std::min(push_frames, work.size() - i), summaries[pushes], now);
+      slicer.push_block(work.data() + i, block_sizes[pushes], summaries[pushes], now);
       if ((pushes & 15) == 0) slicer.poll(now);
     }
     slicer.finish();
@@ -146,8 +154,9 @@ int main(int argc, char** argv) try {
   std::printf("receiver summaries: %.2f ns/frame (%.1f M frames/s per receiver thread)\n",
               1e9 * summary_s / static_cast<double>(frames.size()),
               static_cast<double>(frames.size()) / summary_s / 1e6);
-  std::printf("slicer (worker thread): %zu frames, %zu per block, best %.3f ns/frame (%.1f M frames/s, one thread)\n",
-              frames.size(), push_frames, 1e9 * best_s / static_cast<double>(frames.size()),
+  std::printf("slicer (worker thread): %zu frames, %zu blocks (%.0f frames each on average), best %.3f ns/frame (%.1f M frames/s, one thread)\n",
+              frames.size(), block_sizes.size(),
+              static_cast<double>(frames.size()) / static_cast<double>(block_sizes.size()), 1e9 * best_s / static_cast<double>(frames.size()),
               static_cast<double>(frames.size()) / best_s / 1e6);
   return 0;
 } catch (const std::exception& e) {

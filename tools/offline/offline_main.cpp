@@ -261,6 +261,10 @@ int run(const Options& o) {
   int current = 0;
   RawFrame* chunk = buffers;
   const SourceRule rule = make_source_rule(settings);
+  // Blocks as the receivers fill ring chunks: at most half a slice, and at most
+  // max_chunk_span_ticks of acquisition time each.
+  const std::size_t block_frames = std::max<std::size_t>(1, settings.stream.max_slice_frames / 2);
+  const std::uint64_t span_ticks = max_chunk_span_ticks(settings);
   ChunkSummary summary;
   // A chunk may end inside a frame; its first bytes wait for the next read.
   std::size_t carried_bytes = 0;
@@ -273,7 +277,7 @@ int run(const Options& o) {
   const auto processing_start = std::chrono::steady_clock::now();
   double read_s = 0;
   // One batch of frames into the slicer, its clock at the batch's acquisition time, in
-  // blocks no larger than a slice, each with its summary (as a receiver makes them). Returns
+  // blocks with their summaries, as the receivers make them. Returns
   // the ticket of its last stage: the batch's memory stays untouched until it is staged.
   auto push = [&](RawFrame* batch, std::size_t n) -> std::uint64_t {
     const std::uint64_t median = chunk_time(batch, n);
@@ -286,13 +290,11 @@ int run(const Options& o) {
                                  std::chrono::duration<double, std::pico>(
                                      static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
     std::uint64_t ticket = 0;
-    const std::size_t piece = std::min<std::size_t>(n, settings.stream.max_slice_frames);
-    for (std::size_t i = 0; i < n; i += piece) {
-      const std::size_t k = std::min(piece, n - i);
-      summary.clear();
-      summary.add(batch + i, k, 0, rule);
+    for (std::size_t i = 0; i < n;) {
+      const std::size_t k = next_block(batch + i, n - i, block_frames, span_ticks, rule, summary);
       const std::uint64_t t = slicer.push_block(batch + i, k, summary, now);
       if (t != 0) ticket = t;
+      i += k;
     }
     slicer.poll(now);
     frames += n;
