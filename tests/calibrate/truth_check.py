@@ -14,8 +14,12 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-import yaml
+try:
+    import numpy as np
+    import yaml
+except ImportError as e:
+    print(f"skipped: {e} (python3-numpy, python3-yaml)")
+    sys.exit(77)
 
 FRAME = np.dtype([("head_du", "u1"), ("bdm", "u1"), ("time", ">u8"), ("x", "u1"), ("y", "u1"),
                   ("energy", ">u2"), ("temp_int", "i1"), ("temp_frac_tail", "u1")])
