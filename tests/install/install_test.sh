@@ -9,6 +9,7 @@ trap 'rm -rf "$dest" "$log"' EXIT
 DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
          "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" \
+         "$bindir/petdaq-calibrate" "$prefix/share/petdaq/python/petdaq_calibrate/cli.py" \
          "$sysconfdir/petdaq/petdaq.yaml" "$sysconfdir/petdaq/petdaq.yaml.default" \
          "$prefix/lib/systemd/system/petdaqd.service" "$prefix/lib/sysctl.d/60-petdaq.conf" \
          "$prefix/lib/sysusers.d/petdaq.conf"; do

@@ -193,7 +193,7 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
     offline = _find_offline(args.offline)
     with tempfile.TemporaryDirectory(prefix="petdaq-calibrate-") as work:
         plm = timing.run_offline(offline, doc, args.config, frames, lut_path, energy_path, work)
-        table, result = timing.make_time_offsets(plm, scanner, source, opts)
+        table, result = timing.make_time_offsets(plm, scanner, source, opts, name=frames)
     path = _save_table(os.path.join(out, "time_offsets.npy"), table)
     report.timing_plots(os.path.join(out, "time_offsets.png"), scanner, result, table)
     with open(os.path.join(out, "time_offsets.txt"), "w", encoding="utf-8") as f:
