@@ -85,8 +85,10 @@ def check_energy(acq, cal):
     e_true = acq.energy(true_local, acq.table(acq.dir, "energy_correction.npy"))
     t = acq.truth
     # Photopeak: unscattered 511 keV photons that left their whole energy (the measured
-    # energy of the truth within 3 sigma of 511); per crystal, the median calibrated / truth.
-    peak = ok & (t["kind"] == 1) & (np.abs(t["energy_keV"] - 511) < 60)
+    # energy of the truth within 3 sigma of 511) in the crystal the flood map names (a
+    # mispositioned frame carries its own crystal's gain); per crystal, the median
+    # calibrated / truth.
+    peak = ok & (t["kind"] == 1) & (t["flags"] == 0) & (np.abs(t["energy_keV"] - 511) < 60)
     crystal = (acq.bdm * acq.du_per_bdm + acq.du) * acq.per_du + true_local
     ratio = e_cal[peak] / t["energy_keV"][peak]
     order = np.argsort(crystal[peak], kind="stable")

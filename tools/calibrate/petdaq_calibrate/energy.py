@@ -67,23 +67,22 @@ def _gauss(x, a, mu, sig):
 
 
 def _fit_photopeak(centres, h, start):
-    """A Gaussian over +-1.5 sigma of the peak, the window re-centred and re-sized on each
-    fit (the Compton valley under a photopeak is low: no background term, which a window this
-    narrow cannot tell from the peak); (mean, sigma) in ADC, or None."""
+    """A Gaussian over +-2 sigma of the peak, the window re-centred and re-sized on each fit
+    (the Compton valley under a photopeak is low: no background term, which a window this
+    narrow could not tell from the peak); (mean, sigma) in ADC, or None."""
     mu, sig = start, 0.05 * start
     for _ in range(4):
-        win = np.abs(centres - mu) < 1.5 * sig
+        win = np.abs(centres - mu) < 2.0 * sig
         x, y = centres[win], h[win].astype(float)
         if win.sum() < 5 or y.sum() <= 0:
             return None
-        lo_sig, hi_sig = 0.015 * mu, 0.15 * mu
         try:
-            p, _ = curve_fit(_gauss, x, y, p0=[y.max(), mu, np.clip(sig, 1.01 * lo_sig, 0.99 * hi_sig)],
-                             sigma=np.sqrt(np.maximum(y, 1)),
-                             bounds=([0, x[0], lo_sig], [np.inf, x[-1], hi_sig]))
+            p, _ = curve_fit(_gauss, x, y, p0=[y.max(), mu, sig], sigma=np.sqrt(np.maximum(y, 1)))
         except (RuntimeError, ValueError):
             return None
-        mu, sig = p[1], p[2]
+        mu, sig = p[1], abs(p[2])
+        if not (x[0] < mu < x[-1] and 0.015 * mu < sig < 0.15 * mu):
+            return None
     return mu, sig
 
 
@@ -120,7 +119,7 @@ def photopeaks(spectra, scanner, frame_path, options):
                           "the spectrum: too few counts, or a dead crystal)")
             continue
         mu, sig = fitted
-        counts[i] = int(h[np.abs(centres - mu) < 1.5 * sig].sum())
+        counts[i] = int(h[np.abs(centres - mu) < 2.0 * sig].sum())
         if counts[i] < options.min_photopeak_counts:
             errors.append(f"{name}: {counts[i]} frames in the photopeak, fewer than "
                           f"{options.min_photopeak_counts}: too few counts")
