@@ -136,9 +136,9 @@ def timing_plots(path, scanner, result, table):
     axes[0].set_yscale("log")
     axes[0].legend(fontsize=8)
     axes[0].set_title(f"{result.used} prompts; residual sigma {result.residual_sigma_ticks * tick:.0f} ps")
-    axes[1].plot(np.arange(table.size), table * tick, ".", ms=1.5)
-    axes[1].set_xlabel("global crystal id")
-    axes[1].set_ylabel("offset (ps)")
+    axes[1].hist(table * tick, bins=np.arange(table.min() - 0.5, table.max() + 1.5) * tick, color="C1")
+    axes[1].set_xlabel("offset (ps)")
+    axes[1].set_ylabel("crystals")
     axes[1].set_title(f"time offsets; statistical error ~{result.offset_sigma_ticks * tick:.1f} ps per crystal")
     _save(fig, path)
 
