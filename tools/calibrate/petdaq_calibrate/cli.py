@@ -182,11 +182,15 @@ def step_energy(args, scanner, out, lut_path):
 def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
     n = scanner.position_size
     _load_table(lut_path, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
-    e = np.load(energy_path, mmap_mode="r") if os.path.exists(energy_path) else None
-    if e is None or e.dtype != np.float32 or e.shape[:3] != (scanner.bdm_count, scanner.du_per_bdm,
-                                                            scanner.crystals_per_du):
-        raise CalibrationError(f"{energy_path}: not an energy table float32[{scanner.bdm_count}]"
-                               f"[{scanner.du_per_bdm}][{scanner.crystals_per_du}][bins]")
+    try:
+        e = np.load(energy_path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{energy_path}: cannot read the energy table: {err}") from err
+    if e.dtype != np.float32 or e.ndim != 4 or e.shape[:3] != (scanner.bdm_count, scanner.du_per_bdm,
+                                                              scanner.crystals_per_du):
+        raise CalibrationError(f"{energy_path}: energy table is {e.dtype}{list(e.shape)}, expected "
+                               f"float32[{scanner.bdm_count}, {scanner.du_per_bdm}, "
+                               f"{scanner.crystals_per_du}, bins]")
     FrameFile(frames, scanner)  # size checks before the long run
     source = timing.Source(args.source, args.source_centre_mm, args.source_radius_mm, args.source_length_mm)
     opts = timing.TimingOptions(min_prompts_per_crystal=args.min_prompts_per_crystal)
