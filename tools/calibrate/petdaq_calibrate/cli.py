@@ -145,12 +145,12 @@ def _find_offline(given):
 
 def step_crystal_map(args, scanner, out):
     opts = crystal_map.MapOptions(min_counts_per_crystal=args.min_counts_per_crystal, max_radius=args.max_radius)
+    b, d = args.plot_du
+    if not (0 <= b < scanner.bdm_count and 0 <= d < scanner.du_per_bdm):
+        raise CalibrationError(f"--plot-du {b},{d}: no such DU in {args.config}")
     ff = FrameFile(args.frames, scanner)
     lut, results, floods = crystal_map.make_crystal_map(ff, scanner, opts)
     path = _save_table(os.path.join(out, "position_lut.npy"), lut)
-    b, d = args.plot_du
-    if b >= scanner.bdm_count or d >= scanner.du_per_bdm:
-        raise CalibrationError(f"--plot-du {b},{d}: no such DU")
     report.crystal_map_plots(os.path.join(out, "crystal_map.png"), os.path.join(out, "crystal_map_all.png"),
                              scanner, lut, floods, results, b * scanner.du_per_bdm + d)
     with open(os.path.join(out, "crystal_map.txt"), "w", encoding="utf-8") as f:

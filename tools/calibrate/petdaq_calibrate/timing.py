@@ -14,7 +14,6 @@ The offset table is minus the delay, rounded to ticks.
 """
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
