@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Simulates a small scanner's acquisition and calibrates it step by step (the fixture of the
-calibration tests), or, with --all-only, runs `petdaq-calibrate all` on it and checks that
-it writes the same tables as the steps did."""
+"""Simulates a small scanner's acquisitions and calibrates them step by step (the fixture of
+the calibration tests: a cylinder for all three steps, a point flood for the first two),
+or, with --all-only, runs `petdaq-calibrate all` on the cylinder and checks that it writes
+the same tables as the steps did."""
 import argparse
 import filecmp
 import os
@@ -59,6 +60,15 @@ def main():
     run([tool, "time-offsets", "--config", a.config, "--frames", frames, "--output-dir", cal,
          "--position-lut", os.path.join(cal, "position_lut.npy"),
          "--energy-correction", os.path.join(cal, "energy_correction.npy")] + SOURCE)
+    # A point at the centre, no phantom, as a flood: crystal map and energy only (it cannot
+    # time the ring, see calibrate_bad_input).
+    point, cal_point = os.path.join(a.work, "acq_point"), os.path.join(a.work, "cal_point")
+    run([os.path.join(a.bin, "petdaq-sim"), "--config", a.config, "--output-dir", point, "--duration-s", "0.5",
+         "--activity-MBq", "10", "--source", "point", "--seed", "7", "--detector-seed", "3", "--threads", "2"])
+    run([tool, "crystal-map", "--config", a.config, "--frames", os.path.join(point, "frames.bin"),
+         "--output-dir", cal_point])
+    run([tool, "energy", "--config", a.config, "--frames", os.path.join(point, "frames.bin"),
+         "--output-dir", cal_point, "--position-lut", os.path.join(cal_point, "position_lut.npy")])
     for f in TABLES + ["crystal_map.png", "energy.png", "time_offsets.png", "crystal_map.txt",
                        "energy.txt", "time_offsets.txt"]:
         if not os.path.getsize(os.path.join(cal, f)):
