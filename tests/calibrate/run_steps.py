@@ -38,10 +38,20 @@ def main():
     p.add_argument("--config", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--all-only", action="store_true")
+    p.add_argument("--two-acquisitions", action="store_true",
+                   help="`all` with the point flood for the map and energy and the cylinder for the "
+                        "timing, checked against the cylinder's truth")
     a = p.parse_args()
     acq, cal = os.path.join(a.work, "acq"), os.path.join(a.work, "cal")
     frames = os.path.join(acq, "frames.bin")
     tool = os.path.join(a.bin, "petdaq-calibrate")
+    if a.two_acquisitions:
+        out = os.path.join(a.work, "cal_two")
+        shutil.rmtree(out, ignore_errors=True)
+        run([tool, "all", "--config", a.config, "--frames", os.path.join(a.work, "acq_point", "frames.bin"),
+             "--timing-frames", frames, "--output-dir", out] + SOURCE)
+        check = os.path.join(os.path.dirname(os.path.abspath(__file__)), "truth_check.py")
+        return subprocess.run([check, "all", acq, out, "--offline", os.path.join(a.bin, "petdaq-offline")]).returncode
     if a.all_only:
         out = os.path.join(a.work, "cal_all")
         shutil.rmtree(out, ignore_errors=True)
