@@ -114,7 +114,8 @@ def energy_text(scanner, frame_file, result, options):
     lines = [f"petdaq-calibrate energy: {frame_file.path}", f"input: {frame_file.summary()}",
              f"table: float32[{scanner.bdm_count}][{scanner.du_per_bdm}][{scanner.crystals_per_du}]"
              f"[{options.bins}], {scanner.energy_bin_width} ADC per bin",
-             f"saturation E_s: {es_text}; photopeak sigma at 511 keV: {result.sigma511_keV:.1f} keV",
+             f"saturation E_s: {es_text}" + (f"; photopeak sigma at 511 keV: {result.sigma511_keV:.1f} keV"
+                                              if result.fit_curve else ""),
              f"photopeaks: {np.nanmin(result.peaks_adc):.0f} .. {np.nanmax(result.peaks_adc):.0f} ADC, "
              f"median {np.nanmedian(result.peaks_adc):.0f}; FWHM median {np.nanmedian(result.fwhm) * 100:.2f} %; "
              f"photopeak counts min {result.photopeak_counts.min()}, median {np.median(result.photopeak_counts):.0f}",
