@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 import yaml
@@ -144,6 +145,7 @@ def _find_offline(given):
 
 
 def step_crystal_map(args, scanner, out):
+    start = time.monotonic()
     opts = crystal_map.MapOptions(min_counts_per_crystal=args.min_counts_per_crystal, max_radius=args.max_radius)
     b, d = args.plot_du
     if not (0 <= b < scanner.bdm_count and 0 <= d < scanner.du_per_bdm):
@@ -157,11 +159,12 @@ def step_crystal_map(args, scanner, out):
         f.write(report.crystal_map_text(scanner, ff, results, opts))
     labelled = sum(r.peak_counts.sum() for r in results) / max(1, sum(r.gated for r in results))
     print(f"crystal map: {path}: {scanner.du_count} DUs, {scanner.crystals_per_du} crystals each; "
-          f"{labelled * 100:.2f} % of the gated flood frames on a crystal")
+          f"{labelled * 100:.2f} % of the gated flood frames on a crystal ({time.monotonic() - start:.1f} s)")
     return path
 
 
 def step_energy(args, scanner, out, lut_path):
+    start = time.monotonic()
     n = scanner.position_size
     lut = _load_table(lut_path, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
     es = args.saturation_keV if args.saturation_keV is not None else 0.0
@@ -175,11 +178,12 @@ def step_energy(args, scanner, out, lut_path):
         f.write(report.energy_text(scanner, ff, result, opts))
     es_text = "linear" if not math.isfinite(result.saturation_keV) else f"E_s {result.saturation_keV:.0f} keV"
     print(f"energy: {path}: {scanner.crystal_count} photopeaks (median {np.median(result.peaks_adc):.0f} ADC, "
-          f"FWHM {np.median(result.fwhm) * 100:.1f} %), {es_text}")
+          f"FWHM {np.median(result.fwhm) * 100:.1f} %), {es_text} ({time.monotonic() - start:.1f} s)")
     return path
 
 
 def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
+    start = time.monotonic()
     n = scanner.position_size
     _load_table(lut_path, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
     try:
@@ -204,7 +208,7 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
         f.write(report.timing_text(scanner, frames, "petdaq-offline output", result, table, source))
     print(f"time offsets: {path}: {result.used} prompts, residual sigma "
           f"{result.residual_sigma_ticks * scanner.tick_ps:.0f} ps, statistical error per crystal "
-          f"{result.offset_sigma_ticks:.2f} ticks")
+          f"{result.offset_sigma_ticks:.2f} ticks ({time.monotonic() - start:.1f} s)")
     return path
 
 
