@@ -6,7 +6,7 @@ classifies petdaq-offline's prompts by the truth of the frames they came from.
 
   truth_check.py map|energy|time|end-to-end[,...]|all ACQ_DIR CAL_DIR [--offline PATH] [--plot PNG]
 
-Prints the figures, and exits 1 when one misses its limit (the issue's acceptance limits).
+Prints the figures, and exits 1 when one misses its limit (the limits of docs/calibrate.md).
 """
 import argparse
 import os
