@@ -10,6 +10,7 @@ DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1;
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
          "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" "$bindir/petdaq-export" \
          "$bindir/petdaq-qa" "$prefix/share/petdaq/python/petdaq_histograms.py" \
+         "$bindir/petdaq-calibrate" "$prefix/share/petdaq/python/petdaq_calibrate/cli.py" \
          "$prefix/share/bash-completion/completions/petdaq-sim" \
          "$prefix/share/bash-completion/completions/petdaqd" \
          "$sysconfdir/petdaq/petdaq.yaml" "$sysconfdir/petdaq/petdaq.yaml.default" \

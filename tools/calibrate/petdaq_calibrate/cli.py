@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 
 import numpy as np
 import yaml
@@ -144,24 +145,26 @@ def _find_offline(given):
 
 
 def step_crystal_map(args, scanner, out):
+    start = time.monotonic()
     opts = crystal_map.MapOptions(min_counts_per_crystal=args.min_counts_per_crystal, max_radius=args.max_radius)
+    b, d = args.plot_du
+    if not (0 <= b < scanner.bdm_count and 0 <= d < scanner.du_per_bdm):
+        raise CalibrationError(f"--plot-du {b},{d}: no such DU in {args.config}")
     ff = FrameFile(args.frames, scanner)
     lut, results, floods = crystal_map.make_crystal_map(ff, scanner, opts)
     path = _save_table(os.path.join(out, "position_lut.npy"), lut)
-    b, d = args.plot_du
-    if b >= scanner.bdm_count or d >= scanner.du_per_bdm:
-        raise CalibrationError(f"--plot-du {b},{d}: no such DU")
     report.crystal_map_plots(os.path.join(out, "crystal_map.png"), os.path.join(out, "crystal_map_all.png"),
                              scanner, lut, floods, results, b * scanner.du_per_bdm + d)
     with open(os.path.join(out, "crystal_map.txt"), "w", encoding="utf-8") as f:
         f.write(report.crystal_map_text(scanner, ff, results, opts))
     labelled = sum(r.peak_counts.sum() for r in results) / max(1, sum(r.gated for r in results))
     print(f"crystal map: {path}: {scanner.du_count} DUs, {scanner.crystals_per_du} crystals each; "
-          f"{labelled * 100:.2f} % of the gated flood frames on a crystal")
+          f"{labelled * 100:.2f} % of the gated flood frames on a crystal ({time.monotonic() - start:.1f} s)")
     return path
 
 
 def step_energy(args, scanner, out, lut_path):
+    start = time.monotonic()
     n = scanner.position_size
     lut = _load_table(lut_path, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
     es = args.saturation_keV if args.saturation_keV is not None else 0.0
@@ -175,32 +178,37 @@ def step_energy(args, scanner, out, lut_path):
         f.write(report.energy_text(scanner, ff, result, opts))
     es_text = "linear" if not math.isfinite(result.saturation_keV) else f"E_s {result.saturation_keV:.0f} keV"
     print(f"energy: {path}: {scanner.crystal_count} photopeaks (median {np.median(result.peaks_adc):.0f} ADC, "
-          f"FWHM {np.median(result.fwhm) * 100:.1f} %), {es_text}")
+          f"FWHM {np.median(result.fwhm) * 100:.1f} %), {es_text} ({time.monotonic() - start:.1f} s)")
     return path
 
 
 def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
+    start = time.monotonic()
     n = scanner.position_size
     _load_table(lut_path, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
-    e = np.load(energy_path, mmap_mode="r") if os.path.exists(energy_path) else None
-    if e is None or e.dtype != np.float32 or e.shape[:3] != (scanner.bdm_count, scanner.du_per_bdm,
-                                                            scanner.crystals_per_du):
-        raise CalibrationError(f"{energy_path}: not an energy table float32[{scanner.bdm_count}]"
-                               f"[{scanner.du_per_bdm}][{scanner.crystals_per_du}][bins]")
+    try:
+        e = np.load(energy_path, mmap_mode="r")
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{energy_path}: cannot read the energy table: {err}") from err
+    if e.dtype != np.float32 or e.ndim != 4 or e.shape[:3] != (scanner.bdm_count, scanner.du_per_bdm,
+                                                              scanner.crystals_per_du):
+        raise CalibrationError(f"{energy_path}: energy table is {e.dtype}{list(e.shape)}, expected "
+                               f"float32[{scanner.bdm_count}, {scanner.du_per_bdm}, "
+                               f"{scanner.crystals_per_du}, bins]")
     FrameFile(frames, scanner)  # size checks before the long run
     source = timing.Source(args.source, args.source_centre_mm, args.source_radius_mm, args.source_length_mm)
     opts = timing.TimingOptions(min_prompts_per_crystal=args.min_prompts_per_crystal)
     offline = _find_offline(args.offline)
     with tempfile.TemporaryDirectory(prefix="petdaq-calibrate-") as work:
         plm = timing.run_offline(offline, doc, args.config, frames, lut_path, energy_path, work)
-        table, result = timing.make_time_offsets(plm, scanner, source, opts)
+        table, result = timing.make_time_offsets(plm, scanner, source, opts, name=frames)
     path = _save_table(os.path.join(out, "time_offsets.npy"), table)
     report.timing_plots(os.path.join(out, "time_offsets.png"), scanner, result, table)
     with open(os.path.join(out, "time_offsets.txt"), "w", encoding="utf-8") as f:
         f.write(report.timing_text(scanner, frames, "petdaq-offline output", result, table, source))
     print(f"time offsets: {path}: {result.used} prompts, residual sigma "
           f"{result.residual_sigma_ticks * scanner.tick_ps:.0f} ps, statistical error per crystal "
-          f"{result.offset_sigma_ticks:.2f} ticks")
+          f"{result.offset_sigma_ticks:.2f} ticks ({time.monotonic() - start:.1f} s)")
     return path
 
 

@@ -1,7 +1,8 @@
 """Step 2, energy: per-crystal photopeaks and one non-linearity, into energy_correction.npy.
 
 With the crystal map, every frame's raw ADC value goes to its crystal's spectrum (binned as
-the table is: `energy_bin_width` ADC units per bin). Each crystal's 511 keV photopeak gives
+the table is: `energy_bin_width` ADC units per bin), leaving out the frames within a couple
+of pixels of a label border, where the neighbours' frames (another gain) land. Each crystal's 511 keV photopeak gives
 its gain. The light yield saturates alike in every crystal, raw = k E / (1 + E / E_s), so
 one E_s serves the scanner: it is fitted on the sum of all crystals' spectra, each scaled
 to put its photopeak at 511 (u = 511 raw / peak), where the Compton edge of 511 keV photons
@@ -30,6 +31,7 @@ class EnergyOptions:
     saturation_keV: float = 0.0      # > 0: fixed E_s instead of the fit; inf: linear
     fit_low_keV: float = 250.0
     fit_high_keV: float = 620.0
+    margin_px: int = 2               # spectra leave out the pixels this close to a label border
 
 
 @dataclass
@@ -45,11 +47,22 @@ class EnergyResult:
     spectra: np.ndarray              # per crystal raw spectra
 
 
-def crystal_spectra(frame_file, scanner, lut, bins):
-    """Raw spectra of every crystal, [bdm*du*crystal][bins]; also the labelled fraction."""
+def core_labels(lut, scanner, margin_px):
+    """The crystal map without the pixels within margin_px of another label: frames that
+    the light spread carried into a neighbour land mostly by the border, and would mix
+    that neighbour's gain into the spectrum."""
+    n = scanner.position_size
+    lab = lut.reshape(scanner.du_count, n, n)
+    size = (1, 2 * margin_px + 1, 2 * margin_px + 1)
+    same = ndimage.maximum_filter(lab, size=size) == ndimage.minimum_filter(lab, size=size)
+    return np.where(same, lab, 255).astype(np.uint8)
+
+
+def crystal_spectra(frame_file, scanner, lut, bins, margin_px=0):
+    """Raw spectra of every crystal, [bdm*du*crystal][bins]; also the frames counted."""
     n = scanner.position_size
     per_du = scanner.crystals_per_du
-    flat_lut = lut.reshape(scanner.du_count, n * n)
+    flat_lut = (core_labels(lut, scanner, margin_px) if margin_px else lut).reshape(scanner.du_count, n * n)
     spectra = np.zeros(scanner.crystal_count * bins, dtype=np.int64)
     labelled = 0
     for du, x, y, energy in frame_file.chunks():
@@ -67,23 +80,22 @@ def _gauss(x, a, mu, sig):
 
 
 def _fit_photopeak(centres, h, start):
-    """A Gaussian over +-1.5 sigma of the peak, the window re-centred and re-sized on each
-    fit (the Compton valley under a photopeak is low: no background term, which a window this
-    narrow cannot tell from the peak); (mean, sigma) in ADC, or None."""
+    """A Gaussian over +-2 sigma of the peak, the window re-centred and re-sized on each fit
+    (the Compton valley under a photopeak is low: no background term, which a window this
+    narrow could not tell from the peak); (mean, sigma) in ADC, or None."""
     mu, sig = start, 0.05 * start
     for _ in range(4):
-        win = np.abs(centres - mu) < 1.5 * sig
+        win = np.abs(centres - mu) < 2.0 * sig
         x, y = centres[win], h[win].astype(float)
         if win.sum() < 5 or y.sum() <= 0:
             return None
-        lo_sig, hi_sig = 0.015 * mu, 0.15 * mu
         try:
-            p, _ = curve_fit(_gauss, x, y, p0=[y.max(), mu, np.clip(sig, 1.01 * lo_sig, 0.99 * hi_sig)],
-                             sigma=np.sqrt(np.maximum(y, 1)),
-                             bounds=([0, x[0], lo_sig], [np.inf, x[-1], hi_sig]))
+            p, _ = curve_fit(_gauss, x, y, p0=[y.max(), mu, sig], sigma=np.sqrt(np.maximum(y, 1)))
         except (RuntimeError, ValueError):
             return None
-        mu, sig = p[1], p[2]
+        mu, sig = p[1], abs(p[2])
+        if not (x[0] < mu < x[-1] and 0.015 * mu < sig < 0.15 * mu):
+            return None
     return mu, sig
 
 
@@ -120,7 +132,7 @@ def photopeaks(spectra, scanner, frame_path, options):
                           "the spectrum: too few counts, or a dead crystal)")
             continue
         mu, sig = fitted
-        counts[i] = int(h[np.abs(centres - mu) < 1.5 * sig].sum())
+        counts[i] = int(h[np.abs(centres - mu) < 2.0 * sig].sum())
         if counts[i] < options.min_photopeak_counts:
             errors.append(f"{name}: {counts[i]} frames in the photopeak, fewer than "
                           f"{options.min_photopeak_counts}: too few counts")
@@ -198,7 +210,7 @@ def correction_table(peaks, saturation_keV, width, bins):
 
 
 def make_energy_correction(frame_file, scanner, lut, options):
-    spectra, _ = crystal_spectra(frame_file, scanner, lut, options.bins)
+    spectra, _ = crystal_spectra(frame_file, scanner, lut, options.bins, options.margin_px)
     peaks, fwhm, counts = photopeaks(spectra, scanner, frame_file.path, options)
     u, h = scaled_sum_spectrum(spectra, peaks, scanner.energy_bin_width)
     curve = ()

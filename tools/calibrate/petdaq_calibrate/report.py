@@ -49,7 +49,8 @@ def crystal_map_plots(path_one, path_all, scanner, lut, floods, results, du_inde
         r, c = divmod(i, cols)
         img = floods[i][:tile * step, :tile * step].reshape(tile, step, tile, step).sum(axis=(1, 3))
         mosaic[r * tile:(r + 1) * tile, c * tile:(c + 1) * tile] = np.sqrt(img / max(img.max(), 1))
-    fig, ax = plt.subplots(figsize=(min(16, 1.1 * cols + 1), min(12, 1.1 * rows + 1)))
+    width = min(16.0, 1.1 * cols + 1)
+    fig, ax = plt.subplots(figsize=(width, width * rows / cols + 0.6))
     ax.imshow(mosaic, cmap="magma", interpolation="nearest")
     ax.set_title("flood maps of every DU (BDM-major order, one tile per DU)")
     ax.set_xticks([])
@@ -113,7 +114,8 @@ def energy_text(scanner, frame_file, result, options):
     lines = [f"petdaq-calibrate energy: {frame_file.path}", f"input: {frame_file.summary()}",
              f"table: float32[{scanner.bdm_count}][{scanner.du_per_bdm}][{scanner.crystals_per_du}]"
              f"[{options.bins}], {scanner.energy_bin_width} ADC per bin",
-             f"saturation E_s: {es_text}; photopeak sigma at 511 keV: {result.sigma511_keV:.1f} keV",
+             f"saturation E_s: {es_text}" + (f"; photopeak sigma at 511 keV: {result.sigma511_keV:.1f} keV"
+                                              if result.fit_curve else ""),
              f"photopeaks: {np.nanmin(result.peaks_adc):.0f} .. {np.nanmax(result.peaks_adc):.0f} ADC, "
              f"median {np.nanmedian(result.peaks_adc):.0f}; FWHM median {np.nanmedian(result.fwhm) * 100:.2f} %; "
              f"photopeak counts min {result.photopeak_counts.min()}, median {np.median(result.photopeak_counts):.0f}",
@@ -136,9 +138,9 @@ def timing_plots(path, scanner, result, table):
     axes[0].set_yscale("log")
     axes[0].legend(fontsize=8)
     axes[0].set_title(f"{result.used} prompts; residual sigma {result.residual_sigma_ticks * tick:.0f} ps")
-    axes[1].plot(np.arange(table.size), table * tick, ".", ms=1.5)
-    axes[1].set_xlabel("global crystal id")
-    axes[1].set_ylabel("offset (ps)")
+    axes[1].hist(table * tick, bins=np.arange(table.min() - 0.5, table.max() + 1.5) * tick, color="C1")
+    axes[1].set_xlabel("offset (ps)")
+    axes[1].set_ylabel("crystals")
     axes[1].set_title(f"time offsets; statistical error ~{result.offset_sigma_ticks * tick:.1f} ps per crystal")
     _save(fig, path)
 

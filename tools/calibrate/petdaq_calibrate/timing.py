@@ -14,7 +14,6 @@ The offset table is minus the delay, rounded to ticks.
 """
 import os
 import subprocess
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,14 +170,17 @@ def bdm_groups(a, b, scanner, options):
     return [list(np.flatnonzero(comp == k)) for k in range(ncomp)]
 
 
-def make_time_offsets(plm, scanner, source, options):
+def make_time_offsets(plm, scanner, source, options, name=None):
+    """The offset table from a .plm of prompts made without time offsets; messages name
+    `name` (the frame file it came from) or the .plm."""
     records, head = read_coincidences(plm)
+    name = name or plm
     if int(head["crystal_count"]) != scanner.crystal_count:
-        raise CalibrationError(f"{plm}: {head['crystal_count']} crystals where the scanner has "
+        raise CalibrationError(f"{name}: {head['crystal_count']} crystals where the scanner has "
                                f"{scanner.crystal_count}")
     n = scanner.crystal_count
     if records.size == 0:
-        raise CalibrationError(f"{plm}: no prompt coincidences: the acquisition has none to time")
+        raise CalibrationError(f"{name}: no prompt coincidences: the acquisition has none to time")
     # A record's a is its earlier single, so its dt is never negative; turned so that a is
     # the lower crystal id, dt is the usual signed difference and its noise is symmetric.
     ca = records["crystal_a"].astype(np.int64)
@@ -206,7 +208,7 @@ def make_time_offsets(plm, scanner, source, options):
             "so the offsets of one group cannot be related to another's: a point source at "
             "the centre sees only facing BDMs; use a uniform cylinder or an off-centre point")
     if problems:
-        raise CalibrationError(f"{plm}: " + "; ".join(problems))
+        raise CalibrationError(f"{name}: " + "; ".join(problems))
     res = r[keep] - (delay[b[keep]] - delay[a[keep]])
     offset_sigma = float(np.median(sigma / np.sqrt(deg[seen])))
     sample = slice(None, 200000)
