@@ -88,6 +88,13 @@ T* device_address(const pinned_unique_ptr<T>& host) {
 class Stream {
  public:
   Stream() { PETDAQ_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }
+  // A stream whose kernels the device schedules first (short work a host thread waits on).
+  struct HighPriority {};
+  explicit Stream(HighPriority) {
+    int least = 0, greatest = 0;
+    PETDAQ_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    PETDAQ_CUDA_CHECK(cudaStreamCreateWithPriority(&s_, cudaStreamNonBlocking, greatest));
+  }
   ~Stream() {
     if (s_) cudaStreamDestroy(s_);
   }

@@ -186,14 +186,18 @@ class GpuBackend final : public Backend {
   device_unique_ptr<std::uint8_t> d_partition_temp_;
   std::size_t partition_temp_bytes_ = 0;
   device_unique_ptr<unsigned long long> d_partition_counts_;
-  pinned_unique_ptr<unsigned long long> h_taken_;  // mapped: count_taken_kernel's result
-  unsigned long long* d_taken_ = nullptr;
+  // count_taken_kernel's result: counted in device memory (atomics to mapped host memory
+  // would cross the bus once per block), then copied to pinned host memory.
+  device_unique_ptr<unsigned long long> d_taken_;
+  pinned_unique_ptr<unsigned long long> h_taken_;
   cuda::Event staged_event_[kStageEvents];
   std::uint64_t tickets_ = 0;
   std::uint64_t staged_through_ = 0;
   cuda::Event counted_, partitioned_;
 
-  cuda::Stream copy_stream_, compute_stream_, out_stream_, partition_stream_;
+  cuda::Stream copy_stream_, compute_stream_, out_stream_;
+  // The count the worker thread waits on, and the partition, go before the slices' kernels.
+  cuda::Stream partition_stream_{cuda::Stream::HighPriority{}};
   Slot slots_[kSlicesInFlight];
   std::uint64_t next_submit_ = 0;
   std::uint64_t next_collect_ = 0;
@@ -295,8 +299,8 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   d_stage_[0] = make_device<RawFrame>(max_staged_);
   d_stage_[1] = make_device<RawFrame>(max_staged_);
   d_partition_counts_ = make_device<unsigned long long>(2);
-  h_taken_ = make_pinned<unsigned long long>(1, true);
-  d_taken_ = cuda::device_address(h_taken_);
+  d_taken_ = make_device<unsigned long long>(1);
+  h_taken_ = make_pinned<unsigned long long>(1);
   PETDAQ_CUDA_CHECK(partition_async(nullptr, partition_temp_bytes_, nullptr, nullptr, nullptr,
                                     nullptr, static_cast<std::int64_t>(max_staged_),
                                     gpu::TakenBy{}, gpu::DroppedAt{}, nullptr));
@@ -394,15 +398,16 @@ void GpuBackend::wait_staged(std::uint64_t ticket) {
 // The staged frames a slice with this bound takes (the partition stream waits for it).
 std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
   cudaStream_t stream = partition_stream_.get();
-  h_taken_[0] = 0;
-  if (stage_count_ > 0) {
-    const unsigned blocks = static_cast<unsigned>(
-        std::min(kMaxStrideBlocks, blocks_for(stage_count_, ElementwisePolicy::threads_per_block)));
-    gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-        reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()), stage_count_,
-        gpu::TakenBy{rule_, bound}, d_taken_);
-    PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
-  }
+  if (stage_count_ == 0) return 0;
+  PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_taken_.get(), 0, sizeof(unsigned long long), stream));
+  const unsigned blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(stage_count_, ElementwisePolicy::threads_per_block)));
+  gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()), stage_count_,
+      gpu::TakenBy{rule_, bound}, d_taken_.get());
+  PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_taken_.get(), sizeof(unsigned long long),
+                                    cudaMemcpyDeviceToHost, stream));
   PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
   wait_for(counted_.get(), next_submit_);
   return h_taken_[0];
