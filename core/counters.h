@@ -29,7 +29,13 @@ namespace petdaq {
   X(coinc_delayed_multiples, "coinc.delayed_multiples")                         \
   X(coinc_records_overflow, "coinc.records_overflow")                           \
   X(out_zmq_refused, "out.zmq_refused") X(out_messages, "out.messages")         \
-  X(out_file_bytes, "out.file_bytes")
+  X(out_file_bytes, "out.file_bytes")                                           \
+  X(out_zmq_subscriptions, "out.zmq_subscriptions")                             \
+  X(out_zmq_subscriptions_refused, "out.zmq_subscriptions_refused")             \
+  X(out_zmq_resets, "out.zmq_resets") X(out_zmq_connects, "out.zmq_connects")   \
+  X(out_zmq_disconnects, "out.zmq_disconnects")                                 \
+  X(out_file_errors, "out.file_errors") X(out_file_dropped_bytes, "out.file_dropped_bytes") \
+  X(rx_seq_restarts, "rx.seq_restarts") X(rx_seq_wild, "rx.seq_wild")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

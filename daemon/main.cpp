@@ -19,6 +19,7 @@
 #include "daemon/host_ring.h"
 #include "daemon/notify.h"
 #include "daemon/options.h"
+#include "daemon/preflight.h"
 #include "daemon/publisher.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
@@ -44,6 +45,24 @@ std::optional<Loaded> load(const std::filesystem::path& config) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", e.what());
     return std::nullopt;
   }
+}
+
+// --check-config: everything a start would meet that can be known now. Exit 0, 2 for a
+// problem of the configuration or the machine, 1 when the only problems are endpoints that
+// another process holds (they may clear by themselves).
+int check_config(const Loaded& loaded, const Options& opt) {
+  const auto problems = preflight(loaded.settings, opt.backend.value_or(loaded.settings.backend));
+  if (problems.empty()) {
+    fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free, sizes fit)\n",
+               opt.config.string());
+    return 0;
+  }
+  bool only_in_use = true;
+  for (const Problem& p : problems) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", p.text);
+    only_in_use = only_in_use && p.in_use;
+  }
+  return only_in_use ? 1 : 2;
 }
 
 int run(Loaded loaded, const Options& opt) {
@@ -110,9 +129,13 @@ int main(int argc, char** argv) {
 
   std::optional<Loaded> loaded = load(opt.config);
   if (!loaded) return 2;
-  if (opt.check_config) {
-    fmt::print("petdaqd: {} is valid (calibration loaded)\n", opt.config.string());
-    return 0;
+  for (const std::string& w : preflight_warnings(loaded->calibration))
+    fmt::print(stderr, "petdaqd: warning: {}\n", w);
+  if (opt.check_config) return check_config(*loaded, opt);
+  // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
+  if (const auto problems = check_sizes(loaded->settings); !problems.empty()) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
+    return 2;
   }
   try {
     return run(std::move(*loaded), opt);
