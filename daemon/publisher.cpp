@@ -2,9 +2,11 @@
 
 #include <malloc.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "daemon/preflight.h"
@@ -18,11 +20,13 @@ bool subscription_can_match(std::string_view subscription) {
 }
 
 namespace {
-// Subscription messages taken per send(): a peer that sends faster than this cannot keep
-// the worker in the loop; the rest wait in libzmq's bounded inbound pipe.
-constexpr int kSubscriptionsPerService = 4096;
+// Subscription messages taken per send(). libzmq moves every message that arrives into its
+// own unbounded queue whenever the socket is used, so the queue is emptied each time; a
+// peer that fills it faster than this is flooding, and the socket is reset.
+constexpr int kSubscriptionsPerService = 8192;
 // Inbound messages a peer may have queued before libzmq stops reading its connection.
 constexpr int kInboundHwm = 1024;
+constexpr auto kTrimDelay = std::chrono::milliseconds(200);
 }  // namespace
 
 Publisher::Publisher(const ZmqSettings& zmq_settings, Counters& counters)
@@ -98,38 +102,45 @@ bool Publisher::take_monitor_event() {
   } else if (id == ZMQ_EVENT_DISCONNECTED) {
     if (subscribers_ > 0) --subscribers_;
     counters_.add(Counter::out_zmq_disconnects);
+    if (refused_live_ > 0 && !trim_after_)
+      trim_after_ = std::chrono::steady_clock::now() + kTrimDelay;
   }
   return true;
 }
 
 void Publisher::service() {
   zmq::message_t m;
-  for (int i = 0; i < kSubscriptionsPerService; ++i) {
+  int taken = 0;
+  for (; taken < kSubscriptionsPerService; ++taken) {
     if (!socket_.recv(m, zmq::recv_flags::dontwait)) break;
     take_subscription(m);
   }
+  const bool flooded = taken == kSubscriptionsPerService;
   for (int i = 0; i < 256; ++i)
     if (!take_monitor_event()) break;
-  if (refused_live_ > 0) trim_when_idle_ = true;
-  if (subscribers_ == 0) {
-    // Every peer is gone and libzmq freed what it kept for them; hand freed heap back.
-    refused_live_ = 0;
-    if (trim_when_idle_) {
-      malloc_trim(0);
-      trim_when_idle_ = false;
-    }
-  }
-  if (refused_live_ > kMaxRefusedSubscriptions) {
-    spdlog::warn("ZeroMQ: more than {} subscriptions that match no topic; closing every "
-                 "connection to free them (subscribers reconnect)",
-                 kMaxRefusedSubscriptions);
+  // Every peer is gone, and with them what libzmq kept for their subscriptions.
+  if (subscribers_ == 0) refused_live_ = 0;
+  const auto now = std::chrono::steady_clock::now();
+  if (refused_live_ > kMaxRefusedSubscriptions || flooded) {
+    spdlog::warn("ZeroMQ: {}; closing every connection to free what they hold (subscribers "
+                 "reconnect)",
+                 flooded ? fmt::format("more than {} subscription messages at once",
+                                       kSubscriptionsPerService)
+                         : fmt::format("more than {} subscriptions that match no topic",
+                                       kMaxRefusedSubscriptions));
     counters_.add(Counter::out_zmq_resets);
+    counters_.add(Counter::out_zmq_disconnects, subscribers_);  // every connection goes
     monitor_.close();
     socket_.set(zmq::sockopt::linger, 0);
     socket_.close();
     open();
+    if (!trim_after_) trim_after_ = now + kTrimDelay;
+  }
+  // libzmq frees a closed connection's memory on its own threads, a little later: then the
+  // heap that refused subscriptions took is handed back to the system.
+  if (trim_after_ && now >= *trim_after_) {
     malloc_trim(0);
-    trim_when_idle_ = false;
+    trim_after_.reset();
   }
 }
 

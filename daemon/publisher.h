@@ -9,6 +9,8 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <optional>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -75,7 +77,7 @@ class Publisher {
   std::string endpoint_;
   std::uint64_t subscribers_ = 0;
   std::uint64_t refused_live_ = 0;
-  bool trim_when_idle_ = false;
+  std::optional<std::chrono::steady_clock::time_point> trim_after_;
   unsigned generation_ = 0;
 };
 

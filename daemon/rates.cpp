@@ -100,9 +100,12 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
     fmt::format_to(out, "{}\"{}\":{}", i ? "," : "", counter_name(static_cast<Counter>(i)),
                    now_.value[i]);
   fmt::format_to(out,
-                 "}},\"queues\":{{\"ring_chunks\":{},\"ring_free\":{},\"pending_frames\":{}}},"
+                 "}},\"queues\":{{\"ring_chunks\":{},\"ring_free\":{},\"pending_frames\":{},"
+                 "\"subscribers\":{}}},"
                  "\"latency_ms\":{{\"p50\":{:.3f},\"p99\":{:.3f},\"max\":{:.3f}}}}}",
-                 s.ring_chunks, s.ring_free, s.pending_frames, s.latency.p50_ms,
+                 s.ring_chunks, s.ring_free, s.pending_frames,
+                 now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects],
+                 s.latency.p50_ms,
                  s.latency.p99_ms, s.latency.max_ms);
 
   summary_.clear();
