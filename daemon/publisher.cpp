@@ -102,8 +102,8 @@ bool Publisher::take_monitor_event() {
   } else if (id == ZMQ_EVENT_DISCONNECTED) {
     if (subscribers_ > 0) --subscribers_;
     counters_.add(Counter::out_zmq_disconnects);
-    if (refused_live_ > 0 && !trim_after_)
-      trim_after_ = std::chrono::steady_clock::now() + kTrimDelay;
+    // What a peer's connection held (its queues, its subscriptions) is freed now.
+    if (!trim_after_) trim_after_ = std::chrono::steady_clock::now() + kTrimDelay;
   }
   return true;
 }
