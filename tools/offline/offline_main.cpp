@@ -23,6 +23,7 @@
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/output.h"
+#include "same_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "gpu/select_backend.h"
@@ -181,6 +182,7 @@ int run(const Options& o) {
   FileCloser input(std::fopen(o.input.c_str(), "rb"));
   if (!input.get())
     throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
+  refuse_output_that_is_input(input.get(), o.input, o.output);
   std::error_code ec;
   const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
 
