@@ -470,7 +470,17 @@ Settings parse_settings(const std::string& yaml_text, const std::filesystem::pat
   return parse_node(root, base_dir);
 }
 
+std::string not_a_regular_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto type = std::filesystem::status(file, ec).type();
+  if (ec || type == std::filesystem::file_type::regular) return "";
+  if (type == std::filesystem::file_type::directory) return "is a directory, not a file";
+  return "is a device, pipe or socket, not a regular file";
+}
+
 Settings load_settings(const std::filesystem::path& file) {
+  if (const std::string why = not_a_regular_file(file); !why.empty())
+    throw SettingsError(file.string() + ": " + why);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw SettingsError(file.string() + ": cannot open: " + std::strerror(errno));
   std::stringstream text;

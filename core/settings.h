@@ -139,6 +139,10 @@ struct Settings {
   std::filesystem::path source_file;  // the file these settings came from (if any)
 };
 
+// Empty when `file` is a regular file or does not exist (opening it then says why);
+// otherwise why it cannot be read as one ("is a directory", "is a device or pipe").
+std::string not_a_regular_file(const std::filesystem::path& file);
+
 // Reads and validates a YAML file. Relative calibration paths are made relative to the file.
 Settings load_settings(const std::filesystem::path& file);
 // The same from YAML text; relative paths are relative to `base_dir`.

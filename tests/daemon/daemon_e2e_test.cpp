@@ -13,6 +13,7 @@
 #include <map>
 #include <random>
 #include <iostream>
+#include <limits>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -712,6 +713,26 @@ TEST(Lifecycle, CheckConfigCatchesWhatWouldFailAtStart) {
     EXPECT_NE(out.find("input.endpoints[0]"), std::string::npos) << out;
     EXPECT_NE(out.find("already bound"), std::string::npos) << out;
   }
+}
+
+// An energy-correction table of NaN or infinite gains loads, but the check says what it
+// will do: reject every single that falls on such an entry.
+TEST(Lifecycle, CheckConfigWarnsOfNonFiniteEnergyCorrections) {
+  Rig rig;
+  rig.write();
+  const auto table = rig.scanner.dir / "energy_correction.npy";
+  NpyArray a = read_npy(table);
+  ASSERT_EQ(a.dtype, "<f4");
+  std::vector<float> gains(a.element_count(), std::numeric_limits<float>::quiet_NaN());
+  gains[0] = std::numeric_limits<float>::infinity();
+  write_npy(table, a.shape, gains);
+  const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
+                                                rig.scanner.dir / "check.log");
+  EXPECT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("warning: calibration.energy_correction: " + std::to_string(gains.size()) +
+                     " of " + std::to_string(gains.size()) + " entries are NaN or infinite"),
+            std::string::npos)
+      << out;
 }
 
 // A run_id names one run across restarts of the daemon.
