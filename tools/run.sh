@@ -13,7 +13,7 @@ jobs=$(nproc)
 packages=(build-essential cmake pkg-config git libboost-dev libzmq3-dev cppzmq-dev
           libconcurrentqueue-dev libspdlog-dev libfmt-dev libyaml-cpp-dev libgtest-dev
           libsystemd-dev libpcap-dev libncurses-dev python3 python3-zmq python3-numpy tmux
-          systemd iproute2)
+          systemd iproute2 clang libclang-rt-14-dev)
 
 install_missing() {
   local missing=()
