@@ -105,6 +105,11 @@ struct InputSettings {
 struct ZmqSettings {
   std::string endpoint = "tcp://127.0.0.1:5556";
   std::int32_t send_hwm = 1000;
+  // CURVE authentication and encryption (both set, or neither): the server's secret key
+  // (Z85, 40 characters) and the public keys of the clients allowed to subscribe (Z85, one
+  // per line; a line that starts with '#' is a comment).
+  std::filesystem::path curve_secret_key_file;
+  std::filesystem::path curve_client_keys_file;
 };
 
 struct FileSinkSettings {

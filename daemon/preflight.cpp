@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include "daemon/curve.h"
 #include "gpu/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -168,6 +169,15 @@ void check_zmq(const Settings& s, std::vector<Problem>& out) {
   }
 }
 
+void check_curve(const Settings& s, std::vector<Problem>& out) {
+  if (s.output.zmq.curve_secret_key_file.empty()) return;
+  try {
+    (void)load_curve_keys(s.output.zmq);
+  } catch (const std::exception& e) {
+    out.push_back({e.what()});
+  }
+}
+
 void check_file_sink(const Settings& s, std::vector<Problem>& out) {
   if (!s.output.file.enabled) return;
   const auto& dir = s.output.file.directory;
@@ -277,6 +287,7 @@ std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
   std::vector<Problem> out = check_sizes(s);
   check_input(s, out);
   check_zmq(s, out);
+  check_curve(s, out);
   check_file_sink(s, out);
   check_backend(backend, out);
   return out;

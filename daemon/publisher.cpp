@@ -34,6 +34,11 @@ Publisher::Publisher(const ZmqSettings& zmq_settings, Counters& counters)
   if (const auto holder = ipc_endpoint_in_use(zmq_settings.endpoint))
     throw std::runtime_error("cannot bind ZeroMQ PUB to " + zmq_settings.endpoint + ": " + *holder);
   endpoint_ = zmq_settings.endpoint;
+  if (!zmq_settings.curve_secret_key_file.empty()) {
+    CurveKeys keys = load_curve_keys(zmq_settings);
+    zap_ = std::make_unique<ZapHandler>(context_, std::move(keys.client_public));
+    curve_secret_z85_ = keys.server_secret_z85;
+  }
   open();
 }
 
@@ -43,13 +48,24 @@ void Publisher::open() {
   socket_ = zmq::socket_t(context_, zmq::socket_type::xpub);
   socket_.set(zmq::sockopt::sndhwm, settings_.send_hwm);
   socket_.set(zmq::sockopt::rcvhwm, kInboundHwm);
-  socket_.set(zmq::sockopt::maxmsgsize, kMaxSubscriptionBytes);
+  // The limit applies to the handshake too: CURVE's commands are a few hundred bytes (and
+  // only clients that hold a listed key get as far as subscribing).
+  socket_.set(zmq::sockopt::maxmsgsize,
+              curve_secret_z85_.empty() ? kMaxSubscriptionBytes : kMaxCurveMessageBytes);
   // Give the last messages time to reach subscribers when the daemon stops.
   socket_.set(zmq::sockopt::linger, 2000);
   socket_.set(zmq::sockopt::xpub_manual, true);
+  if (!curve_secret_z85_.empty()) {
+    socket_.set(zmq::sockopt::curve_server, true);
+    socket_.set(zmq::sockopt::curve_secretkey, curve_secret_z85_);
+    socket_.set(zmq::sockopt::zap_domain, "petdaq");
+  }
   monitor_endpoint_ = "inproc://petdaq-publisher-monitor-" + std::to_string(generation_++);
   if (zmq_socket_monitor(socket_.handle(), monitor_endpoint_.c_str(),
-                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     throw std::runtime_error(std::string("ZeroMQ socket monitor: ") + zmq_strerror(zmq_errno()));
   monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
   monitor_.connect(monitor_endpoint_);
@@ -99,6 +115,9 @@ bool Publisher::take_monitor_event() {
   if (id == ZMQ_EVENT_ACCEPTED) {
     ++subscribers_;
     counters_.add(Counter::out_zmq_connects);
+  } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+             id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+    counters_.add(Counter::out_zmq_auth_refused);  // a key not listed, or no CURVE at all
   } else if (id == ZMQ_EVENT_DISCONNECTED) {
     if (subscribers_ > 0) --subscribers_;
     counters_.add(Counter::out_zmq_disconnects);

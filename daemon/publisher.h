@@ -21,6 +21,7 @@
 
 #include "core/counters.h"
 #include "core/settings.h"
+#include "daemon/curve.h"
 #include "proto/records.h"
 
 namespace petdaq::daemon {
@@ -43,9 +44,11 @@ class Publisher {
   // costs at most kMaxSubscriptionBytes of trie nodes in libzmq's bookkeeping.
   static constexpr std::uint64_t kMaxRefusedSubscriptions = 4096;
   static constexpr std::int64_t kMaxSubscriptionBytes = 64;
+  static constexpr std::int64_t kMaxCurveMessageBytes = 1024;
 
   // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
-  // ipc:// endpoint is already served by another process).
+  // ipc:// endpoint is already served by another process). With CURVE keys configured only
+  // the listed clients can subscribe (daemon/curve.h).
   Publisher(const ZmqSettings& zmq, Counters& counters);
   ~Publisher();
   Publisher(const Publisher&) = delete;
@@ -71,6 +74,8 @@ class Publisher {
   ZmqSettings settings_;
   Counters& counters_;
   zmq::context_t context_;
+  std::unique_ptr<ZapHandler> zap_;  // CURVE only; outlives the socket
+  std::string curve_secret_z85_;
   zmq::socket_t socket_;
   zmq::socket_t monitor_;
   std::string monitor_endpoint_;

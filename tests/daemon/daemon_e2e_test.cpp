@@ -59,6 +59,11 @@ struct Rig {
 
 bool any_rates(const std::string&) { return true; }
 
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
 // Waits for the daemon's first rates document: sockets bound, backend up, subscriber joined.
 void wait_up(Subscriber& sub, DaemonProcess& d) {
   const auto r = sub.wait_rates(any_rates, 20s);
@@ -538,6 +543,60 @@ TEST(Subscribers, ASubscriptionFloodCannotGrowTheDaemonsMemory) {
   EXPECT_LT(peak_kib, before_kib + 256 * 1024);
   EXPECT_LT(after_kib, before_kib + 32 * 1024);
   EXPECT_TRUE(d->running());
+}
+
+struct KeyPair {
+  std::string public_key, secret_key;
+  KeyPair() {
+    char pub[41], sec[41];
+    EXPECT_EQ(zmq_curve_keypair(pub, sec), 0);
+    public_key = pub;
+    secret_key = sec;
+  }
+};
+
+// With CURVE keys configured, only a client whose public key is listed can subscribe; a
+// client without CURVE or with another key gets nothing, and each refusal is counted.
+TEST(Subscribers, CurveAdmitsOnlyTheListedClients) {
+  Rig rig;
+  const KeyPair server, allowed, stranger;
+  std::ofstream(rig.scanner.dir / "server.key") << "# petdaqd's secret key\n" << server.secret_key << "\n";
+  std::ofstream(rig.scanner.dir / "clients.keys") << "# recorder\n" << allowed.public_key << "\n";
+  rig.daemon.extra = "";
+  rig.write();
+  {
+    std::string text = read_all(rig.config);
+    const std::string hwm = "    send_hwm: " + std::to_string(rig.daemon.send_hwm) + "\n";
+    text.replace(text.find(hwm), hwm.size(),
+                 hwm + "    curve_secret_key_file: server.key\n    curve_client_keys_file: clients.keys\n");
+    std::ofstream(rig.config) << text;
+  }
+  {
+    const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
+                                                  rig.scanner.dir / "check.log");
+    ASSERT_EQ(status, 0) << out;
+  }
+  auto d = std::make_unique<DaemonProcess>(rig.config, rig.scanner.dir / "petdaqd.log");
+  Subscriber plain(rig.daemon.zmq_endpoint);
+  Subscriber wrong(rig.daemon.zmq_endpoint, 0, true, true, "",
+                   CurveClient{server.public_key, stranger.public_key, stranger.secret_key});
+  Subscriber good(rig.daemon.zmq_endpoint, 0, true, true, "",
+                  CurveClient{server.public_key, allowed.public_key, allowed.secret_key});
+  const auto first = good.wait_rates(any_rates, 20s);
+  ASSERT_TRUE(first.has_value()) << d->log();
+  const auto r = good.wait_rates(
+      [](const std::string& j) { return json_counter(j, "out.zmq_auth_refused") >= 2; }, 20s);
+  ASSERT_TRUE(r.has_value()) << d->log() << good.last_rates().value_or("");
+  EXPECT_FALSE(plain.last_rates().has_value());
+  EXPECT_FALSE(wrong.last_rates().has_value());
+  EXPECT_TRUE(plain.messages().empty());
+  EXPECT_TRUE(wrong.messages().empty());
+  // A bad key file is refused by name.
+  std::ofstream(rig.scanner.dir / "clients.keys") << "not-a-key\n";
+  const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
+                                                rig.scanner.dir / "check.log");
+  EXPECT_EQ(status, 2) << out;
+  EXPECT_NE(out.find("output.zmq.curve_client_keys_file"), std::string::npos) << out;
 }
 
 TEST(Lifecycle, CheckConfigAcceptsAGoodConfiguration) {
