@@ -5,6 +5,7 @@
 // Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
 // message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -47,14 +48,21 @@ std::optional<Loaded> load(const std::filesystem::path& config) {
   }
 }
 
+double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
+
 // --check-config: everything a start would meet that can be known now. Exit 0, 2 for a
 // problem of the configuration or the machine, 1 when the only problems are endpoints that
 // another process holds (they may clear by themselves).
 int check_config(const Loaded& loaded, const Options& opt) {
   const auto problems = preflight(loaded.settings, opt.backend.value_or(loaded.settings.backend));
   if (problems.empty()) {
-    fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free, sizes fit)\n",
-               opt.config.string());
+    const MemoryPlan plan = memory_plan(loaded.settings);
+    std::string source;
+    const std::uint64_t limit = memory_limit_bytes(source);
+    fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free); buffers {:.2f} GiB "
+               "(ring {:.2f} GiB, engine {:.2f} GiB) of {:.2f} GiB ({})\n",
+               opt.config.string(), gib(plan.ring_bytes + plan.engine_bytes), gib(plan.ring_bytes),
+               gib(plan.engine_bytes), gib(limit), source);
     return 0;
   }
   bool only_in_use = true;
@@ -117,6 +125,9 @@ int run(Loaded loaded, const Options& opt) {
 
 int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_logger_mt("petdaqd"));
+  // A file-size limit (RLIMIT_FSIZE) makes a write fail, counted by the file sink, instead
+  // of killing the daemon.
+  std::signal(SIGXFSZ, SIG_IGN);
   Options opt;
   try {
     opt = parse_options(argc, argv);
