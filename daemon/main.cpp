@@ -22,6 +22,7 @@
 #include "daemon/options.h"
 #include "daemon/preflight.h"
 #include "daemon/publisher.h"
+#include "daemon/rate_limited_log.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
 
@@ -100,8 +101,13 @@ int run(Loaded loaded, const Options& opt) {
   spdlog::info("petdaqd {} ready", PETDAQ_VERSION);
 
   for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
+    // Once a second without a signal: print what the data path's warnings held back.
+    const timespec tick{1, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig < 0) {
+      flush_held_back_warnings();
+      continue;
+    }
     if (sig != SIGHUP) break;
     notify_reloading();
     spdlog::info("SIGHUP: re-reading {}", opt.config.string());

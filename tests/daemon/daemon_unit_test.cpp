@@ -13,15 +13,19 @@
 #include <filesystem>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
+#include "daemon/rate_limited_log.h"
 #include "daemon/rates.h"
 #include "daemon/receiver.h"
 #include "daemon/sequence_tracker.h"
@@ -220,6 +224,33 @@ TEST(FileSink, RefusedWritesAreCountedFilesEndOnAMessageAndWritingResumes) {
   const std::vector<std::uint64_t> expected = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 18, 19};
   EXPECT_EQ(ids, expected);
   std::filesystem::remove_all(dir);
+}
+
+// A warning held back by the rate limit is printed by the next flush once its interval has
+// passed, with the occurrences since the line before, instead of waiting for the next one.
+TEST(RateLimitedWarning, WhatWasHeldBackIsFlushed) {
+  auto lines = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*lines);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  {
+    RateLimitedWarning w(std::chrono::milliseconds(50));
+    w.warn("host ring full: {} datagrams dropped", 1);
+    w.warn("host ring full: {} datagrams dropped", 300);
+    w.warn("host ring full: {} datagrams dropped", 30583);
+    flush_held_back_warnings();  // too early: the interval has not passed
+    const std::string so_far = lines->str();
+    EXPECT_EQ(std::count(so_far.begin(), so_far.end(), '\n'), 1) << so_far;
+    std::this_thread::sleep_for(60ms);
+    flush_held_back_warnings();
+    flush_held_back_warnings();  // nothing more held back
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = lines->str();
+  EXPECT_NE(text.find("host ring full: 1 datagrams dropped (1 occurrences"), std::string::npos) << text;
+  EXPECT_NE(text.find("host ring full: 30583 datagrams dropped (2 occurrences"), std::string::npos)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
 }
 
 TEST(SourceFilter, CidrMatching) {
