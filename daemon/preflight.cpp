@@ -14,7 +14,6 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
