@@ -538,9 +538,10 @@ TEST(Subscribers, ASubscriptionFloodCannotGrowTheDaemonsMemory) {
   const std::uint64_t after_kib = vm_rss_kib(d->pid());
   std::cerr << "resident memory: " << before_kib << " KiB before, peak " << peak_kib
             << " KiB during the flood, " << after_kib << " KiB after\n";
-  // 400 000 such subscriptions kept would take over 400 MiB for good; libzmq holds a few
-  // thousand at a time before the socket is reset (the peak also holds what its I/O thread
-  // buffers meanwhile, more when the machine is busy), and what it freed is given back.
+  // Kept, these subscriptions took some 210 MiB for good. Now libzmq holds a few thousand at
+  // a time before the socket is reset, and what it freed is given back. The peak also holds
+  // what libzmq's I/O thread buffers for the flooding connection (more on a busy machine):
+  // it is only checked against a generous bound; the unit's MemoryMax= caps it.
   EXPECT_LT(peak_kib, before_kib + 384 * 1024);
   EXPECT_LT(after_kib, before_kib + 32 * 1024);
   EXPECT_TRUE(d->running());
