@@ -74,6 +74,7 @@ std::size_t NpyArray::element_count() const {
 }
 
 NpyArray read_npy(const std::filesystem::path& file) {
+  if (const std::string why = not_a_regular_file(file); !why.empty()) fail(file, why);
   std::ifstream in(file, std::ios::binary);
   if (!in) fail(file, std::string("cannot open: ") + std::strerror(errno));
   in.seekg(0, std::ios::end);

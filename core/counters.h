@@ -30,7 +30,14 @@ namespace petdaq {
   X(coinc_records_overflow, "coinc.records_overflow")                           \
   X(out_zmq_refused, "out.zmq_refused") X(out_messages, "out.messages")         \
   X(out_file_bytes, "out.file_bytes")                                           \
-  X(out_raw_bytes, "out.raw_bytes") X(out_raw_lost_frames, "out.raw_lost_frames")
+  X(out_raw_bytes, "out.raw_bytes") X(out_raw_lost_frames, "out.raw_lost_frames") \
+  X(out_zmq_subscriptions, "out.zmq_subscriptions")                             \
+  X(out_zmq_subscriptions_refused, "out.zmq_subscriptions_refused")             \
+  X(out_zmq_resets, "out.zmq_resets") X(out_zmq_connects, "out.zmq_connects")   \
+  X(out_zmq_disconnects, "out.zmq_disconnects")                                 \
+  X(out_file_errors, "out.file_errors") X(out_file_dropped_bytes, "out.file_dropped_bytes") \
+  X(rx_seq_restarts, "rx.seq_restarts") X(rx_seq_wild, "rx.seq_wild")              \
+  X(out_zmq_auth_refused, "out.zmq_auth_refused")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

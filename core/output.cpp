@@ -103,6 +103,11 @@ void PlmWriter::write_message(const MessageHeader& header, const void* records,
   write(records, bytes);
 }
 
+void PlmWriter::flush() {
+  if (!file_) throw PlmError(path_.string() + ": write after close");
+  if (std::fflush(file_) != 0) throw PlmError(path_.string() + ": write failed: " + describe_errno());
+}
+
 void PlmWriter::close() {
   if (!file_) return;
   const bool flushed = std::fflush(file_) == 0;

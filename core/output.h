@@ -57,6 +57,8 @@ class PlmWriter {
 
   // `bytes` must equal header.record_count * header.record_size.
   void write_message(const MessageHeader& header, const void* records, std::size_t bytes);
+  // Hands what is buffered to the file now; throws if it did not get there.
+  void flush();
   // Flushes and closes; throws if the data did not reach the file. The destructor closes
   // too but cannot report an error.
   void close();

@@ -427,10 +427,19 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     const std::string P = "output";
     auto n = r.section(top, "", "output",
                        {"zmq", "file", "rates_interval_ms", "histograms", "singles", "raw"});
-    auto z = r.section(n, P, "zmq", {"endpoint", "send_hwm"});
+    auto z = r.section(n, P, "zmq",
+                       {"endpoint", "send_hwm", "curve_secret_key_file", "curve_client_keys_file"});
     r.string(z, P + ".zmq", "endpoint", s.output.zmq.endpoint);
     r.integer(z, P + ".zmq", "send_hwm", s.output.zmq.send_hwm, 0, 1 << 30);
     r.require(!s.output.zmq.endpoint.empty(), "output.zmq.endpoint", "must not be empty", "''");
+    std::string secret, clients;
+    r.string(z, P + ".zmq", "curve_secret_key_file", secret);
+    r.string(z, P + ".zmq", "curve_client_keys_file", clients);
+    if (!secret.empty()) s.output.zmq.curve_secret_key_file = resolve(secret, base_dir);
+    if (!clients.empty()) s.output.zmq.curve_client_keys_file = resolve(clients, base_dir);
+    r.require(secret.empty() == clients.empty(), "output.zmq.curve_client_keys_file",
+              "must be set together with output.zmq.curve_secret_key_file",
+              "'" + clients + "'");
     auto f = r.section(n, P, "file", {"enabled", "directory", "rotate_bytes"});
     r.boolean(f, P + ".file", "enabled", s.output.file.enabled);
     std::string dir;
@@ -498,7 +507,17 @@ Settings parse_settings(const std::string& yaml_text, const std::filesystem::pat
   return parse_node(root, base_dir);
 }
 
+std::string not_a_regular_file(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto type = std::filesystem::status(file, ec).type();
+  if (ec || type == std::filesystem::file_type::regular) return "";
+  if (type == std::filesystem::file_type::directory) return "is a directory, not a file";
+  return "is a device, pipe or socket, not a regular file";
+}
+
 Settings load_settings(const std::filesystem::path& file) {
+  if (const std::string why = not_a_regular_file(file); !why.empty())
+    throw SettingsError(file.string() + ": " + why);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw SettingsError(file.string() + ": cannot open: " + std::strerror(errno));
   std::stringstream text;

@@ -106,6 +106,11 @@ struct InputSettings {
 struct ZmqSettings {
   std::string endpoint = "tcp://127.0.0.1:5556";
   std::int32_t send_hwm = 1000;
+  // CURVE authentication and encryption (both set, or neither): the server's secret key
+  // (Z85, 40 characters) and the public keys of the clients allowed to subscribe (Z85, one
+  // per line; a line that starts with '#' is a comment).
+  std::filesystem::path curve_secret_key_file;
+  std::filesystem::path curve_client_keys_file;
 };
 
 struct FileSinkSettings {
@@ -165,6 +170,10 @@ struct Settings {
   LogSettings log;
   std::filesystem::path source_file;  // the file these settings came from (if any)
 };
+
+// Empty when `file` is a regular file or does not exist (opening it then says why);
+// otherwise why it cannot be read as one ("is a directory", "is a device or pipe").
+std::string not_a_regular_file(const std::filesystem::path& file);
 
 // Reads and validates a YAML file. Relative calibration paths are made relative to the file.
 Settings load_settings(const std::filesystem::path& file);

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <chrono>
 #include <ctime>
 #include <stdexcept>
 
@@ -11,11 +10,12 @@
 
 namespace petdaq::daemon {
 
-FileSink::FileSink(const Settings& settings, Counters& counters)
+FileSink::FileSink(const Settings& settings, Counters& counters, Clock::duration retry_after)
     : plm_header_(make_plm_header(settings)),
       directory_(settings.output.file.directory),
       rotate_bytes_(settings.output.file.rotate_bytes),
-      counters_(counters) {
+      counters_(counters),
+      retry_after_(retry_after) {
   std::error_code ec;
   if (!std::filesystem::is_directory(directory_, ec))
     throw std::runtime_error("output.file.directory " + directory_.string() +
@@ -40,23 +40,82 @@ void FileSink::open_next() {
   char stamp[32];
   std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
   const auto path = directory_ / fmt::format("petdaq-{}-{:04}.plm", stamp, file_index_++);
-  writer_ = std::make_unique<PlmWriter>(path, plm_header_);
+  auto writer = std::make_unique<PlmWriter>(path, plm_header_);
+  try {
+    writer->flush();
+  } catch (...) {
+    writer.reset();
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
+    throw;
+  }
+  writer_ = std::move(writer);
   spdlog::info("list-mode file {}", path.string());
 }
 
-void FileSink::write(const MessageHeader& header, const void* records, std::size_t bytes) {
-  if (failed_) return;
+void FileSink::abandon(std::uint64_t boundary, const char* what) {
+  counters_.add(Counter::out_file_errors);
+  const auto path = writer_->path();
+  writer_.reset();  // its last buffered bytes may or may not reach the file
+  std::error_code ec;
+  if (boundary <= kPlmHeaderBytes) {
+    std::filesystem::remove(path, ec);  // it holds no message
+    spdlog::error("list-mode file sink: {}; {} removed (no whole message in it); messages are "
+                  "dropped (out.file_dropped_bytes) until a new file can be written",
+                  what, path.string());
+    return;
+  }
+  std::filesystem::resize_file(path, boundary, ec);
+  spdlog::error("list-mode file sink: {}; {} {} at its last whole message ({} bytes); "
+                "messages are dropped (out.file_dropped_bytes) until a new file can be written",
+                what, ec ? "could not cut" : "cut", path.string(), boundary);
+}
+
+bool FileSink::writable(Clock::time_point now) {
+  if (writer_) return true;
+  if (!retry_at_ || now < *retry_at_) return false;
   try {
-    const std::uint64_t before = writer_->bytes_written();
+    open_next();
+    retry_at_.reset();
+    spdlog::info("list-mode file sink: writing again");
+    return true;
+  } catch (const std::exception&) {
+    counters_.add(Counter::out_file_errors);
+    retry_at_ = now + retry_after_;
+    return false;
+  }
+}
+
+void FileSink::write(const MessageHeader& header, const void* records, std::size_t bytes) {
+  const auto now = Clock::now();
+  if (!writable(now)) {
+    counters_.add(Counter::out_file_dropped_bytes, kMessageHeaderBytes + bytes);
+    return;
+  }
+  const std::uint64_t before = writer_->bytes_written();
+  try {
     writer_->write_message(header, records, bytes);
-    counters_.add(Counter::out_file_bytes, writer_->bytes_written() - before);
-    if (writer_->bytes_written() >= rotate_bytes_) {
-      writer_->close();
-      open_next();
-    }
+    writer_->flush();
   } catch (const std::exception& e) {
-    failed_ = true;
-    spdlog::error("list-mode file sink stopped: {}", e.what());
+    abandon(before, e.what());
+    counters_.add(Counter::out_file_dropped_bytes, kMessageHeaderBytes + bytes);
+    retry_at_ = now + retry_after_;
+    return;
+  }
+  counters_.add(Counter::out_file_bytes, writer_->bytes_written() - before);
+  if (writer_->bytes_written() < rotate_bytes_) return;
+  try {
+    writer_->close();
+    writer_.reset();
+    open_next();
+  } catch (const std::exception& e) {
+    if (writer_) {
+      abandon(writer_->bytes_written(), e.what());
+    } else {
+      counters_.add(Counter::out_file_errors);
+      spdlog::error("list-mode file sink: {}; retrying", e.what());
+    }
+    retry_at_ = now + retry_after_;
   }
 }
 

@@ -1,12 +1,17 @@
 // The optional list-mode file sink (output.file): the coincidence messages exactly as
 // published, in .plm files rotated at output.file.rotate_bytes. It writes on the worker's
-// thread and never skips a message; if the disk refuses, the error is logged and the sink
-// stops (the ZeroMQ output goes on).
+// thread, one whole message at a time. When the disk refuses a write (full, quota, I/O
+// error) the file is cut back to its last whole message and closed, the error is counted in
+// out.file_errors, and from then on messages are dropped and counted in
+// out.file_dropped_bytes while a new file is tried every `retry_after`; the ZeroMQ output
+// goes on meanwhile.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "core/output.h"
 #include "core/settings.h"
@@ -15,8 +20,11 @@ namespace petdaq::daemon {
 
 class FileSink {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // Checks that the directory exists and is writable (throws std::runtime_error).
-  FileSink(const Settings& settings, Counters& counters);
+  FileSink(const Settings& settings, Counters& counters,
+           Clock::duration retry_after = std::chrono::seconds(2));
   ~FileSink();
 
   void write(const MessageHeader& header, const void* records, std::size_t bytes);
@@ -24,14 +32,18 @@ class FileSink {
 
  private:
   void open_next();
+  // After a failed write: cut the file back to `boundary` bytes and close it.
+  void abandon(std::uint64_t boundary, const char* what);
+  bool writable(Clock::time_point now);
 
   PlmHeader plm_header_;
   std::filesystem::path directory_;
   std::uint64_t rotate_bytes_;
   Counters& counters_;
+  Clock::duration retry_after_;
   std::unique_ptr<PlmWriter> writer_;
   std::uint64_t file_index_ = 0;
-  bool failed_ = false;
+  std::optional<Clock::time_point> retry_at_;  // set while there is no file to write to
 };
 
 }  // namespace petdaq::daemon

@@ -5,6 +5,7 @@
 // Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
 // message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <optional>
@@ -20,7 +21,9 @@
 #include "daemon/host_ring.h"
 #include "daemon/notify.h"
 #include "daemon/options.h"
+#include "daemon/preflight.h"
 #include "daemon/publisher.h"
+#include "daemon/rate_limited_log.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
 #include "gpu/select_backend.h"
@@ -46,6 +49,31 @@ std::optional<Loaded> load(const std::filesystem::path& config) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", e.what());
     return std::nullopt;
   }
+}
+
+double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
+
+// --check-config: everything a start would meet that can be known now. Exit 0, 2 for a
+// problem of the configuration or the machine, 1 when the only problems are endpoints that
+// another process holds (they may clear by themselves).
+int check_config(const Loaded& loaded, const Options& opt) {
+  const auto problems = preflight(loaded.settings, opt.backend.value_or(loaded.settings.backend));
+  if (problems.empty()) {
+    const MemoryPlan plan = memory_plan(loaded.settings);
+    std::string source;
+    const std::uint64_t limit = memory_limit_bytes(source);
+    fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free); buffers {:.2f} GiB "
+               "(ring {:.2f} GiB, engine {:.2f} GiB) of {:.2f} GiB ({})\n",
+               opt.config.string(), gib(plan.ring_bytes + plan.engine_bytes), gib(plan.ring_bytes),
+               gib(plan.engine_bytes), gib(limit), source);
+    return 0;
+  }
+  bool only_in_use = true;
+  for (const Problem& p : problems) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", p.text);
+    only_in_use = only_in_use && p.in_use;
+  }
+  return only_in_use ? 1 : 2;
 }
 
 int run(Loaded loaded, const Options& opt) {
@@ -79,8 +107,13 @@ int run(Loaded loaded, const Options& opt) {
   spdlog::info("petdaqd {} ready", PETDAQ_VERSION);
 
   for (;;) {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) continue;
+    // Once a second without a signal: print what the data path's warnings held back.
+    const timespec tick{1, 0};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig < 0) {
+      flush_held_back_warnings();
+      continue;
+    }
     if (sig != SIGHUP) break;
     notify_reloading();
     spdlog::info("SIGHUP: re-reading {}", opt.config.string());
@@ -107,14 +140,21 @@ int main(int argc, char** argv) {
   // no second timestamp.
   spdlog::set_default_logger(stderr_is_journal() ? spdlog::systemd_logger_mt("petdaqd", "petdaqd")
                                                  : spdlog::stderr_logger_mt("petdaqd"));
+  // A file-size limit (RLIMIT_FSIZE) makes a write fail, counted by the file sink, instead
+  // of killing the daemon.
+  std::signal(SIGXFSZ, SIG_IGN);
   Options opt;
   if (const auto rc = parse_options(argc, argv, opt)) return *rc;
 
   std::optional<Loaded> loaded = load(opt.config);
   if (!loaded) return 2;
-  if (opt.check_config) {
-    fmt::print("petdaqd: {} is valid (calibration loaded)\n", opt.config.string());
-    return 0;
+  for (const std::string& w : preflight_warnings(loaded->calibration))
+    fmt::print(stderr, "petdaqd: warning: {}\n", w);
+  if (opt.check_config) return check_config(*loaded, opt);
+  // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
+  if (const auto problems = check_sizes(loaded->settings); !problems.empty()) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
+    return 2;
   }
   try {
     return run(std::move(*loaded), opt);

@@ -1,10 +1,19 @@
-// The ZeroMQ PUB side of DESIGN section 7: three-frame messages (topic, 64-byte header,
-// body). Sends never wait: a message the socket refuses (a subscriber's queue is at
-// output.zmq.send_hwm) is counted in out.zmq_refused, and its message_id is simply missing
-// downstream.
+// The ZeroMQ publishing side of DESIGN section 7: three-frame messages (topic, 64-byte
+// header, body) on an XPUB socket. Sends never wait and never wait for the slowest reader:
+// each subscriber has its own queue of output.zmq.send_hwm messages, and a message that does
+// not fit a subscriber's full queue is dropped for that subscriber alone (it sees the gap in
+// message_id). Subscriptions are handled by hand (ZMQ_XPUB_MANUAL): only a prefix of a topic
+// the daemon publishes is applied; anything else can never match, is refused and counted,
+// and a peer that piles refused subscriptions up cannot grow the daemon's memory past
+// kMaxRefusedSubscriptions (the socket is reset: every subscriber reconnects).
 #pragma once
 
+#include <array>
+#include <chrono>
+#include <optional>
 #include <cstddef>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -12,6 +21,7 @@
 
 #include "core/counters.h"
 #include "core/settings.h"
+#include "daemon/curve.h"
 #include "proto/records.h"
 
 namespace petdaq::daemon {
@@ -22,11 +32,25 @@ inline constexpr std::string_view delayed = "coinc.delayed";
 inline constexpr std::string_view rates = "rates";
 inline constexpr std::string_view singles = "singles";
 inline constexpr std::string_view histograms = "histograms";
+inline constexpr std::array<std::string_view, 5> all = {prompts, delayed, rates, singles,
+                                                        histograms};
 }  // namespace topic
+
+// A subscription can match something only if it is a prefix of a published topic.
+bool subscription_can_match(std::string_view subscription);
 
 class Publisher {
  public:
-  // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint.
+  // Refused subscriptions (since the last reset, while any subscriber is connected) past
+  // which the socket is closed and bound again, freeing what libzmq keeps for them. One
+  // costs at most kMaxSubscriptionBytes of trie nodes in libzmq's bookkeeping.
+  static constexpr std::uint64_t kMaxRefusedSubscriptions = 4096;
+  static constexpr std::int64_t kMaxSubscriptionBytes = 64;
+  static constexpr std::int64_t kMaxCurveMessageBytes = 1024;
+
+  // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
+  // ipc:// endpoint is already served by another process). With CURVE keys configured only
+  // the listed clients can subscribe (daemon/curve.h).
   Publisher(const ZmqSettings& zmq, Counters& counters);
   ~Publisher();
   Publisher(const Publisher&) = delete;
@@ -34,17 +58,34 @@ class Publisher {
 
   // `topic` must outlive the process (one of the constants above): it is sent without a
   // copy. The header and the body are copied into the message, because the backend reuses
-  // its record buffers for the next slice. Returns false when refused (counted).
+  // its record buffers for the next slice. Returns false when the socket refused it (counted).
   bool send(std::string_view topic, const MessageHeader& header, const void* body,
             std::size_t body_bytes);
 
   const std::string& endpoint() const { return endpoint_; }
+  // Connected subscribers (peers accepted and not yet gone), as of the last send().
+  std::uint64_t subscribers() const { return subscribers_; }
 
  private:
+  void open();
+  // Applies or refuses the subscriptions that arrived, and follows connections.
+  void service();
+  void take_subscription(const zmq::message_t& m);
+  bool take_monitor_event();  // false when none was waiting
+
+  ZmqSettings settings_;
   Counters& counters_;
   zmq::context_t context_;
+  std::unique_ptr<ZapHandler> zap_;  // CURVE only; outlives the socket
+  std::string curve_secret_z85_;
   zmq::socket_t socket_;
+  zmq::socket_t monitor_;
+  std::string monitor_endpoint_;
   std::string endpoint_;
+  std::uint64_t subscribers_ = 0;
+  std::uint64_t refused_live_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> trim_after_;
+  unsigned generation_ = 0;
 };
 
 }  // namespace petdaq::daemon

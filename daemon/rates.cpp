@@ -120,7 +120,8 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
     counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
   doc["queues"] = {{"ring_chunks", s.ring_chunks},
                    {"ring_free", s.ring_free},
-                   {"pending_frames", s.pending_frames}};
+                   {"pending_frames", s.pending_frames},
+                   {"subscribers", now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
   doc["latency_ms"] = {
       {"p50", s.latency.p50_ms}, {"p99", s.latency.p99_ms}, {"max", s.latency.max_ms}};
   json_ = doc.dump();

@@ -15,6 +15,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "daemon/preflight.h"
 #include "daemon/rate_limited_log.h"
 #include "daemon/sequence_tracker.h"
 #include "daemon/source_filter.h"
@@ -223,6 +224,8 @@ struct Receiver::Lane {
       delta[Counter::rx_seq_missing] += sc.missing;
       delta[Counter::rx_seq_duplicate] += sc.duplicate;
       delta[Counter::rx_seq_reordered] += sc.reordered;
+      delta[Counter::rx_seq_restarts] += sc.restarts;
+      delta[Counter::rx_seq_wild] += sc.wild;
       if (!fresh) return;
     }
     if (v.frame_count == 0) return;
@@ -268,6 +271,10 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
     Lane& lane = *lanes_[i % lane_count];
     udp::endpoint ep = parse_endpoint(in.endpoints[e]);
     if (first_port[e] != 0) ep.port(first_port[e]);  // port 0: the siblings share the first's
+    // SO_REUSEPORT would let a second daemon join this port and take half the traffic.
+    if (first_port[e] == 0)
+      if (const auto holder = udp_port_in_use(ep.address().to_string(), ep.port()))
+        throw std::runtime_error("cannot bind UDP " + in.endpoints[e] + ": " + *holder);
     auto s = std::make_unique<Lane::Socket>(lane.io);
     boost::system::error_code ec;
     s->socket.open(ep.protocol(), ec);
@@ -329,6 +336,7 @@ void Receiver::stop() {
     SequenceCounts sc;
     lane->sequences.flush(sc);
     lane->delta[Counter::rx_seq_missing] += sc.missing;
+    lane->delta[Counter::rx_seq_wild] += sc.wild;
     lane->publish_counts();
   }
 }

@@ -24,6 +24,7 @@
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/rates.h"
+#include "daemon/run_id.h"
 
 namespace petdaq::daemon {
 
@@ -84,8 +85,8 @@ class Worker final : public ResultSink {
   std::unique_ptr<RawSink> raw_;  // output.raw
   MessageBuilder builder_;
   bool publish_delayed_ = false;
-  std::uint64_t run_base_ = 0;
-  std::uint64_t last_run_ = 0;
+  std::uint64_t run_base_ = first_run_id();
+  std::uint64_t last_run_ = run_base_;
 
   RatesReporter rates_;
   LatencyWindow latency_;

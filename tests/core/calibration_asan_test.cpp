@@ -147,6 +147,25 @@ TEST(Npy, ReadsOtherByteOrderSpellingsOfOneByteTypes) {
   EXPECT_EQ(read_npy_checked<std::uint8_t>(dir / "order.npy", {1, 1}), (std::vector<std::uint8_t>{3}));
 }
 
+// A directory or a device given as a table is named as such, not read as a short file.
+TEST(Npy, ADirectoryOrADeviceIsRefusedAsSuch) {
+  const auto dir = std::filesystem::temp_directory_path() / ("petdaq-npy-dir-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  for (const std::filesystem::path& p : {dir, std::filesystem::path("/dev/zero")}) {
+    try {
+      read_npy(p);
+      ADD_FAILURE() << p << " was read";
+    } catch (const CalibrationError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(p.string()), std::string::npos) << what;
+      EXPECT_NE(what.find(p == dir ? "is a directory" : "not a regular file"), std::string::npos)
+          << what;
+      EXPECT_EQ(what.find("preamble"), std::string::npos) << what;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Npy, WrongShapeIsRefused) {
   TempDir dir;
   const fs::path p = dir / "shape.npy";

@@ -136,6 +136,21 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   EXPECT_EQ(output_settings_hash(s), output_settings_hash(d));
 }
 
+// --config given a directory says so, instead of reading it as an empty document.
+TEST(Settings, ADirectoryIsRefusedAsSuch) {
+  const auto dir = std::filesystem::temp_directory_path() / ("petdaq-settings-dir-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  try {
+    load_settings(dir);
+    ADD_FAILURE() << "a directory was loaded";
+  } catch (const SettingsError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("is a directory"), std::string::npos) << what;
+    EXPECT_EQ(what.find("position_lut"), std::string::npos) << what;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Settings, EmptyDocumentGivesTheDefaults) {
   const Settings s = parse_settings("", "/etc/petdaq");
   EXPECT_EQ(s.coincidence.window_ps, 4000.0);

@@ -162,9 +162,10 @@ std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& a
 // ---- subscriber ----
 
 Subscriber::Subscriber(const std::string& endpoint, int rcvhwm, bool read, bool keep_batches,
-                       const std::string& topic)
+                       const std::string& topic, std::optional<CurveClient> curve)
     : read_(read), keep_batches_(keep_batches) {
-  thread_ = std::thread([this, endpoint, rcvhwm, topic] { run(endpoint, rcvhwm, topic); });
+  thread_ = std::thread(
+      [this, endpoint, rcvhwm, topic, curve] { run(endpoint, rcvhwm, topic, curve); });
 }
 
 Subscriber::~Subscriber() {
@@ -175,8 +176,14 @@ Subscriber::~Subscriber() {
   thread_.join();
 }
 
-void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic) {
+void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
+                     std::optional<CurveClient> curve) {
   zmq::socket_t sub(context_, zmq::socket_type::sub);
+  if (curve) {
+    sub.set(zmq::sockopt::curve_serverkey, curve->server_public);
+    sub.set(zmq::sockopt::curve_publickey, curve->public_key);
+    sub.set(zmq::sockopt::curve_secretkey, curve->secret_key);
+  }
   if (rcvhwm > 0) {
     sub.set(zmq::sockopt::rcvhwm, rcvhwm);
     sub.set(zmq::sockopt::rcvbuf, 4096);

@@ -79,12 +79,20 @@ struct Published {
   std::vector<std::uint8_t> body;
 };
 
+// A CURVE client's keys (Z85) and the server's public key.
+struct CurveClient {
+  std::string server_public;
+  std::string public_key;
+  std::string secret_key;
+};
+
 class Subscriber {
  public:
   // keep_batches = false keeps only the `rates` documents (long benchmarks).
   // `topic`: the subscription prefix ("" for everything).
   explicit Subscriber(const std::string& endpoint, int rcvhwm = 0, bool read = true,
-                      bool keep_batches = true, const std::string& topic = "");
+                      bool keep_batches = true, const std::string& topic = "",
+                      std::optional<CurveClient> curve = std::nullopt);
   ~Subscriber();
   // Waits until a `rates` document satisfies pred; returns it (or nullopt on timeout).
   std::optional<std::string> wait_rates(const std::function<bool(const std::string&)>& pred,
@@ -93,7 +101,7 @@ class Subscriber {
   std::optional<std::string> last_rates();
 
  private:
-  void run(std::string endpoint, int rcvhwm, std::string topic);
+  void run(std::string endpoint, int rcvhwm, std::string topic, std::optional<CurveClient> curve);
   zmq::context_t context_{1};
   std::mutex mutex_;
   std::condition_variable cv_;

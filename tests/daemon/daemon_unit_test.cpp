@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -13,17 +16,26 @@
 #include <map>
 #include <set>
 #include <string>
+#include <csignal>
+#include <filesystem>
 #include <cstring>
+#include <random>
+#include <sstream>
+#include <set>
 #include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "core/counters.h"
 #include "core/randoms.h"
 #include "core/settings.h"
+#include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/notify.h"
+#include "daemon/rate_limited_log.h"
 #include "daemon/rates.h"
 #include "daemon/receiver.h"
 #include "daemon/sequence_tracker.h"
@@ -53,57 +65,202 @@ TEST(SequenceTracker, GapsCountEveryMissingDatagram) {
   t.observe(0, 1, c);
   t.observe(0, 5, c);    // 2, 3, 4 missing (not yet final)
   EXPECT_EQ(c.missing, 0u);
-  t.observe(0, 400, c);  // 6 .. 399: 394 missing; 2, 3, 4 fall out of the window
-  EXPECT_EQ(c.missing, 3u + 394u - (SequenceTracker::kWindow - 1));
+  // 6 .. 399: 394 missing; 2, 3, 4 fall out of the window. A jump past the window is
+  // believed once the next datagram follows it.
+  EXPECT_FALSE(t.observe(0, 400, c));
+  EXPECT_EQ(c.missing, 0u);  // held back: nothing is final yet
+  EXPECT_TRUE(t.observe(0, 401, c));
+  // 400 itself was held back until 401 confirmed the jump: it counts as missing too.
+  EXPECT_EQ(c.missing, 3u + 395u - SequenceTracker::kWindow + 1);  // and 273 falls out
   t.flush(c);
-  EXPECT_EQ(c.missing, 397u);
+  EXPECT_EQ(c.missing, 398u);
   EXPECT_EQ(c.reordered, 0u);
+  EXPECT_EQ(c.wild, 0u);
+  EXPECT_EQ(c.restarts, 0u);
 }
 
-TEST(SequenceTracker, ALateDatagramIsReorderedNotMissing) {
+// One corrupt or forged header far ahead must not move the window: the duplicates that
+// follow are still recognised, and nothing is counted missing.
+TEST(SequenceTracker, OneWildHeaderAheadKeepsDuplicateDetection) {
   SequenceTracker t;
   SequenceCounts c;
-  for (std::uint32_t s : {10u, 11u, 13u, 14u, 12u, 15u}) EXPECT_TRUE(t.observe(1, s, c));
+  for (std::uint32_t s = 0; s < 100; ++s) ASSERT_TRUE(t.observe(4, s, c));
+  EXPECT_FALSE(t.observe(4, 1100, c));  // wild
+  std::size_t processed = 0;
+  for (std::uint32_t s = 100; s < 150; ++s) processed += t.observe(4, s, c);
+  for (std::uint32_t s = 100; s < 150; ++s) processed += t.observe(4, s, c);  // duplicated
   t.flush(c);
-  EXPECT_EQ(c.missing, 0u);
-  EXPECT_EQ(c.reordered, 1u);
-}
-
-TEST(SequenceTracker, DuplicatesAreRefusedAndCounted) {
-  SequenceTracker t;
-  SequenceCounts c;
-  EXPECT_TRUE(t.observe(2, 100, c));
-  EXPECT_TRUE(t.observe(2, 101, c));
-  EXPECT_FALSE(t.observe(2, 101, c));  // the newest again
-  EXPECT_FALSE(t.observe(2, 100, c));  // an older one again
-  EXPECT_TRUE(t.observe(2, 102, c));
-  EXPECT_EQ(c.duplicate, 2u);
-  EXPECT_EQ(c.reordered, 0u);
-}
-
-TEST(SequenceTracker, SourcesAreIndependentAndWrapAround) {
-  SequenceTracker t;
-  SequenceCounts c;
-  t.observe(7, 0xFFFFFFFEu, c);
-  t.observe(8, 0, c);
-  t.observe(7, 0xFFFFFFFFu, c);
-  t.observe(7, 0, c);  // wraps
-  t.observe(8, 2, c);  // 1 missing on source 8
-  t.flush(c);
-  EXPECT_EQ(c.missing, 1u);
-  EXPECT_EQ(c.duplicate, 0u);
-}
-
-TEST(SequenceTracker, AHugeJumpIsARestartNotBillionsMissing) {
-  SequenceTracker t;
-  SequenceCounts c;
-  t.observe(0, 1'000'000, c);
-  t.observe(0, 1'000'001, c);
-  t.observe(0, 0, c);  // the source restarted its numbering
-  t.observe(0, 1, c);
-  t.flush(c);
+  EXPECT_EQ(processed, 50u);
+  EXPECT_EQ(c.duplicate, 50u);
+  EXPECT_EQ(c.wild, 1u);
   EXPECT_EQ(c.missing, 0u);
   EXPECT_EQ(c.reordered, 0u);
+  EXPECT_EQ(c.restarts, 0u);
+}
+
+TEST(SequenceTracker, OneWildHeaderBehindIsDroppedAndCounted) {
+  SequenceTracker t;
+  SequenceCounts c;
+  for (std::uint32_t s = 1000; s < 1300; ++s) ASSERT_TRUE(t.observe(4, s, c));
+  EXPECT_FALSE(t.observe(4, 3, c));
+  for (std::uint32_t s = 1300; s < 1310; ++s) EXPECT_TRUE(t.observe(4, s, c));
+  EXPECT_FALSE(t.observe(4, 1305, c));
+  t.flush(c);
+  EXPECT_EQ(c.wild, 1u);
+  EXPECT_EQ(c.duplicate, 1u);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.restarts, 0u);
+}
+
+TEST(SequenceTracker, ARestartIsToldFromLossAndDuplicatesAfterItAreCaught) {
+  SequenceTracker t;
+  SequenceCounts c;
+  for (std::uint32_t s = 5000; s < 5200; ++s) ASSERT_TRUE(t.observe(9, s, c));
+  // The source restarts at 0: a short jump back, believed after a run of datagrams.
+  EXPECT_FALSE(t.observe(9, 0, c));
+  for (std::uint32_t s = 1; s < SequenceTracker::kRestartRun; ++s) EXPECT_FALSE(t.observe(9, s, c));
+  for (std::uint32_t s = SequenceTracker::kRestartRun; s < 300; ++s) EXPECT_TRUE(t.observe(9, s, c));
+  for (std::uint32_t s = 250; s < 300; ++s) EXPECT_FALSE(t.observe(9, s, c));
+  t.flush(c);
+  EXPECT_EQ(c.restarts, 1u);
+  EXPECT_EQ(c.duplicate, 50u);
+  EXPECT_EQ(c.missing, std::uint64_t{SequenceTracker::kRestartRun});  // held back until believed
+  EXPECT_EQ(c.wild, 0u);
+  EXPECT_EQ(c.reordered, 0u);
+}
+
+// Property: random streams of in-order runs, real gaps, small reorders and duplicates (of
+// recent or long-gone numbers). Every number of the span is processed exactly once or
+// counted missing; nothing is processed twice.
+TEST(SequenceTracker, EveryNumberIsProcessedOnceOrCountedMissing) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 200; ++trial) {
+    SequenceTracker t;
+    SequenceCounts c;
+    std::vector<std::uint32_t> stream;
+    std::uint32_t next = static_cast<std::uint32_t>(rng());
+    for (int i = 0; i < 2000; ++i) {
+      const auto kind = rng() % 100;
+      if (kind < 3) next += 1 + rng() % 1000;  // a gap: real loss
+      if (kind >= 95 && stream.size() > 200) {  // a duplicate, recent or old
+        stream.push_back(stream[stream.size() / 2 + rng() % (stream.size() / 2)]);
+        continue;
+      }
+      stream.push_back(next++);
+    }
+    for (std::size_t i = 1; i + 1 < stream.size(); ++i)
+      if (rng() % 20 == 0) std::swap(stream[i], stream[i + 1]);  // small reorders
+    // The source goes on after the last gap (a gap nothing follows stays unconfirmed).
+    stream.push_back(next++);
+    std::multiset<std::uint32_t> processed;
+    for (std::uint32_t s : stream)
+      if (t.observe(0, s, c)) processed.insert(s);
+    t.flush(c);
+    for (std::uint32_t s : processed) ASSERT_EQ(processed.count(s), 1u) << "trial " << trial;
+    const std::uint32_t first = stream.front();
+    const std::uint32_t last = *std::max_element(stream.begin(), stream.end(),
+        [&](std::uint32_t a, std::uint32_t b) { return a - first < b - first; });
+    EXPECT_EQ(processed.size() + c.missing, std::uint64_t{last - first} + 1) << "trial " << trial;
+    EXPECT_EQ(c.restarts, 0u) << "trial " << trial;
+  }
+}
+
+// A disk that refuses writes (here RLIMIT_FSIZE, which fails a write the way a full disk
+// does): the error and every dropped byte are counted, the file ends on its last whole
+// message, and writing resumes on a new file once the disk takes data again.
+TEST(FileSink, RefusedWritesAreCountedFilesEndOnAMessageAndWritingResumes) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("petdaq-file-sink-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  Settings s;
+  s.output.file.enabled = true;
+  s.output.file.directory = dir;
+  s.output.file.rotate_bytes = 1ull << 30;
+  Counters counters(1);
+  std::signal(SIGXFSZ, SIG_IGN);
+  rlimit unlimited{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &unlimited), 0);
+  constexpr std::size_t kRecords = 100;
+  constexpr std::uint64_t kMessageBytes = kMessageHeaderBytes + kRecords * sizeof(CoincRecord);
+  std::vector<std::uint8_t> body(kRecords * sizeof(CoincRecord));
+  auto message = [&](std::uint64_t id) {
+    MessageHeader h;
+    h.kind = 1;
+    h.message_id = id;
+    h.record_count = kRecords;
+    h.record_size = sizeof(CoincRecord);
+    std::fill(body.begin(), body.end(), static_cast<std::uint8_t>(id));
+    return h;
+  };
+  auto limit = [&](rlim_t bytes) {
+    rlimit r = unlimited;
+    r.rlim_cur = bytes;
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &r), 0);
+  };
+  {
+    FileSink sink(s, counters, 0ms);
+    // Room for 10 messages and part of the 11th.
+    limit(kPlmHeaderBytes + 10 * kMessageBytes + 1000);
+    for (std::uint64_t id = 0; id <= 10; ++id) sink.write(message(id), body.data(), body.size());
+    EXPECT_EQ(counters.get(Counter::out_file_errors), 1u);
+    // The disk takes nothing: every retry fails, every message is dropped and counted.
+    limit(0);
+    for (std::uint64_t id = 11; id <= 14; ++id) sink.write(message(id), body.data(), body.size());
+    // Space again: a new file.
+    ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &unlimited), 0);
+    for (std::uint64_t id = 15; id <= 19; ++id) sink.write(message(id), body.data(), body.size());
+    sink.close();
+  }
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &unlimited), 0);
+  EXPECT_EQ(counters.get(Counter::out_file_errors), 5u);
+  EXPECT_EQ(counters.get(Counter::out_file_dropped_bytes), 5 * kMessageBytes);
+  EXPECT_EQ(counters.get(Counter::out_file_bytes), 15 * kMessageBytes);
+  std::vector<std::filesystem::path> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(std::filesystem::file_size(files[0]), kPlmHeaderBytes + 10 * kMessageBytes);
+  std::vector<std::uint64_t> ids;
+  for (const auto& f : files) {
+    PlmReader reader(f);  // throws on a message cut short
+    MessageHeader h;
+    std::vector<CoincRecord> records;
+    while (reader.next(h, records)) {
+      ids.push_back(h.message_id);
+      EXPECT_EQ(records.size(), kRecords);
+    }
+  }
+  const std::vector<std::uint64_t> expected = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 18, 19};
+  EXPECT_EQ(ids, expected);
+  std::filesystem::remove_all(dir);
+}
+
+// A warning held back by the rate limit is printed by the next flush once its interval has
+// passed, with the occurrences since the line before, instead of waiting for the next one.
+TEST(RateLimitedWarning, WhatWasHeldBackIsFlushed) {
+  auto lines = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*lines);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  {
+    RateLimitedWarning w(std::chrono::milliseconds(50));
+    w.warn("host ring full: {} datagrams dropped", 1);
+    w.warn("host ring full: {} datagrams dropped", 300);
+    w.warn("host ring full: {} datagrams dropped", 30583);
+    flush_held_back_warnings();  // too early: the interval has not passed
+    const std::string so_far = lines->str();
+    EXPECT_EQ(std::count(so_far.begin(), so_far.end(), '\n'), 1) << so_far;
+    std::this_thread::sleep_for(60ms);
+    flush_held_back_warnings();
+    flush_held_back_warnings();  // nothing more held back
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = lines->str();
+  EXPECT_NE(text.find("host ring full: 1 datagrams dropped (1 occurrences"), std::string::npos) << text;
+  EXPECT_NE(text.find("host ring full: 30583 datagrams dropped (2 occurrences"), std::string::npos)
+      << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
 }
 
 TEST(SourceFilter, CidrMatching) {

@@ -391,5 +391,29 @@ TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {
   EXPECT_NE(r.err.find("bad message magic"), std::string::npos) << r.err;
 }
 
+// An output that is the input (the same path, a symlink, a hard link) is refused before
+// anything is written: the input keeps every byte.
+TEST(Offline, AnOutputThatIsTheInputIsRefusedAndTheInputKept) {
+  TestScanner scanner;
+  const auto input = scanner.dir / "acq.frames";
+  std::vector<RawFrame> frames;
+  for (std::uint64_t t = 0; t < 100; ++t) frames.push_back(scanner.frame(0, 0, 0, 1000 + 7 * t, 500));
+  write_frames(input, frames, 0);
+  const std::string before = read_text(input);
+  const auto link = scanner.dir / "link.frames";
+  std::filesystem::create_symlink(input, link);
+  const auto hard = scanner.dir / "hard.frames";
+  std::filesystem::create_hard_link(input, hard);
+  const auto config = scanner.write_config();
+  for (const auto& output : {input, link, hard}) {
+    const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                         {"--config", config.string(), "--input", input.string(), "--output",
+                          output.string()});
+    EXPECT_EQ(r.exit_code, 2) << output;
+    EXPECT_NE(r.err.find("is the input file"), std::string::npos) << r.err;
+    EXPECT_EQ(read_text(input), before) << output;
+  }
+}
+
 }  // namespace
 }  // namespace petdaq

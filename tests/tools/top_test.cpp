@@ -62,10 +62,13 @@ TEST(TopRates, RefusesOtherVersionsAndNonJson) {
 
 TEST(TopRates, ProblemCountersAreTheDropsAndErrors) {
   for (const char* p : {"rx.kernel_drops", "rx.seq_missing", "frame.bad_marker", "stream.late",
-                        "out.zmq_refused", "coinc.records_overflow", "some.new_counter"}) {
+                        "out.zmq_refused", "coinc.records_overflow", "some.new_counter",
+                        "out.file_errors", "out.file_dropped_bytes", "out.zmq_subscriptions_refused",
+                        "rx.seq_wild"}) {
     EXPECT_TRUE(top::is_problem_counter(p)) << p;
   }
-  for (const char* p : {"rx.frames", "rx.datagrams", "coinc.prompts", "single.energy_rejected"}) {
+  for (const char* p : {"rx.frames", "rx.datagrams", "coinc.prompts", "single.energy_rejected",
+                        "out.zmq_connects", "out.zmq_disconnects", "out.zmq_subscriptions"}) {
     EXPECT_FALSE(top::is_problem_counter(p)) << p;
   }
 }

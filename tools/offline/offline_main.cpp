@@ -25,6 +25,7 @@
 #include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/output.h"
+#include "same_file.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
@@ -231,6 +232,7 @@ int run(const Options& o) {
   FileCloser input(std::fopen(o.input.c_str(), "rb"));
   if (!input.get())
     throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
+  refuse_output_that_is_input(input.get(), o.input, o.output);
   std::error_code ec;
   const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
 

@@ -1,0 +1,308 @@
+#include "daemon/preflight.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include <fmt/format.h>
+#include <zmq.hpp>
+
+#include "daemon/curve.h"
+#include "gpu/select_backend.h"
+#include "proto/frame.h"
+#include "proto/records.h"
+
+namespace petdaq::daemon {
+
+namespace {
+
+// RAII for a probe socket.
+struct Fd {
+  int fd;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+struct InetEndpoint {
+  sockaddr_storage address{};
+  socklen_t length = 0;
+  std::uint16_t port = 0;
+};
+
+// "address:port" (IPv6 in brackets) as the receiver takes it: a literal address, no names.
+std::optional<InetEndpoint> parse_inet(const std::string& text, std::string& why) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon + 1 == text.size()) {
+    why = "'" + text + "' has no port (address:port)";
+    return std::nullopt;
+  }
+  unsigned port = 0;
+  const char* first = text.data() + colon + 1;
+  const char* last = text.data() + text.size();
+  const auto [end, ec] = std::from_chars(first, last, port);
+  if (ec != std::errc() || end != last || port > 65535) {
+    why = "'" + text + "': port '" + std::string(first, last) + "' is not 0..65535";
+    return std::nullopt;
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  InetEndpoint e;
+  e.port = static_cast<std::uint16_t>(port);
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&e.address);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&e.address);
+  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(e.port);
+    e.length = sizeof(sockaddr_in);
+  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(e.port);
+    e.length = sizeof(sockaddr_in6);
+  } else {
+    why = "'" + text + "': '" + host + "' is not an IPv4 or IPv6 address (names are not resolved)";
+    return std::nullopt;
+  }
+  return e;
+}
+
+// Binds a probe UDP socket; returns errno (0 when it bound).
+int probe_udp_bind(const InetEndpoint& e) {
+  Fd s(::socket(e.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return errno;
+  if (::bind(s.fd, reinterpret_cast<const sockaddr*>(&e.address), e.length) != 0) return errno;
+  return 0;
+}
+
+std::uint64_t read_u64_file(const std::string& path, std::uint64_t fallback) {
+  std::ifstream f(path);
+  std::string v;
+  if (!(f >> v) || v == "max") return fallback;
+  std::uint64_t n = 0;
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  return ec == std::errc() ? n : fallback;
+}
+
+// The cgroup (v2) this process runs in, e.g. "/system.slice/petdaqd.service".
+std::string own_cgroup() {
+  std::ifstream f("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.starts_with("0::")) return line.substr(3);
+  return "";
+}
+
+std::string gib(std::uint64_t bytes) { return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1u << 30)); }
+
+void check_input(const Settings& s, std::vector<Problem>& out) {
+  for (std::size_t i = 0; i < s.input.endpoints.size(); ++i) {
+    const std::string key = fmt::format("input.endpoints[{}]", i);
+    std::string why;
+    const auto e = parse_inet(s.input.endpoints[i], why);
+    if (!e) {
+      out.push_back({key + ": " + why});
+      continue;
+    }
+    if (e->address.ss_family != AF_INET) {
+      out.push_back({key + ": '" + s.input.endpoints[i] + "': the receiver is IPv4 only"});
+      continue;
+    }
+    const int err = probe_udp_bind(*e);
+    if (err == EADDRINUSE)
+      out.push_back({key + ": UDP " + s.input.endpoints[i] +
+                         " is already bound by another process (another petdaqd?)",
+                     true});
+    else if (err != 0)
+      out.push_back({key + ": cannot bind UDP " + s.input.endpoints[i] + ": " + std::strerror(err)});
+  }
+}
+
+void check_zmq(const Settings& s, std::vector<Problem>& out) {
+  const std::string& ep = s.output.zmq.endpoint;
+  const std::string key = "output.zmq.endpoint";
+  if (ep.starts_with("ipc://")) {
+    const std::filesystem::path path = ep.substr(6);
+    if (path.empty() || path.native().size() >= sizeof(sockaddr_un{}.sun_path)) {
+      out.push_back({key + ": '" + ep + "': the socket path must be 1.." +
+                     std::to_string(sizeof(sockaddr_un{}.sun_path) - 1) + " characters"});
+      return;
+    }
+    const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      out.push_back({key + ": '" + ep + "': directory " + dir.string() + " does not exist"});
+    else if (access(dir.c_str(), W_OK | X_OK) != 0)
+      out.push_back({key + ": '" + ep + "': directory " + dir.string() + " is not writable"});
+    else if (auto holder = ipc_endpoint_in_use(ep))
+      out.push_back({key + ": " + *holder, true});
+    return;
+  }
+  if (!ep.starts_with("tcp://")) {
+    out.push_back({key + ": '" + ep + "': must be tcp://ADDRESS:PORT or ipc://PATH"});
+    return;
+  }
+  // libzmq's own parser and resolver decide: bind a probe and let it go at once.
+  try {
+    zmq::context_t context(1);
+    zmq::socket_t probe(context, zmq::socket_type::pub);
+    probe.set(zmq::sockopt::linger, 0);
+    probe.bind(ep);
+  } catch (const zmq::error_t& e) {
+    out.push_back({key + ": cannot bind '" + ep + "': " + e.what() +
+                       (e.num() == EADDRINUSE ? " (another process holds it)" : ""),
+                   e.num() == EADDRINUSE});
+  }
+}
+
+void check_curve(const Settings& s, std::vector<Problem>& out) {
+  if (s.output.zmq.curve_secret_key_file.empty()) return;
+  try {
+    (void)load_curve_keys(s.output.zmq);
+  } catch (const std::exception& e) {
+    out.push_back({e.what()});
+  }
+}
+
+void check_file_sink(const Settings& s, std::vector<Problem>& out) {
+  if (!s.output.file.enabled) return;
+  const auto& dir = s.output.file.directory;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    out.push_back({"output.file.directory: " + dir.string() + " does not exist"});
+  else if (!std::filesystem::is_directory(dir, ec))
+    out.push_back({"output.file.directory: " + dir.string() + " is not a directory"});
+  else if (access(dir.c_str(), W_OK | X_OK) != 0)
+    out.push_back({"output.file.directory: " + dir.string() + " is not writable by this user"});
+}
+
+void check_backend(BackendKind backend, std::vector<Problem>& out) {
+  if (backend != BackendKind::gpu) return;
+  std::string reason;
+  if (!gpu_backend_usable(reason)) out.push_back({"backend: gpu asked for but not usable: " + reason});
+}
+
+}  // namespace
+
+std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint) {
+  if (!endpoint.starts_with("ipc://")) return std::nullopt;
+  const std::string path = endpoint.substr(6);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof a.sun_path) return std::nullopt;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  Fd s(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (s.fd < 0) return std::nullopt;
+  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) return std::nullopt;
+  return "ipc endpoint " + endpoint + " is served by another process (another petdaqd?)";
+}
+
+std::optional<std::string> udp_port_in_use(const std::string& address, std::uint16_t port) {
+  if (port == 0) return std::nullopt;
+  std::string why;
+  const auto e = parse_inet(address + ":" + std::to_string(port), why);
+  if (!e || probe_udp_bind(*e) != EADDRINUSE) return std::nullopt;
+  return "UDP " + address + ":" + std::to_string(port) +
+         " is already bound by another process (another petdaqd?)";
+}
+
+MemoryPlan memory_plan(const Settings& s) {
+  MemoryPlan p;
+  p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
+  const auto& st = s.stream;
+  const std::uint64_t singles = st.max_carry_singles + st.max_slice_frames;
+  const std::uint64_t record_kinds = s.coincidence.delayed.enabled ? 2 : 1;
+  // The CPU backend's input, two singles buffers and the record buffers (core/cpu_backend),
+  // and the slicer's pending frames (core/slicer).
+  p.engine_bytes = st.max_slice_frames * sizeof(RawFrame) + 2 * singles * sizeof(Single) +
+                   record_kinds * singles * st.max_records_per_single * sizeof(CoincRecord) +
+                   st.max_pending_frames * sizeof(RawFrame);
+  return p;
+}
+
+std::uint64_t memory_limit_bytes(std::string& source) {
+  std::uint64_t limit = static_cast<std::uint64_t>(sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+  source = "physical memory";
+  const std::string cg = own_cgroup();
+  if (!cg.empty()) {
+    const std::uint64_t max = read_u64_file("/sys/fs/cgroup" + cg + "/memory.max",
+                                            std::numeric_limits<std::uint64_t>::max());
+    if (max < limit) {
+      limit = max;
+      source = "the cgroup's memory.max (MemoryMax=)";
+    }
+  }
+  for (auto [resource, name] : {std::pair{RLIMIT_AS, "RLIMIT_AS"}, std::pair{RLIMIT_DATA, "RLIMIT_DATA"}}) {
+    rlimit r{};
+    if (getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < limit) {
+      limit = r.rlim_cur;
+      source = name;
+    }
+  }
+  return limit;
+}
+
+std::vector<Problem> check_sizes(const Settings& s) {
+  std::vector<Problem> out;
+  const MemoryPlan p = memory_plan(s);
+  std::string source;
+  const std::uint64_t limit = memory_limit_bytes(source);
+  if (p.ring_bytes + p.engine_bytes <= limit) return out;
+  const std::string total = fmt::format(
+      "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks) and the engine buffers "
+      "({}, from stream.max_slice_frames, max_pending_frames, max_carry_singles, "
+      "max_records_per_single) need {}, more than {} allows ({})",
+      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.ring_bytes + p.engine_bytes), source,
+      gib(limit));
+  // Name the key that contributes most.
+  std::string key;
+  if (p.ring_bytes >= p.engine_bytes) {
+    key = "input.ring_chunks";
+  } else {
+    const auto& st = s.stream;
+    key = st.max_pending_frames * sizeof(RawFrame) >= p.engine_bytes / 2 ? "stream.max_pending_frames"
+          : st.max_carry_singles > st.max_slice_frames                    ? "stream.max_carry_singles"
+                                                                          : "stream.max_slice_frames";
+  }
+  out.push_back({key + ": " + total});
+  return out;
+}
+
+std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
+  std::vector<Problem> out = check_sizes(s);
+  check_input(s, out);
+  check_zmq(s, out);
+  check_curve(s, out);
+  check_file_sink(s, out);
+  check_backend(backend, out);
+  return out;
+}
+
+std::vector<std::string> preflight_warnings(const Calibration& calibration) {
+  std::vector<std::string> out;
+  const auto& e = calibration.energy_correction;
+  const auto bad = static_cast<std::size_t>(
+      std::count_if(e.begin(), e.end(), [](float v) { return !std::isfinite(v); }));
+  if (bad > 0)
+    out.push_back(fmt::format(
+        "calibration.energy_correction: {} of {} entries are NaN or infinite{}; a single that "
+        "falls on one is energy-rejected",
+        bad, e.size(), bad == e.size() ? " (all of them: no single will be accepted)" : ""));
+  return out;
+}
+
+}  // namespace petdaq::daemon

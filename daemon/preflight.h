@@ -1,0 +1,48 @@
+// Start-up checks that need the machine, not only the file (docs/daemon.md, "Start-up
+// checks"): endpoints that parse and can be bound, nobody else on them, the sink directory,
+// the backend, and buffer sizes against memory and limits. `petdaqd --check-config` runs all
+// of them; the daemon runs the size checks before it maps anything.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/calibration.h"
+#include "core/settings.h"
+
+namespace petdaq::daemon {
+
+struct Problem {
+  std::string text;        // "<key>: <reason>"
+  bool in_use = false;     // another process holds the resource: may clear by itself
+};
+
+// Who serves an ipc:// endpoint already ("ipc endpoint ... is served by another process"),
+// or nullopt when it is free (no socket file, or a stale one nobody listens on) or not ipc.
+std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint);
+
+// Whether another socket holds a UDP address:port: a probe bound without SO_REUSEPORT fails
+// even where every holder set SO_REUSEPORT. Port 0 is never in use.
+std::optional<std::string> udp_port_in_use(const std::string& address, std::uint16_t port);
+
+// The memory the ring and the engine buffers take (CPU backend; bytes).
+struct MemoryPlan {
+  std::uint64_t ring_bytes = 0;
+  std::uint64_t engine_bytes = 0;
+};
+MemoryPlan memory_plan(const Settings& s);
+
+// Bytes this process may use: the least of physical memory, the cgroup's memory.max and
+// RLIMIT_AS / RLIMIT_DATA; `source` says which one it was.
+std::uint64_t memory_limit_bytes(std::string& source);
+
+// Buffer sizes against memory (cheap: run before mapping anything).
+std::vector<Problem> check_sizes(const Settings& s);
+// Everything: endpoints, sink directory, backend, sizes.
+std::vector<Problem> preflight(const Settings& s, BackendKind backend);
+// Not refusals: values that start but are probably wrong (non-finite calibration entries).
+std::vector<std::string> preflight_warnings(const Calibration& calibration);
+
+}  // namespace petdaq::daemon
