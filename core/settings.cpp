@@ -380,13 +380,14 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     const std::string P = "stream";
     auto n = r.section(top, "", "stream",
                        {"max_disorder_ps", "source_idle_ms", "max_future_ps", "max_slice_ms",
-                        "max_slice_frames", "max_pending_frames", "max_carry_singles",
-                        "max_records_per_single"});
+                        "reset_confirm_ms", "max_slice_frames", "max_pending_frames",
+                        "max_carry_singles", "max_records_per_single"});
     auto& st = s.stream;
     r.real(n, P, "max_disorder_ps", st.max_disorder_ps);
     r.real(n, P, "source_idle_ms", st.source_idle_ms);
     r.real(n, P, "max_future_ps", st.max_future_ps);
     r.real(n, P, "max_slice_ms", st.max_slice_ms);
+    r.real(n, P, "reset_confirm_ms", st.reset_confirm_ms);
     r.integer(n, P, "max_slice_frames", st.max_slice_frames, 1, 1ull << 30);
     r.integer(n, P, "max_pending_frames", st.max_pending_frames, 1, 1ull << 32);
     r.integer(n, P, "max_carry_singles", st.max_carry_singles, 1, 1ull << 30);
@@ -395,6 +396,8 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     r.require(st.source_idle_ms > 0, "stream.source_idle_ms", "must be > 0", st.source_idle_ms);
     r.require(st.max_future_ps > 0, "stream.max_future_ps", "must be > 0", st.max_future_ps);
     r.require(st.max_slice_ms > 0, "stream.max_slice_ms", "must be > 0", st.max_slice_ms);
+    r.require(st.reset_confirm_ms >= 0, "stream.reset_confirm_ms", "must be >= 0",
+              st.reset_confirm_ms);
     r.require(st.max_pending_frames >= st.max_slice_frames, "stream.max_pending_frames",
               "must be >= stream.max_slice_frames", st.max_pending_frames);
   }

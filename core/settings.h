@@ -86,6 +86,7 @@ struct StreamSettings {
   double source_idle_ms = 200.0;            // wall clock
   double max_future_ps = 10'000'000'000.0;  // 10 ms ahead of the horizon is a time jump
   double max_slice_ms = 5.0;                // wall clock: a slice at least this often
+  double reset_confirm_ms = 20.0;           // wall clock a clock reset must last (core/slicer.h)
   std::uint64_t max_slice_frames = 4u << 20;     // new frames in one slice
   std::uint64_t max_pending_frames = 16u << 20;  // frames waiting for the horizon
   std::uint64_t max_carry_singles = 1u << 20;    // carry-over a backend keeps between slices

@@ -45,6 +45,7 @@ struct SourceClocks {
     bool sent = false;               // has sent in this run: it holds the horizon
     bool idle = false;               // silent for source_idle_ms: does not hold the horizon
     bool reset = false;              // jumped far backwards: its frames wait for the next run
+    Clock::time_point reset_since{}; // wall clock of the episode's first far-backwards frame
     std::uint32_t ahead_streak = 0;  // frames in a row far ahead of the horizon
     std::uint64_t held = 0;          // its frames waiting for the next run
     Clock::time_point last_seen{};   // wall clock of its last frame
@@ -81,12 +82,16 @@ struct SourceClocks {
     return false;
   }
 
-  // Every source that reset has sent enough far-backwards frames, and every live one reset.
-  bool reset_due(bool at_finish, std::size_t held) const {
+  // Every live source reset, each has sent enough far-backwards frames and has sent nothing
+  // else for `confirm` of wall-clock time: a burst of forged datagrams, however many, cannot
+  // end a run while the genuine sources go on with their clock.
+  bool reset_due(bool at_finish, std::size_t held, Clock::time_point now,
+                 Clock::duration confirm) const {
     bool any = false;
     for (const Source& s : sources) {
       if (s.reset) {
-        if (s.held < kResetConfirmFrames && !at_finish) return false;
+        if (!at_finish && (s.held < kResetConfirmFrames || now - s.reset_since < confirm))
+          return false;
         any = true;
       } else if (s.sent && !s.idle) {
         return false;
@@ -168,6 +173,7 @@ struct Slicer::Impl {
   const std::uint64_t max_future_ticks;
   const Clock::duration source_idle;
   const Clock::duration max_slice;
+  const Clock::duration reset_confirm;
   const std::size_t slice_capacity;  // frames staged between two cuts
   const std::size_t stage_capacity;  // frames the backend holds
 
@@ -214,6 +220,8 @@ struct Slicer::Impl {
             std::chrono::duration<double, std::milli>(s.stream.source_idle_ms))),
         max_slice(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.max_slice_ms))),
+        reset_confirm(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double, std::milli>(s.stream.reset_confirm_ms))),
         // Half a slice of new frames per cut leaves room for the frames an earlier cut left
         // staged, so that a slice rarely needs the backend's split.
         slice_capacity(std::max<std::size_t>(1, b.max_slice_frames() / 2)),
@@ -387,7 +395,7 @@ struct Slicer::Impl {
     ++s.held;
   }
 
-  void end_run() {
+  void end_run(RunEnd reason) {
     flush();
     if (!warm) end_warmup();
     if (run_has_slices || stage.held_upper > 0) {
@@ -398,7 +406,7 @@ struct Slicer::Impl {
       } while (final_split);
     }
     drain();
-    if (run_delivered) sink.on_run_end(run);
+    if (run_delivered) sink.on_run_end(run, reason);
   }
 
   void start_run() {
@@ -414,8 +422,8 @@ struct Slicer::Impl {
 
   // Every live source jumped far backwards: the scanner's clock was reset. The run ends and
   // the held frames start the next one, in their order of arrival.
-  void new_run() {
-    end_run();
+  void new_run(RunEnd reason) {
+    end_run(reason);
     ++run;
     stream_delta[Counter::stream_runs] += 1;
     start_run();
@@ -466,10 +474,11 @@ struct Slicer::Impl {
 
     const bool far_back = h_cur > max_future_ticks && key < h_cur - max_future_ticks;
     if (far_back && !replaying) {
+      if (!s.reset) s.reset_since = now;
       s.reset = true;
       clocks.maybe_reset = true;
       hold_for_next_run(f, s);
-      if (clocks.reset_due(false, held.count)) new_run();
+      if (reset_due(false)) new_run(RunEnd::clock_reset);
       return;
     }
     if (s.reset && key > s.latest) {
@@ -538,6 +547,10 @@ struct Slicer::Impl {
     flush();
     block = outer;
     update_horizon();
+  }
+
+  bool reset_due(bool at_finish) const {
+    return clocks.reset_due(at_finish, held.count, now, reset_confirm);
   }
 
   void flush_counters() {
@@ -614,12 +627,9 @@ void Slicer::poll(Clock::time_point now) {
       idle_changed = true;
     }
   }
-  if (idle_changed) {
-    if (m.held.count > 0 && m.clocks.reset_due(false, m.held.count))
-      m.new_run();
-    else
-      m.update_horizon();
-  }
+  if (idle_changed) m.update_horizon();
+  // A reset is confirmed by time as well as by frames.
+  if (m.held.count > 0 && m.reset_due(false)) m.new_run(RunEnd::clock_reset);
   if (now - m.last_cut >= m.max_slice) {
     if (m.stage.since_cut > 0 || m.h_cur > m.published || m.split_seen) m.cut(m.h_cur, false);
     m.split_seen = false;
@@ -633,8 +643,8 @@ void Slicer::poll(Clock::time_point now) {
 void Slicer::finish() {
   Impl& m = *impl_;
   if (m.held.count > 0) {
-    if (m.clocks.reset_due(true, m.held.count)) {
-      m.new_run();
+    if (m.reset_due(true)) {
+      m.new_run(RunEnd::clock_reset);
     } else {
       // A reset that not every live source made: those frames belong to no run.
       m.stream_delta[Counter::stream_late] += m.held.count;
@@ -642,7 +652,7 @@ void Slicer::finish() {
       for (auto& s : m.clocks.sources) s.held = 0;
     }
   }
-  m.end_run();
+  m.end_run(RunEnd::finished);
   // A later push() starts a new run; run_id() keeps naming the finished one until then.
   m.run_finished = m.run_finished || m.run_delivered;
   m.start_run();

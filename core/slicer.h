@@ -20,10 +20,13 @@
 //   running, a long loss): its frames are taken again, at the cost of at most 3 counted
 //   time jumps per source.
 // * Clock reset: a frame more than max_future before the horizon puts its source into the
-//   next run and is held. When every live source has sent at least 4 such frames, the run
-//   ends with a final slice (on_run_end), stream.runs and run_id go up by one and the held
+//   next run and is held. When every live source has sent at least 4 such frames and has
+//   been in that state for stream.reset_confirm_ms of wall clock, the run ends with a final
+//   slice (on_run_end, reason clock_reset), stream.runs and run_id go up by one and the held
 //   frames start the new run in their order of arrival. A source whose old clock goes on
-//   (a frame after its latest old-run time) was not reset: its held frames count as late.
+//   (a frame after its latest old-run time) was not reset: its held frames count as late —
+//   which is what becomes of forged far-backwards datagrams: the genuine sources go on
+//   within the confirmation time.
 // * Frames reach the backend in blocks (ring chunks), staged as they arrive; a slice is a
 //   raw-time bound, and the backend keeps the staged frames at or after it for later slices
 //   (core/backend.h). The common block, whose summary (core/chunk_summary.h) shows every
@@ -60,13 +63,22 @@ namespace petdaq {
 
 struct Calibration;
 
+// Why a run ended.
+enum class RunEnd {
+  finished,     // finish(): the end of the acquisition (or of the engine, on a reload)
+  clock_reset,  // every live source went on with a new clock (see above)
+};
+
 class ResultSink {
  public:
   virtual ~ResultSink() = default;
   // One resolved slice of run `run_id`, in order. Called on the slicer's thread.
   virtual void on_slice(std::uint64_t run_id, const SliceResult& result) = 0;
-  // The run ended (clock reset or finish()); its last slice was delivered before.
-  virtual void on_run_end(std::uint64_t run_id) { (void)run_id; }
+  // The run ended; its last slice was delivered before.
+  virtual void on_run_end(std::uint64_t run_id, RunEnd reason) {
+    (void)run_id;
+    (void)reason;
+  }
 };
 
 class Slicer {

@@ -166,7 +166,9 @@ struct Receiver::Lane {
       msgs[i].msg_len = 0;
     }
     const int got = recvmmsg(s.socket.native_handle(), msgs.data(), static_cast<unsigned>(batch),
-                             MSG_DONTWAIT, nullptr);
+                             // MSG_TRUNC: msg_len is a datagram's real length, also when it
+                             // was longer than its slot (rx.bytes counts what was sent).
+                             MSG_DONTWAIT | MSG_TRUNC, nullptr);
     if (got <= 0) {
       if (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
         g_recv_error_warning.warn("recvmmsg failed: {}", std::strerror(errno));

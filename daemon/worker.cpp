@@ -39,6 +39,7 @@ auto fields(const CoincidenceSettings& s) {
 }
 auto fields(const StreamSettings& s) {
   return std::tie(s.max_disorder_ps, s.source_idle_ms, s.max_future_ps, s.max_slice_ms,
+                  s.reset_confirm_ms,
                   s.max_slice_frames, s.max_pending_frames, s.max_carry_singles,
                   s.max_records_per_single);
 }
@@ -261,8 +262,16 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   }
 }
 
-void Worker::on_run_end(std::uint64_t slicer_run) {
-  spdlog::info("run {} ended", published_run_id(slicer_run));
+void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
+  if (reason == RunEnd::clock_reset)
+    spdlog::info("run {} ended: the scanner's clock was reset (every live source sent frames "
+                 "more than stream.max_future_ps before the horizon, and nothing else, for "
+                 "stream.reset_confirm_ms = {} ms)",
+                 published_run_id(slicer_run), engine_->settings.stream.reset_confirm_ms);
+  else
+    spdlog::info("run {} ended: {}", published_run_id(slicer_run),
+                 stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
+                                                       : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
   run_first_prompt_.reset();
   rates_horizon_ = 0;

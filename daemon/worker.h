@@ -57,7 +57,7 @@ class Worker final : public ResultSink {
   std::string final_report() const;
 
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
-  void on_run_end(std::uint64_t run_id) override;
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
  private:
   struct Engine;

@@ -26,7 +26,7 @@ class CountingSink final : public ResultSink {
     for (std::size_t i = 0; i < r.prompt_count; ++i) EXPECT_NE(r.prompts[i].crystal_a, r.prompts[i].crystal_b);
     records += r.prompt_count + r.delayed_count;
   }
-  void on_run_end(std::uint64_t) override { t_end = 0; }
+  void on_run_end(std::uint64_t, RunEnd) override { t_end = 0; }
   std::uint64_t last_run = 0;
   std::uint64_t t_end = 0;
   std::uint64_t records = 0;

@@ -41,10 +41,14 @@ class RecordingSink final : public ResultSink {
     b.delayed.assign(r.delayed, r.delayed + r.delayed_count);
     batches.push_back(std::move(b));
   }
-  void on_run_end(std::uint64_t run_id) override { run_ends.push_back(run_id); }
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override {
+    run_ends.push_back(run_id);
+    reasons.push_back(reason);
+  }
 
   std::vector<Batch> batches;
   std::vector<std::uint64_t> run_ends;
+  std::vector<RunEnd> reasons;
 };
 
 // Checks the batches of `run` against the batch result: the concatenated records equal it,
@@ -392,6 +396,7 @@ TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
   s.stream.max_disorder_ps = static_cast<double>(disorder) * s.scanner.tick_ps;
   s.stream.max_future_ps = 100'000 * s.scanner.tick_ps;
   s.stream.max_slice_frames = 64;
+  s.stream.reset_confirm_ms = 0;  // this test's clock stands still
 
   AcquisitionOptions first;
   first.events = 2500;
@@ -437,8 +442,53 @@ TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
   EXPECT_EQ(counters.get(Counter::stream_late), 0u);
   EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
   EXPECT_EQ(sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_EQ(sink.reasons, (std::vector<RunEnd>{RunEnd::clock_reset, RunEnd::finished}));
   expect_run_equals_batch(sink, 0, test::batch_process(scanner, run_a));
   expect_run_equals_batch(sink, 1, test::batch_process(scanner, run_b));
+}
+
+// Forged frames far in the past from every source (a burst of a few datagrams) do not end
+// the run: a reset needs every live source to send nothing else for
+// stream.reset_confirm_ms, and the genuine sources go on. The forged frames count as late.
+TEST(Slicer, AForgedBurstOfPastFramesDoesNotEndTheRun) {
+  std::mt19937_64 rng(23);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
+  s.stream.reset_confirm_ms = 20;
+  AcquisitionOptions o;
+  o.events = 3000;
+  o.start_ticks = 5'000'000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  std::uint64_t forged = 0;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    slicer.push(&frames[i], 1, now);
+    if (i == frames.size() / 2) {
+      // Four frames per BDM with tiny time stamps, all at once.
+      std::vector<RawFrame> burst;
+      for (std::uint32_t b = 0; b < scanner.geometry().bdm_count(); ++b)
+        for (std::uint64_t k = 0; k < 4; ++k) burst.push_back(scanner.frame(b, 0, 1, 10 + k, 500));
+      slicer.push(burst.data(), burst.size(), now);
+      forged = burst.size();
+    }
+    now += std::chrono::microseconds(10);  // 30 ms in all: longer than the confirmation
+    slicer.poll(now);
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
+  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(counters.get(Counter::stream_late), forged);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
+  expect_run_equals_batch(sink, 0, want);
 }
 
 TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {

@@ -696,6 +696,9 @@ TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
   EXPECT_EQ(frames[0].bytes[0], 1);
   rx->stop();
   EXPECT_EQ(counters.get(Counter::rx_oversize), 1u);
+  // rx.bytes counts what was sent, the oversize datagram's real length included.
+  const std::size_t oversize = (kDatagramSlotBytes + 64) / kFrameBytes * kFrameBytes;
+  EXPECT_EQ(counters.get(Counter::rx_bytes), oversize + 2 * kFrameBytes);
 }
 
 }  // namespace

@@ -111,11 +111,11 @@ class SpanSink final : public ResultSink {
     last_end_ = r.t_end;
     inner_.on_slice(run_id, r);
   }
-  void on_run_end(std::uint64_t run_id) override {
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override {
     if (have_first_ && last_end_ > first_) ticks_ += last_end_ - first_;
     have_first_ = false;
-    inner_.on_run_end(run_id);
-    run_end_.on_run_end(run_id);
+    inner_.on_run_end(run_id, reason);
+    run_end_.on_run_end(run_id, reason);
   }
   std::uint64_t ticks() const { return ticks_; }
 
@@ -135,7 +135,7 @@ class HistogramFileSink final : public ResultSink {
                     std::filesystem::path file)
       : settings_(settings), backend_(backend), counters_(counters), file_(std::move(file)) {}
   void on_slice(std::uint64_t, const SliceResult&) override {}
-  void on_run_end(std::uint64_t run_id) override {
+  void on_run_end(std::uint64_t run_id, RunEnd) override {
     const HistogramSet* h = backend_.histograms();
     if (!h || file_.empty()) return;
     encode_histogram_file(*h, settings_, run_id,
@@ -272,7 +272,10 @@ int run(const Options& o) {
   std::size_t carried_bytes = 0;
   std::uint64_t bytes_read = 0;
   std::uint64_t frames = 0;
-  std::uint64_t first_time = 0, acquisition_ticks = 0;
+  // The slicer's clock: acquisition time, advanced by each batch's step forward. A step back
+  // (the scanner's clock was reset) does not stop it: it goes on from the new clock, so a
+  // reset is confirmed after stream.reset_confirm_ms of the new run's data, as live.
+  std::uint64_t last_time = 0, acquisition_ticks = 0;
   bool have_time = false;
   const auto epoch = Slicer::Clock::time_point{};
   cli::Progress progress(kProgram, !o.quiet);
@@ -284,10 +287,11 @@ int run(const Options& o) {
   auto push = [&](RawFrame* batch, std::size_t n) -> std::uint64_t {
     const std::uint64_t median = chunk_time(batch, n);
     if (!have_time) {
-      first_time = median;
+      last_time = median;
       have_time = true;
     }
-    acquisition_ticks = std::max(acquisition_ticks, median > first_time ? median - first_time : 0);
+    if (median > last_time) acquisition_ticks += median - last_time;
+    last_time = median;
     const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
                                  std::chrono::duration<double, std::pico>(
                                      static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
