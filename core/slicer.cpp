@@ -242,6 +242,7 @@ struct Slicer::Impl {
     const SliceResult& r = backend.collect();
     stage.held_upper -= std::min(stage.held_upper, r.frames_taken + r.frames_dropped);
     if (r.split) {
+      counters.add(Counter::stream_split_slices);
       split_seen = true;
       if (r.slice_id == final_slice_id) {
         // A final slice that split was resolved as an ordinary one: the run goes on.

@@ -47,6 +47,8 @@ struct Trial {
   std::uint64_t ring_full = 0;
   std::uint64_t late = 0;
   std::uint64_t refused = 0;
+  std::uint64_t slices = 0;
+  std::uint64_t splits = 0;  // slices the backend had to split (core/backend.h)
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
@@ -57,12 +59,13 @@ struct Trial {
 };
 
 struct Snapshot {
-  std::uint64_t frames, kernel, ring, late, refused;
+  std::uint64_t frames, kernel, ring, late, refused, slices, splits;
 };
 Snapshot snapshot(const std::string& j) {
   return {json_counter(j, "rx.frames"), json_counter(j, "rx.kernel_drops"),
           json_counter(j, "rx.ring_full"), json_counter(j, "stream.late"),
-          json_counter(j, "out.zmq_refused")};
+          json_counter(j, "out.zmq_refused"), json_counter(j, "stream.slices"),
+          json_counter(j, "stream.split_slices")};
 }
 
 std::uint64_t unix_ns() {
@@ -310,6 +313,8 @@ int main(int argc, char** argv) {
     t.ring_full = after.ring - before.ring;
     t.late = after.late - before.late;
     t.refused = after.refused - before.refused;
+    t.slices = after.slices - before.slices;
+    t.splits = after.splits - before.splits;
     std::vector<double> p50, p99;
     const auto messages = sub.messages();
     const auto interval_ns = static_cast<std::uint64_t>(dc.rates_interval_ms * 1e6);
@@ -328,14 +333,14 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu refused %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu refused %llu  slices %llu split %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
                 static_cast<unsigned long long>(t.kernel_drops),
                 static_cast<unsigned long long>(t.ring_full), static_cast<unsigned long long>(t.late),
-                static_cast<unsigned long long>(t.refused),
-                t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+                static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
+                static_cast<unsigned long long>(t.splits), t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
     std::fflush(stdout);
     return t;
   };
