@@ -39,7 +39,7 @@ void Intake::take(const std::string_view* frames, std::size_t frame_count) {
       server_.post_histograms(histograms_message(frames[2]));
     } catch (const HistogramFileError& e) {
       counters_.add(WebCounter::histograms_malformed);
-      report(e.what());
+      report(std::string("histograms message skipped: ") + e.what());
     }
     return;
   }

@@ -184,7 +184,7 @@ std::string history_message(const std::deque<RatePoint>& points) {
 namespace {
 
 [[noreturn]] void refuse_histograms(const std::string& why) {
-  throw HistogramFileError("histograms message: " + why);
+  throw HistogramFileError(why);
 }
 
 // Ceiling of a / b for b > 0.
