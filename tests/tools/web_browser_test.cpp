@@ -250,7 +250,7 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   const json edges = b.eval("Chart.getChart('chart-dt').data.datasets[0].data.slice(0, 2).map(p => p.x)");
   EXPECT_DOUBLE_EQ(edges[1].get<double>() - edges[0].get<double>(), l.dt_bin_ticks * hist_settings.scanner.tick_ps);
 
-  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}});
+  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}, {"captureBeyondViewport", true}});
   const std::string png = base64_decode(shot["data"].get<std::string>());
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(1, 3), "PNG");

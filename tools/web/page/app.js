@@ -198,13 +198,16 @@ function colour(v, max) {
   return STOPS[i].map((c, k) => Math.round(c + t * (STOPS[i + 1][k] - c)));
 }
 
-// An image of the histograms message on a canvas, each pixel `scale` screen pixels wide,
+// An image of the histograms message on a canvas, as large as fits maxWidthPx x maxHeightPx
+// on screen; drawn at a whole number of canvas pixels per image pixel (sharp when scaled),
 // with lines between tiles of `tile` pixels.
-function drawImage(id, img, maxWidthPx, tile) {
+function drawImage(id, img, maxWidthPx, maxHeightPx, tile) {
   const canvas = $(id);
-  const scale = Math.max(1, Math.floor(maxWidthPx / img.width));
+  const fit = Math.min(maxWidthPx / img.width, maxHeightPx / img.height);
+  const scale = Math.max(1, Math.ceil(fit));
   canvas.width = img.width * scale;
   canvas.height = img.height * scale;
+  canvas.style.width = `${Math.round(img.width * fit)}px`;
   canvas.dataset.width = String(img.width);
   canvas.dataset.height = String(img.height);
   canvas.dataset.total = String(img.total);
@@ -258,12 +261,12 @@ function onHistograms(m) {
   show("flood-total", tiles.total, si(tiles.total));
   $("flood-tile-note").textContent = `${tiles.columns} × ${tiles.rows} DUs of ${tiles.tile} × ${tiles.tile}` +
     (tiles.bin > 1 ? ` (position_size ${m.scanner.position_size} in blocks of ${tiles.bin})` : "");
-  drawImage("img-flood-tiles", tiles, 1300, tiles.tile);
+  drawImage("img-flood-tiles", tiles, 1300, 420, tiles.tile);
   $("flood-sum-note").textContent = binNote(m.flood_sum, "pixels");
-  drawImage("img-flood-sum", m.flood_sum, 256, 0);
+  drawImage("img-flood-sum", m.flood_sum, 256, 256, 0);
   show("crystal-total", m.crystal_singles.total, si(m.crystal_singles.total));
   $("crystal-note").textContent = binNote(m.crystal_singles, "crystals");
-  drawImage("img-crystals", m.crystal_singles, 1000, 0);
+  drawImage("img-crystals", m.crystal_singles, 1000, 256, 0);
   show("energy-total", m.energy_keV.total, si(m.energy_keV.total));
   show("dt-total", m.dt_prompt.total, si(m.dt_prompt.total));
   const w = m.energy_window_keV;
