@@ -147,11 +147,13 @@ TEST(WebServer, PushesRatesToThePageAndCountsWhatItSkips) {
   EXPECT_EQ(s["counters"]["web.rates_received"], 5);
   EXPECT_EQ(s["counters"]["web.rates_malformed"], 1);
   EXPECT_EQ(s["counters"]["web.histograms_received"], 3);
-  EXPECT_EQ(s["counters"]["web.histograms_unparsed"], 3);
+  EXPECT_EQ(s["counters"]["web.histograms_malformed"], 3);
   EXPECT_EQ(s["counters"]["web.clients_accepted"], 1);
   EXPECT_EQ(s["counters"]["web.clients_dropped_slow"], 0);
   EXPECT_EQ(s["clients"], 1);
   EXPECT_EQ(json::parse(http_request(w.port(), "/rates.json").body), rates.back());
+  // The three opaque histograms messages were refused: there is no histograms message to serve.
+  EXPECT_EQ(http_request(w.port(), "/histograms.json").status, 503);
 
   // A page opened now gets the history of the five documents, then the latest one.
   WsClient late(w.port(), "/ws");
