@@ -1,7 +1,8 @@
 // The page in a real browser: Debian's chromium, headless, loads petdaq-web's page while the
 // test publisher sends known rates documents. The test drives chromium over its DevTools
-// protocol (a WebSocket), reads the numbers the page shows, stops the publisher and waits for
-// the "no data" state, starts it again and waits for the page to come back, and saves a
+// protocol (a WebSocket), reads the numbers the page shows and the histograms it draws (a
+// .pdh file made with the project's writer, published next to each rates document), stops
+// the publisher and waits for the "no data" state, starts it again and waits for the page to come back, and saves a
 // screenshot (web_page.png in the build folder). Skips when chromium is not installed.
 #include <gtest/gtest.h>
 
@@ -13,6 +14,7 @@
 
 #include "tests/tools/process.h"
 #include "tests/tools/test_messages.h"
+#include "tests/tools/web_histograms.h"
 #include "tests/tools/web_support.h"
 
 namespace {
@@ -150,7 +152,13 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
     return std::make_unique<Child>(argv, dir / (std::string(name) + ".out"),
                                    dir / (std::string(name) + ".err"));
   };
-  auto pub = publish("pub1", {"--bad-first", "--opaque-histograms", "2"});
+  // Histograms: every bin of a small scanner's file known (tests/tools/web_histograms.h).
+  const Settings hist_settings = web_histogram_settings();
+  HistogramSet hist_set(make_histogram_layout(hist_settings));
+  fill_web_histograms(hist_set);
+  const fs::path pdh = dir / "known.pdh";
+  write_histogram_file(pdh, web_histogram_file(hist_set, hist_settings, 77));
+  auto pub = publish("pub1", {"--bad-first", "--opaque-histograms", "2", "--histograms", pdh.string()});
 
   Browser b(*chromium, dir, w.url());
   ASSERT_TRUE(b.until("document.getElementById('state').dataset.state === 'live' && "
@@ -201,10 +209,48 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
     return b.eval(std::regex_replace(web_counter, std::regex("%"), name));
   };
   EXPECT_EQ(web_value("web.rates_malformed"), "1");
-  EXPECT_EQ(b.eval("document.getElementById('hist-received').dataset.value"), "2");
-  EXPECT_EQ(b.eval("document.getElementById('hist-unparsed').dataset.value"), "2");
+  EXPECT_EQ(b.eval("document.getElementById('hist-malformed').dataset.value"), "2");
+  EXPECT_GE(std::stoi(b.eval("document.getElementById('hist-received').dataset.value").get<std::string>()), 3);
 
-  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}});
+  // The histograms drawn: the images' shapes and totals and the spectra's bins against the
+  // file's bins.
+  ASSERT_TRUE(b.until("document.getElementById('hist-run-id').dataset.value === '77'",
+                      std::chrono::seconds(10)));
+  const HistogramLayout& l = hist_set.layout();
+  const Geometry& g = l.geometry;
+  const json drawn = b.eval(
+      "Object.fromEntries(['img-flood-tiles', 'img-flood-sum', 'img-crystals'].map(id => {"
+      "  const c = document.getElementById(id);"
+      "  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+      "  let lit = 0; for (let i = 0; i < px.length; i += 4) if (px[i] + px[i + 1] + px[i + 2] > 0) ++lit;"
+      "  return [id, {width: +c.dataset.width, height: +c.dataset.height, total: +c.dataset.total,"
+      "               lit: lit / (px.length / 4)}]; }))");
+  EXPECT_EQ(drawn["img-flood-tiles"]["width"], g.bdm_transaxial * g.du_transaxial * g.position_size);
+  EXPECT_EQ(drawn["img-flood-tiles"]["height"], g.bdm_axial * g.du_axial * g.position_size);
+  EXPECT_EQ(drawn["img-flood-sum"]["width"], g.position_size);
+  EXPECT_EQ(drawn["img-crystals"]["width"], g.crystals_per_ring());
+  EXPECT_EQ(drawn["img-crystals"]["height"], g.ring_count());
+  EXPECT_EQ(drawn["img-flood-tiles"]["total"], hist_set.sum(Hist::flood));
+  EXPECT_EQ(drawn["img-flood-sum"]["total"], hist_set.sum(Hist::flood));
+  EXPECT_EQ(drawn["img-crystals"]["total"], hist_set.sum(Hist::crystal_singles));
+  // Every bin holds at least 1 count: (nearly) every pixel is drawn in a colour, not black.
+  for (const char* id : {"img-flood-tiles", "img-flood-sum", "img-crystals"})
+    EXPECT_GT(drawn[id]["lit"].get<double>(), 0.9) << id;
+  const json shown_hist = b.eval(kShownValues);
+  EXPECT_EQ(number(shown_hist, "flood-total"), static_cast<double>(hist_set.sum(Hist::flood)));
+  EXPECT_EQ(number(shown_hist, "crystal-total"), static_cast<double>(hist_set.sum(Hist::crystal_singles)));
+  EXPECT_EQ(number(shown_hist, "energy-total"), static_cast<double>(hist_set.sum(Hist::energy_keV)));
+  EXPECT_EQ(number(shown_hist, "dt-total"), static_cast<double>(hist_set.sum(Hist::dt_prompt)));
+  // The spectra: one step per bin and one closing the last; the prompt Δt bin for bin.
+  EXPECT_EQ(b.eval("Chart.getChart('chart-energy').data.datasets[0].data.length"), l.energy_bins + 1);
+  const json dt = b.eval("Chart.getChart('chart-dt').data.datasets[0].data.map(p => p.y)");
+  ASSERT_EQ(dt.size(), l.dt_bins + 1u);
+  for (std::uint32_t i = 0; i < l.dt_bins; ++i)
+    EXPECT_EQ(dt[i].get<std::uint64_t>(), hist_set.at(Hist::dt_prompt, i)) << i;
+  const json edges = b.eval("Chart.getChart('chart-dt').data.datasets[0].data.slice(0, 2).map(p => p.x)");
+  EXPECT_DOUBLE_EQ(edges[1].get<double>() - edges[0].get<double>(), l.dt_bin_ticks * hist_settings.scanner.tick_ps);
+
+  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}, {"captureBeyondViewport", true}});
   const std::string png = base64_decode(shot["data"].get<std::string>());
   ASSERT_GT(png.size(), 8u);
   EXPECT_EQ(png.substr(1, 3), "PNG");

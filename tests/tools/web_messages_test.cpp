@@ -1,12 +1,15 @@
 // petdaq-web's messages to the page, built from given rates documents (the test publisher's,
-// tests/tools/test_messages.h) and checked field by field against the document itself; the
+// tests/tools/test_messages.h) and histogram files (the project's writer,
+// tests/tools/web_histograms.h) and checked against the document or the bins themselves; the
 // refusals, each counted; and the intake's framing checks and bounded hand-over.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "proto/records.h"
+#include "core/geometry.h"
 #include "tests/tools/test_messages.h"
+#include "tests/tools/web_histograms.h"
 #include "tools/web/intake.h"
 #include "tools/web/messages.h"
 #include "tools/web/server.h"
@@ -185,6 +188,189 @@ TEST(WebMessages, HistoryAndStatus) {
   EXPECT_EQ(state_name(FeedState::live), "live");
 }
 
+// ---- histograms ----
+
+std::string as_text(const std::vector<std::uint8_t>& bytes) {
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+std::vector<std::uint64_t> counts_of(const json& j) { return j["counts"].get<std::vector<std::uint64_t>>(); }
+
+// Where the page puts DU (b, d) in the mosaic: the column and row of its crystals in the
+// crystal map (Geometry's crystal ids), counted in DUs.
+std::pair<std::uint64_t, std::uint64_t> du_place(const Geometry& g, std::uint32_t b, std::uint32_t d) {
+  const std::uint32_t c = g.crystal_id(b, d, 0);
+  return {(c % g.crystals_per_ring()) / g.crystal_transaxial, (c / g.crystals_per_ring()) / g.crystal_axial};
+}
+
+TEST(WebHistogramsMessage, CarriesTheFilesHistogramsBinForBin) {
+  const Settings settings = test::web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  test::fill_web_histograms(set);
+  const auto file = test::web_histogram_file(set, settings, 42);
+  const json m = json::parse(histograms_message(as_text(file)));
+  const HistogramLayout& l = set.layout();
+  const Geometry& g = l.geometry;
+  const std::uint64_t p = g.position_size;
+
+  EXPECT_EQ(m["type"], "histograms");
+  EXPECT_EQ(m["run_id"], 42);
+  EXPECT_EQ(m["backend"], "cpu");
+  EXPECT_EQ(m["scanner"]["bdm_transaxial"], 3);
+  EXPECT_EQ(m["scanner"]["crystal_axial"], 4);
+  EXPECT_EQ(m["scanner"]["position_size"], 10);
+  EXPECT_EQ(m["energy_window_keV"], json::array({settings.energy_window.low_keV, settings.energy_window.high_keV}));
+
+  // Every DU's flood map at full resolution, tiled as its crystals sit round the ring.
+  const json& tiles = m["flood_tiles"];
+  EXPECT_EQ(tiles["bin"], 1);
+  EXPECT_EQ(tiles["tile"], p);
+  EXPECT_EQ(tiles["columns"], 6);  // 3 BDMs x 2 DUs round the ring
+  EXPECT_EQ(tiles["rows"], 4);     // 2 BDMs x 2 DUs along the axis
+  ASSERT_EQ(tiles["width"], 6 * p);
+  ASSERT_EQ(tiles["height"], 4 * p);
+  const auto mosaic = counts_of(tiles);
+  ASSERT_EQ(mosaic.size(), 6 * p * 4 * p);
+  std::vector<std::uint64_t> summed(p * p, 0);
+  std::uint64_t flood_max = 0;
+  for (std::uint32_t b = 0; b < g.bdm_count(); ++b) {
+    for (std::uint32_t d = 0; d < g.du_per_bdm(); ++d) {
+      const auto [col, row] = du_place(g, b, d);
+      for (std::uint64_t y = 0; y < p; ++y) {
+        for (std::uint64_t x = 0; x < p; ++x) {
+          const std::uint64_t v = set.at(Hist::flood, ((std::uint64_t{b} * g.du_per_bdm() + d) * p + y) * p + x);
+          ASSERT_EQ(mosaic[(row * p + y) * 6 * p + col * p + x], v) << b << " " << d << " " << y << " " << x;
+          summed[y * p + x] += v;
+          flood_max = std::max(flood_max, v);
+        }
+      }
+    }
+  }
+  EXPECT_EQ(tiles["total"], set.sum(Hist::flood));
+  EXPECT_EQ(tiles["max"], flood_max);
+  EXPECT_EQ(counts_of(m["flood_sum"]), summed);
+  EXPECT_EQ(m["flood_sum"]["width"], p);
+  EXPECT_EQ(m["flood_sum"]["total"], set.sum(Hist::flood));
+
+  // Accepted singles per crystal: rows are rings, columns the crystals round a ring.
+  const json& map = m["crystal_singles"];
+  ASSERT_EQ(map["width"], g.crystals_per_ring());
+  ASSERT_EQ(map["height"], g.ring_count());
+  const auto crystals = counts_of(map);
+  for (std::uint32_t c = 0; c < g.crystal_count(); ++c) {
+    const CrystalAddress a = g.address_of(c);
+    EXPECT_EQ(g.crystal_id(a.bdm, a.du, a.crystal), c);
+    EXPECT_EQ(crystals[c], set.at(Hist::crystal_singles, c)) << c;
+  }
+  EXPECT_EQ(map["total"], set.sum(Hist::crystal_singles));
+
+  // The energy spectrum summed over crystals, in keV; the prompt and delayed Δt in ps.
+  const json& e = m["energy_keV"];
+  EXPECT_EQ(e["unit"], "keV");
+  EXPECT_EQ(e["lo"], 0.0);
+  EXPECT_DOUBLE_EQ(e["width"].get<double>(), 1000.0 / 50);
+  const auto spectrum = counts_of(e);
+  ASSERT_EQ(spectrum.size(), l.energy_bins);
+  for (std::uint32_t i = 0; i < l.energy_bins; ++i) {
+    std::uint64_t sum = 0;
+    for (std::uint32_t c = 0; c < l.crystal_count; ++c) sum += set.at(Hist::energy_keV, std::size_t{c} * l.energy_bins + i);
+    EXPECT_EQ(spectrum[i], sum) << i;
+  }
+  EXPECT_EQ(e["total"], set.sum(Hist::energy_keV));
+  for (const auto& [key, h] : {std::pair{"dt_prompt", Hist::dt_prompt}, std::pair{"dt_delayed", Hist::dt_delayed}}) {
+    const json& dt = m[key];
+    EXPECT_EQ(dt["unit"], "ps");
+    EXPECT_DOUBLE_EQ(dt["width"].get<double>(), l.dt_bin_ticks * settings.scanner.tick_ps) << key;
+    const auto bins = counts_of(dt);
+    ASSERT_EQ(bins.size(), l.dt_bins) << key;
+    for (std::uint32_t i = 0; i < l.dt_bins; ++i) EXPECT_EQ(bins[i], set.at(h, i)) << key << " " << i;
+  }
+}
+
+TEST(WebHistogramsMessage, SumsBlocksAndBinsToStayWithinItsLimits) {
+  const Settings settings = test::web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  test::fill_web_histograms(set);
+  const auto file = test::web_histogram_file(set, settings, 1);
+  HistogramLimits limits;
+  limits.max_tile_side = 4;      // 10 pixels in blocks of 3: 3, 3, 3 and 1
+  limits.max_sum_side = 64;
+  limits.max_image_pixels = 100;  // the crystal map's 18 x 16 in blocks of 2: 9 x 8
+  limits.max_spectrum_bins = 16;  // 50 energy bins merged by 4 into 13
+  const json m = json::parse(histograms_message(as_text(file), limits));
+  const Geometry& g = set.layout().geometry;
+  const std::uint64_t p = g.position_size;
+
+  const json& tiles = m["flood_tiles"];
+  EXPECT_EQ(tiles["bin"], 3);
+  ASSERT_EQ(tiles["tile"], 4);
+  ASSERT_EQ(tiles["width"], 6 * 4);
+  const auto mosaic = counts_of(tiles);
+  std::vector<std::uint64_t> expected(mosaic.size(), 0);
+  for (std::uint32_t b = 0; b < g.bdm_count(); ++b)
+    for (std::uint32_t d = 0; d < g.du_per_bdm(); ++d) {
+      const auto [col, row] = du_place(g, b, d);
+      for (std::uint64_t y = 0; y < p; ++y)
+        for (std::uint64_t x = 0; x < p; ++x)
+          expected[(row * 4 + y / 3) * 24 + col * 4 + x / 3] +=
+              set.at(Hist::flood, ((std::uint64_t{b} * g.du_per_bdm() + d) * p + y) * p + x);
+    }
+  EXPECT_EQ(mosaic, expected);
+  EXPECT_EQ(m["flood_sum"]["bin"], 1);
+
+  const json& map = m["crystal_singles"];
+  EXPECT_EQ(map["bin"], 2);
+  ASSERT_EQ(map["width"], 9);
+  ASSERT_EQ(map["height"], 8);
+  std::vector<std::uint64_t> crystals(72, 0);
+  for (std::uint32_t c = 0; c < g.crystal_count(); ++c)
+    crystals[(c / g.crystals_per_ring() / 2) * 9 + (c % g.crystals_per_ring()) / 2] += set.at(Hist::crystal_singles, c);
+  EXPECT_EQ(counts_of(map), crystals);
+
+  const json& e = m["energy_keV"];
+  EXPECT_EQ(e["merged"], 4);
+  EXPECT_DOUBLE_EQ(e["width"].get<double>(), 4 * 1000.0 / 50);
+  const auto spectrum = counts_of(e);
+  ASSERT_EQ(spectrum.size(), 13u);
+  std::vector<std::uint64_t> merged(13, 0);
+  for (std::uint32_t c = 0; c < set.layout().crystal_count; ++c)
+    for (std::uint32_t i = 0; i < 50; ++i) merged[i / 4] += set.at(Hist::energy_keV, std::size_t{c} * 50 + i);
+  EXPECT_EQ(spectrum, merged);
+  EXPECT_LE(counts_of(m["dt_prompt"]).size(), 16u);
+  EXPECT_EQ(m["dt_prompt"]["total"], set.sum(Hist::dt_prompt));
+}
+
+TEST(WebHistogramsMessage, RefusesBodiesItCannotReadWithTheReason) {
+  const Settings settings = test::web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  const std::string good = as_text(test::web_histogram_file(set, settings, 1));
+  std::vector<std::uint8_t> no_scanner;
+  encode_histogram_file(set, settings, 1, "{\"run_id\":1}", no_scanner);
+  Settings other = settings;
+  other.scanner.position_size = 11;
+  std::vector<std::uint8_t> disagreeing;
+  encode_histogram_file(set, settings, 1, histogram_metadata_json(other, 1, "cpu", nullptr), disagreeing);
+  std::string bad_magic = good;
+  bad_magic[0] = 'X';
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {std::string(256, 'x'), "bad magic"},
+      {good.substr(0, 40), "shorter than the 64-byte header"},
+      {good.substr(0, good.size() - 1), "truncated"},
+      {bad_magic, "bad magic"},
+      {as_text(no_scanner), "no scanner"},
+      {as_text(disagreeing), "flood axis 2 has 10 bins, the scanner's position_size is 11"},
+  };
+  for (const auto& [body, reason] : cases) {
+    try {
+      histograms_message(body);
+      ADD_FAILURE() << "accepted a body expected to fail with: " << reason;
+    } catch (const HistogramFileError& e) {
+      EXPECT_NE(std::string(e.what()).find(reason), std::string::npos)
+          << "got '" << e.what() << "', expected '" << reason << "'";
+    }
+  }
+}
+
 // The intake's checks of what arrives, one message at a time, without a publisher.
 class WebIntakeTest : public ::testing::Test {
  protected:
@@ -201,9 +387,11 @@ class WebIntakeTest : public ::testing::Test {
     std::vector<std::string_view> views(frames.begin(), frames.end());
     intake.take(views.data(), views.size());
   }
-  static std::string header(std::uint32_t magic = kMessageMagic) {
+  static std::string header(std::uint32_t magic = kMessageMagic,
+                            MessageKind kind = MessageKind{}) {
     MessageHeader h;
     h.magic = magic;
+    h.kind = static_cast<std::uint16_t>(kind);
     std::string bytes(kMessageHeaderBytes, '\0');
     encode_message_header(h, reinterpret_cast<std::uint8_t*>(bytes.data()));
     return bytes;
@@ -220,13 +408,22 @@ TEST_F(WebIntakeTest, CountsAndSkipsWhatItCannotUse) {
   take({"rates", doc});                                 // two frames
   take({"rates", header(), doc, "extra"});              // four frames
   take({"ratesX", header(), doc});                      // a topic that merely starts alike
-  take({"histograms", header(), std::string(256, 'x')});
-  take({"histograms", "anything"});
+  const Settings settings = test::web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  const std::string pdh = as_text(test::web_histogram_file(set, settings, 1));
+  const std::string hist_header = header(kMessageMagic, MessageKind::histograms);
+  take({"histograms", hist_header, pdh});                       // good
+  take({"histograms", hist_header, std::string(256, 'x')});     // not a histogram file
+  take({"histograms", hist_header, pdh.substr(0, pdh.size() - 8)});  // truncated
+  take({"histograms", header(), pdh});                          // kind 0, not histograms
+  take({"histograms", header(0x12345678, MessageKind::histograms), pdh});  // wrong magic
+  take({"histograms", "anything"});                             // two frames
+  take({"histogramsX", hist_header, pdh});                      // a topic that merely starts alike
   EXPECT_EQ(counters.get(WebCounter::rates_received), 1u);
   EXPECT_EQ(counters.get(WebCounter::rates_malformed), 2u);
   EXPECT_EQ(counters.get(WebCounter::messages_malformed), 5u);
-  EXPECT_EQ(counters.get(WebCounter::histograms_received), 2u);
-  EXPECT_EQ(counters.get(WebCounter::histograms_unparsed), 2u);
+  EXPECT_EQ(counters.get(WebCounter::histograms_received), 7u);
+  EXPECT_EQ(counters.get(WebCounter::histograms_malformed), 6u);
   EXPECT_EQ(counters.get(WebCounter::updates_dropped), 0u);
 }
 

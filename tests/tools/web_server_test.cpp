@@ -11,7 +11,9 @@
 
 #include "tests/tools/process.h"
 #include "tests/tools/test_messages.h"
+#include "tests/tools/web_histograms.h"
 #include "tests/tools/web_support.h"
+#include "tools/web/messages.h"
 
 namespace {
 
@@ -147,11 +149,13 @@ TEST(WebServer, PushesRatesToThePageAndCountsWhatItSkips) {
   EXPECT_EQ(s["counters"]["web.rates_received"], 5);
   EXPECT_EQ(s["counters"]["web.rates_malformed"], 1);
   EXPECT_EQ(s["counters"]["web.histograms_received"], 3);
-  EXPECT_EQ(s["counters"]["web.histograms_unparsed"], 3);
+  EXPECT_EQ(s["counters"]["web.histograms_malformed"], 3);
   EXPECT_EQ(s["counters"]["web.clients_accepted"], 1);
   EXPECT_EQ(s["counters"]["web.clients_dropped_slow"], 0);
   EXPECT_EQ(s["clients"], 1);
   EXPECT_EQ(json::parse(http_request(w.port(), "/rates.json").body), rates.back());
+  // The three opaque histograms messages were refused: there is no histograms message to serve.
+  EXPECT_EQ(http_request(w.port(), "/histograms.json").status, 503);
 
   // A page opened now gets the history of the five documents, then the latest one.
   WsClient late(w.port(), "/ws");
@@ -165,6 +169,48 @@ TEST(WebServer, PushesRatesToThePageAndCountsWhatItSkips) {
   ASSERT_TRUE(m);
   EXPECT_EQ(json::parse(*m), rates.back());
   EXPECT_NE(w.log().find("rates document skipped: not valid JSON"), std::string::npos);
+}
+
+TEST(WebServer, SendsHistogramsAndTheLatestToAPageThatJoinsLater) {
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep);
+  const Settings settings = web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  fill_web_histograms(set);
+  const auto bytes = web_histogram_file(set, settings, 9);
+  const std::filesystem::path pdh = dir / "known.pdh";
+  write_histogram_file(pdh, bytes);
+  const json expected = json::parse(
+      web::histograms_message(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size())));
+  EXPECT_EQ(http_request(w.port(), "/histograms.json").status, 503);
+
+  Child pub({publisher(), "--endpoint", ep, "--wait-subscriptions", "2", "--rates",
+             "--interval-ms", "50", "--duration-s", "30", "--histograms", pdh.string()},
+            dir / "pub.out", dir / "pub.err");
+  ASSERT_TRUE(wait_until([&] { return counter(w, "web.histograms_received") >= 2; })) << w.log();
+  EXPECT_EQ(counter(w, "web.histograms_malformed"), 0u);
+  EXPECT_EQ(json::parse(http_request(w.port(), "/histograms.json").body), expected);
+  // A page that connects now: history, the latest rates, the latest histograms, the status;
+  // then histograms again as they come.
+  WsClient late(w.port(), "/ws");
+  std::vector<std::string> types;
+  int histograms_seen = 0;
+  while (histograms_seen < 2) {
+    const auto m = late.read();
+    ASSERT_TRUE(m) << "after " << types.size() << " messages";
+    const json j = json::parse(*m);
+    types.push_back(j["type"]);
+    if (j["type"] == "histograms") {
+      EXPECT_EQ(j, expected);
+      ++histograms_seen;
+    }
+  }
+  ASSERT_GE(types.size(), 4u);
+  EXPECT_EQ((std::vector<std::string>(types.begin(), types.begin() + 4)),
+            (std::vector<std::string>{"history", "rates", "histograms", "status"}));
+  pub.signal(SIGTERM);
+  pub.wait_for(std::chrono::seconds(5));
 }
 
 TEST(WebServer, FiftyClientsDoNotSlowTheIntakeAndSlowOnesAreDropped) {

@@ -6,6 +6,7 @@
 
 #include <zmq.hpp>
 
+#include "core/histograms.h"
 #include "proto/records.h"
 
 namespace petdaq::web {
@@ -17,21 +18,29 @@ constexpr std::size_t kMaxFrames = 4;
 
 void Intake::take(const std::string_view* frames, std::size_t frame_count) {
   const std::string_view topic_name = frame_count > 0 ? frames[0] : std::string_view();
-  if (topic_name.starts_with(topic::histograms)) {
-    // The histograms layout is not read yet: every message is counted and skipped.
-    counters_.add(WebCounter::histograms_received);
-    counters_.add(WebCounter::histograms_unparsed);
-    return;
-  }
-  if (topic_name != topic::rates || frame_count != 3 ||
+  const bool histograms = topic_name.starts_with(topic::histograms);
+  if (histograms) counters_.add(WebCounter::histograms_received);
+  const WebCounter malformed =
+      histograms ? WebCounter::histograms_malformed : WebCounter::messages_malformed;
+  if ((topic_name != topic::rates && topic_name != topic::histograms) || frame_count != 3 ||
       frames[1].size() != kMessageHeaderBytes) {
-    counters_.add(WebCounter::messages_malformed);
+    counters_.add(malformed);
     return;
   }
   const MessageHeader h =
       decode_message_header(reinterpret_cast<const std::uint8_t*>(frames[1].data()));
-  if (h.magic != kMessageMagic || h.version != kMessageVersion) {
-    counters_.add(WebCounter::messages_malformed);
+  if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+      (histograms && h.kind != static_cast<std::uint16_t>(MessageKind::histograms))) {
+    counters_.add(malformed);
+    return;
+  }
+  if (histograms) {
+    try {
+      server_.post_histograms(histograms_message(frames[2]));
+    } catch (const HistogramFileError& e) {
+      counters_.add(WebCounter::histograms_malformed);
+      report(std::string("histograms message skipped: ") + e.what());
+    }
     return;
   }
   try {
@@ -40,13 +49,16 @@ void Intake::take(const std::string_view* frames, std::size_t frame_count) {
     server_.post_rates(std::move(u));
   } catch (const MalformedRates& e) {
     counters_.add(WebCounter::rates_malformed);
-    // One line per new reason, not one per document: a publisher stuck on a bad document
-    // must not flood the journal.
-    if (last_error_ != e.what()) {
-      last_error_ = e.what();
-      std::fprintf(stderr, "petdaq-web: rates document skipped: %s\n", e.what());
-    }
+    report(std::string("rates document skipped: ") + e.what());
   }
+}
+
+void Intake::report(const std::string& why) {
+  // One line per new reason, not one per message: a publisher stuck on a bad message must
+  // not flood the journal.
+  if (last_error_ == why) return;
+  last_error_ = why;
+  std::fprintf(stderr, "petdaq-web: %s\n", why.c_str());
 }
 
 Intake::Intake(const std::string& endpoint, Server& server, WebCounters& counters)

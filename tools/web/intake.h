@@ -29,7 +29,8 @@ class Intake {
   // Receives until `stop` is set (checked every 100 ms).
   void run(const std::atomic<bool>& stop);
 
-  // One received message (its frames in order): counts it, and posts a rates update.
+  // One received message (its frames in order): counts it, and posts a rates or histograms
+  // update.
   void take(const std::string_view* frames, std::size_t frame_count);
 
  private:
@@ -37,6 +38,8 @@ class Intake {
   zmq::socket_t sub_;
   Server& server_;
   WebCounters& counters_;
+  void report(const std::string& why);
+
   RatesMessageBuilder builder_;
   std::string last_error_;
 };

@@ -1,10 +1,13 @@
 #include "tools/web/messages.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/histograms.h"
 #include "tools/top/rates.h"
 
 namespace petdaq::web {
@@ -176,6 +179,188 @@ std::string history_message(const std::deque<RatePoint>& points) {
   json list = json::array();
   for (const RatePoint& p : points) list.push_back(point_json(p));
   return json{{"type", "history"}, {"points", std::move(list)}}.dump();
+}
+
+namespace {
+
+[[noreturn]] void refuse_histograms(const std::string& why) {
+  throw HistogramFileError(why);
+}
+
+// Ceiling of a / b for b > 0.
+std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
+
+// The smallest bin (>= 1) that makes `tiles` images of side x side pixels (summed over
+// blocks of bin x bin) fit in max_side per image and max_pixels in all.
+std::uint32_t image_bin(std::uint64_t width, std::uint64_t height, std::uint64_t tiles,
+                        std::uint64_t max_side, std::uint64_t max_pixels) {
+  std::uint64_t bin = std::max<std::uint64_t>(
+      1, ceil_div(std::max(width, height), std::max<std::uint64_t>(1, max_side)));
+  while (bin < std::max(width, height) &&
+         tiles * ceil_div(width, bin) * ceil_div(height, bin) > std::max<std::uint64_t>(1, max_pixels))
+    ++bin;
+  return static_cast<std::uint32_t>(bin);
+}
+
+// An image as the page draws it: row-major counts, their sum and maximum.
+struct Image {
+  std::uint64_t width = 0, height = 0;
+  std::vector<std::uint64_t> counts;
+  Image(std::uint64_t w, std::uint64_t h) : width(w), height(h), counts(w * h, 0) {}
+  json to_json(std::uint32_t bin) const {
+    std::uint64_t total = 0, max = 0;
+    for (const std::uint64_t c : counts) {
+      total += c;
+      max = std::max(max, c);
+    }
+    return {{"width", width}, {"height", height}, {"bin", bin},
+            {"total", total}, {"max", max},       {"counts", counts}};
+  }
+};
+
+// A scanner dimension of the file's JSON document.
+std::uint64_t dimension(const json& scanner, const char* key) {
+  const json* v = member(scanner, key);
+  if (!v || !v->is_number_unsigned() || v->get<std::uint64_t>() < 1 ||
+      v->get<std::uint64_t>() > 65536)
+    refuse_histograms(std::string("scanner.") + key + " is missing or not in 1 ... 65536");
+  return v->get<std::uint64_t>();
+}
+
+const HistDescriptor& histogram(const HistogramFile& f, Hist h, std::uint32_t rank) {
+  const HistDescriptor* d = f.find(hist_name(h));
+  if (!d) refuse_histograms(std::string(hist_name(h)) + " is missing");
+  if (d->rank != rank)
+    refuse_histograms(std::string(hist_name(h)) + " has rank " + std::to_string(d->rank) +
+                      ", expected " + std::to_string(rank));
+  return *d;
+}
+
+void expect_extent(const HistDescriptor& d, int axis, std::uint64_t expected, const char* what) {
+  if (d.shape[axis] != expected)
+    refuse_histograms(std::string(d.name_view()) + " axis " + std::to_string(axis) + " has " +
+                      std::to_string(d.shape[axis]) + " bins, the scanner's " + what + " is " +
+                      std::to_string(expected));
+}
+
+// A 1-D histogram summed over `rows` rows of `d` (rank 1: one row), merged into at most
+// max_bins bins; bin i spans [lo + i * width, lo + (i + 1) * width) in unit.
+json spectrum(const HistogramFile& f, const HistDescriptor& d, std::uint64_t rows,
+              std::size_t max_bins) {
+  const std::uint64_t n = d.shape[d.rank - 1];
+  const std::uint64_t merge = std::max<std::uint64_t>(1, ceil_div(n, std::max<std::size_t>(1, max_bins)));
+  std::vector<std::uint64_t> counts(ceil_div(n, merge), 0);
+  std::uint64_t total = 0;
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint64_t v = f.value(d, r * n + i);
+      counts[i / merge] += v;
+      total += v;
+    }
+  }
+  return {{"unit", std::string(d.unit_view())}, {"lo", d.lo},     {"width", d.width * static_cast<double>(merge)},
+          {"merged", merge},                    {"total", total}, {"counts", std::move(counts)}};
+}
+
+}  // namespace
+
+std::string histograms_message(std::string_view body, const HistogramLimits& limits) {
+  const HistogramFile f =
+      parse_histogram_file(reinterpret_cast<const std::uint8_t*>(body.data()), body.size());
+  const json meta = json::parse(f.metadata, nullptr, /*allow_exceptions=*/false);
+  if (meta.is_discarded() || !meta.is_object()) refuse_histograms("its JSON document is not an object");
+  const json* scanner = member(meta, "scanner");
+  if (!scanner || !scanner->is_object()) refuse_histograms("its JSON document has no scanner");
+  const std::uint64_t bdm_t = dimension(*scanner, "bdm_transaxial");
+  const std::uint64_t bdm_a = dimension(*scanner, "bdm_axial");
+  const std::uint64_t du_t = dimension(*scanner, "du_transaxial");
+  const std::uint64_t du_a = dimension(*scanner, "du_axial");
+  const std::uint64_t cr_t = dimension(*scanner, "crystal_transaxial");
+  const std::uint64_t cr_a = dimension(*scanner, "crystal_axial");
+  const std::uint64_t p = dimension(*scanner, "position_size");
+
+  // The shapes must be the scanner's: checked on the descriptors (whose extents the reader
+  // bounded by the body's length) before any product of the geometry is used.
+  const HistDescriptor& flood = histogram(f, Hist::flood, 4);
+  expect_extent(flood, 0, bdm_t * bdm_a, "BDM count");
+  expect_extent(flood, 1, du_t * du_a, "DU count per BDM");
+  expect_extent(flood, 2, p, "position_size");
+  expect_extent(flood, 3, p, "position_size");
+  const std::uint64_t crystals_per_ring = bdm_t * du_t * cr_t;
+  const std::uint64_t rings = bdm_a * du_a * cr_a;
+  const HistDescriptor& singles = histogram(f, Hist::crystal_singles, 1);
+  if (crystals_per_ring > 0xffffffffu || rings > 0xffffffffu)
+    refuse_histograms("the scanner has more crystals than crystal_singles");
+  expect_extent(singles, 0, crystals_per_ring * rings, "crystal count");
+  const HistDescriptor& energy = histogram(f, Hist::energy_keV, 2);
+  expect_extent(energy, 0, crystals_per_ring * rings, "crystal count");
+  const HistDescriptor& dt = histogram(f, Hist::dt_prompt, 1);
+
+  json out = json::object();
+  out["type"] = "histograms";
+  out["run_id"] = f.header.run_id;
+  out["created_unix_ns"] = f.header.created_unix_ns;
+  const json* backend = member(meta, "backend");
+  out["backend"] = backend && backend->is_string() ? *backend : json(nullptr);
+  out["scanner"] = {{"bdm_transaxial", bdm_t}, {"bdm_axial", bdm_a},
+                    {"du_transaxial", du_t},   {"du_axial", du_a},
+                    {"crystal_transaxial", cr_t}, {"crystal_axial", cr_a},
+                    {"position_size", p}};
+  const json* window = member(meta, "energy_window_keV");
+  out["energy_window_keV"] =
+      window && window->is_array() && window->size() == 2 && (*window)[0].is_number() &&
+              (*window)[1].is_number()
+          ? *window
+          : json(nullptr);
+
+  // Flood maps: every DU's as one tile of a mosaic (columns: transaxial position of the DU
+  // round the ring, rows: axial position), and all DUs summed.
+  const std::uint64_t columns = bdm_t * du_t, mosaic_rows = bdm_a * du_a;
+  const std::uint32_t tile_bin = image_bin(p, p, columns * mosaic_rows, limits.max_tile_side,
+                                           limits.max_mosaic_pixels);
+  const std::uint64_t tile = ceil_div(p, tile_bin);
+  const std::uint32_t sum_bin = image_bin(p, p, 1, limits.max_sum_side, limits.max_image_pixels);
+  const std::uint64_t sum_side = ceil_div(p, sum_bin);
+  Image mosaic(columns * tile, mosaic_rows * tile);
+  Image summed(sum_side, sum_side);
+  std::uint64_t index = 0;
+  for (std::uint64_t b = 0; b < bdm_t * bdm_a; ++b) {
+    for (std::uint64_t d = 0; d < du_t * du_a; ++d) {
+      const std::uint64_t col = (b % bdm_t) * du_t + d / du_a;
+      const std::uint64_t row = (b / bdm_t) * du_a + d % du_a;
+      for (std::uint64_t y = 0; y < p; ++y) {
+        for (std::uint64_t x = 0; x < p; ++x, ++index) {
+          const std::uint64_t v = f.value(flood, index);
+          mosaic.counts[(row * tile + y / tile_bin) * mosaic.width + col * tile + x / tile_bin] += v;
+          summed.counts[(y / sum_bin) * sum_side + x / sum_bin] += v;
+        }
+      }
+    }
+  }
+  json tiles = mosaic.to_json(tile_bin);
+  tiles["tile"] = tile;
+  tiles["columns"] = columns;
+  tiles["rows"] = mosaic_rows;
+  out["flood_tiles"] = std::move(tiles);
+  out["flood_sum"] = summed.to_json(sum_bin);
+
+  // Accepted singles per crystal: rows are rings (axial), columns the crystals round a ring
+  // (crystal id = ring * crystals_per_ring + position in the ring).
+  const std::uint32_t map_bin = image_bin(crystals_per_ring, rings, 1, 0xffffffffu, limits.max_image_pixels);
+  Image map(ceil_div(crystals_per_ring, map_bin), ceil_div(rings, map_bin));
+  for (std::uint64_t c = 0; c < crystals_per_ring * rings; ++c) {
+    const std::uint64_t ring = c / crystals_per_ring, at = c % crystals_per_ring;
+    map.counts[(ring / map_bin) * map.width + at / map_bin] += f.value(singles, c);
+  }
+  out["crystal_singles"] = map.to_json(map_bin);
+
+  out["energy_keV"] = spectrum(f, energy, energy.shape[0], limits.max_spectrum_bins);
+  out["dt_prompt"] = spectrum(f, dt, 1, limits.max_spectrum_bins);
+  const HistDescriptor* delayed = f.find(hist_name(Hist::dt_delayed));
+  out["dt_delayed"] = delayed && delayed->rank == 1
+                          ? spectrum(f, *delayed, 1, limits.max_spectrum_bins)
+                          : json(nullptr);
+  return out.dump();
 }
 
 std::string_view state_name(FeedState s) {

@@ -46,6 +46,24 @@ class RatesMessageBuilder {
 // with the last minutes instead of empty.
 std::string history_message(const std::deque<RatePoint>& points);
 
+// How much of a `histograms` message the page gets (a default scanner's bins are ~56 MB):
+// images are summed over blocks of bin x bin pixels until they fit, spectra over
+// neighbouring bins.
+struct HistogramLimits {
+  std::uint32_t max_tile_side = 64;         // one DU's flood map in the mosaic
+  std::size_t max_mosaic_pixels = 1 << 17;  // all DUs' flood maps together
+  std::uint32_t max_sum_side = 128;         // the flood map summed over all DUs
+  std::size_t max_image_pixels = 1 << 17;   // the per-crystal singles map
+  std::size_t max_spectrum_bins = 2048;     // each 1-D histogram
+};
+
+// {"type":"histograms",...} (docs/tools.md) from a `histograms` message body (DESIGN section
+// 7), read with parse_histogram_file. Throws HistogramFileError (core/histograms.h) for a
+// body that is not a histogram file, lacks the scanner's geometry in its JSON document, or
+// whose flood, crystal_singles, energy_keV or dt_prompt histogram is missing or does not
+// match that geometry.
+std::string histograms_message(std::string_view body, const HistogramLimits& limits = {});
+
 enum class FeedState { waiting, live, no_data };
 std::string_view state_name(FeedState s);  // "waiting", "live", "no-data"
 

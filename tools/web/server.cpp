@@ -43,6 +43,7 @@ class Hub {
   void start();
   void stop() { timer_.cancel(); }
   void take_rates(RatesUpdate update);
+  void take_histograms(std::string message);
 
   // Sessions call these while the loop runs (never from their destructors: the hub may be
   // gone when the io_context destroys the last handlers).
@@ -69,6 +70,7 @@ class Hub {
   void snapshot();
   std::deque<RatePoint> history_;
   Message latest_;
+  Message latest_histograms_;
   Clock::time_point last_data_{};
   Clock::time_point last_status_{};
   bool have_data_ = false;
@@ -245,6 +247,7 @@ void Hub::join(const std::shared_ptr<WsSession>& s) {
   sessions_.push_back(s);
   s->send(std::make_shared<const std::string>(history_message(history_)));
   if (latest_) s->send(latest_);
+  if (latest_histograms_) s->send(latest_histograms_);
   s->send(std::make_shared<const std::string>(status_text(Clock::now())));
 }
 
@@ -261,6 +264,11 @@ void Hub::take_rates(RatesUpdate update) {
     last_status_ = now;
     broadcast(std::make_shared<const std::string>(status_text(now)));
   }
+}
+
+void Hub::take_histograms(std::string message) {
+  latest_histograms_ = std::make_shared<const std::string>(std::move(message));
+  broadcast(latest_histograms_);
 }
 
 FeedState Hub::state(Clock::time_point now) const {
@@ -350,6 +358,14 @@ http::response<http::string_body> Hub::respond(const http::request<http::string_
     } else {
       plain(http::status::service_unavailable, "no rates document yet\n");
     }
+  } else if (target == "/histograms.json") {
+    if (latest_histograms_) {
+      res.result(http::status::ok);
+      res.set(http::field::content_type, "application/json");
+      res.body() = *latest_histograms_;
+    } else {
+      plain(http::status::service_unavailable, "no histograms message yet\n");
+    }
   } else if (const auto it = options_.files.find(target); it != options_.files.end()) {
     res.result(http::status::ok);
     res.set(http::field::content_type, it->second.content_type);
@@ -383,12 +399,25 @@ Server::~Server() = default;
 
 tcp::endpoint Server::local_endpoint() const { return acceptor_->local_endpoint(); }
 
-void Server::post_rates(RatesUpdate update) {
+bool Server::reserve_update() {
   if (pending_updates_.fetch_add(1, std::memory_order_relaxed) >= kMaxPendingUpdates) {
     pending_updates_.fetch_sub(1, std::memory_order_relaxed);
     counters_.add(WebCounter::updates_dropped);
-    return;
+    return false;
   }
+  return true;
+}
+
+void Server::post_histograms(std::string message) {
+  if (!reserve_update()) return;
+  asio::post(io_, [this, m = std::move(message)]() mutable {
+    pending_updates_.fetch_sub(1, std::memory_order_relaxed);
+    hub_->take_histograms(std::move(m));
+  });
+}
+
+void Server::post_rates(RatesUpdate update) {
+  if (!reserve_update()) return;
   asio::post(io_, [this, u = std::move(update)]() mutable {
     pending_updates_.fetch_sub(1, std::memory_order_relaxed);
     hub_->take_rates(std::move(u));

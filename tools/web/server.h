@@ -49,6 +49,9 @@ class Server {
   // Any thread; returns at once. The update is handed to the server loop; if the loop is
   // far behind, it is dropped and counted (web.updates_dropped) instead of queued forever.
   void post_rates(RatesUpdate update);
+  // The same for a {"type":"histograms",...} message: broadcast, and kept for pages that
+  // connect later.
+  void post_histograms(std::string message);
 
   // Runs the server loop on the calling thread until stop() or SIGINT/SIGTERM.
   void run();
@@ -57,6 +60,8 @@ class Server {
 
  private:
   static constexpr int kMaxPendingUpdates = 64;
+  // Reserves a place in the server loop's queue; false (counted) when it is full.
+  bool reserve_update();
   boost::asio::io_context io_;
   std::unique_ptr<Hub> hub_;
   std::unique_ptr<boost::asio::ip::tcp::acceptor> acceptor_;

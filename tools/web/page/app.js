@@ -1,6 +1,7 @@
-// petdaq-web's page: one WebSocket, three kinds of message (docs/tools.md): "history" when
-// connected, "rates" for every rates document, "status" once a second and at every change of
-// the feed's state. Read-only: the page sends nothing.
+// petdaq-web's page: one WebSocket, four kinds of message (docs/tools.md): "history" when
+// connected, "rates" for every rates document, "histograms" for every histograms message
+// (and the latest one when connected), "status" once a second and at every change of the
+// feed's state. Read-only: the page sends nothing.
 "use strict";
 
 const MAX_POINTS = 600;
@@ -10,6 +11,7 @@ const $ = (id) => document.getElementById(id);
 let history = [];        // {t, singles, prompts, delayed, trues, necr}
 let lastRatesAt = null;  // Date.now() when the last rates message arrived
 let charts = null;
+let histogramsAt = null;  // Date.now() when the last histograms message arrived
 
 // "12.3 k", "1.50 M", "980": three significant digits and an SI prefix (as petdaq-top).
 function si(v) {
@@ -65,6 +67,25 @@ function makeCharts() {
                  plugins: { legend: { display: false } },
                  scales: { y: { beginAtZero: true, ticks: { callback: (v) => si(v) } } } },
       data: { labels: [], datasets: [{ label: "singles /s", data: [], backgroundColor: "#2f6fb3" }] } }),
+    energy: new Chart($("chart-energy"), { type: "line", options: histogramOptions("energy spectrum", "keV"),
+      data: { datasets: [step("singles", "#2f6fb3")] } }),
+    dt: new Chart($("chart-dt"), { type: "line", options: histogramOptions("prompt Δt", "ps"),
+      data: { datasets: [step("prompts", "#1d2330"), step("delayed", "#c0262d")] } }),
+  };
+}
+
+// A 1-D histogram as steps over its bins' lower edges, the x axis in the bins' unit.
+function step(label, colour) {
+  return { label, data: [], borderColor: colour, backgroundColor: colour, pointRadius: 0,
+           borderWidth: 1.2, stepped: "before" };
+}
+function histogramOptions(title, unit) {
+  return {
+    animation: false, responsive: true, maintainAspectRatio: false, parsing: false,
+    plugins: { title: { display: true, text: title } },
+    scales: { x: { type: "linear", title: { display: true, text: unit } },
+              y: { beginAtZero: true, title: { display: true, text: "counts per bin" },
+                   ticks: { callback: (v) => si(v) } } },
   };
 }
 
@@ -167,6 +188,100 @@ function onRates(m) {
   drawHistory();
 }
 
+// Colour of a count: square-root scale from 0 (black) to `max` (white) through blue,
+// purple and orange.
+const STOPS = [[0, 0, 0], [30, 40, 140], [150, 40, 150], [240, 120, 30], [255, 255, 220]];
+function colour(v, max) {
+  const f = max > 0 ? Math.sqrt(v / max) * (STOPS.length - 1) : 0;
+  const i = Math.min(STOPS.length - 2, Math.floor(f));
+  const t = f - i;
+  return STOPS[i].map((c, k) => Math.round(c + t * (STOPS[i + 1][k] - c)));
+}
+
+// An image of the histograms message on a canvas, as large as fits maxWidthPx x maxHeightPx
+// on screen; drawn at a whole number of canvas pixels per image pixel (sharp when scaled),
+// with lines between tiles of `tile` pixels.
+function drawImage(id, img, maxWidthPx, maxHeightPx, tile) {
+  const canvas = $(id);
+  const fit = Math.min(maxWidthPx / img.width, maxHeightPx / img.height);
+  const scale = Math.max(1, Math.ceil(fit));
+  canvas.width = img.width * scale;
+  canvas.height = img.height * scale;
+  canvas.style.width = `${Math.round(img.width * fit)}px`;
+  canvas.dataset.width = String(img.width);
+  canvas.dataset.height = String(img.height);
+  canvas.dataset.total = String(img.total);
+  canvas.dataset.max = String(img.max);
+  const ctx = canvas.getContext("2d");
+  const data = ctx.createImageData(canvas.width, canvas.height);
+  for (let y = 0; y < img.height; ++y) {
+    for (let x = 0; x < img.width; ++x) {
+      const [r, g, b] = colour(img.counts[y * img.width + x], img.max);
+      for (let sy = 0; sy < scale; ++sy) {
+        let o = ((y * scale + sy) * canvas.width + x * scale) * 4;
+        for (let sx = 0; sx < scale; ++sx, o += 4) {
+          data.data[o] = r; data.data[o + 1] = g; data.data[o + 2] = b; data.data[o + 3] = 255;
+        }
+      }
+    }
+  }
+  ctx.putImageData(data, 0, 0);
+  if (tile) {
+    ctx.strokeStyle = "rgba(255,255,255,0.35)";
+    ctx.lineWidth = 1;
+    ctx.beginPath();
+    for (let x = tile; x < img.width; x += tile) {
+      ctx.moveTo(x * scale + 0.5, 0); ctx.lineTo(x * scale + 0.5, canvas.height);
+    }
+    for (let y = tile; y < img.height; y += tile) {
+      ctx.moveTo(0, y * scale + 0.5); ctx.lineTo(canvas.width, y * scale + 0.5);
+    }
+    ctx.stroke();
+  }
+}
+
+function steps(h) {
+  // The last bin's upper edge closes the last step.
+  const points = h.counts.map((c, i) => ({ x: h.lo + i * h.width, y: c }));
+  if (h.counts.length) points.push({ x: h.lo + h.counts.length * h.width, y: h.counts[h.counts.length - 1] });
+  return points;
+}
+
+function binNote(img, what) {
+  return img.bin > 1 ? `${img.width} × ${img.height}, ${what} summed in blocks of ${img.bin} × ${img.bin}`
+                     : `${img.width} × ${img.height}, full resolution`;
+}
+
+function onHistograms(m) {
+  $("hist-none").hidden = true;
+  $("histogram-views").dataset.run = String(m.run_id);
+  histogramsAt = Date.now();
+  show("hist-run-id", m.run_id);
+  const tiles = m.flood_tiles;
+  show("flood-total", tiles.total, si(tiles.total));
+  $("flood-tile-note").textContent = `${tiles.columns} × ${tiles.rows} DUs of ${tiles.tile} × ${tiles.tile}` +
+    (tiles.bin > 1 ? ` (position_size ${m.scanner.position_size} in blocks of ${tiles.bin})` : "");
+  drawImage("img-flood-tiles", tiles, 1300, 420, tiles.tile);
+  $("flood-sum-note").textContent = binNote(m.flood_sum, "pixels");
+  drawImage("img-flood-sum", m.flood_sum, 256, 256, 0);
+  show("crystal-total", m.crystal_singles.total, si(m.crystal_singles.total));
+  $("crystal-note").textContent = binNote(m.crystal_singles, "crystals");
+  drawImage("img-crystals", m.crystal_singles, 1000, 256, 0);
+  show("energy-total", m.energy_keV.total, si(m.energy_keV.total));
+  show("dt-total", m.dt_prompt.total, si(m.dt_prompt.total));
+  const w = m.energy_window_keV;
+  show("energy-window", w ? w.join("–") : null, w ? `${w[0]}–${w[1]} keV` : undefined);
+  if (charts) {
+    charts.energy.data.datasets[0].data = steps(m.energy_keV);
+    charts.energy.options.scales.x.title.text = m.energy_keV.unit;
+    charts.energy.update("none");
+    charts.dt.data.datasets[0].data = steps(m.dt_prompt);
+    charts.dt.data.datasets[1].data = m.dt_delayed ? steps(m.dt_delayed) : [];
+    charts.dt.options.scales.x.title.text = m.dt_prompt.unit;
+    charts.dt.update("none");
+  }
+}
+
 function setState(state, text) {
   const el = $("state");
   el.dataset.state = state;
@@ -178,7 +293,7 @@ function onStatus(m) {
   show("endpoint", m.endpoint);
   show("clients", m.clients);
   show("hist-received", m.counters["web.histograms_received"]);
-  show("hist-unparsed", m.counters["web.histograms_unparsed"]);
+  show("hist-malformed", m.counters["web.histograms_malformed"]);
   // Counters that mean something was refused or dropped are highlighted when non-zero.
   const informational = new Set(["web.rates_received", "web.histograms_received",
                                  "web.clients_accepted", "web.http_requests"]);
@@ -199,6 +314,7 @@ function connect() {
     const m = JSON.parse(ev.data);
     if (m.type === "rates") onRates(m);
     else if (m.type === "status") onStatus(m);
+    else if (m.type === "histograms") onHistograms(m);
     else if (m.type === "history") {
       history = m.points.slice(-MAX_POINTS);
       drawHistory();
@@ -211,6 +327,8 @@ function connect() {
 }
 
 setInterval(() => {
+  if (histogramsAt !== null) show("hist-age", (Date.now() - histogramsAt) / 1000,
+                                  `${((Date.now() - histogramsAt) / 1000).toFixed(0)} s ago`);
   if (lastRatesAt !== null) show("age", (Date.now() - lastRatesAt) / 1000,
                                  `${((Date.now() - lastRatesAt) / 1000).toFixed(0)} s ago`);
 }, 500);
