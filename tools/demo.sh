@@ -98,7 +98,12 @@ printf '  %-24s %s\n' rx.frames "$(counter rx.frames)" coinc.prompts "$(counter 
   coinc.delayed "$(counter coinc.delayed)"
 # Slices are cut by wall clock in the daemon and by data size offline, so compare each
 # stream's records (kind, run, time_a, dt, crystals, energies, flags), not the batch framing.
-records() { "$bin/petdaq-dump" "$1" | grep -v '^#' | awk '{ $3 = ""; print }' | sort -s -k1,1; }
+# The daemon's run ids start from its start time (unique across restarts), offline's from 0:
+# runs are compared by their order.
+records() {
+  "$bin/petdaq-dump" "$1" | grep -v '^#' |
+    awk '{ if (!($2 in run)) run[$2] = n++; $2 = run[$2]; $3 = ""; print }' | sort -s -k1,1
+}
 if cmp -s <(records "$dir/live.plm") <(records "$dir/offline.plm"); then
   n=$(records "$dir/offline.plm" | wc -l)
   echo "  live and offline coincidences identical: $n records"
