@@ -5,6 +5,7 @@ read_plm is compared with petdaq-dump's text on a simulated acquisition processe
 petdaq-offline, the geometry with DESIGN section 3's formulas.
 """
 
+import json
 import os
 import re
 import shutil
@@ -385,6 +386,139 @@ class Histograms(unittest.TestCase):
             self.assertIn(name, str(e.exception))
         with self.assertRaises(FileNotFoundError):
             petdaq.read_histograms(HistogramAcquisition.path("missing.pdh"))
+
+
+def assert_hdf5_histograms_equal(test, group, h):
+    """An HDF5 group petdaq-export wrote equals read_histograms' view of the same bytes."""
+    test.assertEqual(sorted(group), sorted(h.names()))
+    for name, hist in h.items():
+        d = group[name]
+        test.assertEqual(d.shape, hist.shape, name)
+        test.assertEqual(d.dtype, hist.counts.dtype, name)
+        np.testing.assert_array_equal(d[()], hist.counts, err_msg=name)
+        test.assertEqual(d.attrs["unit"].decode(), hist.unit, name)
+        test.assertEqual(d.attrs["lo"], hist.lo, name)
+        test.assertEqual(d.attrs["width"], hist.width, name)
+        np.testing.assert_array_equal(d.attrs["bin_edges"], hist.edges, err_msg=name)
+    test.assertEqual(group.attrs["run_id"], h.run_id)
+    test.assertEqual(group.attrs["tick_ps"], h.tick_ps)
+    test.assertEqual(group.attrs["created_unix_ns"], h.created_unix_ns)
+    test.assertEqual(json.loads(group.attrs["metadata_json"]), h.meta)
+
+
+class HistogramExport(unittest.TestCase):
+    """petdaq-export --histograms: the HDF5 datasets read with h5py equal read_histograms."""
+
+    def setUp(self):
+        try:
+            import h5py
+        except ImportError:
+            self.skipTest("h5py (python3-h5py) missing")
+        self.h5py = h5py
+
+    def export(self, *extra):
+        d = HistogramAcquisition.get()
+        return subprocess.run([tool("petdaq-export"), "--input", os.path.join(d, "run.plm"), "--config",
+                               os.path.join(d, "acq", "petdaq.yaml"), "--quiet", *extra],
+                              capture_output=True, text=True)
+
+    def test_hdf5_histograms_equal_read_histograms(self):
+        out = HistogramAcquisition.path("hist.h5")
+        pdh = HistogramAcquisition.path("run.pdh")
+        r = self.export("--histograms", pdh, "--output", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        h = petdaq.read_histograms(pdh)
+        with self.h5py.File(out, "r") as f:
+            assert_hdf5_histograms_equal(self, f["histograms"], h)
+            self.assertEqual(f["histograms/flood"].compression, "gzip")
+            self.assertEqual(f["histograms/flood"][()].sum(), HistogramAcquisition.summary["frames"])
+            # The records are exported beside them as before.
+            self.assertEqual(len(f["prompts"]), HistogramAcquisition.summary["prompts"])
+
+    def test_a_refused_histogram_file_is_a_usage_error_and_writes_nothing(self):
+        with open(HistogramAcquisition.path("run.pdh"), "rb") as f:
+            data = f.read()
+        bad = HistogramAcquisition.path("cut.pdh")
+        with open(bad, "wb") as f:
+            f.write(data[:-8])
+        out = HistogramAcquisition.path("refused.h5")
+        r = self.export("--histograms", bad, "--output", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cut.pdh", r.stderr)
+        self.assertIn("truncated or padded", r.stderr)
+        self.assertFalse(os.path.exists(out))
+        r = self.export("--histograms", HistogramAcquisition.path("run.pdh"), "--format", "castor",
+                        "--output", HistogramAcquisition.path("scan"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--histograms", r.stderr)
+
+
+class LiveHistogramExport(unittest.TestCase):
+    """Live, petdaq-export takes the `histograms` topic: the last message of each run."""
+
+    def test_the_last_histograms_of_each_run_are_exported(self):
+        try:
+            import h5py
+            import zmq
+        except ImportError as e:
+            self.skipTest(f"{e.name} missing (python3-h5py, python3-zmq)")
+        with open(HistogramAcquisition.path("run.pdh"), "rb") as f:
+            run0 = f.read()
+        # The same histograms as run 7 (run_id is at byte 16 of the file header).
+        run7 = run0[:16] + np.uint64(7).astype("<u8").tobytes() + run0[24:]
+        plm = petdaq.read_plm(HistogramAcquisition.path("run.plm"))
+        config = os.path.join(HistogramAcquisition.path("acq"), "petdaq.yaml")
+
+        def header(kind, message_id, record_count, record_size):
+            h = np.zeros(1, dtype=petdaq.MESSAGE_HEADER)
+            h["magic"], h["version"], h["kind"] = 0x31514450, 1, kind
+            h["message_id"], h["record_count"], h["record_size"] = message_id, record_count, record_size
+            return h.tobytes()
+
+        with tempfile.TemporaryDirectory(prefix="petdaq-live-h-") as d:
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            ctx = zmq.Context()
+            pub = ctx.socket(zmq.XPUB)
+            pub.setsockopt(zmq.LINGER, 2000)
+            pub.bind(endpoint)
+            out = os.path.join(d, "live.h5")
+            export = subprocess.Popen([tool("petdaq-export"), "--config", config, "--endpoint", endpoint,
+                                       "--messages", "1", "--output", out, "--quiet"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                subscriptions = set()
+                while len(subscriptions) < 3:  # coinc.prompt, coinc.delayed, histograms
+                    self.assertTrue(pub.poll(30000), "petdaq-export did not subscribe")
+                    m = pub.recv()
+                    if m[:1] == b"\x01":
+                        subscriptions.add(m[1:])
+                self.assertIn(b"histograms", subscriptions)
+                hist = lambda i, body: [b"histograms", header(4, i, 1, len(body)), body]  # noqa: E731
+                pub.send_multipart(hist(0, bytes(range(256))))  # a layout no reader knows: refused
+                # An earlier message of run 0: every bin zero (between the descriptors and
+                # the JSON document).
+                bins, meta = 64 + 96 * len(petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))), \
+                    int(np.frombuffer(run0, "<u8", 1, 32)[0])
+                pub.send_multipart(hist(1, run0[:bins] + bytes(meta - bins) + run0[meta:]))
+                pub.send_multipart(hist(2, run0))  # run 0's later message replaces it
+                pub.send_multipart(hist(3, run7))
+                prompts = plm.prompts
+                pub.send_multipart([b"coinc.prompt", header(1, 0, len(prompts), 32), prompts.tobytes()])
+                _, err = export.communicate(timeout=30)
+            finally:
+                if export.poll() is None:
+                    export.kill()
+                pub.close()
+                ctx.term()
+            self.assertEqual(export.returncode, 0, err)
+            self.assertIn("1 malformed messages refused (last: histograms: not a petdaq histogram "
+                          "file (bad magic))", err)
+            h = petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))
+            with h5py.File(out, "r") as f:
+                assert_hdf5_histograms_equal(self, f["histograms_run0"], h)
+                self.assertEqual(f["histograms"].attrs["run_id"], 7)
+                np.testing.assert_array_equal(f["histograms/flood"][()], h["flood"].counts)
+                np.testing.assert_array_equal(f["prompts"][:].view(petdaq.RECORD), prompts)
 
 
 class GeometryTest(unittest.TestCase):
