@@ -123,7 +123,9 @@ def parse(data):
         if not 1 <= rank <= 4:
             raise HistogramFileError(f"histogram {name}: bad rank {rank}")
         shape = (s0, s1, s2, s3)[:rank]
-        n = int(np.prod(shape, dtype=np.uint64))
+        n = 1
+        for axis in shape:  # Python integers: a forged shape cannot wrap around
+            n *= axis
         if offset > size or n * element_bytes > size - offset:
             raise HistogramFileError(f"histogram {name}: bins past the end")
         dtype = np.dtype("<u4" if element_bytes == 4 else "<u8")
