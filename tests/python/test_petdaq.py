@@ -375,7 +375,10 @@ class Histograms(unittest.TestCase):
         cases = {"truncated.pdh": (data[:len(data) // 2], "truncated or padded"),
                  "tiny.pdh": (data[:10], "shorter than the 64-byte header"),
                  "version2.pdh": (data[:4] + b"\x02\x00" + data[6:], "version 2, this reader knows version 1"),
-                 "frames.pdh": (b"\xa0" * 256, "bad magic")}
+                 "frames.pdh": (b"\xa0" * 256, "bad magic"),
+                 # The first descriptor's shape forged to 2^32 - 1 on each of 4 axes.
+                 "shape.pdh": (data[:64 + 52] + np.array([4] + [2**32 - 1] * 4, "<u4").tobytes()
+                               + data[64 + 72:], "histogram crystal_singles: bins past the end")}
         for name, (content, message) in cases.items():
             path = HistogramAcquisition.path(name)
             with open(path, "wb") as f:
