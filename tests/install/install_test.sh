@@ -20,7 +20,7 @@ for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bind
 done
 # The installed petdaq-qa finds the petdaq package under share/petdaq/python: a file too
 # short to be a histogram file is refused by the package's reader (exit 2, not an ImportError).
-if command -v python3 > /dev/null && python3 -c "import numpy" 2> /dev/null; then
+if /usr/bin/python3 -c "import numpy" 2> /dev/null; then  # petdaq-qa runs with /usr/bin/python3
   printf 'PDQH' > "$log.pdh"
   if "$dest/$bindir/petdaq-qa" "$log.pdh" --output "$dest/qa" > "$log" 2>&1; then rc=0; else rc=$?; fi
   rm -f "$log.pdh"
