@@ -9,7 +9,7 @@ trap 'rm -rf "$dest" "$log"' EXIT
 DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
          "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" "$bindir/petdaq-export" \
-         "$bindir/petdaq-qa" "$prefix/share/petdaq/python/petdaq_histograms.py" \
+         "$bindir/petdaq-qa" "$prefix/share/petdaq/python/petdaq/histograms.py" \
          "$bindir/petdaq-calibrate" "$prefix/share/petdaq/python/petdaq_calibrate/cli.py" \
          "$prefix/share/bash-completion/completions/petdaq-sim" \
          "$prefix/share/bash-completion/completions/petdaqd" \
@@ -18,6 +18,15 @@ for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bind
          "$prefix/lib/sysusers.d/petdaq.conf"; do
   [ -e "$dest/$f" ] || { echo "missing after install: $f"; cat "$log"; exit 1; }
 done
+# The installed petdaq-qa finds the petdaq package under share/petdaq/python: a file too
+# short to be a histogram file is refused by the package's reader (exit 2, not an ImportError).
+if /usr/bin/python3 -c "import numpy" 2> /dev/null; then  # petdaq-qa runs with /usr/bin/python3
+  printf 'PDQH' > "$log.pdh"
+  if "$dest/$bindir/petdaq-qa" "$log.pdh" --output "$dest/qa" > "$log" 2>&1; then rc=0; else rc=$?; fi
+  rm -f "$log.pdh"
+  [ "$rc" = 2 ] && grep -q "truncated" "$log" \
+    || { echo "installed petdaq-qa does not read histograms (exit $rc):"; cat "$log"; exit 1; }
+fi
 # Man pages, generated at build time when help2man is there.
 if command -v help2man > /dev/null; then
   for page in petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export; do

@@ -5,6 +5,7 @@ read_plm is compared with petdaq-dump's text on a simulated acquisition processe
 petdaq-offline, the geometry with DESIGN section 3's formulas.
 """
 
+import json
 import os
 import re
 import shutil
@@ -58,8 +59,9 @@ class Acquisition:
 
 
 def tearDownModule():
-    if Acquisition.dir:
-        shutil.rmtree(Acquisition.dir, ignore_errors=True)
+    for acquisition in (Acquisition, HistogramAcquisition):
+        if acquisition.dir:
+            shutil.rmtree(acquisition.dir, ignore_errors=True)
 
 
 class Version(unittest.TestCase):
@@ -231,10 +233,295 @@ class LiveExport(unittest.TestCase):
                 self.assertEqual(f.attrs["source"].decode(), endpoint)
 
 
+# A small scanner with histogram bins other than the defaults, so the edges are checked
+# against the configuration rather than against the defaults.
+SMALL_SCANNER = """scanner:
+  bdm_transaxial: 8
+  bdm_axial: 1
+  du_transaxial: 2
+  du_axial: 2
+  crystal_transaxial: 8
+  crystal_axial: 8
+  position_size: 64
+  tick_ps: 15.625
+  ring_radius_mm: 40.0
+calibration:
+  position_lut: none.npy
+  energy_correction: none.npy
+output:
+  histograms:
+    energy_bins: 100
+    energy_max_keV: 800.0
+    raw_bins: 128
+    raw_bin_adc: 32
+    rate_bins: 40
+    rate_bin_ms: 2.0
+"""
+
+# The 16-byte raw frame of DESIGN section 2.
+FRAME = np.dtype([("head_du", "u1"), ("bdm", "u1"), ("time", ">u8"), ("x", "u1"), ("y", "u1"),
+                  ("energy", ">u2"), ("temp_int", "i1"), ("temp_frac_tail", "u1")])
+assert FRAME.itemsize == 16
+
+
+class HistogramAcquisition:
+    """A small simulated acquisition processed by petdaq-offline --histograms; its printed
+    summary parsed into {label: count}."""
+    dir = None
+    summary = None
+
+    @classmethod
+    def get(cls):
+        if cls.dir is None:
+            cls.dir = tempfile.mkdtemp(prefix="petdaq-py-hist-")
+            config = os.path.join(cls.dir, "small.yaml")
+            with open(config, "w") as f:
+                f.write(SMALL_SCANNER)
+            acq = os.path.join(cls.dir, "acq")
+            subprocess.run([tool("petdaq-sim"), "--config", config, "--output-dir", acq,
+                            "--duration-s", "0.05", "--activity-MBq", "2", "--quiet"], check=True,
+                           capture_output=True)
+            out = subprocess.run([tool("petdaq-offline"), "--config", os.path.join(acq, "petdaq.yaml"),
+                                  "--input", os.path.join(acq, "frames.bin"), "--output",
+                                  os.path.join(cls.dir, "run.plm"), "--histograms",
+                                  os.path.join(cls.dir, "run.pdh"), "--quiet"],
+                                 check=True, capture_output=True, text=True).stdout
+            cls.summary = {m.group(1).strip(): int(m.group(2))
+                           for m in re.finditer(r"^\s*([a-z_. ]+?)\s+(\d+)(?:\s|$)", out, re.M)}
+        return cls.dir
+
+    @classmethod
+    def path(cls, name):
+        return os.path.join(cls.get(), name)
+
+
 class Histograms(unittest.TestCase):
-    def test_pending_format_says_so(self):
-        with self.assertRaisesRegex(NotImplementedError, "DESIGN"):
-            petdaq.read_histograms("x.h")
+    """read_histograms on a file petdaq-offline wrote, against the C++ side and the inputs."""
+
+    def setUp(self):
+        self.h = petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))
+        self.printed = HistogramAcquisition.summary
+
+    def test_totals_equal_the_counters_petdaq_offline_printed(self):
+        h, printed = self.h, self.printed
+        self.assertGreater(printed["singles"], 1000)
+        self.assertGreater(printed["prompts"], 100)
+        self.assertEqual(int(h["crystal_singles"].counts.sum()), printed["singles"])
+        self.assertEqual(int(h["rate_singles"].counts.sum()), printed["singles"])
+        self.assertEqual(int(h["crystal_energy_rejected"].counts.sum()), printed["energy rejected"])
+        self.assertEqual(int(h["dt_prompt"].counts.sum()),
+                         printed["prompts"] - printed["coinc.records_overflow"])
+        self.assertEqual(int(h["dt_delayed"].counts.sum()), printed["delayed"])
+        self.assertEqual(int(h["bdm_pair_prompt"].counts.sum()), printed["prompts"])
+        self.assertEqual(int(h["rate_delayed"].counts.sum()), printed["delayed"])
+        # The file's own counters are those the tool printed.
+        c = h.meta["counters"]
+        self.assertEqual(c["single.accepted"], printed["singles"])
+        self.assertEqual(c["coinc.prompts"], printed["prompts"])
+        self.assertEqual(c["stream.late"], printed["stream.late"])
+
+    def test_flood_equals_a_count_of_the_frames(self):
+        frames = np.fromfile(os.path.join(HistogramAcquisition.path("acq"), "frames.bin"), dtype=FRAME)
+        self.assertEqual(self.printed["stream.late"], 0)  # else late frames would be missing
+        du = frames["head_du"] & 0x0F
+        ok = ((frames["head_du"] >> 4 == 0xA) & (frames["temp_frac_tail"] & 0x0F == 0x5)
+              & (frames["bdm"] < 8) & (du < 4) & (frames["x"] < 64) & (frames["y"] < 64))
+        want = np.zeros((8, 4, 64, 64), dtype=np.uint64)
+        f = frames[ok]
+        np.add.at(want, (f["bdm"], f["head_du"] & 0x0F, f["y"], f["x"]), 1)
+        flood = self.h["flood"]
+        self.assertEqual(flood.shape, (8, 4, 64, 64))
+        self.assertGreater(int(want.sum()), 10000)
+        np.testing.assert_array_equal(flood.counts, want)
+
+    def test_dt_prompt_equals_a_count_of_the_records(self):
+        plm = petdaq.read_plm(HistogramAcquisition.path("run.plm"))
+        tick_ps = plm.tick_ps
+        window_ticks = int(round(self.h.meta["window_ps"] / tick_ps))
+        bin_ticks = max(1, -(-(window_ticks + 1) // 1024))  # DESIGN 7: ceil((W + 1) / 1024)
+        dt = self.h["dt_prompt"]
+        n = dt.shape[0]
+        want = np.bincount(np.minimum(plm.prompts["dt"] // bin_ticks, n - 1), minlength=n)
+        np.testing.assert_array_equal(dt.counts, want)
+        self.assertEqual(dt.unit, "ps")
+        np.testing.assert_allclose(dt.edges, np.arange(n + 1) * bin_ticks * tick_ps)
+
+    def test_names_shapes_units_and_edges(self):
+        h = self.h
+        self.assertEqual(h.names()[:2], ["crystal_singles", "crystal_energy_rejected"])
+        self.assertEqual(set(h), {"crystal_singles", "crystal_energy_rejected", "energy_keV",
+                                  "energy_raw", "flood", "dt_prompt", "dt_delayed", "bdm_pair_prompt",
+                                  "bdm_pair_delayed", "rate_singles", "rate_prompts", "rate_delayed"})
+        crystals = 8 * 4 * 64
+        e = h["energy_keV"]
+        self.assertEqual((e.shape, e.unit, e.counts.dtype), ((crystals, 100), "keV", np.dtype("<u4")))
+        np.testing.assert_allclose(e.edges, np.linspace(0, 800, 101))
+        np.testing.assert_allclose(e.centers, np.arange(100) * 8 + 4)
+        r = h["energy_raw"]
+        self.assertEqual((r.shape, r.unit), ((crystals, 128), "ADC"))
+        self.assertEqual(r.edges[-1], 128 * 32)
+        rate = h["rate_prompts"]
+        self.assertEqual((rate.shape, rate.unit), ((40,), "s"))
+        np.testing.assert_allclose(rate.edges[-1], 40 * 0.002)
+        self.assertEqual(h["crystal_singles"].shape, (crystals,))
+        self.assertEqual(h["bdm_pair_prompt"].shape, (8, 8))
+        self.assertEqual(h.tick_ps, 15.625)
+        self.assertEqual(h.meta["scanner"]["position_size"], 64)
+        self.assertEqual(h.meta["energy_window_keV"], [350, 650])
+
+    def test_truncated_other_version_and_foreign_files_are_clear_errors(self):
+        with open(HistogramAcquisition.path("run.pdh"), "rb") as f:
+            data = f.read()
+        cases = {"truncated.pdh": (data[:len(data) // 2], "truncated or padded"),
+                 "tiny.pdh": (data[:10], "shorter than the 64-byte header"),
+                 "version2.pdh": (data[:4] + b"\x02\x00" + data[6:], "version 2, this reader knows version 1"),
+                 "frames.pdh": (b"\xa0" * 256, "bad magic"),
+                 # The first descriptor's shape forged to 2^32 - 1 on each of 4 axes.
+                 "shape.pdh": (data[:64 + 52] + np.array([4] + [2**32 - 1] * 4, "<u4").tobytes()
+                               + data[64 + 72:], "histogram crystal_singles: bins past the end")}
+        for name, (content, message) in cases.items():
+            path = HistogramAcquisition.path(name)
+            with open(path, "wb") as f:
+                f.write(content)
+            with self.assertRaises(petdaq.HistogramFileError) as e:
+                petdaq.read_histograms(path)
+            self.assertIn(message, str(e.exception))
+            self.assertIn(name, str(e.exception))
+        with self.assertRaises(FileNotFoundError):
+            petdaq.read_histograms(HistogramAcquisition.path("missing.pdh"))
+
+
+def assert_hdf5_histograms_equal(test, group, h):
+    """An HDF5 group petdaq-export wrote equals read_histograms' view of the same bytes."""
+    test.assertEqual(sorted(group), sorted(h.names()))
+    for name, hist in h.items():
+        d = group[name]
+        test.assertEqual(d.shape, hist.shape, name)
+        test.assertEqual(d.dtype, hist.counts.dtype, name)
+        np.testing.assert_array_equal(d[()], hist.counts, err_msg=name)
+        test.assertEqual(d.attrs["unit"].decode(), hist.unit, name)
+        test.assertEqual(d.attrs["lo"], hist.lo, name)
+        test.assertEqual(d.attrs["width"], hist.width, name)
+        np.testing.assert_array_equal(d.attrs["bin_edges"], hist.edges, err_msg=name)
+    test.assertEqual(group.attrs["run_id"], h.run_id)
+    test.assertEqual(group.attrs["tick_ps"], h.tick_ps)
+    test.assertEqual(group.attrs["created_unix_ns"], h.created_unix_ns)
+    test.assertEqual(json.loads(group.attrs["metadata_json"]), h.meta)
+
+
+class HistogramExport(unittest.TestCase):
+    """petdaq-export --histograms: the HDF5 datasets read with h5py equal read_histograms."""
+
+    def setUp(self):
+        try:
+            import h5py
+        except ImportError:
+            self.skipTest("h5py (python3-h5py) missing")
+        self.h5py = h5py
+
+    def export(self, *extra):
+        d = HistogramAcquisition.get()
+        return subprocess.run([tool("petdaq-export"), "--input", os.path.join(d, "run.plm"), "--config",
+                               os.path.join(d, "acq", "petdaq.yaml"), "--quiet", *extra],
+                              capture_output=True, text=True)
+
+    def test_hdf5_histograms_equal_read_histograms(self):
+        out = HistogramAcquisition.path("hist.h5")
+        pdh = HistogramAcquisition.path("run.pdh")
+        r = self.export("--histograms", pdh, "--output", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        h = petdaq.read_histograms(pdh)
+        with self.h5py.File(out, "r") as f:
+            assert_hdf5_histograms_equal(self, f["histograms"], h)
+            self.assertEqual(f["histograms/flood"].compression, "gzip")
+            self.assertEqual(f["histograms/flood"][()].sum(), HistogramAcquisition.summary["frames"])
+            # The records are exported beside them as before.
+            self.assertEqual(len(f["prompts"]), HistogramAcquisition.summary["prompts"])
+
+    def test_a_refused_histogram_file_is_a_usage_error_and_writes_nothing(self):
+        with open(HistogramAcquisition.path("run.pdh"), "rb") as f:
+            data = f.read()
+        bad = HistogramAcquisition.path("cut.pdh")
+        with open(bad, "wb") as f:
+            f.write(data[:-8])
+        out = HistogramAcquisition.path("refused.h5")
+        r = self.export("--histograms", bad, "--output", out)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("cut.pdh", r.stderr)
+        self.assertIn("truncated or padded", r.stderr)
+        self.assertFalse(os.path.exists(out))
+        r = self.export("--histograms", HistogramAcquisition.path("run.pdh"), "--format", "castor",
+                        "--output", HistogramAcquisition.path("scan"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--histograms", r.stderr)
+
+
+class LiveHistogramExport(unittest.TestCase):
+    """Live, petdaq-export takes the `histograms` topic: the last message of each run."""
+
+    def test_the_last_histograms_of_each_run_are_exported(self):
+        try:
+            import h5py
+            import zmq
+        except ImportError as e:
+            self.skipTest(f"{e.name} missing (python3-h5py, python3-zmq)")
+        with open(HistogramAcquisition.path("run.pdh"), "rb") as f:
+            run0 = f.read()
+        # The same histograms as run 7 (run_id is at byte 16 of the file header).
+        run7 = run0[:16] + np.uint64(7).astype("<u8").tobytes() + run0[24:]
+        plm = petdaq.read_plm(HistogramAcquisition.path("run.plm"))
+        config = os.path.join(HistogramAcquisition.path("acq"), "petdaq.yaml")
+
+        def header(kind, message_id, record_count, record_size):
+            h = np.zeros(1, dtype=petdaq.MESSAGE_HEADER)
+            h["magic"], h["version"], h["kind"] = 0x31514450, 1, kind
+            h["message_id"], h["record_count"], h["record_size"] = message_id, record_count, record_size
+            return h.tobytes()
+
+        with tempfile.TemporaryDirectory(prefix="petdaq-live-h-") as d:
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            ctx = zmq.Context()
+            pub = ctx.socket(zmq.XPUB)
+            pub.setsockopt(zmq.LINGER, 2000)
+            pub.bind(endpoint)
+            out = os.path.join(d, "live.h5")
+            export = subprocess.Popen([tool("petdaq-export"), "--config", config, "--endpoint", endpoint,
+                                       "--messages", "1", "--output", out, "--quiet"],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                subscriptions = set()
+                while len(subscriptions) < 3:  # coinc.prompt, coinc.delayed, histograms
+                    self.assertTrue(pub.poll(30000), "petdaq-export did not subscribe")
+                    m = pub.recv()
+                    if m[:1] == b"\x01":
+                        subscriptions.add(m[1:])
+                self.assertIn(b"histograms", subscriptions)
+                hist = lambda i, body: [b"histograms", header(4, i, 1, len(body)), body]  # noqa: E731
+                pub.send_multipart(hist(0, bytes(range(256))))  # a layout no reader knows: refused
+                # An earlier message of run 0: every bin zero (between the descriptors and
+                # the JSON document).
+                bins, meta = 64 + 96 * len(petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))), \
+                    int(np.frombuffer(run0, "<u8", 1, 32)[0])
+                pub.send_multipart(hist(1, run0[:bins] + bytes(meta - bins) + run0[meta:]))
+                pub.send_multipart(hist(2, run0))  # run 0's later message replaces it
+                pub.send_multipart(hist(3, run7))
+                prompts = plm.prompts
+                pub.send_multipart([b"coinc.prompt", header(1, 0, len(prompts), 32), prompts.tobytes()])
+                _, err = export.communicate(timeout=30)
+            finally:
+                if export.poll() is None:
+                    export.kill()
+                pub.close()
+                ctx.term()
+            self.assertEqual(export.returncode, 0, err)
+            self.assertIn("1 malformed messages refused (last: histograms: not a petdaq histogram "
+                          "file (bad magic))", err)
+            h = petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))
+            with h5py.File(out, "r") as f:
+                assert_hdf5_histograms_equal(self, f["histograms_run0"], h)
+                self.assertEqual(f["histograms"].attrs["run_id"], 7)
+                np.testing.assert_array_equal(f["histograms/flood"][()], h["flood"].counts)
+                np.testing.assert_array_equal(f["prompts"][:].view(petdaq.RECORD), prompts)
 
 
 class GeometryTest(unittest.TestCase):

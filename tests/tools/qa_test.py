@@ -26,8 +26,8 @@ except ImportError as e:
     sys.exit(77)
 
 sim, offline, qa, work = sys.argv[1:5]
-sys.path.insert(0, os.path.dirname(os.path.realpath(qa)))
-import petdaq_histograms as ph  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(qa)), "..", "..", "python"))
+from petdaq import histograms as ph  # noqa: E402
 
 failures = []
 
@@ -55,7 +55,7 @@ subprocess.run([offline, "--config", os.path.join(acq, "petdaq.yaml"), "--input"
                 "--histograms", pdh, "--quiet"], check=True, stdout=subprocess.DEVNULL)
 
 # The reader: totals equal the counters of the same file.
-h = ph.read_file(pdh)
+h = ph.read_histograms(pdh)
 c = h.meta["counters"]
 check(c["single.accepted"] > 1000, "an acquisition with singles")
 check(int(h["crystal_singles"].counts.sum()) == c["single.accepted"], "crystal_singles = single.accepted")

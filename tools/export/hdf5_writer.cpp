@@ -1,5 +1,6 @@
 #include "tools/export/hdf5_writer.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <initializer_list>
 #include <utility>
@@ -7,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/geometry.h"
+#include "core/histograms.h"
 #include "tools/export/crystal_position.h"
 
 namespace petdaq::exporter {
@@ -58,6 +60,14 @@ void attr(hid_t on, const char* name, const std::string& v) {
   attr(on, name, t.get(), t.get(), v.empty() ? "" : v.data());
 }
 
+void attr(hid_t on, const char* name, const std::vector<double>& v) {
+  const hsize_t n = v.size();
+  H5Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose, name);
+  H5Handle a(H5Acreate2(on, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
+             name);
+  check_status(H5Awrite(a.get(), H5T_NATIVE_DOUBLE, v.data()), name);
+}
+
 template <typename T>
 void dataset(hid_t on, const char* name, hid_t mem_type, hid_t file_type,
              const std::vector<T>& values, std::vector<hsize_t> dims) {
@@ -65,6 +75,57 @@ void dataset(hid_t on, const char* name, hid_t mem_type, hid_t file_type,
   H5Handle d(H5Dcreate2(on, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
              H5Dclose, name);
   check_status(H5Dwrite(d.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), name);
+}
+
+// One histogram file (DESIGN section 7) as a group: a dataset per histogram, of its shape and
+// unsigned element type, with `unit`, `lo`, `width` and `bin_edges` (of the last axis) as
+// attributes; the file header and its JSON document as the group's attributes.
+void write_histograms(hid_t on, const std::string& group_name, const std::vector<std::uint8_t>& bytes,
+                      int compression_level) {
+  const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+  H5Handle group(H5Gcreate2(on, group_name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                 H5Gclose, group_name.c_str());
+  attr(group.get(), "run_id", f.header.run_id);
+  attr(group.get(), "created_unix_ns", f.header.created_unix_ns);
+  attr(group.get(), "tick_ps", f.header.tick_ps);
+  attr(group.get(), "metadata_json", std::string(f.metadata));
+  for (const HistDescriptor& d : f.descriptors) {
+    const std::string name(d.name_view());
+    const std::vector<hsize_t> dims(d.shape, d.shape + d.rank);
+    const hid_t type = d.element_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U64LE;
+    H5Handle space(H5Screate_simple(int(d.rank), dims.data(), nullptr), H5Sclose, name.c_str());
+    H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
+    // Dense attribute storage: the bin edges of a per-crystal axis pass HDF5's 64 KiB limit
+    // for attributes kept in the object header.
+    check_status(H5Pset_attr_phase_change(dcpl.get(), 0, 0), "attribute storage");
+    if (d.elements() > 0 && compression_level > 0) {
+      // Chunks of at most 1 MiB, cut along the leading axes (flood maps, spectra per crystal).
+      std::vector<hsize_t> chunk = dims;
+      std::uint64_t chunk_bytes = d.elements() * d.element_bytes;
+      for (std::size_t k = 0; k < chunk.size() && chunk_bytes > (1u << 20); ++k) {
+        const std::uint64_t row = chunk_bytes / chunk[k];
+        chunk[k] = std::max<hsize_t>(1, (1u << 20) / row);
+        chunk_bytes = row * chunk[k];
+      }
+      check_status(H5Pset_chunk(dcpl.get(), int(chunk.size()), chunk.data()), "chunking");
+      check_status(H5Pset_shuffle(dcpl.get()), "shuffle filter");
+      check_status(H5Pset_deflate(dcpl.get(), unsigned(compression_level)), "deflate filter");
+    }
+    H5Handle set(H5Dcreate2(group.get(), name.c_str(), type, space.get(), H5P_DEFAULT, dcpl.get(),
+                            H5P_DEFAULT),
+                 H5Dclose, name.c_str());
+    // The bins are little-endian in the file: HDF5 converts them if this machine is not.
+    if (d.elements() > 0)
+      check_status(H5Dwrite(set.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                            bytes.data() + d.data_offset),
+                    name);
+    attr(set.get(), "unit", std::string(d.unit_view()));
+    attr(set.get(), "lo", d.lo);
+    attr(set.get(), "width", d.width);
+    std::vector<double> edges(std::size_t{d.shape[d.rank - 1]} + 1);
+    for (std::size_t i = 0; i < edges.size(); ++i) edges[i] = d.lo + double(i) * d.width;
+    attr(set.get(), "bin_edges", edges);
+  }
 }
 
 }  // namespace
@@ -89,9 +150,14 @@ void H5Handle::reset() {
 Hdf5Writer::Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header,
                        const Settings& settings, const std::string& config_text,
                        int compression_level)
-    : path_(file), settings_(settings) {
+    : path_(file), settings_(settings), compression_level_(compression_level) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions naming the step
-  file_ = H5Handle(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose,
+  // The 1.8 file format (read by every HDF5 since 2008): dense attribute storage for the
+  // histograms' bin edges.
+  H5Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "file access properties");
+  check_status(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST),
+               "file format version");
+  file_ = H5Handle(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose,
                    ("create " + file.string()).c_str());
   record_mem_type_ = record_type(false);
   record_file_type_ = record_type(true);
@@ -153,11 +219,23 @@ void Hdf5Writer::add(const MessageHeader& m, const CoincRecord* records, std::si
   }
 }
 
+void Hdf5Writer::add_histograms(std::vector<std::uint8_t> bytes) {
+  const std::uint64_t run_id = parse_histogram_file(bytes.data(), bytes.size()).header.run_id;
+  histograms_[run_id] = std::move(bytes);
+  last_histogram_run_ = run_id;
+}
+
 void Hdf5Writer::finish(const std::string& source) {
   flush(prompts_);
   flush(delayed_);
   const hid_t root = file_.get();
   attr(root, "source", source);
+  // The last run's histograms are `histograms`; an earlier run's, `histograms_run<run_id>`.
+  for (const auto& [run_id, bytes] : histograms_)
+    write_histograms(root,
+                     run_id == last_histogram_run_ ? "histograms"
+                                                   : "histograms_run" + std::to_string(run_id),
+                     bytes, compression_level_);
 
   // The message headers, one row per message in file order.
   struct MessageRow {

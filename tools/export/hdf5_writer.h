@@ -1,13 +1,15 @@
 // HDF5 output (docs/export.md): prompts and delayed as chunked, compressed compound datasets
 // (the 32-byte record of DESIGN section 5), the message headers, the file header and settings
 // as attributes, counts from the file, and the scanner geometry (crystal id -> ring, sector,
-// position in mm).
+// position in mm), and histogram files or `histograms` messages (DESIGN section 7) as one
+// dataset per histogram with its unit and bin edges as attributes.
 #pragma once
 
 #include <hdf5.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,10 @@ class Hdf5Writer {
   Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header, const Settings& settings,
              const std::string& config_text, int compression_level);
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
+  // A histogram file's bytes (or a `histograms` message body); the latest per run is written
+  // by finish(). Throws HistogramFileError (what() says why) and keeps nothing if refused.
+  void add_histograms(std::vector<std::uint8_t> bytes);
+  std::size_t histogram_runs() const { return histograms_.size(); }
   // Writes what is buffered, the messages, counts and geometry; closes the file.
   void finish(const std::string& source);
 
@@ -58,6 +64,9 @@ class Hdf5Writer {
   Stream prompts_, delayed_;
   std::vector<MessageHeader> messages_;
   std::uint64_t from_multiple_[2] = {};
+  std::map<std::uint64_t, std::vector<std::uint8_t>> histograms_;  // by run_id
+  std::uint64_t last_histogram_run_ = 0;
+  int compression_level_;
 };
 
 }  // namespace petdaq::exporter

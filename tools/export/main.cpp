@@ -5,6 +5,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -16,6 +17,7 @@
 #endif
 
 #include "core/geometry.h"
+#include "core/histograms.h"
 #include "core/output.h"
 #include "core/settings.h"
 #include "proto/records.h"
@@ -34,6 +36,7 @@ constexpr const char* kProgram = "petdaq-export";
 
 struct Options {
   std::filesystem::path input, config, output;
+  std::filesystem::path histograms;  // a histogram file (.pdh) to export with the records
   std::string endpoint;  // live: subscribe here instead of reading --input
   double duration_s = 0;
   std::uint64_t messages = 0;
@@ -61,6 +64,11 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   app.add_option("--compression", o.compression, "HDF5 deflate level (0: none)")
       ->check(CLI::Range(0, 9))
       ->type_name("N");
+  app.add_option("--histograms", o.histograms,
+                 "HDF5: also export this histogram file (petdaqd's .pdh beside the .plm, or "
+                 "petdaq-offline --histograms); live, the `histograms` topic is exported too")
+      ->check(CLI::ExistingFile)
+      ->type_name("FILE.pdh");
   cli::add_quiet(app, o.quiet);
   const char* live = "Live (instead of --input; needs petdaq built with ZeroMQ)";
   app.add_option("--endpoint", o.endpoint,
@@ -78,6 +86,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (o.input.empty() && o.endpoint.empty())
     return app.usage_error("--input FILE or --endpoint EP is required");
+  if (!o.histograms.empty() && o.format != "hdf5")
+    return app.usage_error("--histograms: only the hdf5 format carries histograms");
   return std::nullopt;
 }
 
@@ -98,6 +108,7 @@ class LiveSource {
     sub_.set(zmq::sockopt::rcvhwm, 100000);
     sub_.set(zmq::sockopt::subscribe, "coinc.prompt");
     sub_.set(zmq::sockopt::subscribe, "coinc.delayed");
+    if (o.format == "hdf5") sub_.set(zmq::sockopt::subscribe, "histograms");
     sub_.connect(o.endpoint);
     install_stop_signals();
   }
@@ -124,6 +135,13 @@ class LiveSource {
         more = part.more();
         parts.push_back(std::move(part));
       }
+      if (parts.size() == 3 && parts[0].to_string_view() == "histograms") {
+        if (const std::string why = take_histograms(parts); !why.empty()) {
+          ++refused_;
+          last_refusal_ = "histograms: " + why;
+        }
+        continue;
+      }
       if (const std::string why = decode(parts, h, records); !why.empty()) {
         ++refused_;
         last_refusal_ = why;
@@ -135,8 +153,28 @@ class LiveSource {
   }
   std::uint64_t refused() const { return refused_; }
   const std::string& last_refusal() const { return last_refusal_; }
+  // Receives each `histograms` message body (a histogram file); throws HistogramFileError.
+  std::function<void(std::vector<std::uint8_t>)> on_histograms;
 
  private:
+  // The reason a `histograms` message is refused, or "" once on_histograms took its body.
+  std::string take_histograms(const std::vector<zmq::message_t>& parts) {
+    if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
+    const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
+    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+        h.kind != static_cast<std::uint16_t>(MessageKind::histograms) || h.record_count != 1 ||
+        h.record_size != parts[2].size())
+      return "bad message header (magic, version, kind, record count or size)";
+    if (!on_histograms) return "";
+    const auto* body = parts[2].data<std::uint8_t>();
+    try {
+      on_histograms(std::vector<std::uint8_t>(body, body + parts[2].size()));
+    } catch (const HistogramFileError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
   // The reason a message is not a coincidence batch, or "" and the batch.
   static std::string decode(const std::vector<zmq::message_t>& parts, MessageHeader& h,
                             std::vector<CoincRecord>& records) {
@@ -174,6 +212,7 @@ class LiveSource {
   bool next(MessageHeader&, std::vector<CoincRecord>&) { return false; }
   std::uint64_t refused() const { return 0; }
   const std::string& last_refusal() const { return none_; }
+  std::function<void(std::vector<std::uint8_t>)> on_histograms;
 
  private:
   std::string none_;
@@ -199,6 +238,22 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
     return cli::kExitUsage;
+  }
+  // A histogram file is checked before anything is written: a refused one is a bad argument.
+  std::vector<std::uint8_t> histogram_bytes;
+  if (!o.histograms.empty()) {
+    try {
+      histogram_bytes = read_histogram_file(o.histograms);  // its errors name the file
+    } catch (const HistogramFileError& e) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+      return cli::kExitUsage;
+    }
+    try {
+      parse_histogram_file(histogram_bytes.data(), histogram_bytes.size());
+    } catch (const HistogramFileError& e) {
+      std::fprintf(stderr, "%s: %s: %s\n", kProgram, o.histograms.c_str(), e.what());
+      return cli::kExitUsage;
+    }
   }
   try {
     std::optional<PlmReader> reader;
@@ -249,9 +304,18 @@ int main(int argc, char** argv) {
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {
       exporter::Hdf5Writer w(o.output, h, settings, config_text, o.compression);
+      if (!histogram_bytes.empty()) w.add_histograms(std::move(histogram_bytes));
+      if (live)
+        live->on_histograms = [&w](std::vector<std::uint8_t> bytes) {
+          w.add_histograms(std::move(bytes));
+        };
       each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
       w.finish(source);
-      written = std::to_string(record_count) + " records to " + o.output.string();
+      written = std::to_string(record_count) + " records" +
+                (w.histogram_runs() ? ", histograms of " + std::to_string(w.histogram_runs()) +
+                                          " run(s)"
+                                    : std::string()) +
+                " to " + o.output.string();
     }
 #endif
     progress.done();
