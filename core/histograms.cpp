@@ -13,6 +13,7 @@
 
 #include "core/coincidence.h"
 #include "core/counters.h"
+#include "core/randoms.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -40,6 +41,7 @@ constexpr HistInfo kInfo[kHistCount] = {
     {"rate_singles", "s"},
     {"rate_prompts", "s"},
     {"rate_delayed", "s"},
+    {"bdm_pair_randoms_singles_rate", "bdm"},
     {"energy_keV", "keV"},
     {"energy_raw", "ADC"},
     {"flood", "pixel"},
@@ -74,6 +76,7 @@ Shape shape_of(Hist h, const HistogramLayout& l, double tick_ps) {
       break;
     case Hist::bdm_pair_prompt:
     case Hist::bdm_pair_delayed:
+    case Hist::bdm_pair_randoms_singles_rate:
       s.rank = 2;
       s.dims[0] = s.dims[1] = l.bdm_count;
       break;
@@ -306,9 +309,63 @@ std::string histogram_metadata_json(const Settings& s, std::uint64_t run_id,
   return o;
 }
 
+double singles_rate_squared_integral(const HistogramLayout& l, const std::uint8_t* bins,
+                                     double tick_ps, HistogramSpan span) {
+  const std::uint8_t* p = bins + l.offset[static_cast<int>(Hist::rate_singles)];
+  const auto n = [&](std::size_t i) {
+    std::uint64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return static_cast<double>(v);
+  };
+  std::size_t first = l.rate_bins, last = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < l.rate_bins; ++i) {
+    if (n(i) == 0) continue;
+    first = std::min(first, i);
+    last = i;
+    total += n(i);
+  }
+  if (total == 0) return 0;
+  const double tick_s = tick_ps * 1e-12;
+  const double w = static_cast<double>(l.rate_bin_ticks) * tick_s;
+  if (last - first < 2) {
+    const double t = span.empty() ? static_cast<double>(last - first + 1) * w
+                                  : static_cast<double>(span.end_tick - span.first_tick) * tick_s;
+    return total * total / t;
+  }
+  double sum = 0;
+  for (std::size_t i = first + 1; i < last; ++i) sum += n(i) * n(i) / w;
+  sum += n(first) * std::max(n(first + 1), n(first)) / w;
+  const bool open_ended = last + 1 == l.rate_bins;
+  sum += n(last) * (open_ended ? n(last - 1) : std::max(n(last - 1), n(last))) / w;
+  return sum;
+}
+
+void derive_histograms(const HistogramLayout& l, const Settings& settings, std::uint8_t* bins,
+                       HistogramSpan span) {
+  const std::size_t pairs = l.count[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
+  std::vector<double> crystal(l.crystal_count), matrix(pairs);
+  double total = 0;
+  const std::uint8_t* singles = bins + l.offset[static_cast<int>(Hist::crystal_singles)];
+  for (std::size_t i = 0; i < crystal.size(); ++i) {
+    std::uint64_t v;
+    std::memcpy(&v, singles + 8 * i, 8);
+    crystal[i] = static_cast<double>(v);
+    total += crystal[i];
+  }
+  // τ G(N) / N² · ∫ S² dt: the singles' share of each crystal times the run's rate curve.
+  const double scale = total > 0 ? singles_rate_squared_integral(l, bins, settings.scanner.tick_ps, span) / (total * total) : 0;
+  singles_rate_randoms_by_bdm_pair(RandomsSettings::from(settings), l.geometry, crystal, matrix);
+  std::uint8_t* out = bins + l.offset[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const std::uint64_t v = static_cast<std::uint64_t>(std::llround(matrix[i] * scale));
+    std::memcpy(out + 8 * i, &v, 8);
+  }
+}
+
 void encode_histogram_file(const HistogramSet& set, const Settings& settings,
                            std::uint64_t run_id, std::string_view metadata_json,
-                           std::vector<std::uint8_t>& out) {
+                           std::vector<std::uint8_t>& out, HistogramSpan span) {
   const HistogramLayout& l = set.layout();
   const std::size_t bins_at = kHistHeaderBytes + kHistCount * kHistDescriptorBytes;
   const std::size_t meta_at = bins_at + l.bytes;
@@ -340,6 +397,7 @@ void encode_histogram_file(const HistogramSet& set, const Settings& settings,
     encode_hist_descriptor(d, out.data() + kHistHeaderBytes + i * kHistDescriptorBytes);
   }
   std::memcpy(out.data() + bins_at, set.bins(), l.bytes);
+  derive_histograms(l, settings, out.data() + bins_at, span);
   std::memcpy(out.data() + meta_at, metadata_json.data(), metadata_json.size());
 }
 

@@ -30,6 +30,8 @@ enum class Hist : std::uint8_t {
   rate_singles,             // [rate_bins]: accepted singles by acquisition time
   rate_prompts,             // [rate_bins]: prompt records by time_a
   rate_delayed,             // [rate_bins]: delayed records by time_a
+  // Derived at publish time from the ones above (derive_histograms()); no backend fills it.
+  bdm_pair_randoms_singles_rate,  // [bdm][bdm]: singles-rate randoms over the run, counts
   // 32-bit bins
   energy_keV,               // [crystal][energy_bins]: every converted single with a number as energy
   energy_raw,               // [crystal][raw_bins]: the same singles' raw ADC value
@@ -208,10 +210,36 @@ class HistogramSet {
 std::string histogram_metadata_json(const Settings& settings, std::uint64_t run_id,
                                     std::string_view backend, const Counters* counters);
 
-// Encodes the file (= the `histograms` message body) into `out`, reusing its capacity.
+// The acquisition time that bins cover, in ticks: [first_tick, end_tick); empty when the
+// caller does not know it.
+struct HistogramSpan {
+  std::uint64_t first_tick = 0;
+  std::uint64_t end_tick = 0;
+  bool empty() const { return end_tick <= first_tick; }
+};
+
+// ∫ S(t)² dt over the run, in singles² per second, from the `rate_singles` bins n_t of
+// width w (docs/randoms.md, "In the histograms"): Σ n_t² / w over the bins between the
+// first and the last non-empty one; those two (and the last bin, which also holds
+// everything later) at the rate of their inner neighbour, n · max(n_next / w, n / w)
+// (n_next / w alone for the open-ended last bin). A run of fewer than three bins: N² / T
+// with T the span's length, or without a span the whole bins' (an under-estimate).
+double singles_rate_squared_integral(const HistogramLayout& l, const std::uint8_t* bins,
+                                     double tick_ps, HistogramSpan span);
+
+// Fills the derived histograms of `bins` (a copy laid out by l, its other histograms
+// accumulated) from the others: bdm_pair_randoms_singles_rate[a][b] (a <= b) = the
+// singles-rate randoms of the crystal pairs of BDMs a and b over the run, τ G_ab(N) / N² ·
+// ∫ S² dt with G_ab(N) the good-pair sum of the per-crystal singles N_i
+// (singles_rate_randoms_by_bdm_pair(), core/randoms.h), rounded to whole counts.
+void derive_histograms(const HistogramLayout& l, const Settings& settings, std::uint8_t* bins,
+                       HistogramSpan span);
+
+// Encodes the file (= the `histograms` message body) into `out`, reusing its capacity; the
+// file's derived histograms are filled by derive_histograms() with `span`.
 void encode_histogram_file(const HistogramSet& set, const Settings& settings,
                            std::uint64_t run_id, std::string_view metadata_json,
-                           std::vector<std::uint8_t>& out);
+                           std::vector<std::uint8_t>& out, HistogramSpan span = {});
 
 // A refused histogram file or message: what() says what is wrong with it.
 class HistogramFileError : public std::runtime_error {
