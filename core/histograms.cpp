@@ -358,7 +358,7 @@ void derive_histograms(const HistogramLayout& l, const Settings& settings, std::
   singles_rate_randoms_by_bdm_pair(RandomsSettings::from(settings), l.geometry, crystal, matrix);
   std::uint8_t* out = bins + l.offset[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
   for (std::size_t i = 0; i < pairs; ++i) {
-    const std::uint64_t v = static_cast<std::uint64_t>(std::llround(matrix[i] * scale));
+    const double v = matrix[i] * scale;
     std::memcpy(out + 8 * i, &v, 8);
   }
 }
@@ -389,6 +389,7 @@ void encode_histogram_file(const HistogramSet& set, const Settings& settings,
     std::memcpy(d.name, kInfo[i].name, std::strlen(kInfo[i].name));  // names fit, NUL-padded
     std::memcpy(d.unit, kInfo[i].unit, std::strlen(kInfo[i].unit));
     d.element_bytes = hist_is_32bit(id) ? 4 : 8;
+    d.element_type = hist_is_real(id) ? kHistReal : kHistUnsigned;
     d.rank = sh.rank;
     for (int k = 0; k < kHistMaxRank; ++k) d.shape[k] = sh.dims[k];
     d.lo = sh.lo;
@@ -429,8 +430,21 @@ const HistDescriptor* HistogramFile::find(std::string_view name) const {
 }
 
 std::uint64_t HistogramFile::value(const HistDescriptor& d, std::uint64_t index) const {
+  if (d.is_real()) {
+    const double v = number(d, index);
+    return v > 0 ? static_cast<std::uint64_t>(std::llround(v)) : 0;
+  }
   const std::uint8_t* p = data + d.data_offset + index * d.element_bytes;
   return d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p);
+}
+
+double HistogramFile::number(const HistDescriptor& d, std::uint64_t index) const {
+  const std::uint8_t* p = data + d.data_offset + index * d.element_bytes;
+  if (!d.is_real()) return static_cast<double>(d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p));
+  const std::uint64_t bits = bytes::load_le64(p);
+  double v;
+  std::memcpy(&v, &bits, 8);
+  return v;
 }
 
 HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) {
@@ -442,9 +456,9 @@ HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) 
   f.data = bytes;
   const HistFileHeader& h = f.header;
   if (h.magic != kHistMagic) fail("not a petdaq histogram file (bad magic)");
-  if (h.version != kHistVersion)
-    fail("version " + std::to_string(h.version) + ", this reader knows version " +
-         std::to_string(kHistVersion));
+  if (h.version < kHistOldestVersion || h.version > kHistVersion)
+    fail("version " + std::to_string(h.version) + ", this reader knows versions " +
+         std::to_string(kHistOldestVersion) + " to " + std::to_string(kHistVersion));
   if (h.header_size != kHistHeaderBytes || h.descriptor_size != kHistDescriptorBytes)
     fail("unexpected header or descriptor size");
   if (h.file_bytes != size)
@@ -463,6 +477,9 @@ HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) 
     const std::string name(d.name_view());
     if (d.element_bytes != 4 && d.element_bytes != 8)
       fail("histogram " + name + ": element size " + std::to_string(d.element_bytes));
+    if (d.element_type > kHistReal || (d.is_real() && d.element_bytes != 8))
+      fail("histogram " + name + ": element type " + std::to_string(d.element_type) +
+           " of " + std::to_string(d.element_bytes) + " bytes");
     if (d.rank < 1 || d.rank > kHistMaxRank) fail("histogram " + name + ": bad rank");
     std::uint64_t n = 1;
     for (std::uint32_t k = 0; k < d.rank; ++k) {

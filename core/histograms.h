@@ -31,7 +31,7 @@ enum class Hist : std::uint8_t {
   rate_prompts,             // [rate_bins]: prompt records by time_a
   rate_delayed,             // [rate_bins]: delayed records by time_a
   // Derived at publish time from the ones above (derive_histograms()); no backend fills it.
-  bdm_pair_randoms_singles_rate,  // [bdm][bdm]: singles-rate randoms over the run, counts
+  bdm_pair_randoms_singles_rate,  // [bdm][bdm]: singles-rate randoms over the run (f64)
   // 32-bit bins
   energy_keV,               // [crystal][energy_bins]: every converted single with a number as energy
   energy_raw,               // [crystal][raw_bins]: the same singles' raw ADC value
@@ -42,6 +42,8 @@ inline constexpr int kHistCount = static_cast<int>(Hist::count_);
 inline constexpr int kFirst32BitHist = static_cast<int>(Hist::energy_keV);
 
 PETDAQ_HD constexpr bool hist_is_32bit(Hist h) { return static_cast<int>(h) >= kFirst32BitHist; }
+// Estimates, not counts: 8-byte IEEE doubles (derived at publish time; 0.0 is all zero bytes).
+PETDAQ_HD constexpr bool hist_is_real(Hist h) { return h == Hist::bdm_pair_randoms_singles_rate; }
 
 struct HistogramLayout {
   Geometry geometry;
@@ -231,7 +233,7 @@ double singles_rate_squared_integral(const HistogramLayout& l, const std::uint8_
 // accumulated) from the others: bdm_pair_randoms_singles_rate[a][b] (a <= b) = the
 // singles-rate randoms of the crystal pairs of BDMs a and b over the run, τ G_ab(N) / N² ·
 // ∫ S² dt with G_ab(N) the good-pair sum of the per-crystal singles N_i
-// (singles_rate_randoms_by_bdm_pair(), core/randoms.h), rounded to whole counts.
+// (singles_rate_randoms_by_bdm_pair(), core/randoms.h), as doubles.
 void derive_histograms(const HistogramLayout& l, const Settings& settings, std::uint8_t* bins,
                        HistogramSpan span);
 
@@ -260,7 +262,10 @@ struct HistogramFile {
   const std::uint8_t* data = nullptr;
 
   const HistDescriptor* find(std::string_view name) const;
+  // A bin's count; for a real histogram (an estimate) the value rounded, 0 below 0.
   std::uint64_t value(const HistDescriptor& d, std::uint64_t index) const;
+  // A bin's value as a number, whatever the element type.
+  double number(const HistDescriptor& d, std::uint64_t index) const;
 };
 // Checks magic, version, sizes, every descriptor's shape and that every bin lies inside the
 // bytes; throws HistogramFileError.

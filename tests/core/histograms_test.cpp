@@ -301,9 +301,11 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
   EXPECT_EQ(randoms.shape[0], 4u);
   EXPECT_EQ(randoms.shape[1], 4u);
   EXPECT_EQ(randoms.element_bytes, 8u);
-  std::uint64_t randoms_sum = 0;
-  for (std::uint64_t k = 0; k < randoms.elements(); ++k) randoms_sum += f.value(randoms, k);
-  EXPECT_GT(randoms_sum, 0u);
+  EXPECT_TRUE(randoms.is_real());
+  EXPECT_FALSE(f.find("bdm_pair_delayed")->is_real());
+  double randoms_sum = 0;
+  for (std::uint64_t k = 0; k < randoms.elements(); ++k) randoms_sum += f.number(randoms, k);
+  EXPECT_GT(randoms_sum, 0.0);
   const HistDescriptor& keV = *f.find("energy_keV");
   EXPECT_EQ(keV.unit_view(), "keV");
   EXPECT_EQ(keV.rank, 2u);
@@ -319,13 +321,29 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
   EXPECT_THROW(parse_histogram_file(file.data(), file.size() - 1), HistogramFileError);
   EXPECT_THROW(parse_histogram_file(file.data(), 10), HistogramFileError);
   std::vector<std::uint8_t> other = file;
-  other[4] = 2;  // version 2
+  other[4] = 3;  // version 3
   try {
     parse_histogram_file(other.data(), other.size());
-    FAIL() << "version 2 accepted";
+    FAIL() << "version 3 accepted";
   } catch (const HistogramFileError& e) {
-    EXPECT_NE(std::string(e.what()).find("version 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
   }
+  // A version 1 file (no element types: every histogram unsigned) still reads.
+  other = file;
+  other[4] = 1;
+  bytes::store_le16(other.data() + kHistHeaderBytes +
+                        static_cast<int>(Hist::bdm_pair_randoms_singles_rate) * kHistDescriptorBytes + 50,
+                    0);
+  EXPECT_EQ(parse_histogram_file(other.data(), other.size()).header.version, 1u);
+  // An unknown element type, and a real one of 4 bytes, are refused.
+  other = file;
+  bytes::store_le16(other.data() + kHistHeaderBytes + 50, 2);
+  EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
+  other = file;
+  bytes::store_le16(other.data() + kHistHeaderBytes +
+                        static_cast<int>(Hist::energy_keV) * kHistDescriptorBytes + 50,
+                    kHistReal);
+  EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
   other = file;
   bytes::store_le32(other.data() + kHistHeaderBytes + 56, 1u << 30);  // a huge first axis
   EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
@@ -405,7 +423,7 @@ TEST_P(DerivedRandomsTest, BdmPairRandomsAreTwoTauNiNjOverT) {
     const HistDescriptor& d = *f.find("bdm_pair_randoms_singles_rate");
     double sum = 0;
     for (std::size_t i = 0; i < 16; ++i) {
-      EXPECT_NEAR(static_cast<double>(f.value(d, i)), expected[i], 0.5 + 1e-9 * expected[i])
+      EXPECT_NEAR(f.number(d, i), expected[i], 1e-9 * expected[i] + 1e-12)
           << "bins " << k.live_bins << " pair " << i;
       sum += expected[i];
     }
@@ -425,7 +443,7 @@ TEST_F(HistogramsTest, DerivedRandomsOfNoSinglesAreZero) {
   encode_histogram_file(h, sc.settings, 1, "{}", file);
   const HistogramFile f = parse_histogram_file(file.data(), file.size());
   const HistDescriptor& d = *f.find("bdm_pair_randoms_singles_rate");
-  for (std::size_t i = 0; i < d.elements(); ++i) EXPECT_EQ(f.value(d, i), 0u);
+  for (std::size_t i = 0; i < d.elements(); ++i) EXPECT_EQ(f.number(d, i), 0.0);
 }
 
 }  // namespace
