@@ -354,7 +354,10 @@ void derive_histograms(const HistogramLayout& l, const Settings& settings, std::
     total += crystal[i];
   }
   // τ G(N) / N² · ∫ S² dt: the singles' share of each crystal times the run's rate curve.
-  const double scale = total > 0 ? singles_rate_squared_integral(l, bins, settings.scanner.tick_ps, span) / (total * total) : 0;
+  const double scale =
+      total > 0
+          ? singles_rate_squared_integral(l, bins, settings.scanner.tick_ps, span) / (total * total)
+          : 0;
   singles_rate_randoms_by_bdm_pair(RandomsSettings::from(settings), l.geometry, crystal, matrix);
   std::uint8_t* out = bins + l.offset[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
   for (std::size_t i = 0; i < pairs; ++i) {
@@ -440,7 +443,8 @@ std::uint64_t HistogramFile::value(const HistDescriptor& d, std::uint64_t index)
 
 double HistogramFile::number(const HistDescriptor& d, std::uint64_t index) const {
   const std::uint8_t* p = data + d.data_offset + index * d.element_bytes;
-  if (!d.is_real()) return static_cast<double>(d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p));
+  if (!d.is_real())
+    return static_cast<double>(d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p));
   const std::uint64_t bits = bytes::load_le64(p);
   double v;
   std::memcpy(&v, &bits, 8);
