@@ -1,7 +1,8 @@
 """Read petdaq histogram files (.pdh) and `histograms` messages (DESIGN section 7).
 
 A file is a 64-byte header, one 96-byte descriptor per histogram (name, unit, shape, bin
-edges, where its bins are), the bins (unsigned little-endian counts, C order) and a JSON
+edges, where its bins are), the bins (little-endian, C order: unsigned counts, or doubles
+for estimates such as `bdm_pair_randoms_singles_rate`) and a JSON
 document (run, backend, scanner geometry, windows, counters). A `histograms` message
 carries exactly these bytes as its body.
 
@@ -32,8 +33,8 @@ class HistogramFileError(ValueError):
 
 
 class Histogram:
-    """One histogram: counts (a NumPy array of its shape), the unit and bin edges of its
-    last axis."""
+    """One histogram: counts (a NumPy array of its shape: unsigned integers, or float64
+    for an estimate), the unit and bin edges of its last axis."""
 
     def __init__(self, name, unit, counts, lo, width):
         self.name = name
