@@ -193,7 +193,8 @@ class HistogramSet {
   void add_frames(const RawFrame* frames, std::size_t n, const ConvertTables& tables);
   void add_records(const CoincRecord* records, std::size_t n, bool delayed);
 
-  // Bin i of histogram h (either width) and the sum of all of h's bins.
+  // Bin i of histogram h (either width) and the sum of all of h's bins. The derived
+  // histograms are filled only in encoded files; here they stay 0.
   std::uint64_t at(Hist h, std::size_t i) const;
   std::uint64_t sum(Hist h) const;
 
