@@ -13,6 +13,7 @@
 
 #include "core/coincidence.h"
 #include "core/counters.h"
+#include "core/randoms.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -40,6 +41,7 @@ constexpr HistInfo kInfo[kHistCount] = {
     {"rate_singles", "s"},
     {"rate_prompts", "s"},
     {"rate_delayed", "s"},
+    {"bdm_pair_randoms_singles_rate", "bdm"},
     {"energy_keV", "keV"},
     {"energy_raw", "ADC"},
     {"flood", "pixel"},
@@ -74,6 +76,7 @@ Shape shape_of(Hist h, const HistogramLayout& l, double tick_ps) {
       break;
     case Hist::bdm_pair_prompt:
     case Hist::bdm_pair_delayed:
+    case Hist::bdm_pair_randoms_singles_rate:
       s.rank = 2;
       s.dims[0] = s.dims[1] = l.bdm_count;
       break;
@@ -306,9 +309,66 @@ std::string histogram_metadata_json(const Settings& s, std::uint64_t run_id,
   return o;
 }
 
+double singles_rate_squared_integral(const HistogramLayout& l, const std::uint8_t* bins,
+                                     double tick_ps, HistogramSpan span) {
+  const std::uint8_t* p = bins + l.offset[static_cast<int>(Hist::rate_singles)];
+  const auto n = [&](std::size_t i) {
+    std::uint64_t v;
+    std::memcpy(&v, p + 8 * i, 8);
+    return static_cast<double>(v);
+  };
+  std::size_t first = l.rate_bins, last = 0;
+  double total = 0;
+  for (std::size_t i = 0; i < l.rate_bins; ++i) {
+    if (n(i) == 0) continue;
+    first = std::min(first, i);
+    last = i;
+    total += n(i);
+  }
+  if (total == 0) return 0;
+  const double tick_s = tick_ps * 1e-12;
+  const double w = static_cast<double>(l.rate_bin_ticks) * tick_s;
+  if (last - first < 2) {
+    const double t = span.empty() ? static_cast<double>(last - first + 1) * w
+                                  : static_cast<double>(span.end_tick - span.first_tick) * tick_s;
+    return total * total / t;
+  }
+  double sum = 0;
+  for (std::size_t i = first + 1; i < last; ++i) sum += n(i) * n(i) / w;
+  sum += n(first) * std::max(n(first + 1), n(first)) / w;
+  const bool open_ended = last + 1 == l.rate_bins;
+  sum += n(last) * (open_ended ? n(last - 1) : std::max(n(last - 1), n(last))) / w;
+  return sum;
+}
+
+void derive_histograms(const HistogramLayout& l, const Settings& settings, std::uint8_t* bins,
+                       HistogramSpan span) {
+  const std::size_t pairs = l.count[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
+  std::vector<double> crystal(l.crystal_count), matrix(pairs);
+  double total = 0;
+  const std::uint8_t* singles = bins + l.offset[static_cast<int>(Hist::crystal_singles)];
+  for (std::size_t i = 0; i < crystal.size(); ++i) {
+    std::uint64_t v;
+    std::memcpy(&v, singles + 8 * i, 8);
+    crystal[i] = static_cast<double>(v);
+    total += crystal[i];
+  }
+  // τ G(N) / N² · ∫ S² dt: the singles' share of each crystal times the run's rate curve.
+  const double scale =
+      total > 0
+          ? singles_rate_squared_integral(l, bins, settings.scanner.tick_ps, span) / (total * total)
+          : 0;
+  singles_rate_randoms_by_bdm_pair(RandomsSettings::from(settings), l.geometry, crystal, matrix);
+  std::uint8_t* out = bins + l.offset[static_cast<int>(Hist::bdm_pair_randoms_singles_rate)];
+  for (std::size_t i = 0; i < pairs; ++i) {
+    const double v = matrix[i] * scale;
+    std::memcpy(out + 8 * i, &v, 8);
+  }
+}
+
 void encode_histogram_file(const HistogramSet& set, const Settings& settings,
                            std::uint64_t run_id, std::string_view metadata_json,
-                           std::vector<std::uint8_t>& out) {
+                           std::vector<std::uint8_t>& out, HistogramSpan span) {
   const HistogramLayout& l = set.layout();
   const std::size_t bins_at = kHistHeaderBytes + kHistCount * kHistDescriptorBytes;
   const std::size_t meta_at = bins_at + l.bytes;
@@ -332,6 +392,7 @@ void encode_histogram_file(const HistogramSet& set, const Settings& settings,
     std::memcpy(d.name, kInfo[i].name, std::strlen(kInfo[i].name));  // names fit, NUL-padded
     std::memcpy(d.unit, kInfo[i].unit, std::strlen(kInfo[i].unit));
     d.element_bytes = hist_is_32bit(id) ? 4 : 8;
+    d.element_type = hist_is_real(id) ? kHistReal : kHistUnsigned;
     d.rank = sh.rank;
     for (int k = 0; k < kHistMaxRank; ++k) d.shape[k] = sh.dims[k];
     d.lo = sh.lo;
@@ -340,6 +401,7 @@ void encode_histogram_file(const HistogramSet& set, const Settings& settings,
     encode_hist_descriptor(d, out.data() + kHistHeaderBytes + i * kHistDescriptorBytes);
   }
   std::memcpy(out.data() + bins_at, set.bins(), l.bytes);
+  derive_histograms(l, settings, out.data() + bins_at, span);
   std::memcpy(out.data() + meta_at, metadata_json.data(), metadata_json.size());
 }
 
@@ -371,8 +433,22 @@ const HistDescriptor* HistogramFile::find(std::string_view name) const {
 }
 
 std::uint64_t HistogramFile::value(const HistDescriptor& d, std::uint64_t index) const {
+  if (d.is_real()) {
+    const double v = number(d, index);
+    return v > 0 ? static_cast<std::uint64_t>(std::llround(v)) : 0;
+  }
   const std::uint8_t* p = data + d.data_offset + index * d.element_bytes;
   return d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p);
+}
+
+double HistogramFile::number(const HistDescriptor& d, std::uint64_t index) const {
+  const std::uint8_t* p = data + d.data_offset + index * d.element_bytes;
+  if (!d.is_real())
+    return static_cast<double>(d.element_bytes == 4 ? bytes::load_le32(p) : bytes::load_le64(p));
+  const std::uint64_t bits = bytes::load_le64(p);
+  double v;
+  std::memcpy(&v, &bits, 8);
+  return v;
 }
 
 HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) {
@@ -384,9 +460,9 @@ HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) 
   f.data = bytes;
   const HistFileHeader& h = f.header;
   if (h.magic != kHistMagic) fail("not a petdaq histogram file (bad magic)");
-  if (h.version != kHistVersion)
-    fail("version " + std::to_string(h.version) + ", this reader knows version " +
-         std::to_string(kHistVersion));
+  if (h.version < kHistOldestVersion || h.version > kHistVersion)
+    fail("version " + std::to_string(h.version) + ", this reader knows versions " +
+         std::to_string(kHistOldestVersion) + " to " + std::to_string(kHistVersion));
   if (h.header_size != kHistHeaderBytes || h.descriptor_size != kHistDescriptorBytes)
     fail("unexpected header or descriptor size");
   if (h.file_bytes != size)
@@ -405,6 +481,9 @@ HistogramFile parse_histogram_file(const std::uint8_t* bytes, std::size_t size) 
     const std::string name(d.name_view());
     if (d.element_bytes != 4 && d.element_bytes != 8)
       fail("histogram " + name + ": element size " + std::to_string(d.element_bytes));
+    if (d.element_type > kHistReal || (d.is_real() && d.element_bytes != 8))
+      fail("histogram " + name + ": element type " + std::to_string(d.element_type) +
+           " of " + std::to_string(d.element_bytes) + " bytes");
     if (d.rank < 1 || d.rank > kHistMaxRank) fail("histogram " + name + ": bad rank");
     std::uint64_t n = 1;
     for (std::uint32_t k = 0; k < d.rank; ++k) {

@@ -30,6 +30,8 @@ enum class Hist : std::uint8_t {
   rate_singles,             // [rate_bins]: accepted singles by acquisition time
   rate_prompts,             // [rate_bins]: prompt records by time_a
   rate_delayed,             // [rate_bins]: delayed records by time_a
+  // Derived at publish time from the ones above (derive_histograms()); no backend fills it.
+  bdm_pair_randoms_singles_rate,  // [bdm][bdm]: singles-rate randoms over the run (f64)
   // 32-bit bins
   energy_keV,               // [crystal][energy_bins]: every converted single with a number as energy
   energy_raw,               // [crystal][raw_bins]: the same singles' raw ADC value
@@ -40,6 +42,8 @@ inline constexpr int kHistCount = static_cast<int>(Hist::count_);
 inline constexpr int kFirst32BitHist = static_cast<int>(Hist::energy_keV);
 
 PETDAQ_HD constexpr bool hist_is_32bit(Hist h) { return static_cast<int>(h) >= kFirst32BitHist; }
+// Estimates, not counts: 8-byte IEEE doubles (derived at publish time; 0.0 is all zero bytes).
+PETDAQ_HD constexpr bool hist_is_real(Hist h) { return h == Hist::bdm_pair_randoms_singles_rate; }
 
 struct HistogramLayout {
   Geometry geometry;
@@ -189,7 +193,8 @@ class HistogramSet {
   void add_frames(const RawFrame* frames, std::size_t n, const ConvertTables& tables);
   void add_records(const CoincRecord* records, std::size_t n, bool delayed);
 
-  // Bin i of histogram h (either width) and the sum of all of h's bins.
+  // Bin i of histogram h (either width) and the sum of all of h's bins. The derived
+  // histograms are filled only in encoded files; here they stay 0.
   std::uint64_t at(Hist h, std::size_t i) const;
   std::uint64_t sum(Hist h) const;
 
@@ -208,10 +213,36 @@ class HistogramSet {
 std::string histogram_metadata_json(const Settings& settings, std::uint64_t run_id,
                                     std::string_view backend, const Counters* counters);
 
-// Encodes the file (= the `histograms` message body) into `out`, reusing its capacity.
+// The acquisition time that bins cover, in ticks: [first_tick, end_tick); empty when the
+// caller does not know it.
+struct HistogramSpan {
+  std::uint64_t first_tick = 0;
+  std::uint64_t end_tick = 0;
+  bool empty() const { return end_tick <= first_tick; }
+};
+
+// ∫ S(t)² dt over the run, in singles² per second, from the `rate_singles` bins n_t of
+// width w (docs/randoms.md, "In the histograms"): Σ n_t² / w over the bins between the
+// first and the last non-empty one; those two (and the last bin, which also holds
+// everything later) at the rate of their inner neighbour, n · max(n_next / w, n / w)
+// (n_next / w alone for the open-ended last bin). A run of fewer than three bins: N² / T
+// with T the span's length, or without a span the whole bins' (an under-estimate).
+double singles_rate_squared_integral(const HistogramLayout& l, const std::uint8_t* bins,
+                                     double tick_ps, HistogramSpan span);
+
+// Fills the derived histograms of `bins` (a copy laid out by l, its other histograms
+// accumulated) from the others: bdm_pair_randoms_singles_rate[a][b] (a <= b) = the
+// singles-rate randoms of the crystal pairs of BDMs a and b over the run, τ G_ab(N) / N² ·
+// ∫ S² dt with G_ab(N) the good-pair sum of the per-crystal singles N_i
+// (singles_rate_randoms_by_bdm_pair(), core/randoms.h), as doubles.
+void derive_histograms(const HistogramLayout& l, const Settings& settings, std::uint8_t* bins,
+                       HistogramSpan span);
+
+// Encodes the file (= the `histograms` message body) into `out`, reusing its capacity; the
+// file's derived histograms are filled by derive_histograms() with `span`.
 void encode_histogram_file(const HistogramSet& set, const Settings& settings,
                            std::uint64_t run_id, std::string_view metadata_json,
-                           std::vector<std::uint8_t>& out);
+                           std::vector<std::uint8_t>& out, HistogramSpan span = {});
 
 // A refused histogram file or message: what() says what is wrong with it.
 class HistogramFileError : public std::runtime_error {
@@ -232,7 +263,10 @@ struct HistogramFile {
   const std::uint8_t* data = nullptr;
 
   const HistDescriptor* find(std::string_view name) const;
+  // A bin's count; for a real histogram (an estimate) the value rounded, 0 below 0.
   std::uint64_t value(const HistDescriptor& d, std::uint64_t index) const;
+  // A bin's value as a number, whatever the element type.
+  double number(const HistDescriptor& d, std::uint64_t index) const;
 };
 // Checks magic, version, sizes, every descriptor's shape and that every bin lies inside the
 // bytes; throws HistogramFileError.

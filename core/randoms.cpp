@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/geometry.h"
 
@@ -36,11 +37,13 @@ bool bdms_can_pair(const RandomsSettings& rs, std::uint32_t a, std::uint32_t b) 
   return sector_distance(a % n, b % n, n) >= rs.min_sector_difference;
 }
 
-// Σ over ordered pairs of different crystals that make a good pair of s_i·s_j, with each
-// BDM's rate spread evenly over its crystals; calls pair(a, b, value) for a <= b.
-template <class PairFn>
-double good_pair_sum(const RandomsSettings& rs, std::span<const double> bdm, PairFn pair) {
-  const double crystals = std::max(rs.crystals_per_bdm, 1u);
+// Σ over ordered pairs of different crystals that make a good pair of s_i·s_j, from the
+// per-BDM sums S_b and the per-BDM sums of squares Q_b = Σ_{i in b} s_i² (the pairs of a
+// crystal with itself, which are never good); calls pair(a, b, value) for a <= b. Whether
+// two crystals can pair depends only on their BDMs' sectors, so this is the crystal sum.
+template <class SelfFn, class PairFn>
+double good_pair_sum(const RandomsSettings& rs, std::span<const double> bdm, SelfFn self,
+                     PairFn pair) {
   double sum = 0;
   for (std::size_t a = 0; a < bdm.size(); ++a) {
     for (std::size_t b = a; b < bdm.size(); ++b) {
@@ -49,12 +52,20 @@ double good_pair_sum(const RandomsSettings& rs, std::span<const double> bdm, Pai
         continue;
       }
       // Two crystals of one BDM: every ordered pair but a crystal with itself.
-      const double v = a == b ? bdm[a] * bdm[a] * (1.0 - 1.0 / crystals) : 2.0 * bdm[a] * bdm[b];
+      const double v = a == b ? bdm[a] * bdm[a] - self(a) : 2.0 * bdm[a] * bdm[b];
       pair(a, b, v);
       sum += v;
     }
   }
   return sum;
+}
+
+// The same with each BDM's rate spread evenly over its crystals: Q_b = S_b² / n_b.
+template <class PairFn>
+double good_pair_sum(const RandomsSettings& rs, std::span<const double> bdm, PairFn pair) {
+  const double crystals = std::max(rs.crystals_per_bdm, 1u);
+  return good_pair_sum(
+      rs, bdm, [&](std::size_t a) { return bdm[a] * bdm[a] / crystals; }, pair);
 }
 
 double total(std::span<const double> v) {
@@ -86,6 +97,28 @@ void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
   if (out.size() < n * n) return;
   good_pair_sum(rs, bdm_singles_per_s,
                 [&](std::size_t a, std::size_t b, double v) { out[a * n + b] = rs.window_s * v; });
+}
+
+double singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs, const Geometry& geometry,
+                                        std::span<const double> crystal_singles_per_s,
+                                        std::span<double> out) {
+  const std::size_t n = geometry.bdm_count();
+  const bool fill = out.size() >= n * n;
+  if (fill) std::fill(out.begin(), out.end(), 0.0);
+  std::vector<double> bdm(n, 0.0), squares(n, 0.0);
+  const std::size_t crystals = std::min<std::size_t>(crystal_singles_per_s.size(),
+                                                     geometry.crystal_count());
+  for (std::size_t i = 0; i < crystals; ++i) {
+    const double s = crystal_singles_per_s[i];
+    const std::uint32_t b = geometry.address_of(static_cast<std::uint32_t>(i)).bdm;
+    bdm[b] += s;
+    squares[b] += s * s;
+  }
+  return rs.window_s * good_pair_sum(
+                           rs, bdm, [&](std::size_t a) { return squares[a]; },
+                           [&](std::size_t a, std::size_t b, double v) {
+                             if (fill) out[a * n + b] = rs.window_s * v;
+                           });
 }
 
 namespace {

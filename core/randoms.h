@@ -13,6 +13,8 @@
 
 namespace petdaq {
 
+struct Geometry;
+
 // What the estimators need from the settings.
 struct RandomsSettings {
   // τ: the expected time span, after an opener, in which a later single joins its prompt
@@ -50,6 +52,15 @@ double singles_rate_randoms(const RandomsSettings& rs, std::span<const double> b
 void singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs,
                                       std::span<const double> bdm_singles_per_s,
                                       std::span<double> out);
+
+// The same from per-crystal singles rates (index = crystal id of `geometry`; crystals past
+// the span count 0): exact, including the pairs of two crystals of one BDM, which lose
+// Σ s_i² over its crystals rather than S_b² / n_b. Fills out (n * n entries, n = BDMs; a
+// smaller span is left alone) as above and returns the total, 2τ Σ_{i<j good} s_i s_j.
+// Called with counts N_i instead of rates it returns τ Σ N_i N_j (the histograms' use).
+double singles_rate_randoms_by_bdm_pair(const RandomsSettings& rs, const Geometry& geometry,
+                                        std::span<const double> crystal_singles_per_s,
+                                        std::span<double> out);
 
 // The window model of docs/randoms.md: singles are unpaired (rate λ: background, or a decay
 // whose other photon gave no single) or come as the two singles of one decay (μ decays/s),

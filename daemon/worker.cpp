@@ -246,6 +246,7 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
   if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
+  run_slice_end_ = result.t_end;
   const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
   const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
   publisher_.send(topic::prompts, prompts, result.prompts, prompt_bytes);
@@ -274,6 +275,7 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
   run_first_prompt_.reset();
+  run_slice_end_ = 0;
   rates_horizon_ = 0;
   // A clock reset: the chunks of the old run will never be passed by the new horizon.
   retire_latency(Clock::now(), true);
@@ -340,7 +342,9 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   if (!h) return;
   encode_histogram_file(*h, s, run_id,
                         histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_),
-                        histogram_bytes_);
+                        histogram_bytes_,
+                        run_first_prompt_ ? HistogramSpan{*run_first_prompt_, run_slice_end_}
+                                          : HistogramSpan{});
   MessageHeader m;
   m.kind = static_cast<std::uint16_t>(MessageKind::histograms);
   m.message_id = histogram_message_id_++;

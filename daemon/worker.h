@@ -96,6 +96,8 @@ class Worker final : public ResultSink {
   // document, or from the run's first prompt when the run began inside the interval.
   std::uint64_t rates_horizon_ = 0;
   std::optional<std::uint64_t> run_first_prompt_;
+  // The end of the run's last slice: with run_first_prompt_, the span the histograms cover.
+  std::uint64_t run_slice_end_ = 0;
   Clock::time_point started_;
   Clock::time_point last_rates_;
   Clock::time_point last_poll_;

@@ -14,7 +14,9 @@
 namespace petdaq {
 
 inline constexpr std::uint32_t kHistMagic = 0x48514450;  // "PDQH"
-inline constexpr std::uint16_t kHistVersion = 1;
+// Version 2 added the element type (version 1 files, all unsigned, read the same).
+inline constexpr std::uint16_t kHistVersion = 2;
+inline constexpr std::uint16_t kHistOldestVersion = 1;
 inline constexpr std::size_t kHistHeaderBytes = 64;
 inline constexpr std::size_t kHistDescriptorBytes = 96;
 inline constexpr std::size_t kHistNameBytes = 32;
@@ -35,10 +37,15 @@ struct HistFileHeader {
   double tick_ps = 0;
 };
 
+// What a histogram's elements are.
+inline constexpr std::uint16_t kHistUnsigned = 0;  // unsigned counts (4 or 8 bytes)
+inline constexpr std::uint16_t kHistReal = 1;      // IEEE-754 binary64 (8 bytes): estimates
+
 struct HistDescriptor {
   char name[kHistNameBytes] = {};  // NUL-padded
   char unit[kHistUnitBytes] = {};  // of the last axis's bin edges
-  std::uint32_t element_bytes = 0;  // 4 or 8: unsigned little-endian counts
+  std::uint16_t element_bytes = 0;  // 4 or 8
+  std::uint16_t element_type = 0;   // HistElement
   std::uint32_t rank = 0;           // 1 ... 4
   std::uint32_t shape[kHistMaxRank] = {1, 1, 1, 1};  // C order; unused axes 1
   double lo = 0;     // lower edge of the last axis's first bin, in `unit`
@@ -50,6 +57,7 @@ struct HistDescriptor {
     for (std::uint32_t i = 0; i < rank && i < kHistMaxRank; ++i) n *= shape[i];
     return n;
   }
+  bool is_real() const { return element_type == kHistReal; }
   std::string_view name_view() const { return {name, strnlen(name, kHistNameBytes)}; }
   std::string_view unit_view() const { return {unit, strnlen(unit, kHistUnitBytes)}; }
 };
@@ -92,7 +100,8 @@ inline void encode_hist_descriptor(const HistDescriptor& d, std::uint8_t* p) {
   std::memset(p, 0, kHistDescriptorBytes);
   std::memcpy(p, d.name, kHistNameBytes);
   std::memcpy(p + 32, d.unit, kHistUnitBytes);
-  bytes::store_le32(p + 48, d.element_bytes);
+  bytes::store_le16(p + 48, d.element_bytes);
+  bytes::store_le16(p + 50, d.element_type);
   bytes::store_le32(p + 52, d.rank);
   for (int i = 0; i < kHistMaxRank; ++i) bytes::store_le32(p + 56 + 4 * i, d.shape[i]);
   std::uint64_t v;
@@ -107,7 +116,8 @@ inline HistDescriptor decode_hist_descriptor(const std::uint8_t* p) {
   HistDescriptor d;
   std::memcpy(d.name, p, kHistNameBytes);
   std::memcpy(d.unit, p + 32, kHistUnitBytes);
-  d.element_bytes = bytes::load_le32(p + 48);
+  d.element_bytes = bytes::load_le16(p + 48);
+  d.element_type = bytes::load_le16(p + 50);
   d.rank = bytes::load_le32(p + 52);
   for (int i = 0; i < kHistMaxRank; ++i) d.shape[i] = bytes::load_le32(p + 56 + 4 * i);
   std::uint64_t v = bytes::load_le64(p + 72);

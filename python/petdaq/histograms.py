@@ -1,7 +1,8 @@
 """Histogram files (.pdh) and `histograms` messages (DESIGN section 7, "Histograms").
 
 A file is a 64-byte header, one 96-byte descriptor per histogram (name, unit, shape, bin
-edges, where its bins are), the bins (unsigned little-endian counts, C order) and a JSON
+edges, where its bins are), the bins (little-endian, C order: unsigned counts, or doubles
+for estimates such as `bdm_pair_randoms_singles_rate`) and a JSON
 document (run, backend, scanner geometry, windows, counters). A `histograms` message
 carries exactly these bytes as its body.
 
@@ -22,9 +23,10 @@ import struct
 import numpy as np
 
 MAGIC = 0x48514450  # "PDQH"
-VERSION = 1
+VERSION = 2  # version 2 added the element type; version 1 files read the same
+OLDEST_VERSION = 1
 HEADER = struct.Struct("<IHHIIQQQQQd")  # 64 bytes
-DESCRIPTOR = struct.Struct("<32s16sII4IddQ")  # 96 bytes
+DESCRIPTOR = struct.Struct("<32s16sHHI4IddQ")  # 96 bytes
 assert HEADER.size == 64 and DESCRIPTOR.size == 96
 
 
@@ -97,8 +99,9 @@ def parse(data):
      meta_bytes, file_bytes, tick_ps) = HEADER.unpack_from(data, 0)
     if magic != MAGIC:
         raise HistogramFileError("not a petdaq histogram file (bad magic)")
-    if version != VERSION:
-        raise HistogramFileError(f"version {version}, this reader knows version {VERSION}")
+    if not OLDEST_VERSION <= version <= VERSION:
+        raise HistogramFileError(
+            f"version {version}, this reader knows versions {OLDEST_VERSION} to {VERSION}")
     if header_size != HEADER.size or descriptor_size != DESCRIPTOR.size:
         raise HistogramFileError("unexpected header or descriptor size")
     if file_bytes != size:
@@ -114,12 +117,15 @@ def parse(data):
         raise HistogramFileError(f"metadata is not JSON: {e}") from None
     histograms = {}
     for i in range(count):
-        (name, unit, element_bytes, rank, s0, s1, s2, s3, lo, width,
+        (name, unit, element_bytes, element_type, rank, s0, s1, s2, s3, lo, width,
          offset) = DESCRIPTOR.unpack_from(data, HEADER.size + i * DESCRIPTOR.size)
         name = name.rstrip(b"\0").decode("ascii", "replace")
         unit = unit.rstrip(b"\0").decode("ascii", "replace")
         if element_bytes not in (4, 8):
             raise HistogramFileError(f"histogram {name}: element size {element_bytes}")
+        if element_type > 1 or (element_type == 1 and element_bytes != 8):
+            raise HistogramFileError(
+                f"histogram {name}: element type {element_type} of {element_bytes} bytes")
         if not 1 <= rank <= 4:
             raise HistogramFileError(f"histogram {name}: bad rank {rank}")
         shape = (s0, s1, s2, s3)[:rank]
@@ -128,7 +134,8 @@ def parse(data):
             n *= axis
         if offset > size or n * element_bytes > size - offset:
             raise HistogramFileError(f"histogram {name}: bins past the end")
-        dtype = np.dtype("<u4" if element_bytes == 4 else "<u8")
+        # Unsigned counts, or (type 1) IEEE doubles: estimates such as the randoms.
+        dtype = np.dtype("<f8" if element_type == 1 else "<u4" if element_bytes == 4 else "<u8")
         counts = np.frombuffer(data, dtype=dtype, count=n, offset=offset).reshape(shape)
         histograms[name] = Histogram(name, unit, counts, lo, width)
     header = dict(run_id=run_id, created_unix_ns=created, tick_ps=tick_ps)

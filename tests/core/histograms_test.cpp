@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cpu_backend.h"
+#include "core/coincidence.h"
 #include "core/counters.h"
 #include "test_scanner.h"
 
@@ -289,9 +290,22 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
     const HistDescriptor* d = f.find(hist_name(id));
     ASSERT_NE(d, nullptr) << hist_name(id);
     ASSERT_EQ(d->elements(), h.layout().count[i]);
+    if (id == Hist::bdm_pair_randoms_singles_rate) continue;  // derived (the test below)
     for (std::uint64_t k = 0; k < d->elements(); ++k)
       ASSERT_EQ(f.value(*d, k), h.at(id, k)) << hist_name(id) << " bin " << k;
   }
+  // The backend leaves the derived histogram alone; the file has it filled.
+  EXPECT_EQ(h.sum(Hist::bdm_pair_randoms_singles_rate), 0u);
+  const HistDescriptor& randoms = *f.find("bdm_pair_randoms_singles_rate");
+  EXPECT_EQ(randoms.rank, 2u);
+  EXPECT_EQ(randoms.shape[0], 4u);
+  EXPECT_EQ(randoms.shape[1], 4u);
+  EXPECT_EQ(randoms.element_bytes, 8u);
+  EXPECT_TRUE(randoms.is_real());
+  EXPECT_FALSE(f.find("bdm_pair_delayed")->is_real());
+  double randoms_sum = 0;
+  for (std::uint64_t k = 0; k < randoms.elements(); ++k) randoms_sum += f.number(randoms, k);
+  EXPECT_GT(randoms_sum, 0.0);
   const HistDescriptor& keV = *f.find("energy_keV");
   EXPECT_EQ(keV.unit_view(), "keV");
   EXPECT_EQ(keV.rank, 2u);
@@ -307,16 +321,149 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
   EXPECT_THROW(parse_histogram_file(file.data(), file.size() - 1), HistogramFileError);
   EXPECT_THROW(parse_histogram_file(file.data(), 10), HistogramFileError);
   std::vector<std::uint8_t> other = file;
-  other[4] = 2;  // version 2
+  other[4] = 3;  // version 3
   try {
     parse_histogram_file(other.data(), other.size());
-    FAIL() << "version 2 accepted";
+    FAIL() << "version 3 accepted";
   } catch (const HistogramFileError& e) {
-    EXPECT_NE(std::string(e.what()).find("version 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
   }
+  // A version 1 file (no element types: every histogram unsigned) still reads.
+  other = file;
+  other[4] = 1;
+  bytes::store_le16(other.data() + kHistHeaderBytes +
+                        static_cast<int>(Hist::bdm_pair_randoms_singles_rate) * kHistDescriptorBytes + 50,
+                    0);
+  EXPECT_EQ(parse_histogram_file(other.data(), other.size()).header.version, 1u);
+  // An unknown element type, and a real one of 4 bytes, are refused.
+  other = file;
+  bytes::store_le16(other.data() + kHistHeaderBytes + 50, 2);
+  EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
+  other = file;
+  bytes::store_le16(other.data() + kHistHeaderBytes +
+                        static_cast<int>(Hist::energy_keV) * kHistDescriptorBytes + 50,
+                    kHistReal);
+  EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
   other = file;
   bytes::store_le32(other.data() + kHistHeaderBytes + 56, 1u << 30);  // a huge first axis
   EXPECT_THROW(parse_histogram_file(other.data(), other.size()), HistogramFileError);
+}
+
+// The derived singles-rate randoms per BDM pair against the textbook 2τ Σ N_i N_j / T, crystal
+// pair by crystal pair with the engine's good-pair rule, for planted singles of a constant
+// rate whose first and last rate bins are partly filled (and, in the second profile, the
+// open-ended last bin holds three bins' worth), and for a run of two bins with and without
+// its span.
+struct RandomsCase {
+  std::vector<std::uint64_t> rate;  // rate_singles bins
+  double live_bins;                 // the acquisition time they stand for, in bins
+  HistogramSpan span;
+  double expected_live_bins;        // the time the derivation is expected to assume
+};
+
+class DerivedRandomsTest : public HistogramsTest, public ::testing::WithParamInterface<std::uint32_t> {};
+
+TEST_P(DerivedRandomsTest, BdmPairRandomsAreTwoTauNiNjOverT) {
+  sc.settings.coincidence.min_sector_difference = GetParam();
+  const HistogramLayout l = make_histogram_layout(sc.settings);
+  const Geometry g = sc.geometry();
+  const CoincidenceParams p = CoincidenceParams::from(sc.settings);
+  ASSERT_EQ(sc.settings.coincidence.window_edge, WindowEdge::closed);
+  const double tick_s = sc.settings.scanner.tick_ps * 1e-12;
+  const double tau = (static_cast<double>(sc.ticks(sc.settings.coincidence.window_ps)) + 0.5) * tick_s;
+  const double w = static_cast<double>(l.rate_bin_ticks) * tick_s;
+  const std::uint64_t c = 400'000;  // every profile holds more than the 255 planted crystals
+  std::vector<RandomsCase> cases;
+  {
+    RandomsCase k{std::vector<std::uint64_t>(l.rate_bins, 0), 8.75, {}, 8.75};
+    k.rate[1] = c / 2;  // the run starts half-way into bin 1
+    for (int i = 2; i <= 9; ++i) k.rate[i] = c;
+    k.rate[10] = c / 4;  // and ends a quarter into bin 10
+    cases.push_back(k);
+  }
+  {
+    RandomsCase k{std::vector<std::uint64_t>(l.rate_bins, 0), 5.5, {}, 5.5};
+    k.rate[12] = c / 2;
+    k.rate[13] = k.rate[14] = c;
+    k.rate[15] = 3 * c;  // the last bin: everything from bin 15 on, three bins of it
+    cases.push_back(k);
+  }
+  {
+    RandomsCase k{std::vector<std::uint64_t>(l.rate_bins, 0), 1.25, {}, 1.25};
+    k.rate[3] = c / 4;
+    k.rate[4] = c;
+    k.span = {l.rate_bin_ticks * 15 / 4, l.rate_bin_ticks * 5};  // 3.75 to 5 bins
+    cases.push_back(k);
+    k.span = {};  // without the span: the two whole bins
+    k.expected_live_bins = 2;
+    cases.push_back(k);
+  }
+  for (const RandomsCase& k : cases) {
+    HistogramSet h(l);
+    std::uint64_t total = 0;
+    for (const std::uint64_t v : k.rate) total += v;
+    auto* singles = l.u64(h.bins(), Hist::crystal_singles);
+    std::uint64_t planted = 0;
+    for (std::uint32_t i = 0; i + 1 < l.crystal_count; ++i) planted += singles[i] = 1000 + (i * 37) % 500;
+    singles[l.crystal_count - 1] = total - planted;  // a hot crystal takes the rest
+    std::copy(k.rate.begin(), k.rate.end(), l.u64(h.bins(), Hist::rate_singles));
+
+    const double t = k.expected_live_bins * w;
+    std::vector<double> expected(16, 0.0);
+    for (std::uint32_t i = 0; i < l.crystal_count; ++i)
+      for (std::uint32_t j = i + 1; j < l.crystal_count; ++j) {
+        if (!p.good_pair(i, j)) continue;
+        std::uint32_t a = g.address_of(i).bdm, b = g.address_of(j).bdm;
+        if (a > b) std::swap(a, b);
+        expected[a * 4 + b] += 2 * tau * static_cast<double>(singles[i]) * static_cast<double>(singles[j]) / t;
+      }
+    std::vector<std::uint8_t> file;
+    encode_histogram_file(h, sc.settings, 1, "{}", file, k.span);
+    const HistogramFile f = parse_histogram_file(file.data(), file.size());
+    const HistDescriptor& d = *f.find("bdm_pair_randoms_singles_rate");
+    double sum = 0;
+    for (std::size_t i = 0; i < 16; ++i) {
+      EXPECT_NEAR(f.number(d, i), expected[i], 1e-9 * expected[i] + 1e-12)
+          << "bins " << k.live_bins << " pair " << i;
+      sum += expected[i];
+    }
+    EXPECT_GT(sum, 1e4);
+    // ∫ S² dt itself: N² / T for a constant rate.
+    EXPECT_NEAR(singles_rate_squared_integral(l, h.bins(), sc.settings.scanner.tick_ps, k.span),
+                static_cast<double>(total) * static_cast<double>(total) / t,
+                1e-9 * static_cast<double>(total) * static_cast<double>(total) / t);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(MinSectorDifference, DerivedRandomsTest, ::testing::Values(0u, 1u, 2u));
+
+// A source whose singles rate halves over the run (ten full rate bins from tick 0): the
+// derivation's ∫S² dt within 1 % of the exact S0²/(2k)(1 − e^(−2kT)), where the classic N²/T
+// is 4 % low.
+TEST_F(HistogramsTest, DerivedRandomsFollowADecayingRate) {
+  const HistogramLayout l = make_histogram_layout(sc.settings);
+  HistogramSet h(l);
+  const double w = static_cast<double>(l.rate_bin_ticks) * sc.settings.scanner.tick_ps * 1e-12;
+  const double t = 10 * w, k = std::log(2.0) / t, s0 = 4e11;  // singles per second at t = 0
+  auto* rate = l.u64(h.bins(), Hist::rate_singles);
+  double n = 0;
+  for (int i = 0; i < 10; ++i) {
+    rate[i] = static_cast<std::uint64_t>(std::llround(s0 / k * (std::exp(-k * i * w) - std::exp(-k * (i + 1) * w))));
+    n += static_cast<double>(rate[i]);
+  }
+  const double exact = s0 * s0 / (2 * k) * (1 - std::exp(-2 * k * t));
+  const double got = singles_rate_squared_integral(l, h.bins(), sc.settings.scanner.tick_ps, {});
+  EXPECT_NEAR(got / exact, 1.0, 0.01);
+  EXPECT_LT(n * n / t / exact, 0.97);
+}
+
+TEST_F(HistogramsTest, DerivedRandomsOfNoSinglesAreZero) {
+  const HistogramSet h(make_histogram_layout(sc.settings));
+  std::vector<std::uint8_t> file;
+  encode_histogram_file(h, sc.settings, 1, "{}", file);
+  const HistogramFile f = parse_histogram_file(file.data(), file.size());
+  const HistDescriptor& d = *f.find("bdm_pair_randoms_singles_rate");
+  for (std::size_t i = 0; i < d.elements(); ++i) EXPECT_EQ(f.number(d, i), 0.0);
 }
 
 }  // namespace

@@ -94,6 +94,83 @@ TEST(Randoms, SinglesRateIsTwoTauSiSjOverGoodCrystalPairs) {
   EXPECT_EQ(random_pair_good_fraction(rs, std::vector<double>(12, 0.0)), 1.0);
 }
 
+// A small scanner (6 x 2 BDMs of 2 x 2 DUs of 3 x 2 crystals: 288 crystals) with uneven
+// per-crystal singles rates, one hot and one dead crystal.
+struct SmallScanner {
+  Settings settings;
+  Geometry geometry;
+  std::vector<double> rates;
+};
+SmallScanner small_scanner(std::uint32_t min_sector_difference) {
+  SmallScanner sc;
+  ScannerSettings& s = sc.settings.scanner;
+  s.bdm_transaxial = 6;
+  s.bdm_axial = 2;
+  s.du_transaxial = 2;
+  s.du_axial = 2;
+  s.crystal_transaxial = 3;
+  s.crystal_axial = 2;
+  sc.settings.coincidence.min_sector_difference = min_sector_difference;
+  sc.geometry = Geometry::from(s);
+  std::mt19937_64 rng(5);
+  std::uniform_real_distribution<double> rate(1e3, 3e4);
+  for (std::uint32_t c = 0; c < sc.geometry.crystal_count(); ++c) sc.rates.push_back(rate(rng));
+  sc.rates[17] = 4e5;
+  sc.rates[100] = 0;
+  return sc;
+}
+
+TEST(Randoms, PerCrystalSinglesSumOverGoodCrystalPairs) {
+  for (std::uint32_t msd : {0u, 1u, 2u, 3u}) {
+    const SmallScanner sc = small_scanner(msd);
+    const RandomsSettings rs = RandomsSettings::from(sc.settings);
+    const CoincidenceParams p = CoincidenceParams::from(sc.settings);
+    const Geometry& g = sc.geometry;
+    const std::size_t n = g.bdm_count();
+    // Crystal by crystal with the engine's own good-pair rule.
+    std::vector<double> expected(n * n, 0.0);
+    double expected_total = 0;
+    for (std::uint32_t i = 0; i < g.crystal_count(); ++i)
+      for (std::uint32_t j = i + 1; j < g.crystal_count(); ++j) {
+        if (!p.good_pair(i, j)) continue;
+        const double v = 2 * rs.window_s * sc.rates[i] * sc.rates[j];
+        const std::uint32_t a = g.address_of(i).bdm, b = g.address_of(j).bdm;
+        expected[std::min(a, b) * n + std::max(a, b)] += v;
+        expected_total += v;
+      }
+    std::vector<double> by_pair(n * n, -1.0);
+    const double total = singles_rate_randoms_by_bdm_pair(rs, g, sc.rates, by_pair);
+    EXPECT_NEAR(total, expected_total, 1e-9 * expected_total) << msd;
+    for (std::size_t k = 0; k < n * n; ++k)
+      ASSERT_NEAR(by_pair[k], expected[k], 1e-9 * expected_total) << msd << " pair " << k;
+    if (msd == 0) {
+      // Closed form: every pair of different crystals, τ (S² − Σ s_i²).
+      double s = 0, q = 0;
+      for (const double r : sc.rates) s += r, q += r * r;
+      EXPECT_NEAR(total, rs.window_s * (s * s - q), 1e-9 * total);
+    }
+    // The per-BDM estimate spreads each BDM evenly: it differs only on the same-BDM pairs,
+    // by τ (Σ_{i in b} s_i² − S_b² / n_b) each, which are good only with
+    // min_sector_difference 0 (one BDM is one sector).
+    std::vector<double> bdm(n, 0.0), squares(n, 0.0);
+    for (std::uint32_t c = 0; c < g.crystal_count(); ++c) {
+      bdm[g.address_of(c).bdm] += sc.rates[c];
+      squares[g.address_of(c).bdm] += sc.rates[c] * sc.rates[c];
+    }
+    double spread_excess = 0;
+    for (std::size_t b = 0; b < n && msd == 0; ++b)
+      spread_excess += rs.window_s * (squares[b] - bdm[b] * bdm[b] / rs.crystals_per_bdm);
+    EXPECT_EQ(spread_excess > 0, msd == 0);
+    EXPECT_NEAR(singles_rate_randoms(rs, bdm), total + spread_excess, 1e-9 * total) << msd;
+  }
+  // A span shorter than the matrix is left alone; the total is still returned.
+  const SmallScanner sc = small_scanner(0);
+  std::vector<double> short_out(3, -1.0);
+  EXPECT_GT(singles_rate_randoms_by_bdm_pair(RandomsSettings::from(sc.settings), sc.geometry,
+                                             sc.rates, short_out), 0.0);
+  EXPECT_EQ(short_out, std::vector<double>(3, -1.0));
+}
+
 TEST(Randoms, ModelLimitsAndInversion) {
   RandomsSettings rs = small_ring(0);
   for (WindowMode mode : {WindowMode::first_open, WindowMode::every_single})

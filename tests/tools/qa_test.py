@@ -70,6 +70,25 @@ check(h["energy_keV"].unit == "keV" and h["energy_keV"].counts.shape[0] == 8 * 4
       "energy_keV per crystal, in keV")
 check(abs(h["energy_keV"].edges[-1] - 1000.0) < 1e-3, "energy edges up to energy_max_keV")
 
+# The singles-rate randoms per pair of BDMs against 2τ S_a S_b / T (a < b) and
+# τ (S_a² − Σ_{i in a} N_i²) / T (a = b) over the simulated duration T, from the crystal
+# map: 8 BDMs around one ring of 128 crystals, 16 across each BDM.
+import json  # noqa: E402
+with open(os.path.join(acq, "truth.json")) as f:
+    duration_s = json.load(f)["duration_s"]
+tick_s = h.meta["tick_ps"] * 1e-12
+tau = (round(h.meta["window_ps"] / h.meta["tick_ps"]) + 0.5) * tick_s  # closed edge
+n = h["crystal_singles"].counts.astype(np.float64)
+bdm_of = (np.arange(n.size) % 128) // 16
+s_b = np.bincount(bdm_of, weights=n, minlength=8)
+q_b = np.bincount(bdm_of, weights=n * n, minlength=8)
+want = np.triu(2 * tau * np.outer(s_b, s_b) / duration_s, 1)
+want[np.diag_indices(8)] = tau * (s_b * s_b - q_b) / duration_s
+got = h["bdm_pair_randoms_singles_rate"].counts
+check(got.dtype == np.float64 and got.shape == (8, 8), "randoms per BDM pair: f64 [bdm][bdm]")
+check(np.allclose(got, want, rtol=0.01, atol=0), f"randoms per BDM pair = 2τSaSb/T: {got} vs {want}")
+check(want.sum() > 5, f"randoms expected ({want.sum():.1f})")
+
 # The report.
 out = os.path.join(work, "qa")
 r = subprocess.run([qa, pdh, "--output", out], capture_output=True, text=True)
@@ -98,11 +117,11 @@ count = ph.HEADER.unpack_from(data, 0)[3]
 for i in range(count):
     d = ph.DESCRIPTOR.unpack_from(data, ph.HEADER.size + i * ph.DESCRIPTOR.size)
     if d[0].rstrip(b"\0") == b"crystal_singles":
-        singles = np.frombuffer(data, dtype="<u8", count=d[4], offset=d[10])
+        singles = np.frombuffer(data, dtype="<u8", count=d[5], offset=d[11])
         planted = singles * 10 + 100
         planted[77] = 100 * int(np.median(planted[64:128]))
         planted[300] = 0
-        data[d[10]:d[10] + planted.nbytes] = planted.astype("<u8").tobytes()
+        data[d[11]:d[11] + planted.nbytes] = planted.astype("<u8").tobytes()
 planted_pdh = os.path.join(work, "planted.pdh")
 with open(planted_pdh, "wb") as f:
     f.write(data)
@@ -117,7 +136,7 @@ check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead"
 # Bad files: clear message, exit 2.
 data = open(pdh, "rb").read()
 bad = {"truncated.pdh": (data[: len(data) // 2], "truncated"),
-       "version2.pdh": (data[:4] + b"\x02\x00" + data[6:], "version 2"),
+       "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3"),
        "tiny.pdh": (data[:10], "truncated")}
 for name, (content, message) in bad.items():
     path = os.path.join(work, name)

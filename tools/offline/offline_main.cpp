@@ -112,12 +112,15 @@ class SpanSink final : public ResultSink {
     inner_.on_slice(run_id, r);
   }
   void on_run_end(std::uint64_t run_id, RunEnd reason) override {
-    if (have_first_ && last_end_ > first_) ticks_ += last_end_ - first_;
+    run_span_ = have_first_ ? HistogramSpan{first_, last_end_} : HistogramSpan{};
+    if (!run_span_.empty()) ticks_ += last_end_ - first_;
     have_first_ = false;
     inner_.on_run_end(run_id, reason);
     run_end_.on_run_end(run_id, reason);
   }
   std::uint64_t ticks() const { return ticks_; }
+  // The span of the run that is ending (valid in run_end's on_run_end).
+  HistogramSpan run_span() const { return run_span_; }
 
  private:
   ResultSink& inner_;
@@ -126,6 +129,7 @@ class SpanSink final : public ResultSink {
   std::uint64_t first_ = 0;
   std::uint64_t last_end_ = 0;
   std::uint64_t ticks_ = 0;
+  HistogramSpan run_span_;
 };
 
 // Writes the backend's histograms at the end of each run (--histograms).
@@ -134,13 +138,15 @@ class HistogramFileSink final : public ResultSink {
   HistogramFileSink(const Settings& settings, Backend& backend, const Counters& counters,
                     std::filesystem::path file)
       : settings_(settings), backend_(backend), counters_(counters), file_(std::move(file)) {}
+  // Where the ending run's acquisition span comes from (the derived randoms histogram).
+  void span_from(const SpanSink* span) { span_ = span; }
   void on_slice(std::uint64_t, const SliceResult&) override {}
   void on_run_end(std::uint64_t run_id, RunEnd) override {
     const HistogramSet* h = backend_.histograms();
     if (!h || file_.empty()) return;
     encode_histogram_file(*h, settings_, run_id,
                           histogram_metadata_json(settings_, run_id, backend_.name(), &counters_),
-                          bytes_);
+                          bytes_, span_ ? span_->run_span() : HistogramSpan{});
     std::filesystem::path out = file_;
     if (runs_ > 0)
       out.replace_filename(file_.stem().string() + "-run" + std::to_string(runs_) +
@@ -156,6 +162,7 @@ class HistogramFileSink final : public ResultSink {
   std::filesystem::path file_;
   std::vector<std::uint8_t> bytes_;
   std::uint64_t runs_ = 0;
+  const SpanSink* span_ = nullptr;
 };
 
 // A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes.
@@ -243,6 +250,7 @@ int run(const Options& o) {
   PlmSink sink(settings, o.output);
   HistogramFileSink histograms(settings, *backend, counters, o.histograms);
   SpanSink span(sink, histograms);
+  histograms.span_from(&span);
   Slicer slicer(settings, calibration, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
