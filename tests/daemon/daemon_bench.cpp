@@ -256,7 +256,7 @@ int main(int argc, char** argv) {
   DaemonProcess d(config, sc.dir / "petdaqd.log", {"--backend", backend});
   // The rates on a connection of their own, so that they never queue behind coincidences;
   // a second subscriber takes every coincidence batch (and drops it), as a consumer would.
-  Subscriber sub(dc.zmq_endpoint, 0, true, true, "rates");
+  Subscriber sub(dc.zmq_endpoint, 0, true, true, std::string(topic::rates));
   Subscriber consumer(dc.zmq_endpoint, 0, true, false, "coinc.");
   if (!sub.wait_rates([](const std::string&) { return true; }, 20s)) {
     std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());

@@ -211,11 +211,11 @@ void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
     }
     Published p;
     p.topic = parts[0].to_string();
-    if (!keep_batches_ && p.topic != "rates") continue;
+    if (!keep_batches_ && p.topic != topic::rates) continue;
     p.header = decode_message_header(parts[1].data<std::uint8_t>());
     p.body.assign(parts[2].data<std::uint8_t>(), parts[2].data<std::uint8_t>() + parts[2].size());
     std::lock_guard lock(mutex_);
-    if (p.topic == "rates") last_rates_ = std::string(p.body.begin(), p.body.end());
+    if (p.topic == topic::rates) last_rates_ = std::string(p.body.begin(), p.body.end());
     messages_.push_back(std::move(p));
     cv_.notify_all();
   }
@@ -365,10 +365,10 @@ void UdpSender::send_one(const Datagram& d, std::uint16_t port) { send({d}, port
 
 Stream collect(const std::vector<Published>& messages, MessageKind kind) {
   Stream s;
-  const char* topic = kind == MessageKind::prompts ? "coinc.prompt" : "coinc.delayed";
+  const std::string_view name = kind == MessageKind::prompts ? topic::prompts : topic::delayed;
   std::optional<MessageHeader> prev;
   for (const Published& p : messages) {
-    if (p.topic != topic) continue;
+    if (p.topic != name) continue;
     const MessageHeader& h = p.header;
     if (h.message_id != s.messages) s.ids_consecutive = false;
     if (prev && prev->run_id == h.run_id && prev->t_end != h.t_begin) s.tiles_time = false;

@@ -22,6 +22,7 @@
 #include "proto/datagram.h"
 #include "proto/frame.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 
 namespace petdaq::test {
 

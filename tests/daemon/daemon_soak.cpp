@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   const auto messages = healthy.messages();
   std::string last;
   for (auto it = messages.rbegin(); it != messages.rend() && last.empty(); ++it)
-    if (it->topic == "rates") last.assign(it->body.begin(), it->body.end());
+    if (it->topic == topic::rates) last.assign(it->body.begin(), it->body.end());
   const Stream prompts = collect(messages, MessageKind::prompts);
   const BatchResult ref = batch_process(scanner, frames);
   const bool equal = prompts.records == ref.prompts;

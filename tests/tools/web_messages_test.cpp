@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "proto/records.h"
+#include "proto/topics.h"
 #include "tests/tools/test_messages.h"
 #include "tools/web/intake.h"
 #include "tools/web/messages.h"
@@ -212,16 +213,16 @@ class WebIntakeTest : public ::testing::Test {
 
 TEST_F(WebIntakeTest, CountsAndSkipsWhatItCannotUse) {
   const std::string doc = test::test_rates_json(0);
-  take({"rates", header(), doc});
-  take({"rates", header(), "{\"version\": 1, \"rates\": "});
-  take({"rates", header(), "{\"version\": 2}"});
-  take({"rates", header(0x12345678), doc});             // wrong magic
-  take({"rates", header().substr(0, 60), doc});         // short header
-  take({"rates", doc});                                 // two frames
-  take({"rates", header(), doc, "extra"});              // four frames
+  take({std::string(topic::rates), header(), doc});
+  take({std::string(topic::rates), header(), "{\"version\": 1, \"rates\": "});
+  take({std::string(topic::rates), header(), "{\"version\": 2}"});
+  take({std::string(topic::rates), header(0x12345678), doc});             // wrong magic
+  take({std::string(topic::rates), header().substr(0, 60), doc});         // short header
+  take({std::string(topic::rates), doc});                                 // two frames
+  take({std::string(topic::rates), header(), doc, "extra"});              // four frames
   take({"ratesX", header(), doc});                      // a topic that merely starts alike
-  take({"histograms", header(), std::string(256, 'x')});
-  take({"histograms", "anything"});
+  take({std::string(topic::histograms), header(), std::string(256, 'x')});
+  take({std::string(topic::histograms), "anything"});
   EXPECT_EQ(counters.get(WebCounter::rates_received), 1u);
   EXPECT_EQ(counters.get(WebCounter::rates_malformed), 2u);
   EXPECT_EQ(counters.get(WebCounter::messages_malformed), 5u);
@@ -234,7 +235,7 @@ TEST_F(WebIntakeTest, NeverQueuesWithoutBoundWhenTheServerLoopIsBehind) {
   // The server loop is not running: the first 64 updates wait for it, the rest are dropped
   // and counted, and taking them never blocks.
   const std::string doc = test::test_rates_json(0);
-  for (int i = 0; i < 100; ++i) take({"rates", header(), doc});
+  for (int i = 0; i < 100; ++i) take({std::string(topic::rates), header(), doc});
   EXPECT_EQ(counters.get(WebCounter::rates_received), 100u);
   EXPECT_EQ(counters.get(WebCounter::updates_dropped), 36u);
 }
