@@ -470,25 +470,6 @@ TEST(Logging, StderrIsTheJournalOnlyWhenJournalStreamNamesIt) {
   EXPECT_FALSE(with_garbage);
 }
 
-TEST(ReloadPlan, WindowsAndPolicyAreLiveTheRestNeedsARestart) {
-  Settings running;
-  Settings reread = running;
-  reread.coincidence.window_ps = 3000;
-  reread.coincidence.policy = Policy::take_all_goods;
-  reread.energy_window.low_keV = 400;
-  reread.input.ring_chunks = 8;
-  reread.stream.max_slice_ms = running.stream.max_slice_ms + 2;
-  const ReloadPlan p = plan_reload(running, reread);
-  EXPECT_EQ(p.live, (std::vector<std::string>{"energy_window", "coincidence"}));
-  EXPECT_EQ(p.restart, (std::vector<std::string>{"stream", "input"}));
-  EXPECT_EQ(p.applied.coincidence.window_ps, 3000);
-  EXPECT_EQ(p.applied.energy_window.low_keV, 400);
-  EXPECT_EQ(p.applied.input.ring_chunks, running.input.ring_chunks);
-  EXPECT_EQ(p.applied.stream.max_slice_ms, running.stream.max_slice_ms);
-  EXPECT_TRUE(plan_reload(running, running).live.empty());
-  EXPECT_TRUE(plan_reload(running, running).restart.empty());
-}
-
 TEST(HostRing, ChunksCirculateAndRunOut) {
   LockedPageAllocator alloc;
   HostRing ring(1 << 16, 3, 1, alloc);
