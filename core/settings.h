@@ -3,10 +3,14 @@
 // key's path and the reason.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "proto/datagram.h"
@@ -180,6 +184,16 @@ struct OutputSettings {
 };
 
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };
+
+// The backend names of the `backend` key and of --backend, written once.
+inline constexpr std::array<std::pair<std::string_view, BackendKind>, 3> kBackendNames = {{
+    {"auto", BackendKind::auto_select},
+    {"cpu", BackendKind::cpu},
+    {"gpu", BackendKind::gpu},
+}};
+
+// The backend of that name (kBackendNames), or none.
+std::optional<BackendKind> parse_backend(std::string_view name);
 
 struct LogSettings {
   std::string level = "info";  // trace, debug, info, warn, error

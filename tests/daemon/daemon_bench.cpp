@@ -215,9 +215,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", bisect_steps, "bisection steps once frames are lost")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", backend, "the daemon's backend")
-      ->type_name("KIND")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  cli::add_backend(app, backend);
   app.add_option("--senders", senders,
                  "sender threads, and the daemon's receiver threads (each sender owns a quarter "
                  "of the test scanner's 4 BDMs, so at most 4)")

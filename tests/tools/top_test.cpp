@@ -73,17 +73,6 @@ TEST(TopRates, ProblemCountersAreTheDropsAndErrors) {
   }
 }
 
-TEST(TopRates, NumbersHaveThreeDigitsAndAPrefix) {
-  EXPECT_EQ(top::si(0), "0");
-  EXPECT_EQ(top::si(7.25), "7.2");
-  EXPECT_EQ(top::si(980), "980");
-  EXPECT_EQ(top::si(1234), "1.23 k");
-  EXPECT_EQ(top::si(12345), "12.3 k");
-  EXPECT_EQ(top::si(123456), "123 k");
-  EXPECT_EQ(top::si(2345678), "2.35 M");
-  EXPECT_EQ(top::si(3.2e9), "3.20 G");
-}
-
 // ---------------- the tool ----------------
 
 bool have_tmux() { return std::system("tmux -V > /dev/null 2>&1") == 0; }

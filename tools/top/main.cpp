@@ -18,6 +18,7 @@
 
 #include "core/settings.h"
 #include "tools/common/cli.h"
+#include "tools/common/si.h"
 #include "tools/stop_signal.h"
 #include "proto/records.h"
 #include "proto/topics.h"
@@ -28,6 +29,7 @@ namespace {
 
 using namespace petdaq;
 using namespace petdaq::top;
+using cli::si;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kStaleAfter_s = 3.0;
