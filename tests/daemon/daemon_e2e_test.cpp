@@ -87,8 +87,8 @@ std::vector<Published> stop_and_collect(Subscriber& sub, DaemonProcess& d) {
   EXPECT_TRUE(status.has_value()) << "petdaqd did not exit after SIGTERM";
   EXPECT_EQ(status.value_or(-1), 0) << d.log();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-  // The last message published is the final rates document; give the subscriber its turn.
-  std::this_thread::sleep_for(300ms);
+  // The last message published is the final rates document: take everything the daemon sent.
+  EXPECT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   return sub.messages();
 }
 

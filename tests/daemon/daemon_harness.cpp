@@ -176,9 +176,26 @@ Subscriber::~Subscriber() {
   thread_.join();
 }
 
+namespace {
+// Whether the subscriber's connection is up, from the socket's monitor events. libzmq reports
+// a disconnection after it has queued every message read before the peer closed.
+class ConnectionMonitor : public zmq::monitor_t {
+ public:
+  bool connected = false;
+  bool ever_connected = false;
+  void on_event_connected(const zmq_event_t&, const char*) override {
+    connected = ever_connected = true;
+  }
+  void on_event_disconnected(const zmq_event_t&, const char*) override { connected = false; }
+};
+}  // namespace
+
 void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
                      std::optional<CurveClient> curve) {
   zmq::socket_t sub(context_, zmq::socket_type::sub);
+  ConnectionMonitor monitor;
+  monitor.init(sub, "inproc://subscriber-monitor",
+               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   if (curve) {
     sub.set(zmq::sockopt::curve_serverkey, curve->server_public);
     sub.set(zmq::sockopt::curve_publickey, curve->public_key);
@@ -201,9 +218,16 @@ void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
       std::this_thread::sleep_for(20ms);
       continue;
     }
+    while (monitor.check_event(0)) {
+    }
     std::vector<zmq::message_t> parts;
     const auto got = zmq::recv_multipart(sub, std::back_inserter(parts));
-    if (!got) continue;
+    if (!got) {
+      std::lock_guard lock(mutex_);
+      drained_ = monitor.ever_connected && !monitor.connected;
+      if (drained_) cv_.notify_all();
+      continue;
+    }
     if (parts.size() != 3 || parts[1].size() != kMessageHeaderBytes) {
       std::lock_guard lock(mutex_);
       messages_.push_back({"<malformed>", {}, {}});
@@ -232,6 +256,11 @@ std::optional<std::string> Subscriber::wait_rates(
       return std::nullopt;
     }
   }
+}
+
+bool Subscriber::wait_drained(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [this] { return drained_; });
 }
 
 std::vector<Published> Subscriber::messages() {

@@ -58,7 +58,7 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
                 }, 30s).has_value()) << d.log();
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   const auto messages = sub.messages();
 
   // Singles: kind 3, 16-byte records, consecutive ids, tiling time, equal to the batch.
@@ -158,7 +158,7 @@ TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
   ASSERT_TRUE(rates.has_value()) << d.log();
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   std::string last;
   for (const Published& p : sub.messages())
     if (p.topic == topic::rates) last.assign(p.body.begin(), p.body.end());
