@@ -41,23 +41,13 @@
 #include "daemon/sequence_tracker.h"
 #include "daemon/source_filter.h"
 #include "daemon/worker.h"
+#include "tools/process.h"
 #include "proto/datagram.h"
 
 namespace petdaq::daemon {
 namespace {
 
 using namespace std::chrono_literals;
-
-// Polls `done` until it holds or `timeout` passes; whether it held.
-template <typename Condition>
-bool eventually(Condition done, std::chrono::milliseconds timeout = 5s) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
 
 TEST(SequenceTracker, InOrderCountsNothing) {
   SequenceTracker t;
@@ -633,7 +623,7 @@ TEST_F(ReceiverTest, SequencedHeadersAreCheckedAndDuplicatesDropped) {
 TEST_F(ReceiverTest, ForeignSourcesAreDropped) {
   start(Framing::raw, "10.0.0.0/8");
   send(frames_bytes(1, 4));
-  EXPECT_TRUE(eventually([&] { return counters.get(Counter::rx_foreign_source) >= 1; }));
+  EXPECT_TRUE(test::wait_until([&] { return counters.get(Counter::rx_foreign_source) >= 1; }));
   rx->stop();
   EXPECT_EQ(counters.get(Counter::rx_foreign_source), 1u);
   EXPECT_EQ(counters.get(Counter::rx_frames), 0u);
@@ -649,7 +639,7 @@ TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
   while (held.size() < 4 && std::chrono::steady_clock::now() < until)
     if (Chunk* c = ring->wait_sealed(10ms)) held.push_back(c);
   ASSERT_EQ(held.size(), 4u);  // the ring's four chunks, full or flushed
-  EXPECT_TRUE(eventually([&] { return counters.get(Counter::rx_datagrams) >= 40; }));
+  EXPECT_TRUE(test::wait_until([&] { return counters.get(Counter::rx_datagrams) >= 40; }));
   rx->stop();
   const std::uint64_t in_chunks = counters.get(Counter::rx_frames) / 500;
   EXPECT_EQ(counters.get(Counter::rx_datagrams), 40u);

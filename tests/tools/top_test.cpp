@@ -197,7 +197,11 @@ TEST(TopTool, PlainAndJsonModesPrintOneLinePerDocumentFromTheConfigsEndpoint) {
                          "--duration-s", "1.5"},
                         dir / "pub.out", dir / "pub.err");
   ASSERT_TRUE(publisher.wait_for(std::chrono::seconds(20)).has_value());
-  std::this_thread::sleep_for(std::chrono::milliseconds(3800));  // into "no data"
+  // Once the publisher has gone quiet, --plain says so (after 3 s of silence).
+  EXPECT_TRUE(test::wait_until([&] {
+    return test::read_text(dir / "plain.out").find("no data from petdaqd at " + endpoint) !=
+           std::string::npos;
+  }));
   plain.signal(SIGTERM);
   json.signal(SIGTERM);
   EXPECT_EQ(plain.wait_for(std::chrono::seconds(5)), 0);
