@@ -169,6 +169,13 @@ class Reader {
   template <class E>
   void choice(const YAML::Node& parent, const std::string& path, const char* key, E& out,
               std::initializer_list<std::pair<const char*, E>> options) {
+    choose(parent, path, key, out, options);
+  }
+
+  // The same from any range of (name, value) pairs.
+  template <typename E, typename Options>
+  void choose(const YAML::Node& parent, const std::string& path, const char* key, E& out,
+              const Options& options) {
     std::string s;
     if (!scalar(parent, path, key, s)) return;
     std::string list;
@@ -477,8 +484,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     if (!raw_dir.empty()) s.output.raw.directory = resolve(raw_dir, base_dir);
     r.integer(rw, P + ".raw", "rotate_bytes", s.output.raw.rotate_bytes, 1 << 20, u64max);
   }
-  r.choice(top, "", "backend", s.backend,
-           {{"auto", BackendKind::auto_select}, {"cpu", BackendKind::cpu}, {"gpu", BackendKind::gpu}});
+  r.choose(top, "", "backend", s.backend, kBackendNames);
   {
     auto n = r.section(top, "", "log", {"level"});
     r.string(n, "log", "level", s.log.level);
@@ -581,11 +587,16 @@ const char* to_string(Policy p) {
   }
   return "?";
 }
+std::optional<BackendKind> parse_backend(std::string_view name) {
+  for (const auto& [n, kind] : kBackendNames) {
+    if (n == name) return kind;
+  }
+  return std::nullopt;
+}
+
 const char* to_string(BackendKind b) {
-  switch (b) {
-    case BackendKind::auto_select: return "auto";
-    case BackendKind::cpu: return "cpu";
-    case BackendKind::gpu: return "gpu";
+  for (const auto& [name, kind] : kBackendNames) {
+    if (kind == b) return name.data();  // the table's names are string literals
   }
   return "?";
 }

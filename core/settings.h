@@ -3,10 +3,14 @@
 // key's path and the reason.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "proto/datagram.h"
@@ -35,6 +39,8 @@ struct ScannerSettings {
   double crystal_depth_mm = 10.0;
   double du_gap_mm = 0.4;   // between neighbouring DUs on a board
   double bdm_gap_mm = 1.0;  // between neighbouring boards (axially)
+
+  bool operator==(const ScannerSettings&) const = default;
 };
 
 struct CalibrationSettings {
@@ -42,17 +48,23 @@ struct CalibrationSettings {
   std::filesystem::path energy_correction;  // required
   std::uint32_t energy_bin_width = 10;      // ADC units per table bin
   std::filesystem::path time_offsets;       // optional; empty = none
+
+  bool operator==(const CalibrationSettings&) const = default;
 };
 
 struct FrameSettings {
   bool check_markers = true;
   std::uint8_t head_marker = 0xA;
   std::uint8_t tail_marker = 0x5;
+
+  bool operator==(const FrameSettings&) const = default;
 };
 
 struct EnergyWindowSettings {
   double low_keV = 350.0;
   double high_keV = 650.0;
+
+  bool operator==(const EnergyWindowSettings&) const = default;
 };
 
 enum class WindowEdge : std::uint8_t { closed, half_open };
@@ -69,6 +81,8 @@ enum class Policy : std::uint8_t {
 struct DelayedSettings {
   bool enabled = true;
   double offset_ps = 100'000.0;
+
+  bool operator==(const DelayedSettings&) const = default;
 };
 
 struct CoincidenceSettings {
@@ -79,6 +93,8 @@ struct CoincidenceSettings {
   std::uint32_t min_sector_difference = 0;
   DelayedSettings delayed;
   double time_resolution_ps = 500.0;  // coincidence time resolution, FWHM (randoms estimates)
+
+  bool operator==(const CoincidenceSettings&) const = default;
 };
 
 struct StreamSettings {
@@ -91,6 +107,8 @@ struct StreamSettings {
   std::uint64_t max_pending_frames = 16u << 20;  // frames waiting for the horizon
   std::uint64_t max_carry_singles = 1u << 20;    // carry-over a backend keeps between slices
   std::uint32_t max_records_per_single = 2;      // sizes the record buffers of a slice
+
+  bool operator==(const StreamSettings&) const = default;
 };
 
 struct InputSettings {
@@ -102,6 +120,8 @@ struct InputSettings {
   std::uint32_t receiver_threads = 1;
   std::uint64_t ring_chunk_bytes = 4u << 20;
   std::uint32_t ring_chunks = 64;
+
+  bool operator==(const InputSettings&) const = default;
 };
 
 struct ZmqSettings {
@@ -112,12 +132,16 @@ struct ZmqSettings {
   // per line; a line that starts with '#' is a comment).
   std::filesystem::path curve_secret_key_file;
   std::filesystem::path curve_client_keys_file;
+
+  bool operator==(const ZmqSettings&) const = default;
 };
 
 struct FileSinkSettings {
   bool enabled = false;
   std::filesystem::path directory = "/var/lib/petdaq";
   std::uint64_t rotate_bytes = 1ull << 30;
+
+  bool operator==(const FileSinkSettings&) const = default;
 };
 
 // Live histograms (DESIGN section 7, "Histograms"), accumulated by the backend.
@@ -130,6 +154,8 @@ struct HistogramSettings {
   std::uint32_t raw_bin_adc = 64;   // ADC units per raw bin
   std::uint32_t rate_bins = 36000;  // count-rate curves over the run (an hour)
   double rate_bin_ms = 100.0;       // acquisition time per rate bin
+
+  bool operator==(const HistogramSettings&) const = default;
 };
 
 // Raw capture: the frames as received, in frame files (DESIGN section 2) rotated by size.
@@ -137,10 +163,14 @@ struct RawCaptureSettings {
   bool enabled = false;
   std::filesystem::path directory = "/var/lib/petdaq";
   std::uint64_t rotate_bytes = 1ull << 30;
+
+  bool operator==(const RawCaptureSettings&) const = default;
 };
 
 struct SinglesOutputSettings {
   bool enabled = false;  // the opt-in `singles` topic (kind 3)
+
+  bool operator==(const SinglesOutputSettings&) const = default;
 };
 
 struct OutputSettings {
@@ -150,12 +180,26 @@ struct OutputSettings {
   HistogramSettings histograms;
   SinglesOutputSettings singles;
   RawCaptureSettings raw;
+
+  bool operator==(const OutputSettings&) const = default;
 };
 
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };
 
+// The backend names of the `backend` key and of --backend, written once.
+inline constexpr std::array<std::pair<std::string_view, BackendKind>, 3> kBackendNames = {{
+    {"auto", BackendKind::auto_select},
+    {"cpu", BackendKind::cpu},
+    {"gpu", BackendKind::gpu},
+}};
+
+// The backend of that name (kBackendNames), or none.
+std::optional<BackendKind> parse_backend(std::string_view name);
+
 struct LogSettings {
   std::string level = "info";  // trace, debug, info, warn, error
+
+  bool operator==(const LogSettings&) const = default;
 };
 
 struct Settings {
@@ -170,6 +214,8 @@ struct Settings {
   BackendKind backend = BackendKind::auto_select;
   LogSettings log;
   std::filesystem::path source_file;  // the file these settings came from (if any)
+
+  bool operator==(const Settings&) const = default;
 };
 
 // Empty when `file` is a regular file or does not exist (opening it then says why);

@@ -15,9 +15,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& o) {
                "validate the configuration and calibration, then exit (0 or 2)");
   app.add_flag("--print-rates", o.print_rates, "print the rates to stderr once a second");
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
-  if (backend == "cpu") o.backend = BackendKind::cpu;
-  if (backend == "gpu") o.backend = BackendKind::gpu;
-  if (backend == "auto") o.backend = BackendKind::auto_select;
+  if (!backend.empty()) o.backend = parse_backend(backend);  // checked by add_backend
   return std::nullopt;
 }
 

@@ -23,18 +23,9 @@
 #include "core/settings.h"
 #include "daemon/curve.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 
 namespace petdaq::daemon {
-
-namespace topic {
-inline constexpr std::string_view prompts = "coinc.prompt";
-inline constexpr std::string_view delayed = "coinc.delayed";
-inline constexpr std::string_view rates = "rates";
-inline constexpr std::string_view singles = "singles";
-inline constexpr std::string_view histograms = "histograms";
-inline constexpr std::array<std::string_view, 5> all = {prompts, delayed, rates, singles,
-                                                        histograms};
-}  // namespace topic
 
 // A subscription can match something only if it is a prefix of a published topic.
 bool subscription_can_match(std::string_view subscription);

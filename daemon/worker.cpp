@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <tuple>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -17,72 +16,6 @@
 #include "proto/frame.h"
 
 namespace petdaq::daemon {
-
-// ---- SIGHUP: which sections changed ----
-
-namespace {
-
-auto fields(const ScannerSettings& s) {
-  return std::tie(s.bdm_transaxial, s.bdm_axial, s.du_transaxial, s.du_axial,
-                  s.crystal_transaxial, s.crystal_axial, s.position_size, s.tick_ps,
-                  s.ring_radius_mm, s.crystal_pitch_transaxial_mm, s.crystal_pitch_axial_mm,
-                  s.crystal_depth_mm, s.du_gap_mm, s.bdm_gap_mm);
-}
-auto fields(const CalibrationSettings& s) {
-  return std::tie(s.position_lut, s.energy_correction, s.energy_bin_width, s.time_offsets);
-}
-auto fields(const FrameSettings& s) { return std::tie(s.check_markers, s.head_marker, s.tail_marker); }
-auto fields(const EnergyWindowSettings& s) { return std::tie(s.low_keV, s.high_keV); }
-auto fields(const CoincidenceSettings& s) {
-  return std::tie(s.window_ps, s.window_edge, s.window_mode, s.policy, s.min_sector_difference,
-                  s.delayed.enabled, s.delayed.offset_ps, s.time_resolution_ps);
-}
-auto fields(const StreamSettings& s) {
-  return std::tie(s.max_disorder_ps, s.source_idle_ms, s.max_future_ps, s.max_slice_ms,
-                  s.reset_confirm_ms,
-                  s.max_slice_frames, s.max_pending_frames, s.max_carry_singles,
-                  s.max_records_per_single);
-}
-auto fields(const InputSettings& s) {
-  return std::tie(s.endpoints, s.framing, s.allowed_sources, s.receive_buffer_bytes, s.flush_ms,
-                  s.receiver_threads, s.ring_chunk_bytes, s.ring_chunks);
-}
-auto fields(const OutputSettings& s) {
-  const HistogramSettings& h = s.histograms;
-  return std::tie(s.zmq.endpoint, s.zmq.send_hwm, s.file.enabled, s.file.directory,
-                  s.file.rotate_bytes, s.rates_interval_ms, h.enabled, h.interval_ms,
-                  h.energy_bins, h.energy_max_keV, h.raw_bins, h.raw_bin_adc, h.rate_bins,
-                  h.rate_bin_ms, s.singles.enabled, s.raw.enabled, s.raw.directory,
-                  s.raw.rotate_bytes);
-}
-auto fields(const LogSettings& s) { return std::tie(s.level); }
-
-}  // namespace
-
-ReloadPlan plan_reload(const Settings& running, const Settings& reread) {
-  ReloadPlan plan;
-  plan.applied = running;
-  auto live = [&](const char* name, auto& to, const auto& from) {
-    if (fields(to) != fields(from)) {
-      to = from;
-      plan.live.push_back(name);
-    }
-  };
-  live("energy_window", plan.applied.energy_window, reread.energy_window);
-  live("coincidence", plan.applied.coincidence, reread.coincidence);
-  auto restart = [&](const char* name, const auto& a, const auto& b) {
-    if (fields(a) != fields(b)) plan.restart.push_back(name);
-  };
-  restart("scanner", running.scanner, reread.scanner);
-  restart("calibration", running.calibration, reread.calibration);
-  restart("frame", running.frame, reread.frame);
-  restart("stream", running.stream, reread.stream);
-  restart("input", running.input, reread.input);
-  restart("output", running.output, reread.output);
-  restart("log", running.log, reread.log);
-  if (running.backend != reread.backend) plan.restart.push_back("backend");
-  return plan;
-}
 
 // ---- the engine: backend + slicer for one set of settings ----
 

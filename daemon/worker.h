@@ -24,17 +24,10 @@
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/rates.h"
+#include "daemon/reload.h"
 #include "daemon/run_id.h"
 
 namespace petdaq::daemon {
-
-// The keys of DESIGN section 9 that a SIGHUP applies; the others need a restart.
-struct ReloadPlan {
-  Settings applied;                    // the running settings with the live keys replaced
-  std::vector<std::string> live;       // sections applied
-  std::vector<std::string> restart;    // sections that changed but need a restart
-};
-ReloadPlan plan_reload(const Settings& running, const Settings& reread);
 
 class Worker final : public ResultSink {
  public:

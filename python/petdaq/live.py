@@ -7,6 +7,9 @@ import numpy as np
 from .formats import KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
+# The coincidence topics; the C++ side names every topic once, in proto/topics.h.
+TOPIC_PROMPTS = "coinc.prompt"
+TOPIC_DELAYED = "coinc.delayed"
 
 
 @dataclass
@@ -37,7 +40,7 @@ def decode(frames):
     return topic.decode(), h, np.frombuffer(body, dtype=RECORD)
 
 
-def subscribe(endpoint=DEFAULT_ENDPOINT, topics=("coinc.prompt", "coinc.delayed"),
+def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
               timeout_s=None, on_error=None):
     """Yields a Batch per coincidence message petdaqd publishes at `endpoint`.
 

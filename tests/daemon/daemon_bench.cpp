@@ -218,9 +218,7 @@ int main(int argc, char** argv) {
   app.add_option("--steps", bisect_steps, "bisection steps once frames are lost")
       ->type_name("N")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--backend", backend, "the daemon's backend")
-      ->type_name("KIND")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+  cli::add_backend(app, backend);
   app.add_option("--senders", senders,
                  "sender threads, and the daemon's receiver threads (each sender owns a quarter "
                  "of the test scanner's 4 BDMs, so at most 4)")
@@ -259,7 +257,7 @@ int main(int argc, char** argv) {
   DaemonProcess d(config, sc.dir / "petdaqd.log", {"--backend", backend});
   // The rates on a connection of their own, so that they never queue behind coincidences;
   // a second subscriber takes every coincidence batch (and drops it), as a consumer would.
-  Subscriber sub(dc.zmq_endpoint, 0, true, true, "rates");
+  Subscriber sub(dc.zmq_endpoint, 0, true, true, std::string(topic::rates));
   Subscriber consumer(dc.zmq_endpoint, 0, true, false, "coinc.");
   if (!sub.wait_rates([](const std::string&) { return true; }, 20s)) {
     std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());

@@ -176,9 +176,26 @@ Subscriber::~Subscriber() {
   thread_.join();
 }
 
+namespace {
+// Whether the subscriber's connection is up, from the socket's monitor events. libzmq reports
+// a disconnection after it has queued every message read before the peer closed.
+class ConnectionMonitor : public zmq::monitor_t {
+ public:
+  bool connected = false;
+  bool ever_connected = false;
+  void on_event_connected(const zmq_event_t&, const char*) override {
+    connected = ever_connected = true;
+  }
+  void on_event_disconnected(const zmq_event_t&, const char*) override { connected = false; }
+};
+}  // namespace
+
 void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
                      std::optional<CurveClient> curve) {
   zmq::socket_t sub(context_, zmq::socket_type::sub);
+  ConnectionMonitor monitor;
+  monitor.init(sub, "inproc://subscriber-monitor",
+               ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED);
   if (curve) {
     sub.set(zmq::sockopt::curve_serverkey, curve->server_public);
     sub.set(zmq::sockopt::curve_publickey, curve->public_key);
@@ -201,9 +218,16 @@ void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
       std::this_thread::sleep_for(20ms);
       continue;
     }
+    while (monitor.check_event(0)) {
+    }
     std::vector<zmq::message_t> parts;
     const auto got = zmq::recv_multipart(sub, std::back_inserter(parts));
-    if (!got) continue;
+    if (!got) {
+      std::lock_guard lock(mutex_);
+      drained_ = monitor.ever_connected && !monitor.connected;
+      if (drained_) cv_.notify_all();
+      continue;
+    }
     if (parts.size() != 3 || parts[1].size() != kMessageHeaderBytes) {
       std::lock_guard lock(mutex_);
       messages_.push_back({"<malformed>", {}, {}});
@@ -211,11 +235,11 @@ void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
     }
     Published p;
     p.topic = parts[0].to_string();
-    if (!keep_batches_ && p.topic != "rates") continue;
+    if (!keep_batches_ && p.topic != topic::rates) continue;
     p.header = decode_message_header(parts[1].data<std::uint8_t>());
     p.body.assign(parts[2].data<std::uint8_t>(), parts[2].data<std::uint8_t>() + parts[2].size());
     std::lock_guard lock(mutex_);
-    if (p.topic == "rates") last_rates_ = std::string(p.body.begin(), p.body.end());
+    if (p.topic == topic::rates) last_rates_ = std::string(p.body.begin(), p.body.end());
     messages_.push_back(std::move(p));
     cv_.notify_all();
   }
@@ -232,6 +256,11 @@ std::optional<std::string> Subscriber::wait_rates(
       return std::nullopt;
     }
   }
+}
+
+bool Subscriber::wait_drained(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return cv_.wait_for(lock, timeout, [this] { return drained_; });
 }
 
 std::vector<Published> Subscriber::messages() {
@@ -365,10 +394,10 @@ void UdpSender::send_one(const Datagram& d, std::uint16_t port) { send({d}, port
 
 Stream collect(const std::vector<Published>& messages, MessageKind kind) {
   Stream s;
-  const char* topic = kind == MessageKind::prompts ? "coinc.prompt" : "coinc.delayed";
+  const std::string_view name = kind == MessageKind::prompts ? topic::prompts : topic::delayed;
   std::optional<MessageHeader> prev;
   for (const Published& p : messages) {
-    if (p.topic != topic) continue;
+    if (p.topic != name) continue;
     const MessageHeader& h = p.header;
     if (h.message_id != s.messages) s.ids_consecutive = false;
     if (prev && prev->run_id == h.run_id && prev->t_end != h.t_begin) s.tiles_time = false;

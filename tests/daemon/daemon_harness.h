@@ -22,6 +22,7 @@
 #include "proto/datagram.h"
 #include "proto/frame.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 
 namespace petdaq::test {
 
@@ -99,6 +100,10 @@ class Subscriber {
                                         std::chrono::milliseconds timeout);
   std::vector<Published> messages();
   std::optional<std::string> last_rates();
+  // Once the daemon has exited: waits until the subscriber has seen its connection close and
+  // has then found nothing more to receive, so messages() holds everything the daemon sent
+  // (its last `rates` document included). False on timeout.
+  bool wait_drained(std::chrono::milliseconds timeout);
 
  private:
   void run(std::string endpoint, int rcvhwm, std::string topic, std::optional<CurveClient> curve);
@@ -107,6 +112,7 @@ class Subscriber {
   std::condition_variable cv_;
   std::vector<Published> messages_;
   std::optional<std::string> last_rates_;
+  bool drained_ = false;  // disconnected, and a receive found nothing after that
   bool stop_ = false;
   bool read_;
   bool keep_batches_;

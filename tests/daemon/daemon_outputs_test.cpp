@@ -58,7 +58,7 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
                 }, 30s).has_value()) << d.log();
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   const auto messages = sub.messages();
 
   // Singles: kind 3, 16-byte records, consecutive ids, tiling time, equal to the batch.
@@ -66,7 +66,7 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
   const Published* prev = nullptr;
   std::uint64_t id = 0;
   for (const Published& p : messages) {
-    if (p.topic != "singles") continue;
+    if (p.topic != topic::singles) continue;
     EXPECT_EQ(p.header.kind, 3u);
     EXPECT_EQ(p.header.record_size, 16u);
     EXPECT_EQ(p.header.message_id, id++);
@@ -86,11 +86,11 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
   // Histograms: several messages; the last one's totals equal the final counters.
   std::string rates;
   for (auto it = messages.rbegin(); it != messages.rend() && rates.empty(); ++it)
-    if (it->topic == "rates") rates.assign(it->body.begin(), it->body.end());
+    if (it->topic == topic::rates) rates.assign(it->body.begin(), it->body.end());
   const Published* last = nullptr;
   std::size_t histogram_messages = 0;
   for (const Published& p : messages)
-    if (p.topic == "histograms") {
+    if (p.topic == topic::histograms) {
       last = &p;
       ++histogram_messages;
       EXPECT_EQ(p.header.kind, 4u);
@@ -179,10 +179,10 @@ TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
   ASSERT_TRUE(rates.has_value()) << d.log();
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   std::string last;
   for (const Published& p : sub.messages())
-    if (p.topic == "rates") last.assign(p.body.begin(), p.body.end());
+    if (p.topic == topic::rates) last.assign(p.body.begin(), p.body.end());
 
   std::vector<std::filesystem::path> files;
   for (const auto& e : std::filesystem::directory_iterator(raw_dir)) files.push_back(e.path());

@@ -114,11 +114,11 @@ int main(int argc, char** argv) {
   }
   d.signal(SIGTERM);
   const auto status = d.wait(30s);
-  std::this_thread::sleep_for(500ms);
+  if (!healthy.wait_drained(10s)) std::fprintf(stderr, "the subscriber did not see petdaqd go\n");
   const auto messages = healthy.messages();
   std::string last;
   for (auto it = messages.rbegin(); it != messages.rend() && last.empty(); ++it)
-    if (it->topic == "rates") last.assign(it->body.begin(), it->body.end());
+    if (it->topic == topic::rates) last.assign(it->body.begin(), it->body.end());
   const Stream prompts = collect(messages, MessageKind::prompts);
   const BatchResult ref = batch_process(scanner, frames);
   const bool equal = prompts.records == ref.prompts;

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,17 @@
 #include <vector>
 
 namespace petdaq::test {
+
+// Polls `ready` every 50 ms until it holds or `limit` passes.
+inline bool wait_until(const std::function<bool()>& ready,
+                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  const auto end = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    if (ready()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
 
 inline std::filesystem::path bin_dir() { return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin"; }
 inline std::filesystem::path source_dir() { return PETDAQ_SOURCE_DIR; }

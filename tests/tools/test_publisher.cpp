@@ -23,11 +23,13 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 #include <zmq.hpp>
 
 #include "tests/tools/test_messages.h"
+#include "proto/topics.h"
 #include "tools/common/cli.h"
 
 using namespace petdaq;
@@ -35,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-void send_message(zmq::socket_t& pub, const std::string& topic, const MessageHeader& h,
+void send_message(zmq::socket_t& pub, std::string_view topic, const MessageHeader& h,
                   const void* body, std::size_t body_bytes) {
   std::uint8_t header[kMessageHeaderBytes];
   encode_message_header(h, header);
@@ -105,17 +107,17 @@ int main(int argc, char** argv) {
     MessageHeader h = test::test_batch_header(MessageKind::prompts, 0, 0,
                                               static_cast<std::uint32_t>(records.size()));
     h.magic = 0x12345678;
-    send_message(pub, "coinc.prompt", h, body.data(), body.size());
+    send_message(pub, topic::prompts, h, body.data(), body.size());
     h = test::test_batch_header(MessageKind::prompts, 0, 0,
                                 static_cast<std::uint32_t>(records.size()));
-    send_message(pub, "coinc.prompt", h, body.data(), body.size() - 32);
-    pub.send(zmq::str_buffer("coinc.delayed"), zmq::send_flags::sndmore);
+    send_message(pub, topic::prompts, h, body.data(), body.size() - 32);
+    pub.send(zmq::buffer(topic::delayed), zmq::send_flags::sndmore);
     pub.send(zmq::str_buffer("no header"), zmq::send_flags::none);
   }
   if (bad_first && rates) {
     const std::string broken = "{\"version\": 1, \"rates\": ";
     MessageHeader h;
-    send_message(pub, "rates", h, broken.data(), broken.size());
+    send_message(pub, topic::rates, h, broken.data(), broken.size());
   }
 
   for (int i = 0; i < opaque_histograms; ++i) {
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
     for (int j = 0; j < 256; ++j) body[j] = static_cast<std::uint8_t>(j);
     MessageHeader h;
     h.message_id = static_cast<std::uint64_t>(i);
-    send_message(pub, "histograms", h, body, sizeof body);
+    send_message(pub, topic::histograms, h, body, sizeof body);
   }
 
   // Coincidence batches: prompts and delayed alternate; message ids count per kind.
@@ -141,7 +143,7 @@ int main(int argc, char** argv) {
                                                       static_cast<std::uint32_t>(records.size()));
       std::vector<std::uint8_t> body(records.size() * sizeof(CoincRecord));
       for (std::size_t j = 0; j < records.size(); ++j) encode_record(records[j], &body[j * 32]);
-      send_message(pub, kind == MessageKind::prompts ? "coinc.prompt" : "coinc.delayed", h,
+      send_message(pub, kind == MessageKind::prompts ? topic::prompts : topic::delayed, h,
                    body.data(), body.size());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
@@ -157,7 +159,7 @@ int main(int argc, char** argv) {
       const std::string doc = test::test_rates_json(static_cast<std::uint64_t>(seq));
       MessageHeader h;
       h.message_id = static_cast<std::uint64_t>(seq);
-      send_message(pub, "rates", h, doc.data(), doc.size());
+      send_message(pub, topic::rates, h, doc.data(), doc.size());
       if (interval_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }
   } else if (rates) {
@@ -166,14 +168,14 @@ int main(int argc, char** argv) {
     for (std::uint64_t seq = 0; Clock::now() < end; ++seq) {
       const std::string doc = test::test_rates_json(seq);
       MessageHeader h;  // kind 0, no records: the body is JSON
-      send_message(pub, "rates", h, doc.data(), doc.size());
+      send_message(pub, topic::rates, h, doc.data(), doc.size());
       if (!histogram_bytes.empty()) {
         MessageHeader hh;
         hh.kind = static_cast<std::uint16_t>(MessageKind::histograms);
         hh.message_id = seq;
         hh.record_count = 1;
         hh.record_size = static_cast<std::uint32_t>(histogram_bytes.size());
-        send_message(pub, "histograms", hh, histogram_bytes.data(), histogram_bytes.size());
+        send_message(pub, topic::histograms, hh, histogram_bytes.data(), histogram_bytes.size());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }

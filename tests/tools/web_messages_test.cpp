@@ -8,6 +8,7 @@
 
 #include "proto/records.h"
 #include "core/geometry.h"
+#include "proto/topics.h"
 #include "tests/tools/test_messages.h"
 #include "tests/tools/web_histograms.h"
 #include "tools/web/intake.h"
@@ -400,13 +401,13 @@ class WebIntakeTest : public ::testing::Test {
 
 TEST_F(WebIntakeTest, CountsAndSkipsWhatItCannotUse) {
   const std::string doc = test::test_rates_json(0);
-  take({"rates", header(), doc});
-  take({"rates", header(), "{\"version\": 1, \"rates\": "});
-  take({"rates", header(), "{\"version\": 2}"});
-  take({"rates", header(0x12345678), doc});             // wrong magic
-  take({"rates", header().substr(0, 60), doc});         // short header
-  take({"rates", doc});                                 // two frames
-  take({"rates", header(), doc, "extra"});              // four frames
+  take({std::string(topic::rates), header(), doc});
+  take({std::string(topic::rates), header(), "{\"version\": 1, \"rates\": "});
+  take({std::string(topic::rates), header(), "{\"version\": 2}"});
+  take({std::string(topic::rates), header(0x12345678), doc});             // wrong magic
+  take({std::string(topic::rates), header().substr(0, 60), doc});         // short header
+  take({std::string(topic::rates), doc});                                 // two frames
+  take({std::string(topic::rates), header(), doc, "extra"});              // four frames
   take({"ratesX", header(), doc});                      // a topic that merely starts alike
   const Settings settings = test::web_histogram_settings();
   HistogramSet set(make_histogram_layout(settings));
@@ -431,7 +432,7 @@ TEST_F(WebIntakeTest, NeverQueuesWithoutBoundWhenTheServerLoopIsBehind) {
   // The server loop is not running: the first 64 updates wait for it, the rest are dropped
   // and counted, and taking them never blocks.
   const std::string doc = test::test_rates_json(0);
-  for (int i = 0; i < 100; ++i) take({"rates", header(), doc});
+  for (int i = 0; i < 100; ++i) take({std::string(topic::rates), header(), doc});
   EXPECT_EQ(counters.get(WebCounter::rates_received), 100u);
   EXPECT_EQ(counters.get(WebCounter::updates_dropped), 36u);
 }

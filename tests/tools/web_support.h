@@ -1,5 +1,5 @@
 // For the tests of petdaq-web: starting it on a free port, plain HTTP GETs and WebSocket
-// clients (Boost.Beast, synchronous), and waiting on conditions with deadlines.
+// clients (Boost.Beast, synchronous); waiting on conditions is process.h's wait_until.
 #pragma once
 
 #include <chrono>
@@ -27,17 +27,6 @@ namespace http = beast::http;
 namespace websocket = beast::websocket;
 using tcp = asio::ip::tcp;
 }  // namespace web_net
-
-// Polls `ready` every 50 ms until it holds or `limit` passes.
-inline bool wait_until(const std::function<bool()>& ready,
-                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (ready()) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
 
 // petdaq-web on 127.0.0.1, a free port, subscribed to `endpoint`; waits for its start line.
 class WebServer {

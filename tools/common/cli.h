@@ -9,8 +9,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <CLI/CLI.hpp>
+
+#include "core/settings.h"
 
 #ifndef PETDAQ_VERSION
 #error "PETDAQ_VERSION comes from CMake (link the petdaq_cli target)"
@@ -118,11 +121,13 @@ inline CLI::Option* add_quiet(CLI::App& app, bool& quiet) {
   return app.add_flag("-q,--quiet", quiet, "no progress lines");
 }
 
-// --backend cpu|gpu|auto (empty: the configuration's `backend`).
+// --backend auto|cpu|gpu (kBackendNames; empty: the configuration's `backend`).
 inline CLI::Option* add_backend(CLI::App& app, std::string& backend) {
+  std::vector<std::string> names;
+  for (const auto& [name, kind] : kBackendNames) names.emplace_back(name);
   return app.add_option("--backend", backend, "override the configuration's backend")
       ->type_name("KIND")
-      ->check(CLI::IsMember({"cpu", "gpu", "auto"}));
+      ->check(CLI::IsMember(names));
 }
 
 // --seed N.

@@ -21,6 +21,7 @@
 #include "core/output.h"
 #include "core/settings.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
@@ -106,9 +107,9 @@ class LiveSource {
       : o_(o), sub_(ctx_, zmq::socket_type::sub), start_(std::chrono::steady_clock::now()) {
     sub_.set(zmq::sockopt::linger, 0);
     sub_.set(zmq::sockopt::rcvhwm, 100000);
-    sub_.set(zmq::sockopt::subscribe, "coinc.prompt");
-    sub_.set(zmq::sockopt::subscribe, "coinc.delayed");
-    if (o.format == "hdf5") sub_.set(zmq::sockopt::subscribe, "histograms");
+    sub_.set(zmq::sockopt::subscribe, topic::prompts);
+    sub_.set(zmq::sockopt::subscribe, topic::delayed);
+    if (o.format == "hdf5") sub_.set(zmq::sockopt::subscribe, topic::histograms);
     sub_.connect(o.endpoint);
     install_stop_signals();
   }
@@ -179,10 +180,10 @@ class LiveSource {
   static std::string decode(const std::vector<zmq::message_t>& parts, MessageHeader& h,
                             std::vector<CoincRecord>& records) {
     if (parts.size() != 3) return std::to_string(parts.size()) + " frames instead of 3";
-    const auto topic = parts[0].to_string_view();
-    const auto kind = topic == "coinc.prompt"    ? MessageKind::prompts
-                      : topic == "coinc.delayed" ? MessageKind::delayed
-                                                 : MessageKind{};
+    const auto name = parts[0].to_string_view();
+    const auto kind = name == topic::prompts   ? MessageKind::prompts
+                      : name == topic::delayed ? MessageKind::delayed
+                                               : MessageKind{};
     if (kind == MessageKind{}) return "unexpected topic";
     if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
     h = decode_message_header(parts[1].data<std::uint8_t>());

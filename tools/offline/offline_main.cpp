@@ -79,10 +79,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
 
 BackendKind backend_kind(const std::string& name, BackendKind from_config) {
   if (name.empty()) return from_config;
-  if (name == "cpu") return BackendKind::cpu;
-  if (name == "gpu") return BackendKind::gpu;
-  if (name == "auto") return BackendKind::auto_select;
-  throw UsageError("--backend: 'cpu', 'gpu' or 'auto', not '" + name + "'");
+  if (const auto kind = parse_backend(name)) return *kind;
+  throw UsageError("--backend: not a backend: '" + name + "'");
 }
 
 // Acquisition time of a chunk for the slicer's clock: the median of evenly spaced samples, so

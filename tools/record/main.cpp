@@ -14,6 +14,7 @@
 #include "core/output.h"
 #include "core/settings.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 #include "tools/record/message_ids.h"
 
 namespace {
@@ -110,8 +111,8 @@ int main(int argc, char** argv) {
     // A recorder should rather queue than drop: the daemon counts what its own socket refuses.
     sub.set(zmq::sockopt::rcvhwm, 100000);
     sub.set(zmq::sockopt::rcvbuf, 8 << 20);
-    sub.set(zmq::sockopt::subscribe, "coinc.prompt");
-    if (!o.prompts_only) sub.set(zmq::sockopt::subscribe, "coinc.delayed");
+    sub.set(zmq::sockopt::subscribe, topic::prompts);
+    if (!o.prompts_only) sub.set(zmq::sockopt::subscribe, topic::delayed);
     sub.connect(endpoint);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "petdaq-record: cannot subscribe to %s: %s\n", endpoint.c_str(), e.what());
@@ -176,10 +177,10 @@ int main(int argc, char** argv) {
         refuse(std::to_string(n) + " frames instead of 3");
         continue;
       }
-      const auto topic = parts[0].to_string_view();
-      const int k = topic == "coinc.prompt" ? 0 : topic == "coinc.delayed" ? 1 : -1;
+      const auto name = parts[0].to_string_view();
+      const int k = name == topic::prompts ? 0 : name == topic::delayed ? 1 : -1;
       if (k < 0) {
-        refuse("unexpected topic '" + std::string(topic) + "'");
+        refuse("unexpected topic '" + std::string(name) + "'");
         continue;
       }
       if (parts[1].size() != kMessageHeaderBytes) {

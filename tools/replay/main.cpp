@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 
 #include "tools/common/cli.h"
+#include "tools/common/si.h"
 #include "tools/stop_signal.h"
 #include "core/settings.h"
 #include "tools/replay/input.h"
@@ -27,6 +28,7 @@ namespace {
 
 using namespace petdaq;
 using namespace petdaq::replay;
+using cli::si;
 
 
 constexpr const char* kProgram = "petdaq-replay";
@@ -174,20 +176,6 @@ bool looks_like_capture(const std::uint8_t* p, std::size_t n) {
          le == 0x0A0D0D0A;
 }
 
-std::string si(double v) {
-  char buf[32];
-  if (v >= 1e9) {
-    std::snprintf(buf, sizeof buf, "%.2f G", v / 1e9);
-  } else if (v >= 1e6) {
-    std::snprintf(buf, sizeof buf, "%.2f M", v / 1e6);
-  } else if (v >= 1e3) {
-    std::snprintf(buf, sizeof buf, "%.2f k", v / 1e3);
-  } else {
-    std::snprintf(buf, sizeof buf, "%.0f ", v);
-  }
-  return buf;
-}
-
 // The send loop shared by both inputs: pacing, batching, progress.
 class Run {
  public:
@@ -266,7 +254,7 @@ class Run {
     const double t_s = std::chrono::duration<double>(now - start_).count();
     if (!quiet_) {
       std::fprintf(stderr,
-                   "petdaq-replay: %6.1f s  %llu datagrams  %sframes  %sframes/s  behind %.1f ms"
+                   "petdaq-replay: %6.1f s  %llu datagrams  %s frames  %s frames/s  behind %.1f ms"
                    "  send errors %llu\n",
                    t_s, static_cast<unsigned long long>(s.datagrams), si(double(s.frames)).c_str(),
                    si(double(s.frames - last_progress_frames_) / std::max(since_s, 1e-9)).c_str(),

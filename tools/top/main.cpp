@@ -18,8 +18,10 @@
 
 #include "core/settings.h"
 #include "tools/common/cli.h"
+#include "tools/common/si.h"
 #include "tools/stop_signal.h"
 #include "proto/records.h"
+#include "proto/topics.h"
 #include "tools/top/crystals.h"
 #include "tools/top/rates.h"
 
@@ -27,6 +29,7 @@ namespace {
 
 using namespace petdaq;
 using namespace petdaq::top;
+using cli::si;
 using Clock = std::chrono::steady_clock;
 
 constexpr double kStaleAfter_s = 3.0;
@@ -447,7 +450,7 @@ std::optional<std::string> receive(zmq::socket_t& sub, State& st, bool& received
     return std::nullopt;
   };
   if (parts.size() != 3) return refuse(format("%zu frames instead of 3", parts.size()));
-  if (parts[0].to_string_view() == "histograms") {
+  if (parts[0].to_string_view() == topic::histograms) {
     try {
       st.take(analyse_crystals(parse_histogram_file(parts[2].data<std::uint8_t>(), parts[2].size())));
       histograms = true;
@@ -456,7 +459,7 @@ std::optional<std::string> receive(zmq::socket_t& sub, State& st, bool& received
     }
     return std::nullopt;
   }
-  if (parts[0].to_string_view() != "rates") return refuse("topic is not 'rates'");
+  if (parts[0].to_string_view() != topic::rates) return refuse("topic is not 'rates'");
   if (parts[1].size() != kMessageHeaderBytes) return refuse("message header is not 64 bytes");
   const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
   if (h.magic != kMessageMagic || h.version != kMessageVersion) {
@@ -532,8 +535,8 @@ int main(int argc, char** argv) {
   zmq::socket_t sub(ctx, zmq::socket_type::sub);
   try {
     sub.set(zmq::sockopt::linger, 0);
-    sub.set(zmq::sockopt::subscribe, "rates");
-    sub.set(zmq::sockopt::subscribe, "histograms");
+    sub.set(zmq::sockopt::subscribe, topic::rates);
+    sub.set(zmq::sockopt::subscribe, topic::histograms);
     sub.connect(o.endpoint);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "petdaq-top: cannot subscribe to %s: %s\n", o.endpoint.c_str(), e.what());

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
-#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
@@ -127,31 +125,6 @@ bool is_problem_counter(std::string_view name) {
       "coinc.delayed_multiples", "out.messages", "out.file_bytes", "out.raw_bytes",
       "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects"};
   return std::find(informational.begin(), informational.end(), name) == informational.end();
-}
-
-std::string si(double value) {
-  char buf[32];
-  const double a = std::fabs(value);
-  const char* prefix = "";
-  double v = value;
-  if (a >= 1e9) {
-    v = value / 1e9;
-    prefix = " G";
-  } else if (a >= 1e6) {
-    v = value / 1e6;
-    prefix = " M";
-  } else if (a >= 1e3) {
-    v = value / 1e3;
-    prefix = " k";
-  }
-  const double av = std::fabs(v);
-  if (*prefix == '\0') {
-    std::snprintf(buf, sizeof buf, av >= 100 || v == std::floor(v) ? "%.0f" : "%.1f", v);
-  } else {
-    std::snprintf(buf, sizeof buf, av >= 100 ? "%.0f%s" : av >= 10 ? "%.1f%s" : "%.2f%s", v,
-                  prefix);
-  }
-  return buf;
 }
 
 }  // namespace petdaq::top

@@ -49,7 +49,4 @@ Rates parse_rates(std::string_view json_text);
 // problems, so a new drop counter is never hidden.
 bool is_problem_counter(std::string_view name);
 
-// "12.3 k", "1.50 M", "980": three significant digits and an SI prefix.
-std::string si(double value);
-
 }  // namespace petdaq::top

@@ -10,16 +10,12 @@
 
 #include <zmq.hpp>
 
+#include "proto/topics.h"
 #include "tools/web/messages.h"
 #include "tools/web/server.h"
 #include "tools/web/web_counters.h"
 
 namespace petdaq::web {
-
-namespace topic {
-inline constexpr std::string_view rates = "rates";
-inline constexpr std::string_view histograms = "histograms";
-}  // namespace topic
 
 class Intake {
  public:
