@@ -351,7 +351,8 @@ class Histograms(unittest.TestCase):
         self.assertEqual(h.names()[:2], ["crystal_singles", "crystal_energy_rejected"])
         self.assertEqual(set(h), {"crystal_singles", "crystal_energy_rejected", "energy_keV",
                                   "energy_raw", "flood", "dt_prompt", "dt_delayed", "bdm_pair_prompt",
-                                  "bdm_pair_delayed", "rate_singles", "rate_prompts", "rate_delayed"})
+                                  "bdm_pair_delayed", "bdm_pair_randoms_singles_rate", "rate_singles",
+                                  "rate_prompts", "rate_delayed"})
         crystals = 8 * 4 * 64
         e = h["energy_keV"]
         self.assertEqual((e.shape, e.unit, e.counts.dtype), ((crystals, 100), "keV", np.dtype("<u4")))
@@ -374,7 +375,7 @@ class Histograms(unittest.TestCase):
             data = f.read()
         cases = {"truncated.pdh": (data[:len(data) // 2], "truncated or padded"),
                  "tiny.pdh": (data[:10], "shorter than the 64-byte header"),
-                 "version2.pdh": (data[:4] + b"\x02\x00" + data[6:], "version 2, this reader knows version 1"),
+                 "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3, this reader knows versions 1 to 2"),
                  "frames.pdh": (b"\xa0" * 256, "bad magic"),
                  # The first descriptor's shape forged to 2^32 - 1 on each of 4 axes.
                  "shape.pdh": (data[:64 + 52] + np.array([4] + [2**32 - 1] * 4, "<u4").tobytes()

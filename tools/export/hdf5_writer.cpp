@@ -92,7 +92,10 @@ void write_histograms(hid_t on, const std::string& group_name, const std::vector
   for (const HistDescriptor& d : f.descriptors) {
     const std::string name(d.name_view());
     const std::vector<hsize_t> dims(d.shape, d.shape + d.rank);
-    const hid_t type = d.element_bytes == 4 ? H5T_STD_U32LE : H5T_STD_U64LE;
+    // Counts are unsigned; estimates (histogram format version 2) are IEEE doubles.
+    const hid_t type = d.is_real() ? H5T_IEEE_F64LE
+                       : d.element_bytes == 4 ? H5T_STD_U32LE
+                                              : H5T_STD_U64LE;
     H5Handle space(H5Screate_simple(int(d.rank), dims.data(), nullptr), H5Sclose, name.c_str());
     H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
     // Dense attribute storage: the bin edges of a per-crystal axis pass HDF5's 64 KiB limit
