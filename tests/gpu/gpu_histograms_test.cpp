@@ -87,6 +87,9 @@ class GpuHistogramsTest : public ::testing::Test {
           ADD_FAILURE() << hist_name(id) << " bin " << k << ": cpu " << cpu.at(id, k) << ", gpu "
                         << gpu.at(id, k);
       EXPECT_EQ(mismatches, 0u) << hist_name(id);
+      // Estimates are derived from the others when published (derive_histograms), not
+      // accumulated by a backend: both stay zero here.
+      if (hist_is_real(id)) continue;
       EXPECT_GT(cpu.sum(id), 0u) << hist_name(id) << " is empty: the test shows nothing";
     }
   }
