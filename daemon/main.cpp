@@ -5,6 +5,7 @@
 // Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
 // message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
 #include <csignal>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -136,6 +137,9 @@ int run(Loaded loaded, const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Load every GPU kernel when CUDA starts, not at its first launch: a lazily loaded kernel
+  // would stall the first slices while the ring fills (no effect without the GPU backend).
+  ::setenv("CUDA_MODULE_LOADING", "EAGER", 0);
   // Under systemd the journal stamps each line: log to it with the level as the priority and
   // no second timestamp.
   spdlog::set_default_logger(stderr_is_journal() ? spdlog::systemd_logger_mt("petdaqd", "petdaqd")
