@@ -55,12 +55,32 @@ class RateLimitedWarning {
                  fmt::format(fmt, std::forward<Args>(args)...), n);
   }
 
+  // For warnings about things counted (datagrams dropped): `n` more of them. Each line
+  // gives the total since the line before, however many calls added to it, e.g.
+  // "host ring full, datagrams dropped: 30884 since the last such warning".
+  void warn_count(std::uint64_t n, std::string_view what) {
+    total_.fetch_add(n, std::memory_order_relaxed);
+    counted_ = what;  // the same text at every call of one call site
+    const std::int64_t now = now_ns();
+    std::int64_t last = last_ns_.load(std::memory_order_relaxed);
+    if ((last != 0 && now - last < interval_ns_) ||
+        !last_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed))
+      return;
+    print_total();
+  }
+
   // Prints the held-back message, if any, once the interval since the last line has passed.
   void flush() {
     const std::int64_t now = now_ns();
     std::int64_t last = last_ns_.load(std::memory_order_relaxed);
-    if (suppressed_.load(std::memory_order_relaxed) == 0 || (last != 0 && now - last < interval_ns_))
+    if (suppressed_.load(std::memory_order_relaxed) == 0 && total_.load(std::memory_order_relaxed) == 0)
       return;
+    if (last != 0 && now - last < interval_ns_) return;
+    if (total_.load(std::memory_order_relaxed) != 0) {
+      if (!last_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
+      print_total();
+      return;
+    }
     if (!last_ns_.compare_exchange_strong(last, now, std::memory_order_relaxed)) return;
     const std::uint64_t n = suppressed_.exchange(0, std::memory_order_relaxed);
     if (n == 0) return;
@@ -76,6 +96,11 @@ class RateLimitedWarning {
   }
 
  private:
+  void print_total() {
+    const std::uint64_t total = total_.exchange(0, std::memory_order_relaxed);
+    if (total) spdlog::warn("{}: {} since the last such warning", counted_, total);
+  }
+
   static std::int64_t now_ns() { return std::chrono::steady_clock::now().time_since_epoch().count(); }
   static RateLimitedWarning*& registry() {
     static RateLimitedWarning* head = nullptr;
@@ -89,6 +114,8 @@ class RateLimitedWarning {
   std::int64_t interval_ns_;
   std::atomic<std::int64_t> last_ns_{0};
   std::atomic<std::uint64_t> suppressed_{0};
+  std::atomic<std::uint64_t> total_{0};  // warn_count(): things counted since the last line
+  std::string_view counted_;             // warn_count()'s text (a literal of the call site)
   std::mutex held_mutex_;
   std::array<char, 256> held_{};
   std::size_t held_bytes_ = 0;

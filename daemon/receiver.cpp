@@ -125,14 +125,14 @@ struct Receiver::Lane {
 
   void publish_counts() {
     if (delta[Counter::rx_ring_full])
-      g_ring_full_warning.warn("host ring full: {} datagrams dropped (the worker is behind)",
-                               delta[Counter::rx_ring_full]);
+      g_ring_full_warning.warn_count(delta[Counter::rx_ring_full],
+                                     "host ring full, datagrams dropped (the worker is behind)");
     if (delta[Counter::rx_kernel_drops])
-      g_kernel_drop_warning.warn("the kernel dropped {} datagrams (socket receive buffer full)",
-                                 delta[Counter::rx_kernel_drops]);
+      g_kernel_drop_warning.warn_count(delta[Counter::rx_kernel_drops],
+                                       "the kernel dropped datagrams (socket receive buffer full)");
     if (delta[Counter::rx_foreign_source])
-      g_foreign_warning.warn("{} datagrams from sources outside input.allowed_sources dropped",
-                             delta[Counter::rx_foreign_source]);
+      g_foreign_warning.warn_count(delta[Counter::rx_foreign_source],
+                                   "datagrams from sources outside input.allowed_sources dropped");
     counters.add(delta);
     delta = CounterDelta{};
   }

@@ -264,6 +264,35 @@ TEST(RateLimitedWarning, WhatWasHeldBackIsFlushed) {
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
 }
 
+// A counted warning gives the total since the line before, not one call's count: 1 at
+// once, then the 300 + 30583 held back, flushed once the interval has passed.
+TEST(RateLimitedWarning, ACountedWarningGivesTheTotalSinceTheLastLine) {
+  auto lines = std::make_shared<std::ostringstream>();
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(*lines);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", sink));
+  {
+    RateLimitedWarning w(std::chrono::milliseconds(50));
+    w.warn_count(1, "host ring full, datagrams dropped");
+    w.warn_count(300, "host ring full, datagrams dropped");
+    w.warn_count(30583, "host ring full, datagrams dropped");
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    auto line_count = [&] {
+      const std::string t = lines->str();
+      return std::count(t.begin(), t.end(), '\n');
+    };
+    while (line_count() < 2 && std::chrono::steady_clock::now() < deadline)
+      flush_held_back_warnings();
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = lines->str();
+  EXPECT_NE(text.find("host ring full, datagrams dropped: 1 since the last such warning"),
+            std::string::npos) << text;
+  EXPECT_NE(text.find("host ring full, datagrams dropped: 30883 since the last such warning"),
+            std::string::npos) << text;
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2) << text;
+}
+
 TEST(SourceFilter, CidrMatching) {
   SourceFilter f({"127.0.0.1/32", "10.1.0.0/16"});
   auto ip = [](const char* s) {
