@@ -11,7 +11,8 @@
 //   (silent for stream.source_idle_ms; counted once per episode in stream.source_idle; it
 //   rejoins with its next frame). horizon_raw = max(previous, min over those sources of their
 //   latest raw time - max_disorder); with every source idle, everything received is complete.
-//   The backend gets horizon_raw + calibration.min_time_offset (clamped at 0).
+//   A slice's bound is horizon_raw; the backend turns it into a corrected-time horizon with
+//   calibration.min_time_offset (corrected_horizon(), core/frame_source.h).
 // * The first 64 frames of a run wait until their median time is known: those more than
 //   stream.max_future_ps from it are time jumps. After that, a frame more than max_future
 //   ahead of the horizon is a time jump and one before the last published horizon is late
@@ -85,7 +86,6 @@ class Slicer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // min/max time offsets come from the calibration (corrected time = raw + offset).
   Slicer(const Settings& settings, const Calibration& calibration, Backend& backend,
          ResultSink& sink, Counters& counters);
   ~Slicer();

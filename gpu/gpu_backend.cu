@@ -145,6 +145,7 @@ class GpuBackend final : public Backend {
   };
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
   std::uint64_t count_taken(std::uint64_t bound);
+  std::uint64_t stage_probe(std::uint64_t ticket) const;
 
   std::size_t max_slice_frames_;
   std::size_t max_staged_;
@@ -374,12 +375,15 @@ std::uint64_t GpuBackend::stage(const RawFrame* frames, std::size_t count) {
   return ticket;
 }
 
+// The ticket whose event tells about `ticket`: the event of an old ticket may have been
+// recorded again for a later one, whose completion implies this one's (one copy stream).
+std::uint64_t GpuBackend::stage_probe(std::uint64_t ticket) const {
+  return tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+}
+
 bool GpuBackend::staged(std::uint64_t ticket) {
   if (ticket <= staged_through_) return true;
-  // The event of an old ticket may have been recorded again for a later one; that one's
-  // completion implies this one's (one copy stream, in order).
-  const std::uint64_t probe =
-      tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+  const std::uint64_t probe = stage_probe(ticket);
   const cudaError_t e = cudaEventQuery(staged_event_[probe % kStageEvents].get());
   if (e == cudaErrorNotReady) return false;
   PETDAQ_CUDA_CHECK(e);
@@ -389,8 +393,7 @@ bool GpuBackend::staged(std::uint64_t ticket) {
 
 void GpuBackend::wait_staged(std::uint64_t ticket) {
   if (ticket <= staged_through_) return;
-  const std::uint64_t probe =
-      tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+  const std::uint64_t probe = stage_probe(ticket);
   wait_for(staged_event_[probe % kStageEvents].get(), next_submit_);
   staged_through_ = std::max(staged_through_, probe);
 }

@@ -164,22 +164,14 @@ TEST(CpuBackend, MoreFramesBelowTheBoundThanASliceTakesSplitAtTheEarliest) {
   RawFrame sourceless = scanner.frame(4, 0, 1, 5, 500);
   sourceless.bytes[frame_offset::bdm] = 0xFF;
   frames.push_back(sourceless);
-  backend.stage(frames.data(), frames.size());
-  SliceRequest r;
-  r.bound = 100000;
-  r.final = true;
-  r.run_start = true;
-  backend.submit(r);
-  const SliceResult& a = backend.collect();
+  const SliceResult& a = run_slice(backend, frames, 100000, true, true);
   EXPECT_TRUE(a.split);
   EXPECT_EQ(a.bound, 30000u);
   EXPECT_EQ(a.frames_taken, 3u);
   EXPECT_EQ(a.counters[Counter::frame_bad_bdm], 1u);
   EXPECT_EQ(a.counters[Counter::single_accepted], 2u);
   EXPECT_EQ(a.t_end, 30000u);  // not final: the split slice resolves up to its own bound
-  r.run_start = false;
-  backend.submit(r);
-  const SliceResult& b = backend.collect();
+  const SliceResult& b = run_slice(backend, {}, 100000, true, false);
   EXPECT_FALSE(b.split);
   EXPECT_EQ(b.frames_taken, 2u);
   EXPECT_EQ(b.t_begin, 30000u);
@@ -193,20 +185,12 @@ TEST(CpuBackend, MoreFramesWithOneTimeThanASliceTakesAreDroppedAndCounted) {
   CpuBackend backend(scanner.settings, scanner.calibration);
   const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 1000, 500), scanner.frame(1, 0, 1, 1000, 500),
                                         scanner.frame(2, 0, 1, 1000, 500), scanner.frame(3, 0, 1, 1005, 500)};
-  backend.stage(frames.data(), frames.size());
-  SliceRequest r;
-  r.bound = kNoBound;
-  r.final = true;
-  r.run_start = true;
-  backend.submit(r);
-  const SliceResult& a = backend.collect();
+  const SliceResult& a = run_slice(backend, frames, kNoBound, true, true);
   EXPECT_TRUE(a.split);
   EXPECT_EQ(a.frames_taken, 0u);
   EXPECT_EQ(a.frames_dropped, 3u);
   EXPECT_EQ(a.counters[Counter::stream_pending_full], 3u);
-  r.run_start = false;
-  backend.submit(r);
-  const SliceResult& b = backend.collect();
+  const SliceResult& b = run_slice(backend, {}, kNoBound, true, false);
   EXPECT_FALSE(b.split);
   EXPECT_EQ(b.frames_taken, 1u);
   EXPECT_EQ(b.counters[Counter::single_accepted], 1u);
