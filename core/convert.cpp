@@ -33,43 +33,65 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const ConvertTables t = tables;
   std::uint64_t by_status[kFrameStatusCount] = {};
   std::size_t kept = 0;
-  // While frame i converts, the pixel of frame i + ahead.position is requested and its index
-  // kept in a ring, and the gain of frame i + ahead.energy, whose pixel has arrived by then,
-  // is requested from the label at the kept index. Prefetches never fault and convert_frame()
-  // alone decides every outcome, so the result is that of the plain loop.
-  constexpr std::size_t kRing = 512;
-  constexpr std::uint32_t kNoPixel = UINT32_MAX;  // the frame never reaches the tables
-  std::uint32_t pixel[kRing];
-  const std::size_t pos_ahead = std::min(ahead.position, kRing);
-  const std::size_t energy_ahead = ahead.energy < pos_ahead ? ahead.energy : 0;
-  // Written out here rather than in a helper: GCC deems a function whose only effect is a
-  // prefetch free of side effects and drops the call.
-  const auto request_pixel = [&](std::size_t j) {
-    const std::uint8_t* p = frames[j].bytes;
-    std::uint32_t index = kNoPixel;
-    if (check_frame(p, t) == FrameStatus::single) {
-      index = static_cast<std::uint32_t>(position_index(p, t));
-      __builtin_prefetch(t.position_lut + index);
-    }
-    pixel[j % kRing] = index;
+  // convert_frame() in three steps, each run on its own frame: frame i + ahead.position is
+  // checked and its flood-map pixel requested; frame i + ahead.energy reads its label, which
+  // has arrived by then, and requests its gain; frame i is finished from the label and gain.
+  // Two rings carry what the earlier steps found, so no frame is checked or indexed twice.
+  // Prefetches never fault and the steps are those of convert_frame(), so the result is that
+  // of the plain loop.
+  // Ring sizes, powers of two: a pixel is read up to 512 frames after it is written, a
+  // located frame fewer than 512.
+  constexpr std::size_t kMaxAhead = 512;
+  constexpr std::size_t kPixelMask = 2 * kMaxAhead - 1;
+  constexpr std::size_t kLocatedMask = kMaxAhead - 1;
+  struct Located {
+    FrameStatus status;  // single: label and gain index are valid
+    std::uint32_t label;
+    std::size_t gain;
   };
-  if (pos_ahead > 0)
-    for (std::size_t j = 0; j < std::min(pos_ahead, n); ++j) request_pixel(j);
-  for (std::size_t i = 0; i < n; ++i) {
-    if (pos_ahead > 0 && i + pos_ahead < n) request_pixel(i + pos_ahead);
-    if (energy_ahead > 0 && i + energy_ahead < n) {
-      const std::size_t k = i + energy_ahead;
-      const std::uint32_t index = pixel[k % kRing];
-      if (index != kNoPixel) {
-        const std::uint32_t label = t.position_lut[index];
-        if (label < t.crystals_per_du)
-          __builtin_prefetch(t.energy_correction +
-                             energy_index(frames[k].bytes, local_of_label(label, t), t));
-      }
+  std::uint32_t pixel[2 * kMaxAhead];      // pixel index, or kRejected + status
+  Located located[kMaxAhead];
+  constexpr std::uint32_t kRejected = UINT32_MAX - kFrameStatusCount;
+  const std::size_t pos_ahead = std::min(ahead.position, kMaxAhead);
+  const std::size_t energy_ahead = ahead.energy < pos_ahead ? ahead.energy : 0;
+  // Written out here rather than in helpers: GCC deems a function whose only effect is a
+  // prefetch free of side effects and drops the call.
+  const auto check = [&](std::size_t j) {
+    const std::uint8_t* p = frames[j].bytes;
+    const FrameStatus s = check_frame(p, t);
+    std::uint32_t index = kRejected + static_cast<std::uint32_t>(s);
+    if (s == FrameStatus::single) {
+      index = static_cast<std::uint32_t>(position_index(p, t));
+      if (pos_ahead > 0) __builtin_prefetch(t.position_lut + index);
     }
+    pixel[j & kPixelMask] = index;
+  };
+  const auto locate = [&](std::size_t k) {
+    const std::uint32_t index = pixel[k & kPixelMask];
+    Located& l = located[k & kLocatedMask];
+    if (index >= kRejected) {
+      l.status = static_cast<FrameStatus>(index - kRejected);
+      return;
+    }
+    l.label = t.position_lut[index];
+    if (l.label >= t.crystals_per_du) {
+      l.status = FrameStatus::no_crystal;
+      return;
+    }
+    l.status = FrameStatus::single;
+    l.gain = energy_index(frames[k].bytes, local_of_label(l.label, t), t);
+    if (energy_ahead > 0) __builtin_prefetch(t.energy_correction + l.gain);
+  };
+  for (std::size_t j = 0; j < std::min(pos_ahead, n); ++j) check(j);
+  for (std::size_t k = 0; k < std::min(energy_ahead, n); ++k) locate(k);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (i + pos_ahead < n) check(i + pos_ahead);
+    if (i + energy_ahead < n) locate(i + energy_ahead);
     const std::uint8_t* f = frames[i].bytes;
+    const Located& l = located[i & kLocatedMask];
     // Written unconditionally and kept only when accepted: no branch on the common path.
-    const FrameStatus s = convert_frame(f, t, out[kept]);
+    FrameStatus s = l.status;
+    if (s == FrameStatus::single) s = finish_frame(f, t, l.label, t.energy_correction[l.gain], out[kept]);
     ++by_status[static_cast<int>(s)];
     // Converted frames (nearly all) have a valid BDM; inside or outside the energy window
     // alternates at random, so that part is arithmetic rather than a branch.

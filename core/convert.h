@@ -120,9 +120,9 @@ struct ConvertTables {
 // Host tables built from settings and a loaded calibration (pointers into `cal`).
 ConvertTables make_convert_tables(const Settings& settings, const Calibration& cal);
 
-// The steps of convert_frame() that the CPU's prefetching stages repeat to find addresses.
-// (bdm, du) index of a frame whose markers, BDM, DU and position are valid; otherwise the
-// status that rejects it.
+// The steps of convert_frame(), which the CPU stage runs ahead of the conversion to find the
+// addresses it prefetches. check_frame: single for a frame whose markers, BDM, DU and
+// position are valid; otherwise the status that rejects it.
 PETDAQ_HD FrameStatus check_frame(const std::uint8_t* f, const ConvertTables& t) {
   const std::uint8_t head_du = f[frame_offset::head_du];
   const std::uint8_t frac_tail = f[frame_offset::temp_frac_tail];
@@ -156,11 +156,11 @@ PETDAQ_HD std::size_t energy_index(const std::uint8_t* f, std::uint32_t local,
   return (std::size_t{bdm_du} * t.crystals_per_du + local) * t.energy_bins + bin;
 }
 
-PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& t, Single& out) {
-  const FrameStatus checked = check_frame(f, t);
-  if (checked != FrameStatus::single) return checked;
-  const std::uint32_t label = t.position_lut[position_index(f, t)];
-  if (label >= t.crystals_per_du) return FrameStatus::no_crystal;
+// The rest of the conversion once a frame has passed check_frame() and its flood-map label
+// (below crystals_per_du) and gain are known: crystal id, corrected time, energy and the
+// energy window. The CPU stage calls it with the label and gain it looked up ahead of time.
+PETDAQ_HD FrameStatus finish_frame(const std::uint8_t* f, const ConvertTables& t,
+                                   std::uint32_t label, float gain, Single& out) {
   const std::uint32_t bdm = f[frame_offset::bdm];
   const std::uint32_t du = f[frame_offset::head_du] & 0x0Fu;
   const Geometry& g = t.geometry;
@@ -188,7 +188,6 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
   }
 
   const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
-  const float gain = t.energy_correction[energy_index(f, c_trans * g.crystal_axial + c_axial, t)];
   // + 0.0f turns -0 into +0, so equal energies have equal bits on every backend.
   const float energy = static_cast<float>(raw) * gain + 0.0f;
 
@@ -198,6 +197,16 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
   // NaN fails both comparisons: outside every window.
   return (energy >= t.low_keV && energy <= t.high_keV) ? FrameStatus::single
                                                        : FrameStatus::energy_rejected;
+}
+
+// The conversion of one frame (DESIGN sections 2-4): the checks, the two look-ups, the rest.
+PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& t, Single& out) {
+  const FrameStatus checked = check_frame(f, t);
+  if (checked != FrameStatus::single) return checked;
+  const std::uint32_t label = t.position_lut[position_index(f, t)];
+  if (label >= t.crystals_per_du) return FrameStatus::no_crystal;
+  const float gain = t.energy_correction[energy_index(f, local_of_label(label, t), t)];
+  return finish_frame(f, t, label, gain, out);
 }
 
 // How many frames ahead convert_frames() requests a frame's flood-map pixel and its gain. The

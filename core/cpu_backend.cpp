@@ -136,52 +136,78 @@ struct CpuBackend::Impl {
   void take(const SliceRequest& req) {
     result = SliceResult{};
     result.slice_id = req.slice_id;
-    const RawFrame* const st = store.get();
     const std::uint64_t requested = req.final ? kNoBound : req.bound;
-    std::size_t below = 0;
-    for (std::size_t i = 0; i < store_count; ++i) below += slice_takes(st[i].bytes, source_rule, requested);
-    std::uint64_t bound = requested;
-    bool drop = false;
-    std::uint64_t drop_time = 0;
-    if (below > max_slice_frames) {
-      std::size_t sourceless = 0;
-      std::size_t keyed = 0;
-      for (std::size_t i = 0; i < store_count; ++i) {
-        if (source_rule.source_of(st[i].bytes) < 0) {
-          ++sourceless;
-        } else {
-          const std::uint64_t t = frame_time(st[i].bytes);
-          if (requested == kNoBound || t < requested) split_keys[keyed++] = t;
-        }
+    // One pass in the common case: the frames below the bound go to `input` while it has
+    // room, the others close up in the store.
+    RawFrame* const st = store.get();
+    RawFrame* const in = input.get();
+    std::size_t taken = 0, kept = 0;
+    bool more = false;  // frames below the bound found after `input` was full: a split
+    for (std::size_t i = 0; i < store_count; ++i) {
+      const RawFrame& f = st[i];
+      const bool takes = slice_takes(f.bytes, source_rule, requested);
+      if (takes && taken < max_slice_frames) {
+        in[taken++] = f;
+      } else {
+        st[kept++] = f;
+        more |= takes;
       }
-      const std::size_t m = max_slice_frames - sourceless;
-      std::nth_element(split_keys.get(), split_keys.get() + m, split_keys.get() + keyed);
-      bound = split_keys[m];
-      // More than max_slice_frames frames share the earliest time: no slice can hold them.
-      drop = sourceless == 0 &&
-             std::none_of(split_keys.get(), split_keys.get() + keyed,
-                          [bound](std::uint64_t t) { return t < bound; });
-      drop_time = bound;
-      result.split = true;
     }
+    if (!more) {
+      store_count = kept;
+      set_taken(taken, 0, requested, false);
+      return;
+    }
+    // A split (rare): the frames go back to the store and are taken in three passes.
+    std::memcpy(st + kept, in, taken * sizeof(RawFrame));
+    take_split(requested);
+  }
+
+  void set_taken(std::size_t taken, std::size_t dropped, std::uint64_t bound, bool split) {
+    input_count = taken;
+    result.frames_taken = taken;
+    result.frames_dropped = dropped;
+    result.bound = bound;
+    result.split = split;
+    result.counters[Counter::stream_pending_full] += dropped;
+  }
+
+  // More than max_slice_frames staged frames are below `requested`: the slice takes those
+  // below the (m+1)-th smallest raw time of the frames with a source (m = max_slice_frames
+  // minus the frames without one).
+  void take_split(std::uint64_t requested) {
+    const RawFrame* const st = store.get();
+    std::size_t sourceless = 0;
+    std::size_t keyed = 0;
+    for (std::size_t i = 0; i < store_count; ++i) {
+      if (source_rule.source_of(st[i].bytes) < 0) {
+        ++sourceless;
+      } else {
+        const std::uint64_t t = frame_time(st[i].bytes);
+        if (requested == kNoBound || t < requested) split_keys[keyed++] = t;
+      }
+    }
+    const std::size_t m = max_slice_frames - sourceless;
+    std::nth_element(split_keys.get(), split_keys.get() + m, split_keys.get() + keyed);
+    const std::uint64_t bound = split_keys[m];
+    // More than max_slice_frames frames share the earliest time: no slice can hold them.
+    const bool drop = sourceless == 0 &&
+                      std::none_of(split_keys.get(), split_keys.get() + keyed,
+                                   [bound](std::uint64_t t) { return t < bound; });
     RawFrame* const in = input.get();
     std::size_t taken = 0, kept = 0, dropped = 0;
     for (std::size_t i = 0; i < store_count; ++i) {
       const RawFrame& f = st[i];
       if (slice_takes(f.bytes, source_rule, bound)) {
         in[taken++] = f;
-      } else if (drop && frame_time(f.bytes) == drop_time && source_rule.source_of(f.bytes) >= 0) {
+      } else if (drop && frame_time(f.bytes) == bound && source_rule.source_of(f.bytes) >= 0) {
         ++dropped;
       } else {
         store[kept++] = f;
       }
     }
     store_count = kept;
-    input_count = taken;
-    result.frames_taken = taken;
-    result.frames_dropped = dropped;
-    result.bound = bound;
-    result.counters[Counter::stream_pending_full] += dropped;
+    set_taken(taken, dropped, bound, true);
   }
 
   void process(const SliceRequest& req) {
