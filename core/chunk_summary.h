@@ -52,27 +52,39 @@ struct ChunkSummary {
   // Acquisition time the frames with a source span (0 when none).
   std::uint64_t span_ticks() const { return max_time > min_time ? max_time - min_time : 0; }
 
-  // Adds frames [0, n) that sit at index `first` of the chunk.
+  // Adds frames [0, n) that sit at index `first` of the chunk. Frames come in runs of one
+  // source (a datagram is one BDM's): a run's span is kept in registers and filed once.
   void add(const RawFrame* f, std::size_t n, std::uint32_t first, const SourceRule& rule) {
-    for (std::size_t i = 0; i < n; ++i) {
+    std::size_t i = 0;
+    while (i < n) {
       const int src = rule.source_of(f[i].bytes);
       if (src < 0) {
         ++sourceless;
+        ++i;
         continue;
       }
-      const std::uint64_t t = frame_time(f[i].bytes);
+      std::uint64_t lo = frame_time(f[i].bytes);
+      std::uint64_t hi = lo;
+      std::size_t j = i + 1;
+      for (; j < n && rule.source_of(f[j].bytes) == src; ++j) {
+        const std::uint64_t t = frame_time(f[j].bytes);
+        lo = t < lo ? t : lo;
+        hi = t > hi ? t : hi;
+      }
       SourceSpan& s = sources[static_cast<std::size_t>(src)];
       if (s.frames == 0) {
         present[present_count++] = static_cast<std::uint8_t>(src);
-        s.min_time = s.max_time = t;
+        s.min_time = lo;
+        s.max_time = hi;
         s.first_index = first + static_cast<std::uint32_t>(i);
       } else {
-        s.min_time = t < s.min_time ? t : s.min_time;
-        s.max_time = t > s.max_time ? t : s.max_time;
+        s.min_time = lo < s.min_time ? lo : s.min_time;
+        s.max_time = hi > s.max_time ? hi : s.max_time;
       }
-      ++s.frames;
-      min_time = t < min_time ? t : min_time;
-      max_time = t > max_time ? t : max_time;
+      s.frames += static_cast<std::uint32_t>(j - i);
+      min_time = lo < min_time ? lo : min_time;
+      max_time = hi > max_time ? hi : max_time;
+      i = j;
     }
     frames += n;
   }
