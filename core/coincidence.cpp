@@ -1,12 +1,13 @@
 // The CPU coincidence engine (DESIGN sections 5 and 6): one walk over the sorted singles with
 // three monotone cursors (end of the prompt window, start and end of the delayed interval),
 // so the cost is linear in the singles plus the candidate pairs. The per-window decision is
-// core/window_policy.h, shared with the GPU backend.
+// core/window_policy.h and the step from one opener to the next core/window_walk.h, both
+// shared with the GPU backend.
 #include "core/coincidence.h"
 
 #include <cstdint>
 
-#include "core/window_policy.h"
+#include "core/window_walk.h"
 
 namespace petdaq {
 
@@ -32,79 +33,35 @@ struct BufferSink {
   void operator()(const CoincRecord& r) { buffer.push(r); }
 };
 
-// Moves `cursor` past the singles for which `before(time)` holds (a predicate that holds on
-// a prefix of the singles from `cursor` on). A cursor usually moves by zero, one or two
-// singles per window: the first step is taken without a branch (a clamped, in-bounds load),
-// the loop handles the rest. n >= 1.
-template <class Before>
-inline std::size_t advance(const Single* singles, std::size_t n, std::size_t cursor,
-                           Before before) {
-  const std::size_t at = cursor < n ? cursor : n - 1;
-  cursor += static_cast<std::size_t>((cursor < n) & before(singles[at].time));
-  while (cursor < n && before(singles[cursor].time)) ++cursor;
-  return cursor;
-}
+// The window walk's search (core/window_walk.h) on the CPU: the first index at or after
+// `from` whose time fails `inside`. A cursor usually moves by zero, one or two singles per
+// window: the first step is taken without a branch (a clamped, in-bounds load), the loop
+// handles the rest. The three searches are independent chains (the delayed end is found
+// from the opener's time, not from the delayed start), which lets consecutive windows
+// overlap in the core. n >= 1.
+struct AdvanceCursor {
+  const Single* singles;
+  std::size_t n;
+  template <class Inside>
+  std::uint64_t operator()(std::uint64_t from, Inside inside) const {
+    std::size_t cursor = from;
+    const std::size_t at = cursor < n ? cursor : n - 1;
+    cursor += static_cast<std::size_t>((cursor < n) & inside(singles[at].time));
+    while (cursor < n && inside(singles[cursor].time)) ++cursor;
+    return cursor;
+  }
+};
 
-// The last time inside a window that starts at t_start (closed edge: t_start + W itself);
-// saturates instead of wrapping for times near the end of the 64-bit range. A half-open
-// window of W = 0 holds nothing but its opener; that is handled by the caller.
-template <bool kClosed>
-inline std::uint64_t window_last(std::uint64_t t_start, std::uint64_t window_ticks) {
-  const std::uint64_t reach = kClosed ? window_ticks : window_ticks - 1;
-  return t_start > UINT64_MAX - reach ? UINT64_MAX : t_start + reach;
-}
-
-// The walk, with the edge rule fixed at compile time so each window test is one compare.
-// The three cursors are independent chains (the delayed end is found from the opener's
-// time, not from the delayed start), which lets consecutive windows overlap in the core.
-template <bool kClosed>
-std::size_t find_impl(const Single* singles, std::size_t n, const CoincidenceParams& p,
-                      std::size_t resolved_end, RecordBuffer& prompts, RecordBuffer& delayed,
-                      CoincidenceCounts& counts) {
-  const PairSet prompt_set = prompt_pair_set(p.mode);
-  const bool every_single = p.mode == WindowMode::every_single;
+std::size_t walk(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                 std::size_t resolved_end, RecordBuffer& prompts, RecordBuffer& delayed,
+                 CoincidenceCounts& counts) {
   BufferSink prompt_sink{prompts};
   BufferSink delayed_sink{delayed};
-
-  std::size_t window_end = 0;     // first single past the current prompt window
-  std::size_t delayed_begin = 0;  // first single at or after t_open + D
-  std::size_t delayed_end = 0;    // first single past t_open + D + W (or at it, half-open)
+  AdvanceCursor find{singles, n};
+  WalkCursors cursors;
   std::size_t open = 0;
-  while (open < resolved_end) {
-    const std::uint64_t t_open = singles[open].time;
-
-    // Window ends only move forward: a later opener's window reaches at least as far.
-    if (window_end <= open) window_end = open + 1;
-    const std::uint64_t last = window_last<kClosed>(t_open, p.window_ticks);
-    window_end = advance(singles, n, window_end, [last](std::uint64_t t) { return t <= last; });
-    const std::size_t others = window_end - open - 1;
-    if (others >= 2) ++counts.multiples;
-    if (others >= 1) {
-      const WindowMembers w{singles + open, singles + open + 1,
-                            static_cast<std::uint32_t>(others)};
-      counts.prompts += apply_window_policy(p, w, prompt_set, false, prompt_sink);
-    }
-
-    if (p.delayed) {
-      const std::uint64_t start = t_open + p.delayed_offset_ticks;
-      const std::uint64_t delayed_last = window_last<kClosed>(start, p.window_ticks);
-      if (delayed_begin <= open) delayed_begin = open + 1;
-      if (delayed_end <= open) delayed_end = open + 1;
-      delayed_begin =
-          advance(singles, n, delayed_begin, [start](std::uint64_t t) { return t < start; });
-      delayed_end = advance(singles, n, delayed_end,
-                            [delayed_last](std::uint64_t t) { return t <= delayed_last; });
-      const std::size_t members = delayed_end > delayed_begin ? delayed_end - delayed_begin : 0;
-      if (members >= 2) ++counts.delayed_multiples;
-      if (members >= 1) {
-        const WindowMembers w{singles + open, singles + delayed_begin,
-                              static_cast<std::uint32_t>(members)};
-        counts.delayed += apply_window_policy(p, w, PairSet::opener_pairs, true, delayed_sink);
-      }
-    }
-
-    open = every_single ? open + 1 : window_end;
-  }
+  while (open < resolved_end)
+    open = walk_window(singles, open, p, cursors, find, counts, prompt_sink, delayed_sink);
   return open < n ? open : n;
 }
 }  // namespace
@@ -126,9 +83,8 @@ std::size_t find_coincidences(const Single* singles, std::size_t n, const Coinci
         resolved_end = mid;
     }
   }
-  if (p.closed) return find_impl<true>(singles, n, p, resolved_end, prompts, delayed, counts);
-  if (p.window_ticks > 0)
-    return find_impl<false>(singles, n, p, resolved_end, prompts, delayed, counts);
+  if (p.closed || p.window_ticks > 0)
+    return walk(singles, n, p, resolved_end, prompts, delayed, counts);
   // Half-open and W = 0: no single is inside any window, so there is nothing to emit; the
   // carry-over still starts at the first unresolved opener (every single opens a window).
   return resolved_end;

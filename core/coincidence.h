@@ -31,11 +31,6 @@ struct CoincidenceParams {
     const std::uint64_t d = t - t_open;
     return closed ? d <= window_ticks : d < window_ticks;
   }
-  // Is t inside the delayed window [t_open + D, t_open + D + W] (same edge rule)?
-  PETDAQ_HD bool within_delayed(std::uint64_t t_open, std::uint64_t t) const {
-    const std::uint64_t start = t_open + delayed_offset_ticks;
-    return t >= start && within(start, t);
-  }
   // How far after its opener a window's outcome can still change.
   PETDAQ_HD std::uint64_t reach_ticks() const {
     return delayed ? delayed_offset_ticks + window_ticks : window_ticks;

@@ -15,7 +15,7 @@
 #include "core/convert.h"
 #include "core/counters.h"
 #include "core/frame_source.h"
-#include "core/window_policy.h"
+#include "core/window_walk.h"
 #include "proto/records.h"
 
 namespace petdaq::gpu {
@@ -359,16 +359,26 @@ template <class Emit>
 struct RankedSink {
   Emit& emit;
   bool delayed;
-  std::uint64_t& rank;
+  std::uint64_t rank = 0;
   __device__ void operator()(const CoincRecord& r) { emit(delayed, rank++, r); }
+};
+
+// The window walk's search (core/window_walk.h) on the GPU: gallop_end over the slice.
+struct Gallop {
+  const Single* singles;
+  std::uint64_t n;
+  template <class Inside>
+  __device__ std::uint64_t operator()(std::uint64_t from, Inside inside) const {
+    return gallop_end(singles, from, n, inside);
+  }
 };
 
 // Walks the windows of one unit of work: a segment of the first_open chain (each window's
 // successor opens right after its last member, and no window crosses a gap the window
 // cannot bridge), or one single in every_single mode. Hands every record to
 // emit(delayed, rank, record) in output order. Stops at the first unresolved opener and
-// returns it (~0 when every window was resolved). The same walk as find_coincidences() in
-// core/coincidence.cpp, with the same per-window policy code.
+// returns it (~0 when every window was resolved). Each step is walk_window(), the CPU
+// engine's step (core/window_walk.h).
 template <class Emit>
 __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, WalkTotals& totals,
                                    Emit& emit) {
@@ -376,10 +386,8 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
   const std::uint64_t n = in.counts->singles;
   const bool final = in.counts->resolve_all != 0;
   const CoincidenceParams& p = in.params;
-  const bool first_open = p.mode == WindowMode::first_open;
-  const PairSet prompt_set = prompt_pair_set(p.mode);
   std::uint64_t open, unit_end;
-  if (first_open) {
+  if (p.mode == WindowMode::first_open) {
     const std::uint32_t segments = *in.segment_count;
     open = in.segment_start[unit];
     unit_end = unit + 1 < segments ? in.segment_start[unit + 1] : n;
@@ -387,36 +395,13 @@ __device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, Walk
     open = unit;
     unit_end = unit + 1;
   }
-  RankedSink<Emit> prompt_sink{emit, false, totals.prompts};
-  RankedSink<Emit> delayed_sink{emit, true, totals.delayed};
-  std::uint64_t delayed_from = 0;  // delayed intervals only move forward along a segment
+  RankedSink<Emit> prompt_sink{emit, false};
+  RankedSink<Emit> delayed_sink{emit, true};
+  Gallop find{s, n};
+  WalkCursors cursors;
   while (open < unit_end) {
-    const std::uint64_t t_open = s[open].time;
-    if (!final && !p.resolvable(t_open, in.horizon)) return open;
-    const std::uint64_t window_end =
-        gallop_end(s, open + 1, n, [&](std::uint64_t t) { return p.within(t_open, t); });
-    const std::uint64_t others = window_end - open - 1;
-    if (others >= 2) ++totals.multiples;
-    if (others >= 1) {
-      const WindowMembers w{s + open, s + open + 1, static_cast<std::uint32_t>(others)};
-      apply_window_policy(p, w, prompt_set, false, prompt_sink);
-    }
-    if (p.delayed) {
-      const std::uint64_t start = t_open + p.delayed_offset_ticks;
-      const std::uint64_t begin =
-          gallop_end(s, max_of<std::uint64_t>(open + 1, delayed_from), n,
-                     [&](std::uint64_t t) { return t < start; });
-      delayed_from = begin;
-      const std::uint64_t end =
-          gallop_end(s, begin, n, [&](std::uint64_t t) { return p.within(start, t); });
-      const std::uint64_t members = end - begin;
-      if (members >= 2) ++totals.delayed_multiples;
-      if (members >= 1) {
-        const WindowMembers w{s + open, s + begin, static_cast<std::uint32_t>(members)};
-        apply_window_policy(p, w, PairSet::opener_pairs, true, delayed_sink);
-      }
-    }
-    open = first_open ? window_end : open + 1;
+    if (!final && !p.resolvable(s[open].time, in.horizon)) return open;
+    open = walk_window(s, open, p, cursors, find, totals, prompt_sink, delayed_sink);
   }
   return ~std::uint64_t{0};
 }
