@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "core/coincidence.h"
+#include "core/sort_run.h"
 
 namespace petdaq {
 
@@ -23,29 +24,12 @@ namespace {
 
 constexpr unsigned kMaxDigitBits = 11;  // 2048 buckets: histograms stay in L1
 constexpr unsigned kMaxPasses = (64 + kMaxDigitBits - 1) / kMaxDigitBits;
-constexpr std::size_t kInsertionSortMax = 32;
 constexpr unsigned kMaxBucketBits = 20;
 constexpr std::size_t kSinglesPerBucket = 4;
 __extension__ typedef unsigned __int128 uint128;
 
-void insertion_sort(Single* s, std::size_t n) {
-  for (std::size_t i = 1; i < n; ++i) {
-    const Single v = s[i];
-    std::size_t j = i;
-    for (; j > 0 && single_less(v, s[j - 1]); --j) s[j] = s[j - 1];
-    s[j] = v;
-  }
-}
-
-void sort_small(Single* s, std::size_t n) {
-  if (n <= kInsertionSortMax)
-    insertion_sort(s, n);
-  else
-    std::sort(s, s + n, [](const Single& a, const Single& b) { return single_less(a, b); });
-}
-
 // Singles of equal time are adjacent after the time sort; order each such run by the rest
-// of the key. Long runs (pathological input) go to an O(n log n) sort.
+// of the key (sort_run, shared with the GPU's tie pass).
 void order_equal_times(Single* s, std::size_t n) {
   std::size_t i = 0;
   while (i + 1 < n) {
@@ -55,7 +39,7 @@ void order_equal_times(Single* s, std::size_t n) {
     }
     std::size_t j = i + 2;
     while (j < n && s[j].time == s[i].time) ++j;
-    sort_small(s + i, j - i);
+    sort_run(s + i, j - i);
     i = j;
   }
 }
@@ -180,7 +164,7 @@ void sort_singles(Single* singles, std::size_t n, Single* scratch) {
     return;
   }
   if (n <= kInsertionSortMax || n > UINT32_MAX) {
-    sort_small(singles, n);
+    sort_run(singles, n);
     return;
   }
 

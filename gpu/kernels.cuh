@@ -15,6 +15,7 @@
 #include "core/convert.h"
 #include "core/counters.h"
 #include "core/frame_source.h"
+#include "core/sort_run.h"
 #include "core/window_walk.h"
 #include "proto/records.h"
 
@@ -261,41 +262,6 @@ __global__ void gather_kernel(const Single* unsorted, const std::uint32_t* index
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
        i += std::uint64_t{gridDim.x} * blockDim.x)
     sorted[i] = unsorted[index[i]];
-}
-
-// Sorts one run in place by single_less: insertion sort for the usual short run, heapsort
-// (no extra memory, n log n) for the long runs only a faulty input makes.
-__device__ inline void sort_run(Single* s, std::uint64_t len) {
-  if (len <= 32) {
-    for (std::uint64_t i = 1; i < len; ++i) {
-      const Single x = s[i];
-      std::uint64_t j = i;
-      while (j > 0 && single_less(x, s[j - 1])) {
-        s[j] = s[j - 1];
-        --j;
-      }
-      s[j] = x;
-    }
-    return;
-  }
-  auto sift_down = [&](std::uint64_t root, std::uint64_t end) {
-    while (2 * root + 1 < end) {
-      std::uint64_t child = 2 * root + 1;
-      if (child + 1 < end && single_less(s[child], s[child + 1])) ++child;
-      if (!single_less(s[root], s[child])) return;
-      const Single t = s[root];
-      s[root] = s[child];
-      s[child] = t;
-      root = child;
-    }
-  };
-  for (std::uint64_t start = len / 2; start-- > 0;) sift_down(start, len);
-  for (std::uint64_t end = len - 1; end > 0; --end) {
-    const Single t = s[0];
-    s[0] = s[end];
-    s[end] = t;
-    sift_down(0, end);
-  }
 }
 
 // Equal keys are the same time and crystal (or the same time, for long slices): the first
