@@ -1,14 +1,12 @@
-// Running the tools as a person would, from the tests: child processes with their output in
-// files, a scratch folder, and a UDP receiver that records every datagram it gets.
+// Running the tools as a person would, from the tests: where the built programs are, a
+// scratch folder, a UDP receiver that records every datagram it gets, and the tools' report
+// lines. Child processes and waiting: tests/support/process.h and wait.h.
 #pragma once
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,28 +16,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace petdaq::test {
+#include "tests/support/process.h"
+#include "tests/support/wait.h"
 
-// Polls `ready` every 50 ms until it holds or `limit` passes.
-inline bool wait_until(const std::function<bool()>& ready,
-                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (ready()) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
+namespace petdaq::test {
 
 inline std::filesystem::path bin_dir() { return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin"; }
 inline std::filesystem::path source_dir() { return PETDAQ_SOURCE_DIR; }
@@ -74,70 +62,6 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
-
-// A child process; stdout and stderr go to files. Killed (SIGKILL) if still running when
-// destroyed.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::filesystem::path& out,
-        const std::filesystem::path& err) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int in = ::open("/dev/null", O_RDONLY);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      ::dup2(in, 0);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  ~Child() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      wait_for(std::chrono::seconds(5));
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  bool running() const { return pid_ > 0 && !status_; }
-  void signal(int sig) const {
-    if (running()) ::kill(pid_, sig);
-  }
-  // Exit code (128 + signal for a signal), or nullopt if still running after `limit`.
-  std::optional<int> wait_for(std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!status_) {
-      int st = 0;
-      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return status_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
-
-// Runs a command to the end (at most `limit`); returns its exit code, or -1 on time-out.
-inline int run_command(const std::vector<std::string>& argv, const std::filesystem::path& out,
-                       const std::filesystem::path& err,
-                       std::chrono::milliseconds limit = std::chrono::seconds(60)) {
-  Child c(argv, out, err);
-  const auto rc = c.wait_for(limit);
-  return rc ? *rc : -1;
-}
 
 // A UDP socket on 127.0.0.1 (ephemeral port) that stores every datagram on its own thread,
 // with the sender's port and the kernel's receive time stamp (immune to this thread being
