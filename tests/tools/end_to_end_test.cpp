@@ -195,20 +195,22 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   // End of acquisition: petdaqd resolves what is pending, publishes it and exits.
   daemon.signal(SIGTERM);
   ASSERT_EQ(daemon.wait_for(std::chrono::seconds(60)), 0) << test::read_text(dir / "d.err");
-  // The subscribers stop at once on a signal: first let them take every message sent.
-  const auto published = final_counter(test::read_text(dir / "d.err"), "out.messages");
-  ASSERT_TRUE(published.has_value()) << test::read_text(dir / "d.err");
+  // The subscribers stop at once on a signal: first let them take every message sent, a
+  // prompts and a delayed message per slice.
+  const auto slices = final_counter(test::read_text(dir / "d.err"), "stream.slices");
+  ASSERT_TRUE(slices.has_value()) << test::read_text(dir / "d.err");
+  const std::uint64_t published = 2 * *slices;
   EXPECT_TRUE(test::wait_until(
-      [&] { return recorded_messages(test::read_text(dir / "rec.err")) >= *published; }, 20s))
-      << *published << " messages published; " << test::read_text(dir / "rec.err");
+      [&] { return recorded_messages(test::read_text(dir / "rec.err")) >= published; }, 20s))
+      << published << " messages published; " << test::read_text(dir / "rec.err");
   if (example) {
     EXPECT_TRUE(test::wait_until(
         [&] {
           const std::string out = test::read_text(dir / "py.out");
-          return static_cast<std::uint64_t>(std::count(out.begin(), out.end(), '\n')) >= *published;
+          return static_cast<std::uint64_t>(std::count(out.begin(), out.end(), '\n')) >= published;
         },
         20s))
-        << *published << " messages published; " << test::read_text(dir / "py.out");
+        << published << " messages published; " << test::read_text(dir / "py.out");
   }
   recorder.signal(SIGINT);
   ASSERT_EQ(recorder.wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "rec.err");
