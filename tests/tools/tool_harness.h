@@ -5,6 +5,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -106,15 +107,25 @@ class UdpReceiver {
   std::uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
-  // Waits until nothing arrived for `quiet`, then returns everything received so far.
-  std::vector<Datagram> settle(std::chrono::milliseconds quiet = std::chrono::milliseconds(300)) {
-    std::size_t last = SIZE_MAX;
-    for (;;) {
-      std::this_thread::sleep_for(quiet);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (received_.size() == last) return received_;
-      last = received_.size();
-    }
+  // Everything received, once the senders have finished: on loopback a datagram is queued on
+  // this socket before its send returns, so what is still to come is in the socket's queue.
+  // Waits until that queue is empty and the thread has stored what it took before.
+  std::vector<Datagram> settle() {
+    std::uint64_t pass = 0;
+    const bool empty = wait_until(
+        [&] {
+          pass = passes_.load();
+          int queued = 0;
+          return ::ioctl(fd_, FIONREAD, &queued) == 0 && queued == 0;
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(5));
+    // A datagram taken in the pass under way when the queue was seen empty is stored by the
+    // time the next pass begins.
+    if (empty)
+      wait_until([&] { return passes_.load() > pass; }, std::chrono::seconds(5),
+                 std::chrono::milliseconds(1));
+    std::lock_guard<std::mutex> lock(mutex_);
+    return received_;
   }
 
  private:
@@ -122,6 +133,7 @@ class UdpReceiver {
     std::vector<std::uint8_t> buf(65536);
     alignas(cmsghdr) char control[256];
     while (!stop_) {
+      ++passes_;
       sockaddr_in from{};
       iovec iov{buf.data(), buf.size()};
       msghdr msg{};
@@ -153,6 +165,7 @@ class UdpReceiver {
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> passes_{0};  // receive loops begun
   std::mutex mutex_;
   std::vector<Datagram> received_;
   std::thread thread_;
