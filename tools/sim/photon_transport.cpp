@@ -7,8 +7,9 @@
 
 namespace petdaq::sim {
 
-// Defined first (and inline) so that the chunk loops that call them can inline them: the
-// loop over phantom_exit_mm vectorises only then.
+// The two helpers come first, inline, so that the chunk loops inline them: the loop over
+// phantom_exit_mm vectorises only then.
+
 // Distance from a point inside the phantom cylinder to its surface along u, without a
 // branch (a line parallel to the axis or to the end faces is infinitely far from them).
 inline double BlockGenerator::phantom_exit_mm(double px, double py, double pz, double ux,
@@ -26,7 +27,8 @@ inline double BlockGenerator::phantom_exit_mm(double px, double py, double pz, d
 // Follows photon j from its first interaction in the phantom (free_mm along its line)
 // until it leaves the phantom or is absorbed. Only where a photon turns does its position
 // change: an escaping photon keeps its line, and the ring is found from the last point.
-inline void BlockGenerator::scatter_in_phantom(ChunkScratch& s, std::uint32_t j, BlockRng& rng) const {
+inline void BlockGenerator::scatter_in_phantom(ChunkScratch& s, std::uint32_t j,
+                                               BlockRng& rng) const {
   double free_mm = s.free_mm[j];
   double px = s.px[j], py = s.py[j], pz = s.pz[j];
   double ux = s.ux[j], uy = s.uy[j], uz = s.uz[j];
