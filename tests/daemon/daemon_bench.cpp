@@ -25,6 +25,7 @@
 
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+#include "tests/support/wait.h"
 #include "tools/common/cli.h"
 
 using namespace petdaq;
@@ -270,17 +271,21 @@ int main(int argc, char** argv) {
               kFramesPerDatagram * kFrameBytes, seconds);
   std::fflush(stdout);
 
+  // Quiet: the same counts in two looks 600 ms apart and nothing pending (24 s at most).
   auto settle = [&] {
-    std::string last = *sub.last_rates();
-    for (int i = 0; i < 40; ++i) {
-      std::this_thread::sleep_for(600ms);
-      const std::string now = *sub.last_rates();
-      if (json_counter(now, "rx.frames") == json_counter(last, "rx.frames") &&
-          json_counter(now, "rx.kernel_drops") == json_counter(last, "rx.kernel_drops") &&
-          json_number(now, "pending_frames") == 0)
-        return now;
-      last = now;
-    }
+    std::string last;
+    wait_until(
+        [&] {
+          const std::string now = *sub.last_rates();
+          const bool quiet = !last.empty() &&
+                             json_counter(now, "rx.frames") == json_counter(last, "rx.frames") &&
+                             json_counter(now, "rx.kernel_drops") ==
+                                 json_counter(last, "rx.kernel_drops") &&
+                             json_number(now, "pending_frames") == 0;
+          last = now;
+          return quiet;
+        },
+        24s, 600ms);
     return last;
   };
 
@@ -377,7 +382,7 @@ int main(int argc, char** argv) {
     }
   }
   d.signal(SIGTERM);
-  const auto status = d.wait(20s);
+  const auto status = d.wait_for(20s);
   char cpu[256] = "unknown";
   if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
     if (!std::fgets(cpu, sizeof cpu, f)) cpu[0] = 0;

@@ -7,7 +7,6 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -69,33 +68,11 @@ std::string daemon_yaml(const DaemonConfig& c) {
 // ---- the daemon process ----
 
 namespace {
-pid_t spawn(const std::vector<std::string>& args, const std::filesystem::path& log) {
-  std::vector<char*> argv;
-  // PETDAQD names another binary (a build moved to another machine, say).
+std::vector<std::string> daemon_argv(const std::vector<std::string>& args) {
   const char* other = std::getenv("PETDAQD");
-  std::string binary = other && *other ? other : PETDAQD_BINARY;
-  argv.push_back(binary.data());
-  std::vector<std::string> copy = args;
-  for (auto& a : copy) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd >= 0) {
-      dup2(fd, 2);
-      dup2(fd, 1);
-    }
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  return pid;
-}
-
-int decode_status(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return -1;
+  std::vector<std::string> argv = {other && *other ? other : PETDAQD_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
 }
 
 std::string read_file(const std::filesystem::path& p) {
@@ -104,59 +81,30 @@ std::string read_file(const std::filesystem::path& p) {
   s << in.rdbuf();
   return s.str();
 }
+
+std::vector<std::string> with_config(const std::filesystem::path& config,
+                                     const std::vector<std::string>& extra_args) {
+  std::vector<std::string> args = {"--config", config.string()};
+  args.insert(args.end(), extra_args.begin(), extra_args.end());
+  return daemon_argv(args);
+}
 }  // namespace
 
 DaemonProcess::DaemonProcess(const std::filesystem::path& config, const std::filesystem::path& log,
-                             std::vector<std::string> extra_args)
-    : log_(log) {
-  std::vector<std::string> args = {"--config", config.string()};
-  args.insert(args.end(), extra_args.begin(), extra_args.end());
-  pid_ = spawn(args, log);
-}
-
-DaemonProcess::~DaemonProcess() {
-  if (!status_ && pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-  }
-}
-
-void DaemonProcess::signal(int sig) const { ::kill(pid_, sig); }
-
-std::optional<int> DaemonProcess::wait(std::chrono::milliseconds timeout) {
-  if (status_) return status_;
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    int st = 0;
-    const pid_t r = waitpid(pid_, &st, WNOHANG);
-    if (r == pid_) {
-      status_ = decode_status(st);
-      return status_;
-    }
-    if (std::chrono::steady_clock::now() >= until) return std::nullopt;
-    std::this_thread::sleep_for(10ms);
-  }
-}
-
-bool DaemonProcess::running() { return !wait(0ms).has_value(); }
+                             const std::vector<std::string>& extra_args)
+    : Child(with_config(config, extra_args), log, log), log_(log) {}
 
 std::string DaemonProcess::log() const { return read_file(log_); }
 
 std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& args,
                                                const std::filesystem::path& log) {
-  const pid_t pid = spawn(args, log);
-  int st = 0;
-  const auto until = std::chrono::steady_clock::now() + 20s;
-  while (waitpid(pid, &st, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > until) {
-      ::kill(pid, SIGKILL);
-      waitpid(pid, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
+  Child daemon(daemon_argv(args), log, log);
+  std::optional<int> status = daemon.wait_for(20s);
+  if (!status) {
+    daemon.signal(SIGKILL);
+    status = daemon.wait_for(20s);
   }
-  return {decode_status(st), read_file(log)};
+  return {status.value_or(128 + SIGKILL), read_file(log)};
 }
 
 // ---- subscriber ----
@@ -215,6 +163,7 @@ void Subscriber::run(std::string endpoint, int rcvhwm, std::string topic,
       if (stop_) return;
     }
     if (!read_) {
+      // A subscriber that does not read, on purpose: look again for stop_ a little later.
       std::this_thread::sleep_for(20ms);
       continue;
     }

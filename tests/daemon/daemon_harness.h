@@ -3,8 +3,6 @@
 // reads the published batches and `rates` documents.
 #pragma once
 
-#include <sys/types.h>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -23,6 +21,7 @@
 #include "proto/frame.h"
 #include "proto/records.h"
 #include "proto/topics.h"
+#include "tests/support/process.h"
 
 namespace petdaq::test {
 
@@ -50,26 +49,19 @@ struct DaemonConfig {
 };
 std::string daemon_yaml(const DaemonConfig& c);
 
-// petdaqd as a child process; stderr goes to a log file.
-class DaemonProcess {
+// petdaqd as a child process (tests/support/process.h), stdout and stderr in one log file.
+// The PETDAQD environment variable names another binary (a build moved to another machine).
+class DaemonProcess : public Child {
  public:
   DaemonProcess(const std::filesystem::path& config, const std::filesystem::path& log,
-                std::vector<std::string> extra_args = {});
-  ~DaemonProcess();
-  pid_t pid() const { return pid_; }
-  void signal(int sig) const;
-  // Exit status (0..255), 128+signal when killed, or nullopt on timeout.
-  std::optional<int> wait(std::chrono::milliseconds timeout);
-  bool running();
+                const std::vector<std::string>& extra_args = {});
   std::string log() const;
 
  private:
-  pid_t pid_ = -1;
   std::filesystem::path log_;
-  std::optional<int> status_;
 };
 
-// Runs petdaqd to completion (e.g. --check-config) and returns its exit status and stderr;
+// Runs petdaqd to completion (e.g. --check-config) and returns its exit status and log;
 // a daemon still running after 20 s is killed (status 128 + SIGKILL).
 std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& args,
                                                const std::filesystem::path& log);

@@ -57,7 +57,7 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
                   return json_counter(j, "rx.datagrams") >= datagrams.size();
                 }, 30s).has_value()) << d.log();
   d.signal(SIGTERM);
-  ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
+  ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
   ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   const auto messages = sub.messages();
 
@@ -178,7 +178,7 @@ TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
   }, 30s);
   ASSERT_TRUE(rates.has_value()) << d.log();
   d.signal(SIGTERM);
-  ASSERT_EQ(d.wait(15s).value_or(-1), 0) << d.log();
+  ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
   ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
   std::string last;
   for (const Published& p : sub.messages())

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   d.signal(SIGTERM);
-  const auto status = d.wait(30s);
+  const auto status = d.wait_for(30s);
   if (!healthy.wait_drained(10s)) std::fprintf(stderr, "the subscriber did not see petdaqd go\n");
   const auto messages = healthy.messages();
   std::string last;

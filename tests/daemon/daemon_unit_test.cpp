@@ -41,7 +41,7 @@
 #include "daemon/sequence_tracker.h"
 #include "daemon/source_filter.h"
 #include "daemon/worker.h"
-#include "tools/process.h"
+#include "tests/support/wait.h"
 #include "proto/datagram.h"
 
 namespace petdaq::daemon {
@@ -252,7 +252,7 @@ TEST(RateLimitedWarning, WhatWasHeldBackIsFlushed) {
     flush_held_back_warnings();  // too early: the interval has not passed
     const std::string so_far = lines->str();
     EXPECT_EQ(std::count(so_far.begin(), so_far.end(), '\n'), 1) << so_far;
-    std::this_thread::sleep_for(60ms);
+    std::this_thread::sleep_for(60ms);  // time passing is the test: the interval runs out
     flush_held_back_warnings();
     flush_held_back_warnings();  // nothing more held back
   }

@@ -20,6 +20,7 @@
 #include "gpu/gpu_backend.h"
 #include "proto/bytes.h"
 #include "proto/frame.h"
+#include "tests/core/test_scanner.h"
 
 namespace petdaq {
 
@@ -30,18 +31,14 @@ void PrintTo(const CoincRecord& r, std::ostream* os) {
 
 namespace {
 
-// A small scanner: 4 sectors x 1 ring of boards, 2 x 1 DUs of 4 x 4 crystals, an 8 x 8 flood
-// map where each crystal covers 2 x 2 pixels and the corner pixel (7, 7) maps to no crystal.
-Settings small_scanner() {
-  Settings s;
-  s.scanner.bdm_transaxial = 4;
-  s.scanner.bdm_axial = 1;
-  s.scanner.du_transaxial = 2;
-  s.scanner.du_axial = 1;
-  s.scanner.crystal_transaxial = 4;
-  s.scanner.crystal_axial = 4;
-  s.scanner.position_size = 8;
-  s.scanner.tick_ps = 15.625;
+using test::TestScanner;
+
+// The test scanner of tests/core/test_scanner.h (4 sectors x 1 ring of boards, 2 x 2 DUs of
+// 4 x 4 crystals, a 16 x 16 flood map where each crystal covers 4 x 4 pixels and the corner
+// pixel (15, 15) maps to no crystal), with this file's engine settings: small slices, carry
+// and record limits so that each is reached.
+Settings small_scanner(const TestScanner& sc) {
+  Settings s = sc.settings;
   s.coincidence.window_ps = 4'000.0;           // W = 256 ticks
   s.coincidence.delayed.offset_ps = 50'000.0;  // D = 3200 ticks
   s.stream.max_slice_frames = 4096;
@@ -51,27 +48,22 @@ Settings small_scanner() {
 }
 
 constexpr std::uint64_t kW = 256;
-constexpr std::uint32_t kEnergyBins = 100;
 
-Calibration small_calibration(const Settings& s, bool with_offsets, std::uint32_t seed) {
-  const Geometry g = Geometry::from(s.scanner);
+// The fixture's flood map with random gains (one crystal dead: NaN energies are outside
+// every window) and, if asked, random time offsets, drawn from `seed`.
+Calibration random_calibration(const TestScanner& sc, bool with_offsets, std::uint32_t seed) {
+  const Geometry g = sc.geometry();
   std::mt19937 rng(seed);
-  Calibration cal;
-  const std::uint32_t p = g.position_size;
-  cal.position_lut.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * p * p);
-  for (std::uint32_t bd = 0; bd < g.bdm_count() * g.du_per_bdm(); ++bd)
-    for (std::uint32_t y = 0; y < p; ++y)
-      for (std::uint32_t x = 0; x < p; ++x)
-        cal.position_lut[(std::size_t{bd} * p + y) * p + x] =
-            (x == 7 && y == 7) ? 255 : static_cast<std::uint8_t>((y / 2) * 4 + x / 2);
-  cal.energy_bins = kEnergyBins;
-  cal.energy_bin_width = 10;
+  Calibration cal = sc.calibration;
+  const std::uint32_t bins = TestScanner::kEnergyBins;
+  cal.energy_bins = bins;
   cal.energy_correction.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() *
-                               g.crystals_per_du() * kEnergyBins);
+                               g.crystals_per_du() * bins);
   std::uniform_real_distribution<float> gain(0.9f, 1.1f);
   for (float& v : cal.energy_correction) v = gain(rng);
-  // A dead crystal: NaN energies are outside every window.
-  for (std::uint32_t b = 0; b < kEnergyBins; ++b) cal.energy_correction[5 * kEnergyBins + b] = NAN;
+  for (std::uint32_t b = 0; b < bins; ++b) cal.energy_correction[5 * bins + b] = NAN;
+  cal.time_offsets.clear();
+  cal.min_time_offset = cal.max_time_offset = 0;
   if (with_offsets) {
     std::uniform_int_distribution<std::int32_t> offset(-3, 3);
     cal.time_offsets.resize(g.crystal_count());
@@ -108,20 +100,25 @@ RawFrame make_frame(std::uint8_t head, std::uint8_t du, std::uint8_t bdm, std::u
   return f;
 }
 
+struct Pixel {
+  std::uint8_t bdm, du, x, y;
+};
+
 // Frames in ascending raw time, with ties, gaps of exactly W, repeated crystals and every
 // kind of bad frame.
-std::vector<RawFrame> make_stream(const StreamShape& shape, std::uint32_t seed) {
+std::vector<RawFrame> make_stream(const Geometry& g, const StreamShape& shape, std::uint32_t seed) {
   std::mt19937_64 rng(seed);
+  const std::uint32_t bdms = g.bdm_count(), dus = g.du_per_bdm(), pixels = g.position_size;
+  const auto pixel = [&] {
+    return Pixel{static_cast<std::uint8_t>(rng() % bdms), static_cast<std::uint8_t>(rng() % dus),
+                 static_cast<std::uint8_t>(rng() % pixels), static_cast<std::uint8_t>(rng() % pixels)};
+  };
   std::uniform_real_distribution<double> u(0.0, 1.0);
   std::exponential_distribution<double> gap(1.0 / shape.mean_gap_ticks);
   std::uniform_int_distribution<int> energy(shape.raw_energy_low, shape.raw_energy_high);
-  struct Pixel {
-    std::uint8_t bdm, du, x, y;
-  };
   std::vector<Pixel> pool;
   for (std::uint32_t i = 0; i < std::max<std::uint32_t>(shape.crystal_pool, 1); ++i)
-    pool.push_back({static_cast<std::uint8_t>(rng() % 4), static_cast<std::uint8_t>(rng() % 2),
-                    static_cast<std::uint8_t>(rng() % 8), static_cast<std::uint8_t>(rng() % 8)});
+    pool.push_back(pixel());
   std::vector<RawFrame> frames;
   frames.reserve(shape.frames);
   std::uint64_t t = shape.start_ticks;
@@ -133,10 +130,7 @@ std::vector<RawFrame> make_stream(const StreamShape& shape, std::uint32_t seed) 
     } else {
       t += static_cast<std::uint64_t>(gap(rng));
     }
-    Pixel px = shape.crystal_pool
-                   ? pool[rng() % pool.size()]
-                   : Pixel{static_cast<std::uint8_t>(rng() % 4), static_cast<std::uint8_t>(rng() % 2),
-                           static_cast<std::uint8_t>(rng() % 8), static_cast<std::uint8_t>(rng() % 8)};
+    Pixel px = shape.crystal_pool ? pool[rng() % pool.size()] : pixel();
     std::uint8_t head = 0xA, tail = 0x5;
     std::uint16_t e = static_cast<std::uint16_t>(energy(rng));
     if (u(rng) < 0.01) e = 65535;  // past the table's range: the last bin
@@ -144,10 +138,10 @@ std::vector<RawFrame> make_stream(const StreamShape& shape, std::uint32_t seed) 
     if (u(rng) < shape.bad_fraction) {
       switch (rng() % 6) {
         case 0: head = 0xB; break;
-        case 1: px.bdm = 4 + rng() % 10; break;
-        case 2: px.du = 2 + rng() % 5; break;
-        case 3: px.x = 8 + rng() % 100; break;
-        case 4: px.x = 7; px.y = 7; break;  // no crystal
+        case 1: px.bdm = static_cast<std::uint8_t>(bdms + rng() % 10); break;
+        case 2: px.du = static_cast<std::uint8_t>(dus + rng() % 5); break;
+        case 3: px.x = static_cast<std::uint8_t>(pixels + rng() % 100); break;
+        case 4: px.x = px.y = static_cast<std::uint8_t>(pixels - 1); break;  // no crystal
         case 5: time = 0x8000'0000'0000'0000ull + rng() % 1000; break;  // past INT64_MAX
       }
     }
@@ -302,17 +296,18 @@ class GpuBackendComboTest : public GpuBackendTest, public ::testing::WithParamIn
 
 TEST_P(GpuBackendComboTest, MatchesCpuRecordForRecord) {
   const Combo c = GetParam();
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.policy = c.policy;
   s.coincidence.window_mode = c.mode;
   s.coincidence.window_edge = c.edge;
   s.coincidence.delayed.enabled = c.delayed;
   s.coincidence.min_sector_difference = 1;
-  const Calibration cal = small_calibration(s, true, 11);
+  const Calibration cal = random_calibration(sc, true, 11);
   StreamShape shape;
   shape.frames = 12'000;
   shape.mean_gap_ticks = 150;  // windows of several members are common
-  const auto frames = make_stream(shape, 100 + static_cast<int>(c.policy));
+  const auto frames = make_stream(sc.geometry(), shape, 100 + static_cast<int>(c.policy));
   const auto requests = cut_slices(frames, 1500, cal.min_time_offset, 5);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.multiples, 0u);
@@ -343,9 +338,10 @@ INSTANTIATE_TEST_SUITE_P(AllPolicies, GpuBackendComboTest, ::testing::ValuesIn(a
                          });
 
 TEST_F(GpuBackendTest, SparseAndDenseRandomStreamsWithTiesAndEqualCrystals) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.policy = Policy::take_all_goods;
-  const Calibration cal = small_calibration(s, true, 3);
+  const Calibration cal = random_calibration(sc, true, 3);
   int seed = 0;
   for (double gap : {5000.0, 600.0, 60.0}) {
     for (std::uint32_t pool : {0u, 3u}) {
@@ -354,7 +350,7 @@ TEST_F(GpuBackendTest, SparseAndDenseRandomStreamsWithTiesAndEqualCrystals) {
       shape.tie_fraction = 0.2;
       shape.exact_w_fraction = 0.2;
       shape.crystal_pool = pool;
-      const auto frames = make_stream(shape, 1000 + seed);
+      const auto frames = make_stream(sc.geometry(), shape, 1000 + seed);
       const auto requests = cut_slices(frames, 3000, cal.min_time_offset, 2000 + seed++);
       SCOPED_TRACE("gap " + std::to_string(gap) + " pool " + std::to_string(pool));
       expect_same(s, cal, frames, requests);
@@ -363,74 +359,80 @@ TEST_F(GpuBackendTest, SparseAndDenseRandomStreamsWithTiesAndEqualCrystals) {
 }
 
 TEST_F(GpuBackendTest, VeryHighRateWindowsOfManyMembers) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.policy = Policy::take_winner_of_goods;
   s.stream.max_carry_singles = 20'000;
-  const Calibration cal = small_calibration(s, false, 4);
+  const Calibration cal = random_calibration(sc, false, 4);
   StreamShape shape;
   shape.frames = 30'000;
   shape.mean_gap_ticks = 12;  // about 20 singles per window
-  const auto frames = make_stream(shape, 77);
+  const auto frames = make_stream(sc.geometry(), shape, 77);
   const auto requests = cut_slices(frames, 4096, 0, 78);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.multiples, 100u);
 }
 
 TEST_F(GpuBackendTest, SlicesOfOneFrame) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.window_mode = WindowMode::every_single;
-  const Calibration cal = small_calibration(s, true, 5);
+  const Calibration cal = random_calibration(sc, true, 5);
   StreamShape shape;
   shape.frames = 1500;
   shape.mean_gap_ticks = 100;
-  const auto frames = make_stream(shape, 8);
+  const auto frames = make_stream(sc.geometry(), shape, 8);
   const auto requests = cut_slices(frames, 1, cal.min_time_offset, 9, 1);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.prompts, 0u);
 }
 
 TEST_F(GpuBackendTest, SlicesOfTheMaximumSize) {
-  Settings s = small_scanner();
-  const Calibration cal = small_calibration(s, true, 6);
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
+  const Calibration cal = random_calibration(sc, true, 6);
   StreamShape shape;
   shape.frames = 5 * s.stream.max_slice_frames;
-  const auto frames = make_stream(shape, 10);
+  const auto frames = make_stream(sc.geometry(), shape, 10);
   const auto requests = cut_slices(frames, 0, cal.min_time_offset, 11, s.stream.max_slice_frames);
   expect_same(s, cal, frames, requests);
 }
 
 TEST_F(GpuBackendTest, AllFramesBad) {
-  Settings s = small_scanner();
-  const Calibration cal = small_calibration(s, false, 7);
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
+  const Calibration cal = random_calibration(sc, false, 7);
   StreamShape shape;
   shape.frames = 6000;
   shape.bad_fraction = 1.0;
-  const auto frames = make_stream(shape, 12);
+  const auto frames = make_stream(sc.geometry(), shape, 12);
   const auto requests = cut_slices(frames, 1000, 0, 13);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_EQ(t.prompts, 0u);
 }
 
 TEST_F(GpuBackendTest, AllEnergiesRejected) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.energy_window.low_keV = 2000;
   s.energy_window.high_keV = 3000;
-  const Calibration cal = small_calibration(s, false, 8);
+  const Calibration cal = random_calibration(sc, false, 8);
   StreamShape shape;
   shape.frames = 6000;
-  const auto frames = make_stream(shape, 14);
+  const auto frames = make_stream(sc.geometry(), shape, 14);
   const auto requests = cut_slices(frames, 1000, 0, 15);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_EQ(t.prompts, 0u);
 }
 
 TEST_F(GpuBackendTest, EmptySlicesBetweenFullOnes) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.delayed.enabled = true;
-  const Calibration cal = small_calibration(s, true, 9);
+  const Calibration cal = random_calibration(sc, true, 9);
   StreamShape shape;
   shape.frames = 8000;
-  const auto frames = make_stream(shape, 16);
+  const auto frames = make_stream(sc.geometry(), shape, 16);
   std::vector<Request> requests = cut_slices(frames, 2000, cal.min_time_offset, 17);
   // Slices of no frames, with and without a moving horizon.
   std::vector<Request> with_empty;
@@ -448,28 +450,30 @@ TEST_F(GpuBackendTest, EmptySlicesBetweenFullOnes) {
 }
 
 TEST_F(GpuBackendTest, CarryOverflowResolvesTheSlice) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.stream.max_carry_singles = 40;
   s.coincidence.delayed.enabled = true;
-  const Calibration cal = small_calibration(s, false, 10);
+  const Calibration cal = random_calibration(sc, false, 10);
   StreamShape shape;
   shape.frames = 20'000;
   shape.mean_gap_ticks = 30;  // the delayed reach holds ~100 singles back: more than 40
-  const auto frames = make_stream(shape, 18);
+  const auto frames = make_stream(sc.geometry(), shape, 18);
   const auto requests = cut_slices(frames, 2000, 0, 19);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.carry_overflows, 0u);
 }
 
 TEST_F(GpuBackendTest, RecordOverflowKeepsTheFirstRecords) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.stream.max_records_per_single = 1;
   s.coincidence.policy = Policy::take_all_goods;
-  const Calibration cal = small_calibration(s, false, 12);
+  const Calibration cal = random_calibration(sc, false, 12);
   StreamShape shape;
   shape.frames = 20'000;
   shape.mean_gap_ticks = 8;  // ~30-member windows: hundreds of pairs per window
-  const auto frames = make_stream(shape, 20);
+  const auto frames = make_stream(sc.geometry(), shape, 20);
   const auto requests = cut_slices(frames, 4096, 0, 21);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.records_overflow, 0u);
@@ -478,16 +482,17 @@ TEST_F(GpuBackendTest, RecordOverflowKeepsTheFirstRecords) {
 // Long runs of equal times (a board whose clock stopped) and of equal (time, crystal) with
 // different energies: the tie pass after the radix sort, insertion sort and heapsort.
 TEST_F(GpuBackendTest, StuckClockRunsOfEqualTimes) {
-  Settings s = small_scanner();
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
   s.coincidence.policy = Policy::take_winner_if_all_good;
   s.coincidence.window_mode = WindowMode::every_single;
-  const Calibration cal = small_calibration(s, false, 14);
+  const Calibration cal = random_calibration(sc, false, 14);
   StreamShape shape;
   shape.frames = 6000;
   shape.tie_fraction = 0.99;
   shape.exact_w_fraction = 0.0;
   shape.crystal_pool = 2;
-  const auto frames = make_stream(shape, 26);
+  const auto frames = make_stream(sc.geometry(), shape, 26);
   const auto requests = cut_slices(frames, 4096, 0, 27);
   const Totals t = expect_same(s, cal, frames, requests);
   EXPECT_GT(t.multiples, 0u);
@@ -496,16 +501,17 @@ TEST_F(GpuBackendTest, StuckClockRunsOfEqualTimes) {
 // A slice whose times span more than the relative sort key holds (2^57 ticks here): the
 // backend orders by time alone and completes the order in the tie pass.
 TEST_F(GpuBackendTest, SliceSpanningMoreThanTheSortKeyHolds) {
-  Settings s = small_scanner();
-  const Calibration cal = small_calibration(s, true, 15);
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
+  const Calibration cal = random_calibration(sc, true, 15);
   StreamShape shape;
   shape.frames = 3000;
   shape.tie_fraction = 0.3;
   shape.bad_fraction = 0.0;
   shape.start_ticks = 1000;
-  std::vector<RawFrame> frames = make_stream(shape, 28);
+  std::vector<RawFrame> frames = make_stream(sc.geometry(), shape, 28);
   shape.start_ticks = 1ull << 62;
-  const auto late = make_stream(shape, 29);
+  const auto late = make_stream(sc.geometry(), shape, 29);
   frames.insert(frames.end(), late.begin(), late.end());
   // Slices of 2000 frames: the second one holds both ends of the jump.
   const auto requests = cut_slices(frames, 0, cal.min_time_offset, 30, 2000);
@@ -514,14 +520,15 @@ TEST_F(GpuBackendTest, SliceSpanningMoreThanTheSortKeyHolds) {
 }
 
 TEST_F(GpuBackendTest, TwoRunsWithAClockReset) {
-  Settings s = small_scanner();
-  const Calibration cal = small_calibration(s, true, 13);
+  const TestScanner sc;
+  Settings s = small_scanner(sc);
+  const Calibration cal = random_calibration(sc, true, 13);
   StreamShape shape;
   shape.frames = 6000;
   shape.start_ticks = 1'000'000'000;
-  const auto first = make_stream(shape, 22);
+  const auto first = make_stream(sc.geometry(), shape, 22);
   shape.start_ticks = 10;  // negative corrected times at the start: bad_time
-  const auto second = make_stream(shape, 23);
+  const auto second = make_stream(sc.geometry(), shape, 23);
   std::vector<RawFrame> frames = first;
   frames.insert(frames.end(), second.begin(), second.end());
   std::vector<Request> requests = cut_slices(first, 1000, cal.min_time_offset, 24);

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "../core/test_scanner.h"
+#include "tests/core/test_scanner.h"
 #include "core/cpu_backend.h"
 #include "core/histograms.h"
 #include "gpu/gpu_backend.h"

@@ -3,14 +3,77 @@
 // and petdaq-sim are built; skips with a message otherwise.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+#include <zmq_addon.hpp>
+
+#include <algorithm>
+
 #include "core/output.h"
-#include "tests/tools/process.h"
+#include "proto/frame.h"
+#include "proto/topics.h"
+#include "tests/tools/tool_harness.h"
 
 namespace petdaq {
 namespace {
 
+using namespace std::chrono_literals;
 using test::bin_dir;
 using test::ScratchDir;
+
+// petdaqd's `rates` documents, read beside the tools: they say when every subscription has
+// reached the daemon and when it has received every frame.
+class RatesReader {
+ public:
+  explicit RatesReader(const std::string& endpoint) {
+    sub_.set(zmq::sockopt::linger, 0);
+    sub_.set(zmq::sockopt::subscribe, std::string(topic::rates));
+    sub_.connect(endpoint);
+  }
+  // Waits until the latest document's counter `name` is at least `at_least`.
+  bool wait_counter(const std::string& name, std::uint64_t at_least,
+                    std::chrono::milliseconds limit) {
+    return test::wait_until(
+        [&] {
+          take_waiting();
+          return !last_.is_null() && last_["counters"].value(name, std::uint64_t{0}) >= at_least;
+        },
+        limit, 20ms);
+  }
+  std::string last() const { return last_.dump(); }
+
+ private:
+  void take_waiting() {
+    for (;;) {
+      std::vector<zmq::message_t> parts;
+      if (!zmq::recv_multipart(sub_, std::back_inserter(parts), zmq::recv_flags::dontwait)) return;
+      if (parts.size() == 3) last_ = nlohmann::json::parse(parts[2].to_string());
+    }
+  }
+  zmq::context_t context_{1};
+  zmq::socket_t sub_{context_, zmq::socket_type::sub};
+  nlohmann::json last_;
+};
+
+// A counter of petdaqd's "final counters" log line ("name=value").
+std::optional<std::uint64_t> final_counter(const std::string& log, const std::string& name) {
+  const auto line = log.find("final counters:");
+  if (line == std::string::npos) return std::nullopt;
+  const auto at = log.find(" " + name + "=", line);
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoull(log.substr(at + name.size() + 2));
+}
+
+// Messages petdaq-record has taken so far, from its latest progress line.
+std::uint64_t recorded_messages(const std::string& rec_err) {
+  const auto line = rec_err.rfind(" s  prompts ");
+  if (line == std::string::npos) return 0;
+  std::istringstream in(rec_err.substr(line + 12));
+  std::uint64_t prompts = 0, delayed = 0, records = 0;
+  std::string word;
+  in >> prompts >> word >> records >> word >> word >> delayed;
+  return prompts + delayed;
+}
 
 struct PlmContents {
   PlmHeader header;
@@ -97,15 +160,15 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   test::Child daemon({(bin_dir() / "petdaqd").string(), "--config", config, "--backend", "cpu"},
                      dir / "d.out", dir / "d.err");
   // Frames sent before petdaqd has bound its port would be lost: wait for "ready".
-  for (int i = 0; i < 300 && test::read_text(dir / "d.err").find(" ready") == std::string::npos;
-       ++i) {
-    ASSERT_TRUE(daemon.running()) << test::read_text(dir / "d.err");
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  test::wait_until([&] {
+    return test::read_text(dir / "d.err").find(" ready") != std::string::npos || !daemon.running();
+  }, 30s);
   ASSERT_NE(test::read_text(dir / "d.err").find(" ready"), std::string::npos)
       << test::read_text(dir / "d.err");
+  RatesReader rates(zmq_endpoint);
+  // Not --quiet: its progress lines say how many messages it has taken.
   test::Child recorder({(bin_dir() / "petdaq-record").string(), "--config", config, "--output",
-                        (dir / "recorded.plm").string(), "--quiet"},
+                        (dir / "recorded.plm").string()},
                        dir / "rec.out", dir / "rec.err");
   // The Python example listens too, where a Python with pyzmq and NumPy is installed.
   std::optional<test::Child> example;
@@ -116,18 +179,39 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
                                              "--endpoint", zmq_endpoint},
                     dir / "py.out", dir / "py.err");
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));  // the subscriptions settle
+  // Batches published before a subscription reaches petdaqd are not sent to it: wait for
+  // every topic subscribed (rates here, the two coincidence topics per subscriber).
+  const std::uint64_t subscriptions = 1 + 2 + (example ? 2 : 0);
+  ASSERT_TRUE(rates.wait_counter("out.zmq_subscriptions", subscriptions, 30s)) << rates.last();
 
   const int replay_rc = test::run_command(
       {(bin_dir() / "petdaq-replay").string(), frames, "--to", "127.0.0.1:" + std::to_string(udp_port),
        "--config", config, "--rate", "1000000", "--quiet"},
       dir / "rep.out", dir / "rep.err", std::chrono::seconds(120));
   ASSERT_EQ(replay_rc, 0) << test::read_text(dir / "rep.err");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Every frame of the file received before the end of the acquisition.
+  const std::uint64_t frame_count = std::filesystem::file_size(frames) / sizeof(RawFrame);
+  ASSERT_TRUE(rates.wait_counter("rx.frames", frame_count, 30s)) << rates.last();
   // End of acquisition: petdaqd resolves what is pending, publishes it and exits.
   daemon.signal(SIGTERM);
   ASSERT_EQ(daemon.wait_for(std::chrono::seconds(60)), 0) << test::read_text(dir / "d.err");
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The subscribers stop at once on a signal: first let them take every message sent, a
+  // prompts and a delayed message per slice.
+  const auto slices = final_counter(test::read_text(dir / "d.err"), "stream.slices");
+  ASSERT_TRUE(slices.has_value()) << test::read_text(dir / "d.err");
+  const std::uint64_t published = 2 * *slices;
+  EXPECT_TRUE(test::wait_until(
+      [&] { return recorded_messages(test::read_text(dir / "rec.err")) >= published; }, 20s))
+      << published << " messages published; " << test::read_text(dir / "rec.err");
+  if (example) {
+    EXPECT_TRUE(test::wait_until(
+        [&] {
+          const std::string out = test::read_text(dir / "py.out");
+          return static_cast<std::uint64_t>(std::count(out.begin(), out.end(), '\n')) >= published;
+        },
+        20s))
+        << published << " messages published; " << test::read_text(dir / "py.out");
+  }
   recorder.signal(SIGINT);
   ASSERT_EQ(recorder.wait_for(std::chrono::seconds(20)), 0) << test::read_text(dir / "rec.err");
   std::size_t example_prompts = 0, example_delayed = 0;
@@ -164,7 +248,9 @@ TEST(ToolsEndToEnd, ReplayIntoPetdaqdRecordsWhatOfflineComputes) {
   expect_complete_stream(recorded, MessageKind::prompts, "recorded prompts");
   expect_complete_stream(recorded, MessageKind::delayed, "recorded delayed");
   const std::string rec_err = test::read_text(dir / "rec.err");
-  EXPECT_NE(rec_err.find("missed 0 prompts 0 delayed"), std::string::npos) << rec_err;
+  const auto final_line = rec_err.find("stopped by signal:");
+  ASSERT_NE(final_line, std::string::npos) << rec_err;
+  EXPECT_NE(rec_err.find("missed 0 prompts 0 delayed", final_line), std::string::npos) << rec_err;
   EXPECT_NE(rec_err.find("prompts  first message id 0,"), std::string::npos) << rec_err;
   if (example) {
     EXPECT_EQ(example_prompts, offline.records[0].size()) << "subscribe.py";

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/output.h"
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 #include "tools/record/message_ids.h"
 
@@ -102,7 +102,12 @@ TEST(RecordTool, StopsOnSigtermWithACompleteFile) {
                                endpoint, "--wait-subscriptions", "2", "--batches", "4"},
                               dir / "pub.out", dir / "pub.err", std::chrono::seconds(30)),
             0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // A signal stops it at once: first let it take all 8 messages (its progress line says so).
+  EXPECT_TRUE(test::wait_until([&] {
+    const std::string err = test::read_text(dir / "rec.err");
+    return err.find("prompts 4 msgs") != std::string::npos &&
+           err.find("delayed 4 msgs") != std::string::npos;
+  })) << test::read_text(dir / "rec.err");
   rec.signal(SIGTERM);
   ASSERT_EQ(rec.wait_for(std::chrono::seconds(10)), 0) << test::read_text(dir / "rec.err");
   EXPECT_NE(test::read_text(dir / "rec.err").find("stopped by signal"), std::string::npos);

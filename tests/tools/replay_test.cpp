@@ -9,7 +9,7 @@
 
 #include "proto/datagram.h"
 #include "proto/frame.h"
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 #include "tools/replay/input.h"
 #include "tools/replay/packer.h"
 #include "tools/replay/pacer.h"

@@ -3,7 +3,7 @@
 
 #include <fstream>
 
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 
 namespace petdaq {

@@ -11,7 +11,7 @@
 
 #include "core/counters.h"
 #include "core/test_scanner.h"
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 
 namespace petdaq::top {
 namespace {

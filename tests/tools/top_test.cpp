@@ -4,7 +4,7 @@
 
 #include <fstream>
 
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 #include "tools/top/rates.h"
 
@@ -105,12 +105,8 @@ class Tmux {
   }
   // Captures until `text` shows (true) or `limit` passes (false).
   bool wait_for(const std::string& text, std::chrono::milliseconds limit) const {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < end) {
-      if (capture().find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-    return false;
+    return test::wait_until([&] { return capture().find(text) != std::string::npos; }, limit,
+                            std::chrono::milliseconds(200));
   }
 
  private:
@@ -163,10 +159,9 @@ TEST(TopTool, ShowsThePublishedRatesThenSaysWhenDataStops) {
   tmux.keys("p");
   EXPECT_TRUE(tmux.wait_for("[paused", std::chrono::seconds(5))) << tmux.capture();
   tmux.keys("q");
-  for (int i = 0; i < 50 && tmux.alive(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  EXPECT_FALSE(tmux.alive()) << "q did not quit";
+  EXPECT_TRUE(test::wait_until([&] { return !tmux.alive(); }, std::chrono::seconds(5),
+                               std::chrono::milliseconds(100)))
+      << "q did not quit";
 }
 
 TEST(TopTool, NoPublisherAtAllSaysSoAfterThreeSeconds) {
@@ -175,6 +170,7 @@ TEST(TopTool, NoPublisherAtAllSaysSoAfterThreeSeconds) {
   const std::string endpoint = dir.ipc("nobody");
   Tmux tmux((bin_dir() / "petdaq-top").string() + " --endpoint " + endpoint);
   ASSERT_TRUE(tmux.ok());
+  // Time passing is the test here: 1.5 s of silence is not yet "no data".
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_EQ(tmux.capture().find("no data from"), std::string::npos) << tmux.capture();
   EXPECT_TRUE(tmux.wait_for("no data from petdaqd at " + endpoint, std::chrono::seconds(6)))

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 #include "tests/tools/web_histograms.h"
 #include "tests/tools/web_support.h"

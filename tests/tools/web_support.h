@@ -1,5 +1,5 @@
 // For the tests of petdaq-web: starting it on a free port, plain HTTP GETs and WebSocket
-// clients (Boost.Beast, synchronous); waiting on conditions is process.h's wait_until.
+// clients (Boost.Beast, synchronous); waiting on conditions is tests/support/wait.h's wait_until.
 #pragma once
 
 #include <chrono>
@@ -16,7 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 
-#include "tests/tools/process.h"
+#include "tests/tools/tool_harness.h"
 
 namespace petdaq::test {
 

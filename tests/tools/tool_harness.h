@@ -1,14 +1,13 @@
-// Running the tools as a person would, from the tests: child processes with their output in
-// files, a scratch folder, and a UDP receiver that records every datagram it gets.
+// Running the tools as a person would, from the tests: where the built programs are, a
+// scratch folder, a UDP receiver that records every datagram it gets, and the tools' report
+// lines. Child processes and waiting: tests/support/process.h and wait.h.
 #pragma once
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
-#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,28 +17,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace petdaq::test {
+#include "tests/support/process.h"
+#include "tests/support/wait.h"
 
-// Polls `ready` every 50 ms until it holds or `limit` passes.
-inline bool wait_until(const std::function<bool()>& ready,
-                       std::chrono::milliseconds limit = std::chrono::seconds(10)) {
-  const auto end = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    if (ready()) return true;
-    if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-}
+namespace petdaq::test {
 
 inline std::filesystem::path bin_dir() { return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin"; }
 inline std::filesystem::path source_dir() { return PETDAQ_SOURCE_DIR; }
@@ -74,70 +63,6 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
-
-// A child process; stdout and stderr go to files. Killed (SIGKILL) if still running when
-// destroyed.
-class Child {
- public:
-  Child(const std::vector<std::string>& argv, const std::filesystem::path& out,
-        const std::filesystem::path& err) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      const int in = ::open("/dev/null", O_RDONLY);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      ::dup2(in, 0);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  ~Child() {
-    if (running()) {
-      ::kill(pid_, SIGKILL);
-      wait_for(std::chrono::seconds(5));
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  bool running() const { return pid_ > 0 && !status_; }
-  void signal(int sig) const {
-    if (running()) ::kill(pid_, sig);
-  }
-  // Exit code (128 + signal for a signal), or nullopt if still running after `limit`.
-  std::optional<int> wait_for(std::chrono::milliseconds limit) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!status_) {
-      int st = 0;
-      const pid_t r = ::waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return status_;
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::optional<int> status_;
-};
-
-// Runs a command to the end (at most `limit`); returns its exit code, or -1 on time-out.
-inline int run_command(const std::vector<std::string>& argv, const std::filesystem::path& out,
-                       const std::filesystem::path& err,
-                       std::chrono::milliseconds limit = std::chrono::seconds(60)) {
-  Child c(argv, out, err);
-  const auto rc = c.wait_for(limit);
-  return rc ? *rc : -1;
-}
 
 // A UDP socket on 127.0.0.1 (ephemeral port) that stores every datagram on its own thread,
 // with the sender's port and the kernel's receive time stamp (immune to this thread being
@@ -182,15 +107,25 @@ class UdpReceiver {
   std::uint16_t port() const { return port_; }
   std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
 
-  // Waits until nothing arrived for `quiet`, then returns everything received so far.
-  std::vector<Datagram> settle(std::chrono::milliseconds quiet = std::chrono::milliseconds(300)) {
-    std::size_t last = SIZE_MAX;
-    for (;;) {
-      std::this_thread::sleep_for(quiet);
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (received_.size() == last) return received_;
-      last = received_.size();
-    }
+  // Everything received, once the senders have finished: on loopback a datagram is queued on
+  // this socket before its send returns, so what is still to come is in the socket's queue.
+  // Waits until that queue is empty and the thread has stored what it took before.
+  std::vector<Datagram> settle() {
+    std::uint64_t pass = 0;
+    const bool empty = wait_until(
+        [&] {
+          pass = passes_.load();
+          int queued = 0;
+          return ::ioctl(fd_, FIONREAD, &queued) == 0 && queued == 0;
+        },
+        std::chrono::seconds(30), std::chrono::milliseconds(5));
+    // A datagram taken in the pass under way when the queue was seen empty is stored by the
+    // time the next pass begins.
+    if (empty)
+      wait_until([&] { return passes_.load() > pass; }, std::chrono::seconds(5),
+                 std::chrono::milliseconds(1));
+    std::lock_guard<std::mutex> lock(mutex_);
+    return received_;
   }
 
  private:
@@ -198,6 +133,7 @@ class UdpReceiver {
     std::vector<std::uint8_t> buf(65536);
     alignas(cmsghdr) char control[256];
     while (!stop_) {
+      ++passes_;
       sockaddr_in from{};
       iovec iov{buf.data(), buf.size()};
       msghdr msg{};
@@ -229,6 +165,7 @@ class UdpReceiver {
   int fd_ = -1;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> passes_{0};  // receive loops begun
   std::mutex mutex_;
   std::vector<Datagram> received_;
   std::thread thread_;

@@ -1,0 +1,55 @@
+#include "tools/sim/truth_json.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <stdexcept>
+
+#include "tools/sim/plan.h"
+
+namespace petdaq::sim {
+
+void write_truth_json(const std::filesystem::path& file, const SimSummary& s,
+                      const SimOptions& o, const Settings& settings) {
+  const bool phantom = has_phantom(o);
+  const double window_s = settings.coincidence.window_ps * 1e-12;
+  const double singles_per_s = s.duration_s > 0 ? s.frames_in_window / s.duration_s : 0;
+  const nlohmann::ordered_json truth = {
+      {"format", "petdaq-sim truth 1"},
+      {"seed", o.seed},
+      {"detector_seed", o.detector_seed},
+      {"activity_MBq", o.activity_MBq},
+      {"source", o.source == SourceShape::point ? "point" : "cylinder"},
+      {"phantom", phantom ? "water_cylinder" : "none"},
+      {"phantom_radius_mm", o.phantom_radius_mm},
+      {"phantom_length_mm", o.phantom_length_mm},
+      {"background", o.background},
+      {"duration_s", s.duration_s},
+      {"tick_ps", settings.scanner.tick_ps},
+      {"time_origin_ticks", s.time_origin_ticks},
+      {"disorder_ticks", s.disorder_ticks},
+      {"packets", s.packets},
+      {"decays", s.decays},
+      {"background_events", s.background_events},
+      {"frames", s.frames},
+      {"frames_by_kind",
+       {{"annihilation", s.frames_annihilation},
+        {"scattered", s.frames_scattered},
+        {"background", s.frames_background}}},
+      {"frames_mispositioned", s.frames_mispositioned},
+      {"frames_no_crystal", s.frames_no_crystal},
+      {"frames_in_energy_window", s.frames_in_window},
+      {"energy_window_keV", {settings.energy_window.low_keV, settings.energy_window.high_keV}},
+      {"coincidence_window_ps", settings.coincidence.window_ps},
+      {"decays_with_two_frames", s.pairs},
+      {"decays_with_two_frames_scattered", s.pairs_scattered},
+      {"perfect_sorter",
+       {{"trues", s.pairs_in_window - s.pairs_in_window_scattered},
+        {"scattered", s.pairs_in_window_scattered},
+        {"randoms_estimate", singles_per_s * singles_per_s * window_s * s.duration_s}}}};
+  std::ofstream out(file);
+  out << truth.dump(2) << "\n";
+  if (!out) throw std::runtime_error("petdaq-sim: cannot write " + file.string());
+}
+
+}  // namespace petdaq::sim
