@@ -19,6 +19,7 @@
 #include "core/frame_source.h"
 #include "core/histograms.h"
 #include "core/settings.h"
+#include "core/slice_end.h"
 
 namespace petdaq {
 
@@ -277,16 +278,9 @@ struct CpuBackend::Impl {
     stage.sort += seconds(t1, t2);
     stage.coincidence += seconds(t2, t3);
 
-    std::uint64_t t_end;
-    if (resolved_all) {
-      t_end = total > 0 ? std::max(result.t_begin, singles[total - 1].time + 1) : result.t_begin;
-    } else {
-      t_end = first_carried < total ? std::min(singles[first_carried].time, horizon)
-                                    : horizon;
-      t_end = std::max(t_end, result.t_begin);
-    }
-    result.t_end = t_end;
-    next_t_begin = t_end;
+    result.t_end =
+        slice_t_end(singles, total, first_carried, resolved_all, result.t_begin, horizon);
+    next_t_begin = result.t_end;
 
     carry_count = total - first_carried;
     if (carry_count > 0 && first_carried > 0)

@@ -15,6 +15,7 @@
 #include "core/convert.h"
 #include "core/counters.h"
 #include "core/frame_source.h"
+#include "core/slice_end.h"
 #include "core/sort_run.h"
 #include "core/window_walk.h"
 #include "proto/records.h"
@@ -505,13 +506,7 @@ __global__ void summarize_kernel(const Single* singles, SliceCounts* counts, Car
   out->delayed_kept = min_of<std::uint64_t>(delayed_total, delayed_capacity);
   out->carry_overflow = counts->carry_overflow;
   const std::uint64_t t_begin = state->t_begin;
-  std::uint64_t t_end;
-  if (resolve_all) {
-    t_end = n ? max_of<std::uint64_t>(t_begin, singles[n - 1].time + 1) : t_begin;
-  } else {
-    t_end = carry ? min_of<std::uint64_t>(singles[carry_start].time, horizon) : horizon;
-    t_end = max_of<std::uint64_t>(t_end, t_begin);
-  }
+  const std::uint64_t t_end = slice_t_end(singles, n, carry_start, resolve_all, t_begin, horizon);
   out->t_begin = t_begin;
   out->t_end = t_end;
   out->carry_count = final ? 0 : carry;
