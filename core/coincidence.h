@@ -93,6 +93,17 @@ std::size_t find_coincidences(const Single* singles, std::size_t n, const Coinci
                               std::uint64_t horizon, bool final, RecordBuffer& prompts,
                               RecordBuffer& delayed, CoincidenceCounts& counts);
 
+// The two halves of find_coincidences(), for a caller that walks pieces of the singles on
+// several threads (core/parallel_engine.h). resolvable_end(): the index of the first opener
+// that may not be resolved (n when final). walk_windows(): walks the openers before
+// `resolved_end`, the first single opening a window, reading the singles up to n for the
+// windows; returns the first opener at or after `resolved_end` (n when none).
+std::size_t resolvable_end(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                           std::uint64_t horizon, bool final);
+std::size_t walk_windows(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                         std::size_t resolved_end, RecordBuffer& prompts, RecordBuffer& delayed,
+                         CoincidenceCounts& counts);
+
 // Sorts singles into the (time, crystal, energy) order. `scratch` has room for n singles.
 // Fast on the usual input (a few nearly-ordered runs), correct on any order.
 void sort_singles(Single* singles, std::size_t n, Single* scratch);
