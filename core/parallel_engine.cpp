@@ -119,8 +119,18 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
     std::uint64_t* accepted = b.piece_bdm.data() + j * 2 * bdms;
     std::uint64_t* rejected = accepted + bdms;
     std::fill(accepted, accepted + 2 * bdms, 0);
-    b.piece_accepted[j] =
+    const std::size_t kept =
         convert_frames(frames + first, count, tables, staging + first, d, accepted, rejected);
+    b.piece_accepted[j] = kept;
+    // The sort's time bounds, while the piece's singles are still in this core's cache.
+    const Single* s = staging + first;
+    std::uint64_t lo = UINT64_MAX, hi = 0;
+    for (std::size_t i = 0; i < kept; ++i) {
+      lo = std::min(lo, s[i].time);
+      hi = std::max(hi, s[i].time);
+    }
+    b.piece_min[j] = lo;
+    b.piece_max[j] = hi;
     if (histograms) {
       HistogramSet& h = j == 0 || b.histograms.empty() ? *histograms : *b.histograms[j - 1];
       h.add_frames(frames + first, count, tables);
@@ -147,16 +157,6 @@ void ParallelEngine::sort(Single* out, Single* staging) {
   const std::size_t n = b.accepted;
   if (n == 0) return;
 
-  pool_.run(pieces, [&](std::size_t j) {
-    const Single* s = staging + b.piece_first[j];
-    std::uint64_t lo = UINT64_MAX, hi = 0;
-    for (std::size_t i = 0; i < b.piece_accepted[j]; ++i) {
-      lo = std::min(lo, s[i].time);
-      hi = std::max(hi, s[i].time);
-    }
-    b.piece_min[j] = lo;
-    b.piece_max[j] = hi;
-  });
   const std::uint64_t min_time = *std::min_element(b.piece_min.begin(), b.piece_min.end());
   const std::uint64_t max_time = *std::max_element(b.piece_max.begin(), b.piece_max.end());
   // range = (time - min_time) * ranges / (span + 1) as one 64 x 64 -> 128-bit multiply; at
