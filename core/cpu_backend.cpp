@@ -97,7 +97,6 @@ struct CpuBackend::Impl {
   static ParallelEngine::Sizes engine_sizes(const Settings& s, const CpuBackendOptions& o) {
     ParallelEngine::Sizes e;
     e.threads = resolve_backend_threads(s.backend_threads, s.input.receiver_threads);
-    e.max_frames = s.stream.max_slice_frames;
     e.delayed = s.coincidence.delayed.enabled;
     e.bdm_count = Geometry::from(s.scanner).bdm_count();
     e.min_parallel = o.min_parallel_frames;
@@ -239,12 +238,17 @@ struct CpuBackend::Impl {
     else
       sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only
-    // needed where the two overlap in time.
+    // needed where the two overlap in time, and only the new singles below the carry-over's
+    // last take part (std::merge puts equal ones after it, where they already are). Kept
+    // short, as it runs on one thread whatever backend_threads says.
     if (carry_count > 0 && fresh > 0 &&
         single_less(singles[carry_count], singles[carry_count - 1])) {
-      std::merge(singles, singles + carry_count, singles + carry_count,
-                 singles + carry_count + fresh, scratch, single_less);
-      std::swap(singles, scratch);
+      Single* const fresh_begin = singles + carry_count;
+      Single* const overlap_end = std::lower_bound(fresh_begin, fresh_begin + fresh,
+                                                   singles[carry_count - 1], single_less);
+      Single* const merged_end =
+          std::merge(singles, fresh_begin, fresh_begin, overlap_end, scratch, single_less);
+      std::memcpy(singles, scratch, static_cast<std::size_t>(merged_end - scratch) * sizeof(Single));
     }
     const std::size_t total = carry_count + fresh;
     const Clock::time_point t2 = Clock::now();

@@ -61,7 +61,6 @@ struct ParallelEngine::Buffers {
 ParallelEngine::ParallelEngine(const Sizes& sizes)
     : threads_(std::max(1u, sizes.threads)),
       min_parallel_(std::max<std::size_t>(1, sizes.min_parallel)),
-      max_frames_(sizes.max_frames),
       pool_(threads_),
       buffers_(std::make_unique<Buffers>()) {
   Buffers& b = *buffers_;

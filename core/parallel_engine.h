@@ -38,7 +38,6 @@ class ParallelEngine {
  public:
   struct Sizes {
     unsigned threads = 1;
-    std::size_t max_frames = 0;       // frames one convert() takes
     std::size_t record_capacity = 0;  // of the caller's prompt buffer (and delayed, if on)
     bool delayed = false;
     std::uint32_t bdm_count = 0;
@@ -79,7 +78,6 @@ class ParallelEngine {
   struct Buffers;
   unsigned threads_;
   std::size_t min_parallel_;
-  std::size_t max_frames_;
   ThreadPool pool_;
   std::unique_ptr<Buffers> buffers_;
   ParallelStats stats_;

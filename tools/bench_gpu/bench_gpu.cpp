@@ -108,7 +108,9 @@ Pool make_pool(const Settings& s, const Options& o) {
   auto chunk_frames = [&](std::uint64_t c) {
     return std::min(kChunkFrames, pool.count - c * kChunkFrames);
   };
-  parallel([&](std::uint64_t c) { span[c] = bench_frames::fill_chunk(s, o.rate_per_s, o.seed, c, 0.0, nullptr, chunk_frames(c)); });
+  parallel([&](std::uint64_t c) {
+    span[c] = bench_frames::fill_chunk(s, o.rate_per_s, o.seed, c, 0.0, nullptr, chunk_frames(c));
+  });
   start[0] = kStartTicks;
   for (std::uint64_t c = 0; c < chunks; ++c) start[c + 1] = start[c] + span[c];
   parallel([&](std::uint64_t c) {
