@@ -109,7 +109,9 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
   const std::size_t pieces = threads_;
   const std::uint32_t bdms = b.bdm_count;
   for (std::size_t j = 0; j <= pieces; ++j) b.piece_first[j] = piece_begin(n, pieces, j);
-  if (histograms && !b.histograms.empty()) b.histograms_pending = true;
+  // Per-thread histograms when there are sets for them, else the calling thread's afterwards.
+  const bool thread_histograms = histograms && !b.histograms.empty();
+  if (thread_histograms) b.histograms_pending = true;
   pool_.run(pieces, [&](std::size_t j) {
     const std::size_t first = b.piece_first[j];
     const std::size_t count = b.piece_first[j + 1] - first;
@@ -130,11 +132,10 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
     }
     b.piece_min[j] = lo;
     b.piece_max[j] = hi;
-    if (histograms) {
-      HistogramSet& h = j == 0 || b.histograms.empty() ? *histograms : *b.histograms[j - 1];
-      h.add_frames(frames + first, count, tables);
-    }
+    if (thread_histograms)
+      (j == 0 ? *histograms : *b.histograms[j - 1]).add_frames(frames + first, count, tables);
   });
+  if (histograms && !thread_histograms) histograms->add_frames(frames, n, tables);
   std::size_t total = 0;
   for (std::size_t j = 0; j < pieces; ++j) {
     total += b.piece_accepted[j];
@@ -163,8 +164,10 @@ void ParallelEngine::sort(Single* out, Single* staging) {
   const std::uint64_t span = max_time - min_time;
   const std::size_t ranges = static_cast<std::size_t>(
       std::max<std::uint64_t>(1, std::min<std::uint64_t>(pieces * kRangesPerThread, span)));
-  const std::uint64_t scale = static_cast<std::uint64_t>(
-      (static_cast<uint128>(ranges) << 64) / (static_cast<uint128>(span) + 1));
+  const std::uint64_t scale =
+      span == 0 ? 0
+                : static_cast<std::uint64_t>((static_cast<uint128>(ranges) << 64) /
+                                             (static_cast<uint128>(span) + 1));
   const auto range_of = [min_time, scale](std::uint64_t t) {
     return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
   };
