@@ -1,14 +1,17 @@
 // The threaded CPU backend under ThreadSanitizer: a streamed acquisition with histograms
 // and the singles topic on 3 threads, pieces made small so every stage splits; the records,
-// singles, counters and histograms must equal one thread's, and TSan must see no race.
+// singles, counters and histograms must equal one thread's, and TSan must see no race; and
+// the thread pool's hand-over on its own.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "core/cpu_backend.h"
 #include "core/histograms.h"
+#include "core/thread_pool.h"
 #include "test_scanner.h"
 
 namespace petdaq {
@@ -76,6 +79,26 @@ TEST(ParallelEngineTsan, ThreeThreadsEqualOneWithoutRaces) {
   EXPECT_TRUE(one.histograms == three.histograms);
   EXPECT_GT(three.stats.coincidence_seams, 0u);
   EXPECT_GT(three.stats.convert_calls, 0u);
+}
+
+// The pool's hand-over: what tasks write is seen by the caller after run(), and what the
+// caller wrote before run() is seen by the tasks, over many runs and an exception.
+TEST(ParallelEngineTsan, ThreadPoolRunsPublishTheirWrites) {
+  ThreadPool pool(4);
+  std::vector<std::uint64_t> in(64), out(64);
+  for (std::uint64_t round = 1; round <= 200; ++round) {
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = round * 1000 + i;
+    const std::size_t tasks = 1 + round % in.size();
+    pool.run(tasks, [&](std::size_t i) { out[i] = in[i] * 2; });
+    for (std::size_t i = 0; i < tasks; ++i) ASSERT_EQ(out[i], (round * 1000 + i) * 2);
+  }
+  EXPECT_THROW(pool.run(16,
+                        [&](std::size_t i) {
+                          out[i] = i;
+                          if (i % 5 == 1) throw std::runtime_error("task");
+                        }),
+               std::runtime_error);
+  for (std::size_t i = 0; i < 16; ++i) EXPECT_EQ(out[i], i);
 }
 
 }  // namespace
