@@ -15,6 +15,8 @@ namespace {
 // Time ranges per thread in the sort: a few, so that a range of denser time does not leave
 // the other threads idle.
 constexpr std::size_t kRangesPerThread = 4;
+// A cache line between the rows of per-piece range counts, which different threads write.
+constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
 __extension__ typedef unsigned __int128 uint128;
 
 // [begin, end) of piece `piece` of `count` items cut in `pieces` near-equal parts.
@@ -41,7 +43,7 @@ struct ParallelEngine::Buffers {
   // Sort: per piece its time bounds, per (piece, range) a count and then a write position.
   std::vector<std::uint64_t> piece_min;
   std::vector<std::uint64_t> piece_max;
-  std::vector<std::size_t> range_slot;  // [piece][range]
+  std::vector<std::size_t> range_slot;  // [piece][range], rows kSlotPad apart
   std::vector<std::size_t> range_begin;  // [range + 1]
   // Coincidences: segment bounds, their results, and the records of segments 1.. (segment
   // 0 writes into the caller's buffers).
@@ -73,7 +75,7 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
   b.piece_bdm.resize(t * 2 * sizes.bdm_count);
   b.piece_min.resize(t);
   b.piece_max.resize(t);
-  b.range_slot.resize(t * ranges);
+  b.range_slot.resize(t * (ranges + kSlotPad));
   b.range_begin.resize(ranges + 1);
   b.seam.reserve(t + 1);
   b.segment_end.resize(t);
@@ -168,12 +170,13 @@ void ParallelEngine::sort(Single* out, Single* staging) {
       span == 0 ? 0
                 : static_cast<std::uint64_t>((static_cast<uint128>(ranges) << 64) /
                                              (static_cast<uint128>(span) + 1));
+  const std::size_t stride = ranges + kSlotPad;
   const auto range_of = [min_time, scale](std::uint64_t t) {
     return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
   };
 
   pool_.run(pieces, [&](std::size_t j) {
-    std::size_t* count = b.range_slot.data() + j * ranges;
+    std::size_t* count = b.range_slot.data() + j * stride;
     std::fill(count, count + ranges, 0);
     const Single* s = staging + b.piece_first[j];
     for (std::size_t i = 0; i < b.piece_accepted[j]; ++i) ++count[range_of(s[i].time)];
@@ -184,7 +187,7 @@ void ParallelEngine::sort(Single* out, Single* staging) {
   for (std::size_t r = 0; r < ranges; ++r) {
     b.range_begin[r] = at;
     for (std::size_t j = 0; j < pieces; ++j) {
-      std::size_t& slot = b.range_slot[j * ranges + r];
+      std::size_t& slot = b.range_slot[j * stride + r];
       const std::size_t count = slot;
       slot = at;
       at += count;
@@ -192,7 +195,7 @@ void ParallelEngine::sort(Single* out, Single* staging) {
   }
   b.range_begin[ranges] = at;
   pool_.run(pieces, [&](std::size_t j) {
-    std::size_t* slot = b.range_slot.data() + j * ranges;
+    std::size_t* slot = b.range_slot.data() + j * stride;
     const Single* s = staging + b.piece_first[j];
     for (std::size_t i = 0; i < b.piece_accepted[j]; ++i) out[slot[range_of(s[i].time)]++] = s[i];
   });
