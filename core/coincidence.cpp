@@ -66,28 +66,40 @@ std::size_t walk(const Single* singles, std::size_t n, const CoincidenceParams& 
 }
 }  // namespace
 
-// counts.prompts and counts.delayed count the records the policy emitted, including any the
-// buffers had no room for (those are in RecordBuffer::overflow as well).
-std::size_t find_coincidences(const Single* singles, std::size_t n, const CoincidenceParams& p,
-                              std::uint64_t horizon, bool final, RecordBuffer& prompts,
-                              RecordBuffer& delayed, CoincidenceCounts& counts) {
-  // Openers before `resolved_end` are resolvable (resolvable() is monotone in time).
-  std::size_t resolved_end = n;
+std::size_t resolvable_end(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                           std::uint64_t horizon, bool final) {
+  // Openers before the returned index are resolvable (resolvable() is monotone in time).
+  std::size_t end = n;
   if (!final) {
     std::size_t lo = 0;
-    while (lo < resolved_end) {
-      const std::size_t mid = lo + (resolved_end - lo) / 2;
+    while (lo < end) {
+      const std::size_t mid = lo + (end - lo) / 2;
       if (p.resolvable(singles[mid].time, horizon))
         lo = mid + 1;
       else
-        resolved_end = mid;
+        end = mid;
     }
   }
+  return end;
+}
+
+// counts.prompts and counts.delayed count the records the policy emitted, including any the
+// buffers had no room for (those are in RecordBuffer::overflow as well).
+std::size_t walk_windows(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                         std::size_t resolved_end, RecordBuffer& prompts, RecordBuffer& delayed,
+                         CoincidenceCounts& counts) {
   if (p.closed || p.window_ticks > 0)
     return walk(singles, n, p, resolved_end, prompts, delayed, counts);
   // Half-open and W = 0: no single is inside any window, so there is nothing to emit; the
   // carry-over still starts at the first unresolved opener (every single opens a window).
   return resolved_end;
+}
+
+std::size_t find_coincidences(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                              std::uint64_t horizon, bool final, RecordBuffer& prompts,
+                              RecordBuffer& delayed, CoincidenceCounts& counts) {
+  return walk_windows(singles, n, p, resolvable_end(singles, n, p, horizon, final), prompts,
+                      delayed, counts);
 }
 
 }  // namespace petdaq

@@ -26,10 +26,16 @@ struct CoincidenceParams {
 
   static CoincidenceParams from(const Settings& s);
 
-  // Is a single at time t inside the window opened at t_open (t >= t_open)?
+  // The first time past a window that starts at t_start (the closed window holds
+  // t_start + W itself). Saturates instead of wrapping; times are below 2^63 (convert_frame
+  // rejects the others), so a saturated end admits them all.
+  PETDAQ_HD std::uint64_t window_past(std::uint64_t t_start) const {
+    const std::uint64_t reach = window_ticks + (closed ? 1 : 0);
+    return t_start > UINT64_MAX - reach ? UINT64_MAX : t_start + reach;
+  }
+  // Is a single at time t inside the window opened at t_open?
   PETDAQ_HD bool within(std::uint64_t t_open, std::uint64_t t) const {
-    const std::uint64_t d = t - t_open;
-    return closed ? d <= window_ticks : d < window_ticks;
+    return t >= t_open && t < window_past(t_open);
   }
   // How far after its opener a window's outcome can still change.
   PETDAQ_HD std::uint64_t reach_ticks() const {
@@ -87,6 +93,17 @@ struct CoincidenceCounts {
 std::size_t find_coincidences(const Single* singles, std::size_t n, const CoincidenceParams& p,
                               std::uint64_t horizon, bool final, RecordBuffer& prompts,
                               RecordBuffer& delayed, CoincidenceCounts& counts);
+
+// The two halves of find_coincidences(), for a caller that walks pieces of the singles on
+// several threads (core/parallel_engine.h). resolvable_end(): the index of the first opener
+// that may not be resolved (n when final). walk_windows(): walks the openers before
+// `resolved_end`, the first single opening a window, reading the singles up to n for the
+// windows; returns the first opener at or after `resolved_end` (n when none).
+std::size_t resolvable_end(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                           std::uint64_t horizon, bool final);
+std::size_t walk_windows(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                         std::size_t resolved_end, RecordBuffer& prompts, RecordBuffer& delayed,
+                         CoincidenceCounts& counts);
 
 // Sorts singles into the (time, crystal, energy) order. `scratch` has room for n singles.
 // Fast on the usual input (a few nearly-ordered runs), correct on any order.

@@ -18,6 +18,7 @@
 #include "core/convert.h"
 #include "core/frame_source.h"
 #include "core/histograms.h"
+#include "core/parallel_engine.h"
 #include "core/settings.h"
 #include "core/slice_end.h"
 
@@ -87,13 +88,23 @@ struct CpuBackend::Impl {
   std::vector<std::uint64_t> bdm_energy_rejected;
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
   std::unique_ptr<Single[]> resolved;        // output.singles.enabled
+  std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
 
   StageSeconds stage;
   SliceRequest pending;
   bool has_pending = false;
   SliceResult result;
 
-  Impl(const Settings& s, const Calibration& cal)
+  static ParallelEngine::Sizes engine_sizes(const Settings& s, const CpuBackendOptions& o) {
+    ParallelEngine::Sizes e;
+    e.threads = resolve_backend_threads(s.backend_threads, s.input.receiver_threads);
+    e.delayed = s.coincidence.delayed.enabled;
+    e.bdm_count = Geometry::from(s.scanner).bdm_count();
+    e.min_parallel = o.min_parallel_frames;
+    return e;
+  }
+
+  Impl(const Settings& s, const Calibration& cal, const CpuBackendOptions& options)
       : position_lut(huge_page_copy(cal.position_lut.data(), cal.position_lut.size())),
         energy_correction(
             huge_page_copy(cal.energy_correction.data(), cal.energy_correction.size())),
@@ -130,6 +141,10 @@ struct CpuBackend::Impl {
     if (s.output.histograms.enabled)
       histograms = std::make_unique<HistogramSet>(make_histogram_layout(s));
     if (s.output.singles.enabled) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
+    ParallelEngine::Sizes sizes = engine_sizes(s, options);
+    sizes.record_capacity = record_capacity;
+    if (histograms) sizes.histograms = &histograms->layout();
+    if (sizes.threads > 1) engine = std::make_unique<ParallelEngine>(sizes);
   }
 
   // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
@@ -216,6 +231,7 @@ struct CpuBackend::Impl {
       carry_count = 0;
       next_t_begin = 0;
       if (histograms) histograms->reset();  // histograms: a run starts
+      if (engine) engine->reset_histograms();
     }
     result.t_begin = next_t_begin;
     const bool final = req.final && !result.split;
@@ -232,33 +248,52 @@ struct CpuBackend::Impl {
     const Clock::time_point t0 = Clock::now();
     const std::size_t frame_count = input_count;
     CounterDelta& delta = result.counters;
-    const std::size_t fresh =
-        convert_frames(input.get(), frame_count, tables, singles + carry_count, delta,
-                       bdm_singles.data(), bdm_energy_rejected.data());
-    if (histograms) histograms->add_frames(input.get(), frame_count, tables);  // histograms
+    // Threads (core/parallel_engine.h) for slices big enough to repay the split.
+    const bool split = engine && engine->splits(frame_count);
+    std::size_t fresh;
+    if (split) {
+      fresh = engine->convert(input.get(), frame_count, tables, scratch, delta,
+                              bdm_singles.data(), bdm_energy_rejected.data(), histograms.get());
+    } else {
+      fresh = convert_frames(input.get(), frame_count, tables, singles + carry_count, delta,
+                             bdm_singles.data(), bdm_energy_rejected.data());
+      if (histograms) histograms->add_frames(input.get(), frame_count, tables);  // histograms
+    }
     const Clock::time_point t1 = Clock::now();
-    sort_singles(singles + carry_count, fresh, scratch);
+    if (split)
+      engine->sort(singles + carry_count, scratch);
+    else
+      sort_singles(singles + carry_count, fresh, scratch);
     // The carry-over is sorted already; the new singles mostly follow it, so a merge is only
-    // needed where the two overlap in time.
+    // needed where the two overlap in time, and only the new singles below the carry-over's
+    // last take part (std::merge puts equal ones after it, where they already are). Kept
+    // short, as it runs on one thread whatever backend_threads says.
     if (carry_count > 0 && fresh > 0 &&
         single_less(singles[carry_count], singles[carry_count - 1])) {
-      std::merge(singles, singles + carry_count, singles + carry_count,
-                 singles + carry_count + fresh, scratch, single_less);
-      std::swap(singles, scratch);
+      Single* const fresh_begin = singles + carry_count;
+      Single* const overlap_end = std::lower_bound(fresh_begin, fresh_begin + fresh,
+                                                   singles[carry_count - 1], single_less);
+      Single* const merged_end =
+          std::merge(singles, fresh_begin, fresh_begin, overlap_end, scratch, single_less);
+      std::memcpy(singles, scratch, static_cast<std::size_t>(merged_end - scratch) * sizeof(Single));
     }
     const std::size_t total = carry_count + fresh;
     const Clock::time_point t2 = Clock::now();
 
     CoincidenceCounts counts;
-    std::size_t first_carried =
-        find_coincidences(singles, total, params, horizon, final, prompts, delayed, counts);
+    const auto find = [&](const Single* s, std::size_t n, bool resolve_all) {
+      return engine ? engine->find_coincidences(s, n, params, horizon, resolve_all, prompts,
+                                                delayed, counts)
+                    : find_coincidences(s, n, params, horizon, resolve_all, prompts, delayed,
+                                        counts);
+    };
+    std::size_t first_carried = find(singles, total, final);
     bool resolved_all = final;
     if (!final && total - first_carried > max_carry_singles) {
       // Carry overflow (core/backend.h): the rest is resolved as if the run ended here. The
       // carried part starts at a window-chain start, so resolving it alone appends exactly
       // the records a final call on the whole slice would have made.
-      find_coincidences(singles + first_carried, total - first_carried, params, horizon,
-                        true, prompts, delayed, counts);
+      find(singles + first_carried, total - first_carried, true);
       first_carried = total;
       resolved_all = true;
       delta[Counter::stream_carry_overflow] += 1;
@@ -306,8 +341,9 @@ struct CpuBackend::Impl {
   }
 };
 
-CpuBackend::CpuBackend(const Settings& settings, const Calibration& calibration)
-    : impl_(std::make_unique<Impl>(settings, calibration)) {}
+CpuBackend::CpuBackend(const Settings& settings, const Calibration& calibration,
+                       const CpuBackendOptions& options)
+    : impl_(std::make_unique<Impl>(settings, calibration, options)) {}
 
 CpuBackend::~CpuBackend() = default;
 
@@ -347,7 +383,17 @@ const SliceResult& CpuBackend::collect() {
 
 const CpuBackend::StageSeconds& CpuBackend::stage_seconds() const { return impl_->stage; }
 
-const HistogramSet* CpuBackend::histograms() { return impl_->histograms.get(); }
+const HistogramSet* CpuBackend::histograms() {
+  // The other threads' histograms are added in when someone looks.
+  if (impl_->histograms && impl_->engine) impl_->engine->collect_histograms(*impl_->histograms);
+  return impl_->histograms.get();
+}
+
+unsigned CpuBackend::threads() const { return impl_->engine ? impl_->engine->threads() : 1; }
+
+ParallelStats CpuBackend::parallel_stats() const {
+  return impl_->engine ? impl_->engine->stats() : ParallelStats{};
+}
 
 std::size_t CpuBackend::in_flight() const { return impl_->has_pending ? 1 : 0; }
 

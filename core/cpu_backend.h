@@ -1,20 +1,33 @@
 // The CPU reference backend: staged frames wait in a store; a slice takes those below its
-// bound, and convert, order and coincidence run on the calling thread, with the carry-over
-// kept between slices. Every buffer is sized at construction.
+// bound, and convert, order and coincidence run on the calling thread (and, with
+// backend_threads > 1, on a pool of threads made at construction: core/parallel_engine.h),
+// with the carry-over kept between slices. Every buffer is sized at construction.
 #pragma once
 
 #include <memory>
 
 #include "core/backend.h"
+#include "core/parallel_engine.h"
 
 namespace petdaq {
 
 struct Settings;
 struct Calibration;
 
+// Construction options that are not settings.
+struct CpuBackendOptions {
+  // Slices with fewer frames (and coincidence calls with fewer singles) stay on the calling
+  // thread: below this, splitting costs more than it saves. Tests make it small so that
+  // seams happen.
+  std::size_t min_parallel_frames = 64 * 1024;
+};
+
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(const Settings& settings, const Calibration& calibration);
+  // Runs on resolve_backend_threads(settings.backend_threads, ...) threads, the calling one
+  // included; the records, singles and counters do not depend on it.
+  CpuBackend(const Settings& settings, const Calibration& calibration,
+             const CpuBackendOptions& options = {});
   ~CpuBackend() override;
 
   const char* name() const override { return "cpu"; }
@@ -36,6 +49,8 @@ class CpuBackend final : public Backend {
     double coincidence = 0;
   };
   const StageSeconds& stage_seconds() const;
+  unsigned threads() const;
+  ParallelStats parallel_stats() const;  // what the threads were given (zeros on one thread)
 
  private:
   struct Impl;

@@ -270,7 +270,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
                         node_kind(root));
   const YAML::Node top = root && root.IsMap() ? root : YAML::Node(YAML::NodeType::Map);
   r.check_keys(top, "", {"scanner", "calibration", "frame", "energy_window", "coincidence",
-                         "stream", "input", "output", "backend", "log"});
+                         "stream", "input", "output", "backend", "backend_threads", "log"});
   constexpr long double u64max = static_cast<long double>(std::numeric_limits<long long>::max());
 
   {  // scanner
@@ -485,6 +485,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
     r.integer(rw, P + ".raw", "rotate_bytes", s.output.raw.rotate_bytes, 1 << 20, u64max);
   }
   r.choose(top, "", "backend", s.backend, kBackendNames);
+  r.integer(top, "", "backend_threads", s.backend_threads, 0, kMaxBackendThreads);
   {
     auto n = r.section(top, "", "log", {"level"});
     r.string(n, "log", "level", s.log.level);

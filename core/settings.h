@@ -193,6 +193,9 @@ inline constexpr std::array<std::pair<std::string_view, BackendKind>, 3> kBacken
     {"gpu", BackendKind::gpu},
 }};
 
+// The most threads backend_threads (and petdaq-offline --threads) may ask for.
+inline constexpr std::uint32_t kMaxBackendThreads = 256;
+
 // The backend of that name (kBackendNames), or none.
 std::optional<BackendKind> parse_backend(std::string_view name);
 
@@ -212,6 +215,9 @@ struct Settings {
   InputSettings input;
   OutputSettings output;
   BackendKind backend = BackendKind::auto_select;
+  // Threads of the CPU backend, the calling one included (core/parallel_engine.h); 0 =
+  // the cores left after the receivers and the worker. The GPU backend ignores it.
+  std::uint32_t backend_threads = 0;
   LogSettings log;
   std::filesystem::path source_file;  // the file these settings came from (if any)
 

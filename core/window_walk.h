@@ -21,18 +21,15 @@ struct WalkCursors {
   std::uint64_t delayed_end = 0;    // first single past the delayed window
 };
 
-// The end of a window that starts at t_start, as the first time past it: admits(t) for a
-// single inside the window or before it (the test holds on a prefix of the sorted singles).
-// The end saturates instead of wrapping; times are below 2^63 (convert_frame rejects the
-// others), so a saturated end admits them all.
+// The end of a window that starts at t_start (CoincidenceParams::window_past): admits(t)
+// for a single inside the window or before it, a test that holds on a prefix of the sorted
+// singles.
 struct WindowEnd {
   std::uint64_t past = 0;
   PETDAQ_HD bool admits(std::uint64_t t) const { return t < past; }
 };
 PETDAQ_HD WindowEnd window_end_of(const CoincidenceParams& p, std::uint64_t t_start) {
-  // The closed window holds t_start + W itself.
-  const std::uint64_t reach = p.window_ticks + (p.closed ? 1 : 0);
-  return WindowEnd{t_start > UINT64_MAX - reach ? UINT64_MAX : t_start + reach};
+  return WindowEnd{p.window_past(t_start)};
 }
 
 // The window opened by singles[open] and, with delayed windows on, its delayed window:

@@ -24,6 +24,7 @@ ReloadPlan plan_reload(const Settings& running, const Settings& reread) {
   restart("output", running.output, reread.output);
   restart("log", running.log, reread.log);
   restart("backend", running.backend, reread.backend);
+  restart("backend_threads", running.backend_threads, reread.backend_threads);
   return plan;
 }
 

@@ -1,5 +1,7 @@
 #include "gpu/select_backend.h"
 
+#include <string>
+
 #include "core/calibration.h"
 #include "core/cpu_backend.h"
 #if PETDAQ_HAVE_CUDA
@@ -19,16 +21,20 @@ bool gpu_backend_usable(std::string& reason) {
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
                                       const Calibration& calibration, std::string& explanation) {
-  if (kind == BackendKind::cpu) {
-    explanation = "backend cpu (asked for)";
-    return std::make_unique<CpuBackend>(settings, calibration);
-  }
+  // The CPU backend says how many threads it runs on (backend_threads, resolved).
+  const auto cpu = [&](std::string why) -> std::unique_ptr<Backend> {
+    auto backend = std::make_unique<CpuBackend>(settings, calibration);
+    const unsigned threads = backend->threads();
+    explanation = "backend cpu (" + why + "), " + std::to_string(threads) +
+                  (threads == 1 ? " thread" : " threads");
+    return backend;
+  };
+  if (kind == BackendKind::cpu) return cpu("asked for");
   std::string reason;
   const bool usable = gpu_backend_usable(reason);
   if (!usable) {
     if (kind == BackendKind::gpu) throw BackendUnavailable("backend gpu unavailable: " + reason);
-    explanation = "backend cpu (auto: " + reason + ")";
-    return std::make_unique<CpuBackend>(settings, calibration);
+    return cpu("auto: " + reason);
   }
 #if PETDAQ_HAVE_CUDA
   explanation = std::string("backend gpu (") + (kind == BackendKind::gpu ? "asked for" : "auto") +

@@ -130,6 +130,7 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   EXPECT_EQ(s.output.raw.directory, d.output.raw.directory);
   EXPECT_EQ(s.output.raw.rotate_bytes, d.output.raw.rotate_bytes);
   EXPECT_EQ(s.backend, d.backend);
+  EXPECT_EQ(s.backend_threads, d.backend_threads);
   EXPECT_EQ(s.log.level, d.log.level);
 
   // Every key the file sets is the default, so the output-shaping hash agrees too.
@@ -172,6 +173,7 @@ coincidence:
   delayed: {enabled: false, offset_ps: 50000}
 input: {endpoints: ["0.0.0.0:6000", "10.1.2.3:6001"], framing: sequenced, allowed_sources: ["10.0.0.0/8", "192.168.1.7"]}
 backend: cpu
+backend_threads: 6
 log: {level: debug}
 )",
                                     "/etc/petdaq");
@@ -194,6 +196,7 @@ log: {level: debug}
   EXPECT_EQ(s.input.framing, Framing::sequenced);
   EXPECT_EQ(s.input.allowed_sources[1], "192.168.1.7");
   EXPECT_EQ(s.backend, BackendKind::cpu);
+  EXPECT_EQ(s.backend_threads, 6u);
   EXPECT_EQ(s.log.level, "debug");
   EXPECT_NE(output_settings_hash(s), output_settings_hash(Settings{}));
 }
@@ -262,6 +265,9 @@ TEST(Settings, OutOfRange) {
             "coincidence.min_sector_difference: must be <= scanner.bdm_transaxial / 2, got 7");
   EXPECT_EQ(refusal("coincidence: {time_resolution_ps: -1}\n"),
             "coincidence.time_resolution_ps: must be >= 0, got -1");
+  EXPECT_EQ(refusal("backend_threads: 257\n"), "backend_threads: must be in [0, 256], got 257");
+  EXPECT_EQ(refusal("backend_threads: -1\n"), "backend_threads: must be in [0, 256], got -1");
+  EXPECT_EQ(refusal("backend_threads: many\n"), "backend_threads: must be an integer, got 'many'");
 }
 
 TEST(Settings, HistogramAndSinglesKeys) {

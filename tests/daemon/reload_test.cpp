@@ -102,6 +102,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(Settings, input.flush_ms, "input", false),
     PETDAQ_FIELD(Settings, output.rates_interval_ms, "output", false),
     PETDAQ_FIELD(Settings, backend, "backend", false),
+    PETDAQ_FIELD(Settings, backend_threads, "backend_threads", false),
     PETDAQ_FIELD(Settings, log.level, "log", false),
     PETDAQ_FIELD(Settings, source_file, "", false),  // where they came from, not a setting
 

@@ -153,6 +153,55 @@ TEST(Offline, ThePlmFileHoldsExactlyTheBatchResult) {
   EXPECT_EQ(a.substr(kPlmHeaderBytes), b.substr(kPlmHeaderBytes));
 }
 
+// --threads: the CPU backend on 1 and on 3 threads writes the same file, byte for byte after
+// the header (whose creation time differs); slices big enough to go parallel, and seams
+// reported.
+TEST(Offline, ThreadsDoNotChangeTheOutput) {
+  std::mt19937_64 rng(31);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  s.coincidence.policy = Policy::take_all_goods;
+  s.stream.max_slice_frames = 1 << 18;
+  s.stream.max_pending_frames = 1 << 20;
+  test::AcquisitionOptions o;
+  o.events = 250000;
+  o.mean_gap_ticks = 60;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const auto config = scanner.write_config();
+  const auto input = scanner.dir / "acq.frames";
+  write_frames(input, test::arrival_order(frames, 500, rng), 0);
+  std::string files[2];
+  const char* threads[2] = {"1", "3"};
+  for (int k = 0; k < 2; ++k) {
+    const auto output = scanner.dir / ("acq-" + std::string(threads[k]) + ".plm");
+    const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                         {"--config", config.string(), "--input", input.string(), "--output",
+                          output.string(), "--backend", "cpu", "--threads", threads[k], "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string(threads[k]) + " backend thread"), std::string::npos) << r.out;
+    if (k == 1) {
+      const std::size_t at = r.out.find("threads          3 (");
+      ASSERT_NE(at, std::string::npos) << r.out;
+      std::istringstream line(r.out.substr(at + 20));
+      std::uint64_t split = 0, seams = 0;
+      std::string word;
+      line >> split >> word >> word >> seams;
+      EXPECT_GT(split, 0u) << r.out;
+      EXPECT_GT(seams, 0u) << r.out;
+    }
+    files[k] = read_text(output);
+  }
+  ASSERT_GT(files[0].size(), kPlmHeaderBytes + 1000);
+  ASSERT_EQ(files[0].size(), files[1].size());
+  EXPECT_TRUE(files[0].substr(kPlmHeaderBytes) == files[1].substr(kPlmHeaderBytes));
+
+  const Result bad = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                         {"--config", config.string(), "--input", input.string(), "--output",
+                          (scanner.dir / "x.plm").string(), "--threads", "999"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
+}
+
 // A classic pcap file (microsecond times, Ethernet) of IPv4/UDP datagrams, written byte by
 // byte: global header, then per packet a 16-byte record header and the packet.
 void write_pcap(const std::filesystem::path& file, const std::vector<std::vector<std::uint8_t>>& payloads) {

@@ -8,6 +8,11 @@
 // photon pairs in roughly opposite BDMs, ~200 ps time jitter. Each BDM's singles arrive in
 // time order up to that jitter, in packets of 560 (one 8 972-byte datagram), and packets of
 // all BDMs interleave in the order they fill. Data generation is not timed.
+//
+// --threads N,N,...: instead, the whole CPU backend (CpuBackend: convert, order,
+// coincidences) on raw frames (tools/common/bench_frames.h) in slices of 1 M frames, once
+// per thread count (backend_threads), with frames/s, the speed-up over the first count and
+// the scaling efficiency; the records of every count must be those of the first.
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -20,11 +25,16 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
+#include "core/calibration.h"
 #include "core/coincidence.h"
+#include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/settings.h"
+#include "tools/common/bench_frames.h"
 #include "tools/common/cli.h"
 
 namespace petdaq {
@@ -39,6 +49,8 @@ struct Options {
   unsigned repetitions = 5;
   std::size_t packet_singles = 560;
   std::uint64_t seed = 1;
+  std::vector<unsigned> threads;  // --threads: the backend sweep
+  std::uint64_t frames = 16u << 20;
 };
 
 // Returns the exit code when the program should stop here (--help, --version, a usage error).
@@ -59,6 +71,15 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->type_name("N")
       ->check(CLI::PositiveNumber);
   cli::add_seed(app, o.seed, "random seed");
+  app.add_option("--threads", o.threads,
+                 "time the whole CPU backend on raw frames instead, once per thread count "
+                 "(e.g. 1,2,4,8,16), with the scaling efficiency")
+      ->type_name("N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, kMaxBackendThreads));
+  app.add_option("--frames", o.frames, "raw frames per run of the --threads sweep")
+      ->type_name("N")
+      ->check(CLI::PositiveNumber);
   return app.parse_or_exit(argc, argv);
 }
 
@@ -233,6 +254,86 @@ void print_stage(const char* name, double seconds, std::uint64_t singles) {
               ns_per_single, per_s / 1e6, per_s / kTargetFramesPerSecond);
 }
 
+// --threads: the CPU backend end to end, once per thread count.
+int backend_sweep(const Options& o) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::uint64_t kChunkFrames = 1u << 20;  // also the slice: one chunk per slice
+  Settings s;  // the default scanner and coincidence settings
+  s.stream.max_slice_frames = 2 * kChunkFrames;
+  s.stream.max_pending_frames = s.stream.max_slice_frames;
+  const Calibration cal = bench_frames::flat_calibration(s);
+  const std::uint64_t chunks = (o.frames + kChunkFrames - 1) / kChunkFrames;
+  std::vector<RawFrame> frames(chunks * kChunkFrames);
+  std::vector<std::uint64_t> chunk_start(chunks + 1);
+  double t = 1e9;
+  for (std::uint64_t c = 0; c < chunks; ++c) {
+    chunk_start[c] = static_cast<std::uint64_t>(t);
+    t += bench_frames::fill_chunk(s, o.rate_per_s, o.seed, c, t, frames.data() + c * kChunkFrames,
+                                  kChunkFrames);
+  }
+  chunk_start[chunks] = static_cast<std::uint64_t>(t);
+  const std::uint64_t margin = static_cast<std::uint64_t>(10 * 200.0 / s.scanner.tick_ps);
+  std::printf("petdaq-bench-engine --threads: the CPU backend on %llu frames at %.1f M singles/s, "
+              "slices of %llu frames, best of %u, %u cores\n",
+              static_cast<unsigned long long>(frames.size()), o.rate_per_s / 1e6,
+              static_cast<unsigned long long>(kChunkFrames), o.repetitions,
+              std::thread::hardware_concurrency());
+  std::printf("%8s %14s %9s %11s %12s %10s %8s %8s\n", "threads", "M frames/s", "speed-up",
+              "efficiency", "per thread", "convert s", "sort s", "coinc s");
+  double first_fps = 0;
+  unsigned first_threads = 0;
+  std::uint64_t first_hash = 0;
+  for (const unsigned threads : o.threads) {
+    s.backend_threads = threads;
+    CpuBackend backend(s, cal);
+    double best_s = 0;
+    CpuBackend::StageSeconds best_stage;
+    std::uint64_t hash = 0;
+    for (unsigned rep = 0; rep < std::max(1u, o.repetitions); ++rep) {
+      hash = 1469598103934665603ull;  // FNV-1a over every record, in order (not timed)
+      double sec = 0;
+      const CpuBackend::StageSeconds before = backend.stage_seconds();
+      for (std::uint64_t c = 0; c < chunks; ++c) {
+        const auto t0 = Clock::now();
+        backend.stage(frames.data() + c * kChunkFrames, kChunkFrames);
+        SliceRequest r;
+        r.slice_id = c;
+        r.run_start = c == 0;
+        r.final = c + 1 == chunks;
+        r.bound = chunk_start[c + 1] - margin;
+        backend.submit(r);
+        const SliceResult& out = backend.collect();
+        sec += std::chrono::duration<double>(Clock::now() - t0).count();
+        for (const auto& [p, n] : {std::pair{out.prompts, out.prompt_count}, {out.delayed, out.delayed_count}}) {
+          const auto* b = reinterpret_cast<const std::uint8_t*>(p);
+          for (std::size_t i = 0; i < n * sizeof(CoincRecord); ++i) hash = (hash ^ b[i]) * 1099511628211ull;
+        }
+      }
+      if (rep == 0 || sec < best_s) {
+        best_s = sec;
+        const CpuBackend::StageSeconds& after = backend.stage_seconds();
+        best_stage = {after.convert - before.convert, after.sort - before.sort,
+                      after.coincidence - before.coincidence};
+      }
+    }
+    const double fps = static_cast<double>(frames.size()) / best_s;
+    if (first_threads == 0) {
+      first_fps = fps;
+      first_threads = threads;
+      first_hash = hash;
+    }
+    const double speedup = fps / first_fps;
+    std::printf("%8u %14.2f %8.2fx %10.0f%% %8.2f M/s %10.3f %8.3f %8.3f%s\n", threads,
+                fps / 1e6, speedup, 100.0 * speedup * first_threads / threads, fps / threads / 1e6,
+                best_stage.convert, best_stage.sort, best_stage.coincidence,
+                hash == first_hash ? "" : "  RECORDS DIFFER FROM THE FIRST COUNT");
+    if (hash != first_hash) return 1;
+  }
+  std::printf("(efficiency: speed-up over the first count per extra thread, 100%% = linear; "
+              "target >= 25 M frames/s per core, DESIGN section 11)\n");
+  return 0;
+}
+
 }  // namespace
 }  // namespace petdaq
 
@@ -240,6 +341,7 @@ int main(int argc, char** argv) {
   using namespace petdaq;
   Options o;
   if (const auto rc = parse(argc, argv, o)) return *rc;
+  if (!o.threads.empty()) return backend_sweep(o);
   const Settings settings;  // the default scanner and coincidence settings
   const CoincidenceParams p = CoincidenceParams::from(settings);
   std::printf(

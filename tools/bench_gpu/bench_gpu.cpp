@@ -5,11 +5,9 @@
 // time, so that no stage waits for another slice) and the latency of a slice holding
 // stream.max_slice_ms of data.
 //
-// The stream: annihilations at a Poisson rate in the default 12 x 2-BDM scanner, both
-// photons detected with probability 0.5 each, in roughly opposite BDMs, ~200 ps jitter,
-// raw energies around the 511 keV photopeak with a flat gain table, so that the energy
-// window keeps most singles. Frames are generated once (in parallel, not timed) into one
-// pinned pool, and each slice is submitted straight from its place in the pool.
+// The stream (tools/common/bench_frames.h) in the default 12 x 2-BDM scanner. Frames are
+// generated once (in parallel, not timed) into one pinned pool, and each slice is submitted
+// straight from its place in the pool. The CPU line runs on each --cpu-threads count.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -34,6 +32,7 @@
 #include "gpu/gpu_stage_times.h"
 #include "proto/bytes.h"
 #include "proto/frame.h"
+#include "tools/common/bench_frames.h"
 #include "tools/common/cli.h"
 
 namespace petdaq {
@@ -48,6 +47,7 @@ struct Options {
   double rate_per_s = 200e6;            // singles per second of acquisition
   std::uint64_t pool_frames = 640u << 20;  // frames generated (pinned)
   std::uint64_t cpu_frames = 16u << 20;
+  std::vector<unsigned> cpu_threads = {1};  // backend_threads of the CPU line (a sweep)
   std::vector<std::uint64_t> slice_frames = {1u << 20, 16u << 20, 64u << 20};
   unsigned stage_repetitions = 5;
   std::uint64_t seed = 1;
@@ -66,6 +66,11 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   app.add_option("--cpu-frames", o.cpu_frames, "frames the CPU backend processes")
       ->type_name("N")
       ->check(CLI::PositiveNumber);
+  app.add_option("--cpu-threads", o.cpu_threads,
+                 "threads of the CPU backend line, one run each (e.g. 1,2,4,8,16)")
+      ->type_name("N,N,...")
+      ->delimiter(',')
+      ->check(CLI::Range(1u, kMaxBackendThreads));
   app.add_option("--slices", o.slice_frames, "frames per slice to measure")
       ->type_name("N,N,...")
       ->delimiter(',')
@@ -76,31 +81,6 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   return app.parse_or_exit(argc, argv);
 }
 
-// Position table: each crystal covers a square of the flood map; labels as in DESIGN
-// section 3. Gains are 1 (raw energy = keV).
-Calibration bench_calibration(const Settings& s) {
-  const Geometry g = Geometry::from(s.scanner);
-  Calibration cal;
-  const std::uint32_t p = g.position_size;
-  const std::uint32_t cell_x = p / g.crystal_axial, cell_y = p / g.crystal_transaxial;
-  cal.position_lut.resize(std::size_t{g.bdm_count()} * g.du_per_bdm() * p * p);
-  for (std::uint32_t bd = 0; bd < g.bdm_count() * g.du_per_bdm(); ++bd)
-    for (std::uint32_t y = 0; y < p; ++y)
-      for (std::uint32_t x = 0; x < p; ++x) {
-        const std::uint32_t row = y / cell_y, col = x / cell_x;
-        cal.position_lut[(std::size_t{bd} * p + y) * p + x] =
-            (row < g.crystal_transaxial && col < g.crystal_axial)
-                ? static_cast<std::uint8_t>(row * g.crystal_axial + col)
-                : 255;
-      }
-  cal.energy_bins = 1000;
-  cal.energy_bin_width = 10;
-  cal.energy_correction.assign(std::size_t{g.bdm_count()} * g.du_per_bdm() *
-                                   g.crystals_per_du() * cal.energy_bins,
-                               1.0f);
-  return cal;
-}
-
 struct Pool {
   cuda::pinned_unique_ptr<RawFrame> frames;
   std::uint64_t count = 0;
@@ -109,52 +89,6 @@ struct Pool {
 
 constexpr std::uint64_t kChunkFrames = 1u << 20;
 constexpr std::uint64_t kStartTicks = 1'000'000'000;
-
-// One chunk of the stream: fills `out` (may be null: only measures the chunk's duration).
-double fill_chunk(const Settings& s, const Options& o, std::uint64_t chunk, double t0,
-                  RawFrame* out, std::uint64_t n) {
-  const Geometry g = Geometry::from(s.scanner);
-  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + chunk);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  std::normal_distribution<double> normal(0.0, 1.0);
-  const double tick_ps = s.scanner.tick_ps;
-  const double event_rate_per_tick = o.rate_per_s * tick_ps * 1e-12;  // both photons: p = 0.5
-  std::exponential_distribution<double> gap(event_rate_per_tick);
-  const double jitter_ticks = 200.0 / tick_ps;
-  const std::uint32_t cell = g.position_size / std::max(g.crystal_axial, g.crystal_transaxial);
-  double t = t0;
-  std::uint64_t i = 0;
-  while (i < n) {
-    t += gap(rng);
-    const std::uint32_t n_trans = g.bdm_transaxial;
-    const std::uint32_t b1 = static_cast<std::uint32_t>(rng() % n_trans);
-    const std::uint32_t b2 = (b1 + n_trans / 2 + n_trans + static_cast<std::uint32_t>(rng() % 5) - 2) % n_trans;
-    for (const std::uint32_t b_trans : {b1, b2}) {
-      if (uniform(rng) >= 0.5 || i >= n) continue;
-      const std::uint32_t b_axial = static_cast<std::uint32_t>(rng() % g.bdm_axial);
-      const std::uint32_t bdm = b_axial * g.bdm_transaxial + b_trans;
-      const std::uint32_t du = static_cast<std::uint32_t>(rng() % g.du_per_bdm());
-      const std::uint32_t row = static_cast<std::uint32_t>(rng() % g.crystal_transaxial);
-      const std::uint32_t col = static_cast<std::uint32_t>(rng() % g.crystal_axial);
-      const double e = uniform(rng) < 0.3 ? 350.0 + 161.0 * uniform(rng)
-                                          : std::clamp(511.0 + 25.0 * normal(rng), 300.0, 700.0);
-      const double time = std::max(0.0, t + jitter_ticks * normal(rng));
-      if (out) {
-        std::uint8_t* f = out[i].bytes;
-        f[frame_offset::head_du] = static_cast<std::uint8_t>(0xA0 | du);
-        f[frame_offset::bdm] = static_cast<std::uint8_t>(bdm);
-        bytes::store_be64(f + frame_offset::time, static_cast<std::uint64_t>(time));
-        f[frame_offset::x] = static_cast<std::uint8_t>(col * cell + cell / 2);
-        f[frame_offset::y] = static_cast<std::uint8_t>(row * cell + cell / 2);
-        bytes::store_be16(f + frame_offset::energy, static_cast<std::uint16_t>(e));
-        f[frame_offset::temp_int] = 30;
-        f[frame_offset::temp_frac_tail] = 0x05;
-      }
-      ++i;
-    }
-  }
-  return t - t0;
-}
 
 Pool make_pool(const Settings& s, const Options& o) {
   Pool pool;
@@ -174,11 +108,14 @@ Pool make_pool(const Settings& s, const Options& o) {
   auto chunk_frames = [&](std::uint64_t c) {
     return std::min(kChunkFrames, pool.count - c * kChunkFrames);
   };
-  parallel([&](std::uint64_t c) { span[c] = fill_chunk(s, o, c, 0.0, nullptr, chunk_frames(c)); });
+  parallel([&](std::uint64_t c) {
+    span[c] = bench_frames::fill_chunk(s, o.rate_per_s, o.seed, c, 0.0, nullptr, chunk_frames(c));
+  });
   start[0] = kStartTicks;
   for (std::uint64_t c = 0; c < chunks; ++c) start[c + 1] = start[c] + span[c];
   parallel([&](std::uint64_t c) {
-    fill_chunk(s, o, c, start[c], pool.frames.get() + c * kChunkFrames, chunk_frames(c));
+    bench_frames::fill_chunk(s, o.rate_per_s, o.seed, c, start[c], pool.frames.get() + c * kChunkFrames,
+                      chunk_frames(c));
   });
   for (std::uint64_t c = 0; c <= chunks; ++c)
     pool.event_ticks.push_back(static_cast<std::uint64_t>(start[c]));
@@ -287,7 +224,7 @@ int bench(const Options& o) {
   }
   Settings s;  // the daemon's defaults, except the slice size set per run
   s.stream.max_records_per_single = 1;  // ~0.2 records per single here; keeps pinned memory small
-  const Calibration cal = bench_calibration(s);
+  const Calibration cal = bench_frames::flat_calibration(s);
   const double jitter_ticks = 200.0 / s.scanner.tick_ps;
   std::printf("petdaq-bench-gpu: %s\n", device.c_str());
   std::printf("stream: %.3g singles/s, window %.0f ps, %s, %s, delayed %s\n", o.rate_per_s,
@@ -306,22 +243,33 @@ int bench(const Options& o) {
   std::printf("pinned host->device copy: %.1f GB/s = %.3f G frames/s\n", copy_bytes_per_s / 1e9,
               copy_frames_per_s / 1e9);
 
-  // CPU backend on the first cpu_frames of the same stream, slices of 1 M frames.
+  // CPU backend on the first cpu_frames of the same stream, slices of 1 M frames, on each
+  // thread count; the first count's rate is the one the GPU is compared with.
   double cpu_frames_per_s = 0;
+  unsigned cpu_threads = 0;
   std::uint64_t cpu_prompts = 0, cpu_frames = 0;
-  {
+  for (const unsigned threads : o.cpu_threads) {
     Settings cs = s;
     cs.stream.max_slice_frames = 2u << 20;
     cs.stream.max_pending_frames = cs.stream.max_slice_frames;
+    cs.backend_threads = threads;
     CpuBackend cpu(cs, cal);
     const std::uint64_t slices = std::max<std::uint64_t>(1, o.cpu_frames / (cs.stream.max_slice_frames / 2));
     const RunStats st = run(cpu, pool, cs.stream.max_slice_frames / 2, slices, false, jitter_ticks);
-    cpu_frames_per_s = static_cast<double>(st.frames) / st.seconds;
-    cpu_prompts = st.prompts;
-    cpu_frames = st.frames;
-    std::printf("cpu backend (1 thread): %llu frames in %.2f s = %.1f M frames/s, %llu prompts\n",
-                static_cast<unsigned long long>(st.frames), st.seconds, cpu_frames_per_s / 1e6,
-                static_cast<unsigned long long>(st.prompts));
+    const double fps = static_cast<double>(st.frames) / st.seconds;
+    if (cpu_threads == 0) {
+      cpu_frames_per_s = fps;
+      cpu_threads = threads;
+      cpu_prompts = st.prompts;
+      cpu_frames = st.frames;
+    }
+    // Scaling efficiency: the rate per thread over the first count's rate per thread.
+    std::printf("cpu backend (%u threads): %llu frames in %.2f s = %.1f M frames/s, %llu prompts%s; "
+                "efficiency %.0f %%\n",
+                threads, static_cast<unsigned long long>(st.frames), st.seconds, fps / 1e6,
+                static_cast<unsigned long long>(st.prompts),
+                st.prompts == cpu_prompts ? "" : " (DIFFERENT FROM THE FIRST COUNT)",
+                100.0 * (fps / threads) / (cpu_frames_per_s / cpu_threads));
   }
 
   struct Row {
@@ -415,8 +363,8 @@ int bench(const Options& o) {
               "one slice alone, median; slice ms: copy-in start to last kernel end; kernels: "
               "convert+sort+coincidence time over copy-in time)\n",
               100 * kTargetCopyFraction);
-  std::printf("cpu backend: %.1f M frames/s on one thread (%llu frames)\n", cpu_frames_per_s / 1e6,
-              static_cast<unsigned long long>(cpu_frames));
+  std::printf("cpu backend: %.1f M frames/s on %u thread%s (%llu frames)\n", cpu_frames_per_s / 1e6,
+              cpu_threads, cpu_threads == 1 ? "" : "s", static_cast<unsigned long long>(cpu_frames));
   std::printf("slice latency, %llu frames = %.1f ms of data at %.3g singles/s (stream.max_slice_ms "
               "%.0f): one at a time p50 %.2f ms p99 %.2f ms; overlapped p50 %.2f ms p99 %.2f ms "
               "(limit 20 ms)\n",

@@ -51,6 +51,7 @@ struct Options {
   std::filesystem::path output;
   std::string backend;  // empty: from the config
   std::filesystem::path histograms;  // the live histograms' file (empty: none)
+  long long threads = -1;            // backend_threads override (-1: from the config)
   bool quiet = false;
 };
 
@@ -73,6 +74,12 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "also write the histograms petdaqd publishes (a later run of the file, after a "
                  "clock reset, goes to OUT-run1.pdh and so on)")
       ->type_name("OUT.pdh");
+  app.add_option("--threads", o.threads,
+                 "threads of the CPU backend, this one included (overrides backend_threads; "
+                 "0 = automatic: the cores left after the receivers and the worker); the "
+                 "output does not depend on it; the GPU backend ignores it")
+      ->type_name("N")
+      ->check(CLI::Range(0LL, static_cast<long long>(kMaxBackendThreads)));
   cli::add_quiet(app, o.quiet);
   return app.parse_or_exit(argc, argv);
 }
@@ -231,6 +238,7 @@ int run(const Options& o) {
   const auto wall_start = std::chrono::steady_clock::now();
   Settings settings = load_settings(o.config);
   if (!o.histograms.empty()) settings.output.histograms.enabled = true;
+  if (o.threads >= 0) settings.backend_threads = static_cast<std::uint32_t>(o.threads);
   const Calibration calibration = load_calibration(settings);
   const BackendKind kind = backend_kind(o.backend, settings.backend);
 
@@ -403,8 +411,16 @@ int run(const Options& o) {
                 st.convert, st.sort, st.coincidence,
                 processing_s - read_s - st.convert - st.sort - st.coincidence);
   }
-  std::printf("throughput       %.3f M frames/s (after start-up, one thread)\n",
-              per_second(frames, processing_s) / 1e6);
+  const auto* cpu = dynamic_cast<const CpuBackend*>(backend.get());
+  const unsigned threads = cpu ? cpu->threads() : 1;
+  if (threads > 1) {
+    const ParallelStats ps = cpu->parallel_stats();
+    std::printf("threads          %u (%llu slices split, %llu coincidence seams)\n", threads,
+                static_cast<unsigned long long>(ps.convert_calls),
+                static_cast<unsigned long long>(ps.coincidence_seams));
+  }
+  std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
+              per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
   // A file with no valid frame (an empty file, or one that is not frames at all, such as
   // truth.json) is an error, not an empty result.
   if (frames == 0 || bad == frames) {

@@ -1,0 +1,90 @@
+// The CPU backend's stages on several threads (docs/engine.md, "Threads"), with records,
+// singles and counters byte for byte those of one thread. Each stage cuts its input into
+// pieces and hands them to the single-thread code (convert_frames, sort_singles, the window
+// walk of core/coincidence.cpp) on a ThreadPool made at start-up:
+// * convert: T contiguous pieces of the frames, each converted into its own region;
+// * sort: the fresh singles partitioned by time into P ranges of equal span (count, prefix
+//   sums, scatter), each range sorted with sort_singles();
+// * coincidences: the singles cut at seams where a window chain starts, each segment walked
+//   into its own record buffer, the buffers joined in segment order.
+// Every buffer is sized at construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/coincidence.h"
+#include "core/counters.h"
+#include "core/thread_pool.h"
+#include "proto/frame.h"
+#include "proto/records.h"
+
+namespace petdaq {
+
+struct ConvertTables;
+class HistogramSet;
+struct HistogramLayout;
+
+// What the engine cut, summed over its calls (tests assert that seams really happened).
+struct ParallelStats {
+  std::uint64_t convert_calls = 0;      // convert() calls that ran on several threads
+  std::uint64_t sort_ranges = 0;        // time ranges sorted apart
+  std::uint64_t coincidence_calls = 0;  // find_coincidences() calls split in segments
+  std::uint64_t coincidence_seams = 0;  // segments - 1, summed
+};
+
+class ParallelEngine {
+ public:
+  struct Sizes {
+    unsigned threads = 1;
+    std::size_t record_capacity = 0;  // of the caller's prompt buffer (and delayed, if on)
+    bool delayed = false;
+    std::uint32_t bdm_count = 0;
+    const HistogramLayout* histograms = nullptr;  // per-thread histograms, when enabled
+    // Fewer frames (or singles) than this run on the calling thread alone.
+    std::size_t min_parallel = 64 * 1024;
+  };
+  explicit ParallelEngine(const Sizes& sizes);
+  ~ParallelEngine();
+
+  unsigned threads() const { return threads_; }
+  // Does a stage with `count` items go to several threads?
+  bool splits(std::size_t count) const { return threads_ > 1 && count >= min_parallel_; }
+
+  // convert_frames() on T pieces of the frames: piece j's accepted singles go to
+  // staging[first frame of j ...]; counters and per-BDM counts are added to the caller's.
+  // `histograms` (or null) receives the frames' histograms, through per-thread sets that
+  // collect_histograms() adds in. Returns the accepted singles; sort() places them.
+  std::size_t convert(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
+                      Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
+                      std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
+  // Writes the singles of the last convert() to out[0, accepted) in the order of DESIGN
+  // section 5; `staging` (the one given to convert()) is the sorts' scratch.
+  void sort(Single* out, Single* staging);
+
+  // find_coincidences() (core/coincidence.h), same records, counts and return value.
+  std::size_t find_coincidences(const Single* singles, std::size_t n, const CoincidenceParams& p,
+                                std::uint64_t horizon, bool final, RecordBuffer& prompts,
+                                RecordBuffer& delayed, CoincidenceCounts& counts);
+
+  // Adds what the other threads histogrammed into `into` and zeroes theirs.
+  void collect_histograms(HistogramSet& into);
+  void reset_histograms();
+
+  const ParallelStats& stats() const { return stats_; }
+
+ private:
+  struct Buffers;
+  unsigned threads_;
+  std::size_t min_parallel_;
+  ThreadPool pool_;
+  std::unique_ptr<Buffers> buffers_;
+  ParallelStats stats_;
+};
+
+// backend_threads resolved: 0 = the cores left after the receivers and the worker
+// (hardware_concurrency - input.receiver_threads - 1), at least 1.
+unsigned resolve_backend_threads(unsigned backend_threads, unsigned receiver_threads);
+
+}  // namespace petdaq
