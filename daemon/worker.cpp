@@ -354,7 +354,9 @@ void Worker::publish_rates(Clock::time_point now) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-  s.uptime_s = std::chrono::duration<double>(now - started_).count();
+  // Read after the phases were last charged: they add up to no more than worker_s.
+  const Clock::time_point at = Clock::now();
+  s.uptime_s = std::chrono::duration<double>(at - started_).count();
   s.interval_s = std::chrono::duration<double>(now - last_rates_).count();
   s.backend = engine_->backend->name();
   s.run_id = published_run_id(engine_->slicer->run_id());
@@ -376,7 +378,7 @@ void Worker::publish_rates(Clock::time_point now) {
   if (run_first_prompt_) rates_horizon_ = horizon;
   last_rates_ = now;
   s.phases = &phases_;
-  s.worker_s = phases_.wall_seconds();
+  s.worker_s = phases_.wall_seconds(at);
   const std::string& json = rates_.build(s);
   phases_.take_interval_max();
   MessageHeader h;
