@@ -126,7 +126,10 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
                    {"subscribers", now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
   doc["latency_ms"] = {
       {"p50", s.latency.p50_ms}, {"p99", s.latency.p99_ms}, {"max", s.latency.max_ms}};
-  nlohmann::ordered_json& worker = doc["worker"] = {{"seconds", s.worker_s}};
+  nlohmann::ordered_json& worker = doc["worker"] = {
+      {"seconds", s.worker_s},
+      {"cpu_seconds", s.worker_cpu_s},
+      {"involuntary_switches", s.worker_involuntary_switches}};
   nlohmann::ordered_json& phases = worker["phases"] = nlohmann::ordered_json::object();
   if (s.phases)
     for (std::size_t i = 0; i < kPhaseCount; ++i) {

@@ -60,6 +60,10 @@ struct RatesSnapshot {
   // a timer the `worker.phases` object is empty.
   const PhaseTimer* phases = nullptr;
   double worker_s = 0;
+  // The worker thread's CPU time and the times the kernel took the core from it while it
+  // could run (getrusage RUSAGE_THREAD), cumulative.
+  double worker_cpu_s = 0;
+  std::uint64_t worker_involuntary_switches = 0;
 };
 
 class RatesReporter {

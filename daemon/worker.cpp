@@ -1,6 +1,7 @@
 #include "daemon/worker.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -379,6 +380,14 @@ void Worker::publish_rates(Clock::time_point now) {
   last_rates_ = now;
   s.phases = &phases_;
   s.worker_s = phases_.wall_seconds(at);
+  rusage usage{};
+  if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+    auto seconds = [](const timeval& tv) {
+      return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
+    };
+    s.worker_cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    s.worker_involuntary_switches = static_cast<std::uint64_t>(usage.ru_nivcsw);
+  }
   const std::string& json = rates_.build(s);
   phases_.take_interval_max();
   MessageHeader h;

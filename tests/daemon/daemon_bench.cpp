@@ -75,16 +75,19 @@ Snapshot snapshot(const std::string& j) {
 // phases"), one line each: seconds and share of the worker's wall time, calls, mean and
 // longest call, and the calls of 1 ms or more by log2 bucket. `between` are the documents
 // after `a` up to `b`: the longest calls and the ring's high-water mark come from them.
-void print_phases(const nlohmann::json& a, const nlohmann::json& b,
-                  const std::vector<nlohmann::json>& between) {
+void print_phases(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+                  const std::vector<nlohmann::ordered_json>& between) {
   if (!a.contains("worker") || !b.contains("worker")) return;
   const double wall_s = b["worker"]["seconds"].get<double>() - a["worker"]["seconds"].get<double>();
   std::size_t ring_used_max = 0;
   for (const auto& j : between)
     ring_used_max = std::max(ring_used_max, j["queues"]["ring_used_max"].get<std::size_t>());
-  std::printf("    worker %.3f s (rates documents %.3f s apart), ring used max %zu of %zu chunks\n",
-              wall_s, b["uptime_s"].get<double>() - a["uptime_s"].get<double>(), ring_used_max,
-              b["queues"]["ring_chunks"].get<std::size_t>());
+  std::printf("    worker %.3f s, on a core %.3f s, %llu involuntary context switches; ring used "
+              "max %zu of %zu chunks\n",
+              wall_s, b["worker"]["cpu_seconds"].get<double>() - a["worker"]["cpu_seconds"].get<double>(),
+              static_cast<unsigned long long>(b["worker"]["involuntary_switches"].get<std::uint64_t>() -
+                                              a["worker"]["involuntary_switches"].get<std::uint64_t>()),
+              ring_used_max, b["queues"]["ring_chunks"].get<std::size_t>());
   std::printf("    %-16s %9s %6s %9s %9s %9s  %s\n", "phase", "seconds", "share", "calls",
               "mean_us", "max_ms", "calls >= 1 ms by bucket (lower bound ms:calls)");
   for (const auto& [name, pb] : b["worker"]["phases"].items()) {
@@ -352,11 +355,11 @@ int main(int argc, char** argv) {
     const Snapshot after = snapshot(after_json);
     // The worker's phases over the sending: from the document before it to the first one
     // after it.
-    const nlohmann::json phases_from = nlohmann::json::parse(before_json);
-    nlohmann::json phases_to = nlohmann::json::parse(after_json);
-    std::vector<nlohmann::json> phases_between;
+    const nlohmann::ordered_json phases_from = nlohmann::ordered_json::parse(before_json);
+    nlohmann::ordered_json phases_to = nlohmann::ordered_json::parse(after_json);
+    std::vector<nlohmann::ordered_json> phases_between;
     for (const auto& m : sub.messages()) {
-      nlohmann::json j = nlohmann::json::parse(m.body.begin(), m.body.end());
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(m.body.begin(), m.body.end());
       const auto at = j["time_unix_ns"].get<std::uint64_t>();
       if (at <= phases_from["time_unix_ns"].get<std::uint64_t>()) continue;
       phases_between.push_back(j);

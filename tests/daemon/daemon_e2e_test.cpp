@@ -127,6 +127,9 @@ void expect_worker_phases(const std::vector<Published>& messages, std::size_t ba
   const double wall_s = last["worker"]["seconds"].get<double>();
   EXPECT_GT(wall_s, 0.0);
   EXPECT_LE(wall_s, last["uptime_s"].get<double>());
+  // One thread's CPU time fits in its wall time (with the kernel's accounting granularity).
+  EXPECT_GT(last["worker"]["cpu_seconds"].get<double>(), 0.0);
+  EXPECT_LE(last["worker"]["cpu_seconds"].get<double>(), wall_s + 0.02);
   double sum_s = 0;
   for (const auto& [name, phase] : last["worker"]["phases"].items()) {
     const double s = phase["seconds"].get<double>();

@@ -470,6 +470,8 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   phases.leave(t0 + 5ms);
   snap.phases = &phases;
   snap.worker_s = phases.wall_seconds(t0 + 6ms);
+  snap.worker_cpu_s = 0.004;
+  snap.worker_involuntary_switches = 3;
   const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
 
   // Every leaf of the document is in the table with its type, and nothing in the table is
@@ -487,6 +489,8 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   EXPECT_NEAR(doc["worker"]["phases"]["wait_chunk"]["max_ms_since_start"].get<double>(), 3.0, 1e-9);
   EXPECT_EQ(doc["worker"]["phases"]["loop"]["calls"], 0);
   EXPECT_DOUBLE_EQ(doc["worker"]["seconds"].get<double>(), 0.006);
+  EXPECT_DOUBLE_EQ(doc["worker"]["cpu_seconds"].get<double>(), 0.004);
+  EXPECT_EQ(doc["worker"]["involuntary_switches"], 3);
   EXPECT_EQ(doc["queues"]["ring_used_max"], 7);
 
   // The values: every counter by name, rates over the interval, null for an unknown temperature.
