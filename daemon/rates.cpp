@@ -122,6 +122,8 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   doc["queues"] = {{"ring_chunks", s.ring_chunks},
                    {"ring_free", s.ring_free},
                    {"ring_used_max", s.ring_used_max},
+                   {"sealed_max", s.sealed_max},
+                   {"staging_max", s.staging_max},
                    {"pending_frames", s.pending_frames},
                    {"subscribers", now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
   doc["latency_ms"] = {

@@ -48,6 +48,8 @@ struct RatesSnapshot {
   std::size_t ring_chunks = 0;
   std::size_t ring_free = 0;
   std::size_t ring_used_max = 0;  // most chunks in use at once since the last document
+  std::size_t sealed_max = 0;     // most sealed chunks waiting for the worker, at a take
+  std::size_t staging_max = 0;    // most chunks whose copy into the backend was not done
   std::size_t pending_frames = 0;
   LatencyWindow::Stats latency;
   // Randoms estimates (docs/randoms.md): the running coincidence settings, and the

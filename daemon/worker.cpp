@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -141,6 +142,7 @@ void Worker::loop() {
 
 void Worker::take_chunk(Chunk* c) {
   PhaseScope phase(&phases_, Phase::chunk_scan);
+  sealed_high_ = std::max(sealed_high_, ring_.sealed_approx() + 1);
   Slicer& slicer = *engine_->slicer;
   const ChunkSummary& sum = c->summary;
   std::uint64_t last_time = 0;
@@ -178,6 +180,7 @@ void Worker::take_chunk(Chunk* c) {
   } else {
     staging_[(staging_head_ + staging_count_) % staging_.size()] = {c, ticket};
     ++staging_count_;
+    staging_high_ = std::max(staging_high_, staging_count_);
   }
 }
 
@@ -367,6 +370,8 @@ void Worker::publish_rates(Clock::time_point now) {
   s.ring_chunks = ring_.chunk_count();
   s.ring_free = ring_.free_approx();
   s.ring_used_max = ring_.take_used_high();
+  s.sealed_max = std::exchange(sealed_high_, 0);
+  s.staging_max = std::exchange(staging_high_, staging_count_);
   s.pending_frames = engine_->slicer->pending_frames();
   s.latency = latency_.take();
   const RandomsSettings randoms = RandomsSettings::from(engine_->settings);

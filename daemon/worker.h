@@ -127,6 +127,10 @@ class Worker final : public ResultSink {
   std::vector<Staging> staging_;
   std::size_t staging_head_ = 0;
   std::size_t staging_count_ = 0;
+  // High-water marks since the last rates document: sealed chunks waiting (the one taken
+  // included) when the worker takes one, and chunks in staging_.
+  std::size_t sealed_high_ = 0;
+  std::size_t staging_high_ = 0;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

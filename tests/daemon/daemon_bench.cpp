@@ -79,15 +79,19 @@ void print_phases(const nlohmann::ordered_json& a, const nlohmann::ordered_json&
                   const std::vector<nlohmann::ordered_json>& between) {
   if (!a.contains("worker") || !b.contains("worker")) return;
   const double wall_s = b["worker"]["seconds"].get<double>() - a["worker"]["seconds"].get<double>();
-  std::size_t ring_used_max = 0;
-  for (const auto& j : between)
+  std::size_t ring_used_max = 0, sealed_max = 0, staging_max = 0;
+  for (const auto& j : between) {
     ring_used_max = std::max(ring_used_max, j["queues"]["ring_used_max"].get<std::size_t>());
+    sealed_max = std::max(sealed_max, j["queues"]["sealed_max"].get<std::size_t>());
+    staging_max = std::max(staging_max, j["queues"]["staging_max"].get<std::size_t>());
+  }
   std::printf("    worker %.3f s, on a core %.3f s, %llu involuntary context switches; ring used "
-              "max %zu of %zu chunks\n",
+              "max %zu of %zu chunks (sealed, waiting for the worker: max %zu; copy not done: "
+              "max %zu)\n",
               wall_s, b["worker"]["cpu_seconds"].get<double>() - a["worker"]["cpu_seconds"].get<double>(),
               static_cast<unsigned long long>(b["worker"]["involuntary_switches"].get<std::uint64_t>() -
                                               a["worker"]["involuntary_switches"].get<std::uint64_t>()),
-              ring_used_max, b["queues"]["ring_chunks"].get<std::size_t>());
+              ring_used_max, b["queues"]["ring_chunks"].get<std::size_t>(), sealed_max, staging_max);
   std::printf("    %-16s %9s %6s %9s %9s %9s  %s\n", "phase", "seconds", "share", "calls",
               "mean_us", "max_ms", "calls >= 1 ms by bucket (lower bound ms:calls)");
   for (const auto& [name, pb] : b["worker"]["phases"].items()) {

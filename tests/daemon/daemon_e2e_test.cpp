@@ -113,17 +113,22 @@ void expect_no_drops(const std::string& rates) {
 // batch and per slice, and each histogram holds its phase's calls. The ring's high-water mark
 // stays within the ring and saw the chunks the run used.
 void expect_worker_phases(const std::vector<Published>& messages, std::size_t batches) {
-  std::size_t ring_used_max = 0, ring_chunks = 0;
+  std::size_t ring_used_max = 0, sealed_max = 0, staging_max = 0, ring_chunks = 0;
   nlohmann::json last;
   for (const Published& p : messages) {
     if (p.topic != topic::rates) continue;
     last = nlohmann::json::parse(p.body.begin(), p.body.end());
     ring_used_max = std::max(ring_used_max, last["queues"]["ring_used_max"].get<std::size_t>());
+    sealed_max = std::max(sealed_max, last["queues"]["sealed_max"].get<std::size_t>());
+    staging_max = std::max(staging_max, last["queues"]["staging_max"].get<std::size_t>());
     ring_chunks = last["queues"]["ring_chunks"].get<std::size_t>();
   }
   ASSERT_TRUE(last.contains("worker"));
   EXPECT_GE(ring_used_max, 1u);
   EXPECT_LE(ring_used_max, ring_chunks);
+  EXPECT_GE(sealed_max, 1u);  // every chunk was sealed before the worker took it
+  EXPECT_LE(sealed_max, ring_chunks);
+  EXPECT_LE(staging_max, ring_chunks);
   const double wall_s = last["worker"]["seconds"].get<double>();
   EXPECT_GT(wall_s, 0.0);
   EXPECT_LE(wall_s, last["uptime_s"].get<double>());

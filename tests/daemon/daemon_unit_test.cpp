@@ -458,6 +458,8 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   snap.ring_chunks = 64;
   snap.ring_free = 60;
   snap.ring_used_max = 7;
+  snap.sealed_max = 5;
+  snap.staging_max = 2;
   // A worker that spent 3 ms waiting for a chunk, then 2 ms in a submit of which 1.5 ms was
   // a count wait.
   const PhaseTimer::Clock::time_point t0{};
@@ -492,6 +494,8 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   EXPECT_DOUBLE_EQ(doc["worker"]["cpu_seconds"].get<double>(), 0.004);
   EXPECT_EQ(doc["worker"]["involuntary_switches"], 3);
   EXPECT_EQ(doc["queues"]["ring_used_max"], 7);
+  EXPECT_EQ(doc["queues"]["sealed_max"], 5);
+  EXPECT_EQ(doc["queues"]["staging_max"], 2);
 
   // The values: every counter by name, rates over the interval, null for an unknown temperature.
   ASSERT_EQ(doc["counters"].size(), kCounterCount);
