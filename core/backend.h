@@ -105,7 +105,7 @@ class Backend {
 
   // The thread that drives the backend times its phases there (core/phase_timer.h); a
   // backend that waits on a device marks those host waits as phases of their own
-  // (count_wait, collect_wait, copy_out_wait). Null: nothing is timed.
+  // (count_wait, partition_wait, collect_wait, copy_out_wait). Null: nothing is timed.
   void set_phase_timer(PhaseTimer* timer) { phases_ = timer; }
 
  protected:

@@ -22,7 +22,8 @@ namespace petdaq {
   X(slicer_push, "slicer_push") X(backend_stage, "backend_stage")                   \
   X(release, "release") X(staged_poll, "staged_poll") X(stage_wait, "stage_wait")   \
   X(slicer_poll, "slicer_poll") X(latency, "latency") X(submit, "submit")           \
-  X(count_wait, "count_wait") X(collect, "collect") X(collect_wait, "collect_wait") \
+  X(count_wait, "count_wait") X(partition_wait, "partition_wait")                   \
+  X(collect, "collect") X(collect_wait, "collect_wait")                             \
   X(copy_out_wait, "copy_out_wait") X(publish, "publish")                           \
   X(histograms_copy, "histograms_copy") X(histograms, "histograms") X(rates, "rates") \
   X(tick, "tick") X(reload, "reload") X(finish, "finish") X(run_end, "run_end")     \

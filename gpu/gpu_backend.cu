@@ -442,7 +442,7 @@ std::uint64_t GpuBackend::read_partition_count() {
   PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_partition_counts_.get(),
                                     sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
   PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
-  PhaseScope wait(phases_, Phase::count_wait);
+  PhaseScope wait(phases_, Phase::partition_wait);
   wait_for(counted_.get(), next_submit_);
   return h_taken_[0];
 }

@@ -159,6 +159,7 @@ void expect_worker_phases(const std::vector<Published>& messages, std::size_t ba
   EXPECT_EQ(phases["publish"]["calls"].get<std::uint64_t>(), batches);
   // The CPU backend waits on no device.
   EXPECT_EQ(phases["count_wait"]["calls"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(phases["partition_wait"]["calls"].get<std::uint64_t>(), 0u);
 }
 
 class EndToEnd : public ::testing::TestWithParam<Framing> {};

@@ -567,8 +567,8 @@ TEST_F(GpuBackendTest, HostWaitsOnlyWhereTheCountIsUnknown) {
       {9000, 10'000, 0, true},              // ~3 000 staged, no bound: no wait
   };
   const std::uint32_t bdm_count = Geometry::from(s.scanner).bdm_count();
-  auto run = [&](Backend& backend, std::vector<std::uint64_t>& waits_after, PhaseTimer* timer,
-                 std::size_t& splits) {
+  std::vector<std::uint64_t> partition_waits_after, count_waits_after;
+  auto run = [&](Backend& backend, PhaseTimer* timer, std::size_t& splits) {
     std::vector<SliceOut> out;
     auto collect_one = [&] {
       const SliceResult& r = backend.collect();
@@ -585,7 +585,10 @@ TEST_F(GpuBackendTest, HostWaitsOnlyWhereTheCountIsUnknown) {
       r.final = st.final;
       r.run_start = r.slice_id == 0;
       backend.submit(r);
-      if (timer) waits_after.push_back(timer->stats(Phase::count_wait).calls);
+      if (timer) {
+        partition_waits_after.push_back(timer->stats(Phase::partition_wait).calls);
+        count_waits_after.push_back(timer->stats(Phase::count_wait).calls);
+      }
     }
     while (backend.in_flight() > 0) collect_one();
     return out;
@@ -594,17 +597,21 @@ TEST_F(GpuBackendTest, HostWaitsOnlyWhereTheCountIsUnknown) {
   const auto gpu = make_gpu_backend(s, cal);
   PhaseTimer timer;
   gpu->set_phase_timer(&timer);
-  std::vector<std::uint64_t> none, waits;
   std::size_t cpu_splits = 0, gpu_splits = 0;
-  const auto want = run(cpu, none, nullptr, cpu_splits);
-  const auto got = run(*gpu, waits, &timer, gpu_splits);
+  const auto want = run(cpu, nullptr, cpu_splits);
+  const auto got = run(*gpu, &timer, gpu_splits);
   EXPECT_EQ(gpu_splits, cpu_splits);
-  ASSERT_EQ(waits.size(), 5u);
-  EXPECT_EQ(waits[0], 1u);
-  EXPECT_EQ(waits[1], 2u);
-  EXPECT_EQ(waits[2], 3u);
-  EXPECT_GT(waits[3], 5u);  // a count, the bisection's counts, the count at the new bound
-  EXPECT_EQ(waits[4], waits[3]);
+  ASSERT_EQ(partition_waits_after.size(), 5u);
+  ASSERT_EQ(count_waits_after.size(), 5u);
+  // Partition waits: the first two slices; count waits: the third (one), the fourth (a
+  // count, the bisection's counts, the count at the new bound); the last slice: none.
+  const std::vector<std::uint64_t> partition_want = {1, 2, 2, 2, 2};
+  EXPECT_EQ(partition_waits_after, partition_want);
+  EXPECT_EQ(count_waits_after[0], 0u);
+  EXPECT_EQ(count_waits_after[1], 0u);
+  EXPECT_EQ(count_waits_after[2], 1u);
+  EXPECT_GT(count_waits_after[3], 3u);
+  EXPECT_EQ(count_waits_after[4], count_waits_after[3]);
   EXPECT_EQ(timer.stats(Phase::collect_wait).calls, 5u);
   EXPECT_EQ(timer.stats(Phase::copy_out_wait).calls, 5u);
   ASSERT_EQ(got.size(), want.size());
