@@ -17,6 +17,7 @@
 namespace petdaq {
 
 class HistogramSet;
+class PhaseTimer;
 
 struct SliceRequest {
   std::uint64_t slice_id = 0;
@@ -101,6 +102,14 @@ class Backend {
   // slice (a backend may also hold slices still in flight) and are zeroed when a run_start
   // slice is processed. Valid until the next call on the backend.
   virtual const HistogramSet* histograms() { return nullptr; }
+
+  // The thread that drives the backend times its phases there (core/phase_timer.h); a
+  // backend that waits on a device marks those host waits as phases of their own
+  // (count_wait, partition_wait, collect_wait, copy_out_wait). Null: nothing is timed.
+  void set_phase_timer(PhaseTimer* timer) { phases_ = timer; }
+
+ protected:
+  PhaseTimer* phases_ = nullptr;
 };
 
 }  // namespace petdaq

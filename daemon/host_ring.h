@@ -4,6 +4,8 @@
 // is allocated after construction; when no chunk is free the receiver drops and counts.
 #pragma once
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -71,7 +73,9 @@ class HostRing {
   std::unique_ptr<Token> make_sealed_token() { return std::make_unique<Token>(sealed_); }
   Chunk* try_acquire() {
     Chunk* c = nullptr;
-    return free_.try_dequeue(c) ? c : nullptr;
+    const bool got = free_.try_dequeue(c);
+    note_used(got ? in_use() : chunks_.size());
+    return got ? c : nullptr;
   }
   void seal(Chunk* c, Token& token);
 
@@ -86,16 +90,33 @@ class HostRing {
   }
   // Worker side only (its producer token is not shared).
   void release(Chunk* c);
+  // The most chunks out of the free queue at once since the last call, as the receivers saw
+  // it at each acquire (chunk_count(): one found none free), and at least as many as now.
+  std::size_t take_used_high() {
+    return std::max(used_high_.exchange(0, std::memory_order_relaxed), in_use());
+  }
   // Any other thread (a receiver handing back an unused chunk at shutdown).
   void give_back(Chunk* c);
 
  private:
+  std::size_t in_use() const {
+    return chunks_.size() - std::min(chunks_.size(), free_.size_approx());
+  }
+  // Once per acquire: per chunk, or per recvmmsg batch while the ring is full.
+  void note_used(std::size_t used) {
+    std::size_t seen = used_high_.load(std::memory_order_relaxed);
+    while (used > seen &&
+           !used_high_.compare_exchange_weak(seen, used, std::memory_order_relaxed)) {
+    }
+  }
+
   HostAllocator& allocator_;
   std::size_t chunk_bytes_;
   std::vector<Chunk> chunks_;
   moodycamel::ConcurrentQueue<Chunk*> free_;
   moodycamel::BlockingConcurrentQueue<Chunk*> sealed_;
   moodycamel::ProducerToken release_token_;
+  alignas(64) std::atomic<std::size_t> used_high_{0};
 };
 
 }  // namespace petdaq::daemon

@@ -131,6 +131,7 @@ int run(Loaded loaded, const Options& opt) {
   receiver.stop();
   worker.stop();
   spdlog::info("final counters: {}", worker.final_report());
+  spdlog::info("worker phases: {}", worker.phase_report());
   return worker.failed() ? 1 : 0;
 }
 

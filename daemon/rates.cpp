@@ -44,7 +44,8 @@ RatesReporter::RatesReporter(const Counters& counters)
     : counters_(counters),
       bdm_before_(counters.bdm_count(), 0),
       bdm_rate_(counters.bdm_count(), 0.0) {
-  json_.reserve(4096 + 64 * std::size_t{counters.bdm_count()} + 48 * kCounterCount);
+  json_.reserve(4096 + 64 * std::size_t{counters.bdm_count()} + 48 * kCounterCount +
+                200 * kPhaseCount);
   summary_.reserve(256);
 }
 
@@ -120,10 +121,29 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
     counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
   doc["queues"] = {{"ring_chunks", s.ring_chunks},
                    {"ring_free", s.ring_free},
+                   {"ring_used_max", s.ring_used_max},
+                   {"sealed_max", s.sealed_max},
+                   {"staging_max", s.staging_max},
                    {"pending_frames", s.pending_frames},
                    {"subscribers", now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
   doc["latency_ms"] = {
       {"p50", s.latency.p50_ms}, {"p99", s.latency.p99_ms}, {"max", s.latency.max_ms}};
+  nlohmann::ordered_json& worker = doc["worker"] = {
+      {"seconds", s.worker_s},
+      {"cpu_seconds", s.worker_cpu_s},
+      {"involuntary_switches", s.worker_involuntary_switches}};
+  nlohmann::ordered_json& phases = worker["phases"] = nlohmann::ordered_json::object();
+  if (s.phases)
+    for (std::size_t i = 0; i < kPhaseCount; ++i) {
+      const auto p = static_cast<Phase>(i);
+      const PhaseTimer::Stats& st = s.phases->stats(p);
+      phases[std::string(phase_name(p))] = {
+          {"seconds", static_cast<double>(st.total_ns) * 1e-9},
+          {"calls", st.calls},
+          {"max_ms", static_cast<double>(st.interval_max_ns) * 1e-6},
+          {"max_ms_since_start", static_cast<double>(st.max_ns) * 1e-6},
+          {"log2_us", st.log2_us}};
+    }
   json_ = doc.dump();
 
   summary_.clear();

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/counters.h"
+#include "core/phase_timer.h"
 #include "core/randoms.h"
 
 namespace petdaq::daemon {
@@ -46,6 +47,9 @@ struct RatesSnapshot {
   const double* temperature_degC = nullptr;  // bdm_count entries, NaN when unknown
   std::size_t ring_chunks = 0;
   std::size_t ring_free = 0;
+  std::size_t ring_used_max = 0;  // most chunks in use at once since the last document
+  std::size_t sealed_max = 0;     // most sealed chunks waiting for the worker, at a take
+  std::size_t staging_max = 0;    // most chunks whose copy into the backend was not done
   std::size_t pending_frames = 0;
   LatencyWindow::Stats latency;
   // Randoms estimates (docs/randoms.md): the running coincidence settings, and the
@@ -54,6 +58,14 @@ struct RatesSnapshot {
   // need the acquisition's own rates, which differ when data are replayed faster.
   const RandomsSettings* randoms = nullptr;
   double acquisition_s = 0;
+  // The worker thread's phases (docs/daemon.md, "Worker phases") and its wall time; without
+  // a timer the `worker.phases` object is empty.
+  const PhaseTimer* phases = nullptr;
+  double worker_s = 0;
+  // The worker thread's CPU time and the times the kernel took the core from it while it
+  // could run (getrusage RUSAGE_THREAD), cumulative.
+  double worker_cpu_s = 0;
+  std::uint64_t worker_involuntary_switches = 0;
 };
 
 class RatesReporter {

@@ -1,17 +1,20 @@
 #include "daemon/worker.h"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <ctime>
+#include <utility>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "core/histograms.h"
 #include "daemon/notify.h"
+#include "daemon/timed_backend.h"
 #include "gpu/select_backend.h"
 #include "proto/frame.h"
 
@@ -23,14 +26,18 @@ struct Worker::Engine {
   Settings settings;
   Calibration calibration;
   std::unique_ptr<Backend> backend;
+  // The backend as the slicer and the worker call it: its calls timed as worker phases.
+  std::unique_ptr<TimedBackend> timed;
   std::unique_ptr<Slicer> slicer;
   std::string explanation;
   std::uint64_t max_future_ticks = 0;
 
-  Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters)
+  Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters,
+         PhaseTimer& phases)
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
-    slicer = std::make_unique<Slicer>(settings, calibration, *backend, sink, counters);
+    timed = std::make_unique<TimedBackend>(*backend, phases);
+    slicer = std::make_unique<Slicer>(settings, calibration, *timed, sink, counters);
     max_future_ticks = ps_to_ticks(settings.stream.max_future_ps, settings.scanner.tick_ps);
   }
 };
@@ -46,7 +53,8 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       temperature_degC_(counters.bdm_count(), NAN),
       pending_(4 * std::size_t{ring.chunk_count()}),
       staging_(ring.chunk_count()) {
-  engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this, counters_);
+  engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this,
+                                     counters_, phases_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
   if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
@@ -61,6 +69,7 @@ const std::string& Worker::backend_explanation() const { return engine_->explana
 
 void Worker::start() {
   started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = Clock::now();
+  phases_ = PhaseTimer(started_);
   thread_ = std::thread([this] {
     try {
       loop();
@@ -87,24 +96,44 @@ void Worker::stop() {
 
 void Worker::loop() {
   const auto poll_every = std::chrono::milliseconds(2);
+  PhaseTimer* const t = &phases_;
   for (;;) {
+    // What no phase below covers is charged to `loop`.
+    PhaseScope iteration(t, Phase::loop);
     const bool stopping = stop_.load(std::memory_order_acquire);
     if (reload_requested_.exchange(false, std::memory_order_acq_rel)) apply_reload();
     // Once stopping, the receivers are already stopped: take what is left, then finish.
-    Chunk* c = stopping ? ring_.try_sealed() : ring_.wait_sealed(std::chrono::milliseconds(1));
+    Chunk* c = nullptr;
+    {
+      PhaseScope p(t, Phase::wait_chunk);
+      c = stopping ? ring_.try_sealed() : ring_.wait_sealed(std::chrono::milliseconds(1));
+    }
     if (c) take_chunk(c);
-    release_staged(false);
+    {
+      PhaseScope p(t, Phase::release);
+      release_staged(false);
+    }
     const auto now = Clock::now();
     if (now - last_poll_ >= poll_every) {
-      engine_->slicer->poll(now);
+      {
+        PhaseScope p(t, Phase::slicer_poll);
+        engine_->slicer->poll(now);
+      }
       last_poll_ = now;
+      PhaseScope p(t, Phase::latency);
       retire_latency(now, false);
     }
     if (stopping && !c) break;
     tick(now, false);
   }
-  engine_->slicer->finish();
-  release_staged(true);
+  {
+    PhaseScope p(t, Phase::finish);
+    engine_->slicer->finish();
+  }
+  {
+    PhaseScope p(t, Phase::release);
+    release_staged(true);
+  }
   retire_latency(Clock::now(), true);
   if (file_) file_->close();
   if (raw_) raw_->close();
@@ -112,6 +141,8 @@ void Worker::loop() {
 }
 
 void Worker::take_chunk(Chunk* c) {
+  PhaseScope phase(&phases_, Phase::chunk_scan);
+  sealed_high_ = std::max(sealed_high_, ring_.sealed_approx() + 1);
   Slicer& slicer = *engine_->slicer;
   const ChunkSummary& sum = c->summary;
   std::uint64_t last_time = 0;
@@ -125,8 +156,15 @@ void Worker::take_chunk(Chunk* c) {
     if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
   }
   // Raw capture: the frames as received, before the slicer drops or holds any.
-  if (raw_) raw_->write(c->frames(), c->frame_count);
-  const std::uint64_t ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
+  if (raw_) {
+    PhaseScope p(&phases_, Phase::raw_capture);
+    raw_->write(c->frames(), c->frame_count);
+  }
+  std::uint64_t ticket = 0;
+  {
+    PhaseScope p(&phases_, Phase::slicer_push);
+    ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
+  }
   if (pending_count_ == pending_.size()) {
     // More chunks in the slicer than entries (it is far behind): the newest joins the last
     // entry, whose older arrival time makes its sample an upper bound.
@@ -142,6 +180,7 @@ void Worker::take_chunk(Chunk* c) {
   } else {
     staging_[(staging_head_ + staging_count_) % staging_.size()] = {c, ticket};
     ++staging_count_;
+    staging_high_ = std::max(staging_high_, staging_count_);
   }
 }
 
@@ -176,6 +215,7 @@ void Worker::retire_latency(Clock::time_point now, bool all) {
 }
 
 void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
+  PhaseScope phase(&phases_, Phase::publish);
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
   if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
@@ -197,6 +237,7 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
 }
 
 void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
+  PhaseScope phase(&phases_, Phase::run_end);
   if (reason == RunEnd::clock_reset)
     spdlog::info("run {} ended: the scanner's clock was reset (every live source sent frames "
                  "more than stream.max_future_ps before the horizon, and nothing else, for "
@@ -215,6 +256,7 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
 }
 
 void Worker::apply_reload() {
+  PhaseScope phase(&phases_, Phase::reload);
   std::optional<Settings> reread;
   {
     std::lock_guard lock(reload_mutex_);
@@ -230,13 +272,19 @@ void Worker::apply_reload() {
   }
   // The slicer cannot change windows in the middle of a run: finish this run, then start a
   // new one (new run_id) with a new slicer and backend.
-  engine_->slicer->finish();
-  release_staged(true);  // the tickets are the old backend's
+  {
+    PhaseScope p(&phases_, Phase::finish);
+    engine_->slicer->finish();
+  }
+  {
+    PhaseScope p(&phases_, Phase::release);
+    release_staged(true);  // the tickets are the old backend's
+  }
   retire_latency(Clock::now(), true);
   const std::uint64_t next_run = last_run_ + 1;
   try {
     auto next = std::make_unique<Engine>(plan.applied, engine_->calibration, backend_kind_,
-                                         *this, counters_);
+                                         *this, counters_, phases_);
     engine_.reset();
     engine_ = std::move(next);
     run_base_ = next_run;
@@ -251,6 +299,7 @@ void Worker::apply_reload() {
 }
 
 void Worker::tick(Clock::time_point now, bool force_rates) {
+  PhaseScope phase(&phases_, Phase::tick);
   if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_) {
     notify_watchdog();
     last_watchdog_ = now;
@@ -270,8 +319,9 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
 // The `histograms` message of the running backend (DESIGN section 7); at the end of a run
 // also a file next to the list-mode files (output.file.enabled).
 void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
+  PhaseScope phase(&phases_, Phase::histograms);
   const Settings& s = engine_->settings;
-  const HistogramSet* h = engine_->backend->histograms();
+  const HistogramSet* h = engine_->timed->histograms();
   if (!h) return;
   encode_histogram_file(*h, s, run_id,
                         histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_),
@@ -302,12 +352,15 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
 }
 
 void Worker::publish_rates(Clock::time_point now) {
+  PhaseScope phase(&phases_, Phase::rates);
   RatesSnapshot s;
   s.time_unix_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count());
-  s.uptime_s = std::chrono::duration<double>(now - started_).count();
+  // Read after the phases were last charged: they add up to no more than worker_s.
+  const Clock::time_point at = Clock::now();
+  s.uptime_s = std::chrono::duration<double>(at - started_).count();
   s.interval_s = std::chrono::duration<double>(now - last_rates_).count();
   s.backend = engine_->backend->name();
   s.run_id = published_run_id(engine_->slicer->run_id());
@@ -316,6 +369,9 @@ void Worker::publish_rates(Clock::time_point now) {
   s.temperature_degC = temperature_degC_.data();
   s.ring_chunks = ring_.chunk_count();
   s.ring_free = ring_.free_approx();
+  s.ring_used_max = ring_.take_used_high();
+  s.sealed_max = std::exchange(sealed_high_, 0);
+  s.staging_max = std::exchange(staging_high_, staging_count_);
   s.pending_frames = engine_->slicer->pending_frames();
   s.latency = latency_.take();
   const RandomsSettings randoms = RandomsSettings::from(engine_->settings);
@@ -327,7 +383,18 @@ void Worker::publish_rates(Clock::time_point now) {
         static_cast<double>(horizon - from) * engine_->settings.scanner.tick_ps * 1e-12;
   if (run_first_prompt_) rates_horizon_ = horizon;
   last_rates_ = now;
+  s.phases = &phases_;
+  s.worker_s = phases_.wall_seconds(at);
+  rusage usage{};
+  if (getrusage(RUSAGE_THREAD, &usage) == 0) {
+    auto seconds = [](const timeval& tv) {
+      return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
+    };
+    s.worker_cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
+    s.worker_involuntary_switches = static_cast<std::uint64_t>(usage.ru_nivcsw);
+  }
   const std::string& json = rates_.build(s);
+  phases_.take_interval_max();
   MessageHeader h;
   h.kind = 0;
   h.message_id = rates_message_id_++;
@@ -335,6 +402,19 @@ void Worker::publish_rates(Clock::time_point now) {
   publisher_.send(topic::rates, h, json.data(), json.size());
   notify_status(rates_.summary());
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
+}
+
+std::string Worker::phase_report() const {
+  std::string out = fmt::format("{:.3f} s of wall time", phases_.wall_seconds());
+  for (std::size_t i = 0; i < kPhaseCount; ++i) {
+    const auto p = static_cast<Phase>(i);
+    const PhaseTimer::Stats& st = phases_.stats(p);
+    if (st.calls == 0) continue;
+    fmt::format_to(std::back_inserter(out), ", {} {:.3f} s {} calls max {:.2f} ms", phase_name(p),
+                   static_cast<double>(st.total_ns) * 1e-9, st.calls,
+                   static_cast<double>(st.max_ns) * 1e-6);
+  }
+  return out;
 }
 
 std::string Worker::final_report() const {

@@ -17,6 +17,7 @@
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/output.h"
+#include "core/phase_timer.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/file_sink.h"
@@ -48,6 +49,9 @@ class Worker final : public ResultSink {
   // process to stop with SIGTERM; petdaqd then exits 1 so that systemd restarts it.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   std::string final_report() const;
+  // One line: each worker phase's seconds, calls and longest call over the whole run (for the
+  // log at exit; the rates document has the same per interval). After stop() only.
+  std::string phase_report() const;
 
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
@@ -82,6 +86,9 @@ class Worker final : public ResultSink {
   std::uint64_t last_run_ = run_base_;
 
   RatesReporter rates_;
+  // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
+  // on the worker thread only (phase_report() once it is joined).
+  PhaseTimer phases_;
   LatencyWindow latency_;
   std::vector<double> temperature_degC_;
   std::uint64_t rates_message_id_ = 0;
@@ -120,6 +127,10 @@ class Worker final : public ResultSink {
   std::vector<Staging> staging_;
   std::size_t staging_head_ = 0;
   std::size_t staging_count_ = 0;
+  // High-water marks since the last rates document: sealed chunks waiting (the one taken
+  // included) when the worker takes one, and chunks in staging_.
+  std::size_t sealed_high_ = 0;
+  std::size_t staging_high_ = 0;
 
   std::thread thread_;
   std::atomic<bool> stop_{false};

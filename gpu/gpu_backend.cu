@@ -26,6 +26,7 @@
 #include "core/chunk_summary.h"
 #include "core/frame_source.h"
 #include "core/histograms.h"
+#include "core/phase_timer.h"
 #include "core/settings.h"
 #include "gpu/cuda_support.h"
 #include "gpu/gpu_stage_times.h"
@@ -145,6 +146,8 @@ class GpuBackend final : public Backend {
   };
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
   std::uint64_t count_taken(std::uint64_t bound);
+  void enqueue_partition(Slot& slot, std::uint64_t bound, bool drop);
+  std::uint64_t read_partition_count();
   std::uint64_t stage_probe(std::uint64_t ticket) const;
 
   std::size_t max_slice_frames_;
@@ -187,13 +190,16 @@ class GpuBackend final : public Backend {
   device_unique_ptr<std::uint8_t> d_partition_temp_;
   std::size_t partition_temp_bytes_ = 0;
   device_unique_ptr<unsigned long long> d_partition_counts_;
-  // count_taken_kernel's result: counted in device memory (atomics to mapped host memory
-  // would cross the bus once per block), then copied to pinned host memory.
+  // count_taken_kernel's result, or the partition's count of the frames it took: counted in
+  // device memory (atomics to mapped host memory would cross the bus once per block), then
+  // copied to pinned host memory.
   device_unique_ptr<unsigned long long> d_taken_;
   pinned_unique_ptr<unsigned long long> h_taken_;
   cuda::Event staged_event_[kStageEvents];
   std::uint64_t tickets_ = 0;
   std::uint64_t staged_through_ = 0;
+  // counted_: the count is on the host. partitioned_: the last submit's partition has read
+  // its input buffer, which the stage copies after the next submit overwrite.
   cuda::Event counted_, partitioned_;
 
   cuda::Stream copy_stream_, compute_stream_, out_stream_;
@@ -412,6 +418,31 @@ std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
   PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_taken_.get(), sizeof(unsigned long long),
                                     cudaMemcpyDeviceToHost, stream));
   PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
+  PhaseScope wait(phases_, Phase::count_wait);
+  wait_for(counted_.get(), next_submit_);
+  return h_taken_[0];
+}
+
+// The stage's frames below `bound` (and those with no source) to the slot, those at `bound`
+// dropped when `drop`, the rest to the other stage buffer, in order (the input buffer is
+// only read).
+void GpuBackend::enqueue_partition(Slot& slot, std::uint64_t bound, bool drop) {
+  std::size_t bytes = partition_temp_bytes_;
+  PETDAQ_CUDA_CHECK(partition_async(
+      d_partition_temp_.get(), bytes, reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()),
+      reinterpret_cast<uint4*>(slot.d_frames.get()),
+      reinterpret_cast<uint4*>(d_stage_[1 - stage_current_].get()), d_partition_counts_.get(),
+      static_cast<std::int64_t>(stage_count_), gpu::TakenBy{rule_, bound},
+      gpu::DroppedAt{rule_, bound, drop}, partition_stream_.get()));
+}
+
+// The count of frames the partition just queued took (its first output count).
+std::uint64_t GpuBackend::read_partition_count() {
+  cudaStream_t stream = partition_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_partition_counts_.get(),
+                                    sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
+  PhaseScope wait(phases_, Phase::partition_wait);
   wait_for(counted_.get(), next_submit_);
   return h_taken_[0];
 }
@@ -428,11 +459,34 @@ void GpuBackend::submit(const SliceRequest& request) {
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy_stream_.get()));
   PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.copy_begin.get(), 0));
 
-  // The bound, and the split of core/backend.h when more frames are below it than a slice
-  // holds: the largest bound below which at most max_slice_frames are taken (the
-  // (m+1)-th smallest raw time), found by bisection on counts.
+  // The stage copies queued after this submit write into the buffer the last partition read.
+  if (next_submit_ > 0)
+    PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), partitioned_.get(), 0));
+
+  // The host needs the count of frames the slice takes before it can queue the compute. The
+  // fewest waits for it:
+  // * no bound (a final slice): every staged frame, known without the device;
+  // * at most max_slice_frames staged: no split is possible and the slot holds whatever the
+  //   partition takes, so the partition runs at once and its own count is the one waited for;
+  // * more staged (a backlog; rare): counted first, since the partition's output must fit the
+  //   slot.
+  // Then the split of core/backend.h when more frames are below the bound than a slice
+  // holds: the largest bound below which at most max_slice_frames are taken (the (m+1)-th
+  // smallest raw time), found by bisection on counts.
   std::uint64_t bound = request.final ? kNoBound : request.bound;
-  std::uint64_t taken = count_taken(bound);
+  bool partitioned = false;
+  std::uint64_t taken = 0;
+  if (bound == kNoBound) {
+    taken = stage_count_;
+  } else if (stage_count_ <= max_slice_frames_) {
+    if (stage_count_ > 0) {
+      enqueue_partition(slot, bound, false);
+      partitioned = true;
+      taken = read_partition_count();
+    }
+  } else {
+    taken = count_taken(bound);
+  }
   bool split = false;
   bool drop = false;
   std::uint64_t dropped = 0;
@@ -451,16 +505,9 @@ void GpuBackend::submit(const SliceRequest& request) {
       dropped = count_taken(bound + 1);
     }
   }
-  if (stage_count_ > 0) {
-    std::size_t bytes = partition_temp_bytes_;
-    PETDAQ_CUDA_CHECK(partition_async(
-        d_partition_temp_.get(), bytes, reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()),
-        reinterpret_cast<uint4*>(slot.d_frames.get()),
-        reinterpret_cast<uint4*>(d_stage_[1 - stage_current_].get()), d_partition_counts_.get(),
-        static_cast<std::int64_t>(stage_count_), gpu::TakenBy{rule_, bound},
-        gpu::DroppedAt{rule_, bound, drop}, partition));
-  }
+  if (stage_count_ > 0 && !partitioned) enqueue_partition(slot, bound, drop);
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(partitioned_.get(), partition));
   stage_count_ -= taken + dropped;
   stage_current_ = 1 - stage_current_;
   slot.frames_taken = taken;
@@ -625,7 +672,10 @@ const HistogramSet* GpuBackend::histograms() {
 const SliceResult& GpuBackend::collect() {
   if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
   Slot& slot = slots_[next_collect_ % kSlicesInFlight];
-  wait_for(slot.done.get(), slot.slice_id);
+  {
+    PhaseScope wait(phases_, Phase::collect_wait);
+    wait_for(slot.done.get(), slot.slice_id);
+  }
   // Only now is the number of records known on the host: copy exactly those, on a stream
   // of their own, while the compute stream goes on with the slices behind this one.
   const SliceSummary& summary = slot.h_summary[0];
@@ -644,7 +694,10 @@ const SliceResult& GpuBackend::collect() {
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_singles.get(), slot.d_singles.get(),
                                       resolved * sizeof(Single), cudaMemcpyDeviceToHost, out));
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
-  wait_for(slot.out_end.get(), slot.slice_id);
+  {
+    PhaseScope wait(phases_, Phase::copy_out_wait);
+    wait_for(slot.out_end.get(), slot.slice_id);
+  }
   ++next_collect_;
 
   const SliceSummary& sum = summary;

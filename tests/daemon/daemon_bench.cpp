@@ -18,10 +18,13 @@
 #include <atomic>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
@@ -67,6 +70,53 @@ Snapshot snapshot(const std::string& j) {
           json_counter(j, "rx.ring_full"), json_counter(j, "stream.late"),
           json_counter(j, "out.zmq_refused"), json_counter(j, "stream.slices"),
           json_counter(j, "stream.split_slices")};
+}
+
+// The worker's phases between two rates documents `a` and `b` (docs/daemon.md, "Worker
+// phases"), one line each: seconds and share of the worker's wall time, calls, mean and
+// longest call, and the calls of 1 ms or more by log2 bucket. `between` are the documents
+// after `a` up to `b`: the longest calls and the ring's high-water mark come from them.
+void print_phases(const nlohmann::ordered_json& a, const nlohmann::ordered_json& b,
+                  const std::vector<nlohmann::ordered_json>& between) {
+  if (!a.contains("worker") || !b.contains("worker")) return;
+  const double wall_s = b["worker"]["seconds"].get<double>() - a["worker"]["seconds"].get<double>();
+  std::size_t ring_used_max = 0, sealed_max = 0, staging_max = 0;
+  for (const auto& j : between) {
+    ring_used_max = std::max(ring_used_max, j["queues"]["ring_used_max"].get<std::size_t>());
+    sealed_max = std::max(sealed_max, j["queues"]["sealed_max"].get<std::size_t>());
+    staging_max = std::max(staging_max, j["queues"]["staging_max"].get<std::size_t>());
+  }
+  std::printf("    worker %.3f s, on a core %.3f s, %llu involuntary context switches; ring used "
+              "max %zu of %zu chunks (sealed, waiting for the worker: max %zu; copy not done: "
+              "max %zu)\n",
+              wall_s, b["worker"]["cpu_seconds"].get<double>() - a["worker"]["cpu_seconds"].get<double>(),
+              static_cast<unsigned long long>(b["worker"]["involuntary_switches"].get<std::uint64_t>() -
+                                              a["worker"]["involuntary_switches"].get<std::uint64_t>()),
+              ring_used_max, b["queues"]["ring_chunks"].get<std::size_t>(), sealed_max, staging_max);
+  std::printf("    %-16s %9s %6s %9s %9s %9s  %s\n", "phase", "seconds", "share", "calls",
+              "mean_us", "max_ms", "calls >= 1 ms by bucket (lower bound ms:calls)");
+  for (const auto& [name, pb] : b["worker"]["phases"].items()) {
+    const auto& pa = a["worker"]["phases"][name];
+    const std::uint64_t calls = pb["calls"].get<std::uint64_t>() - pa["calls"].get<std::uint64_t>();
+    if (calls == 0) continue;
+    const double sec = pb["seconds"].get<double>() - pa["seconds"].get<double>();
+    double max_ms = 0;
+    for (const auto& j : between)
+      max_ms = std::max(max_ms, j["worker"]["phases"][name]["max_ms"].get<double>());
+    std::string tail;
+    const auto& hb = pb["log2_us"];
+    const auto& ha = pa["log2_us"];
+    // Bucket k holds calls in [2^(k-1), 2^k) µs: from k = 11 they last 1.024 ms or more.
+    for (std::size_t k = 11; k < hb.size(); ++k) {
+      const std::uint64_t n = hb[k].get<std::uint64_t>() - ha[k].get<std::uint64_t>();
+      if (n == 0) continue;
+      const long long lower_ms = std::llround(std::ldexp(1.0, static_cast<int>(k) - 1) / 1000.0);
+      tail += (tail.empty() ? "" : " ") + std::to_string(lower_ms) + ":" + std::to_string(n);
+    }
+    std::printf("    %-16s %9.3f %5.1f%% %9llu %9.1f %9.2f  %s\n", name.c_str(), sec,
+                wall_s > 0 ? 100.0 * sec / wall_s : 0.0, static_cast<unsigned long long>(calls),
+                sec / static_cast<double>(calls) * 1e6, max_ms, tail.empty() ? "-" : tail.c_str());
+  }
 }
 
 std::uint64_t unix_ns() {
@@ -292,7 +342,8 @@ int main(int argc, char** argv) {
   auto trial = [&](double rate_fps) {
     Trial t;
     t.rate_fps = rate_fps;
-    const Snapshot before = snapshot(settle());
+    const std::string before_json = settle();
+    const Snapshot before = snapshot(before_json);
     const double datagrams_per_s = rate_fps / kFramesPerDatagram;
     const auto start = std::chrono::steady_clock::now();
     const std::size_t first_message = sub.messages().size();
@@ -311,6 +362,21 @@ int main(int argc, char** argv) {
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     const std::string after_json = settle();
     const Snapshot after = snapshot(after_json);
+    // The worker's phases over the sending: from the document before it to the first one
+    // after it.
+    const nlohmann::ordered_json phases_from = nlohmann::ordered_json::parse(before_json);
+    nlohmann::ordered_json phases_to = nlohmann::ordered_json::parse(after_json);
+    std::vector<nlohmann::ordered_json> phases_between;
+    for (const auto& m : sub.messages()) {
+      nlohmann::ordered_json j = nlohmann::ordered_json::parse(m.body.begin(), m.body.end());
+      const auto at = j["time_unix_ns"].get<std::uint64_t>();
+      if (at <= phases_from["time_unix_ns"].get<std::uint64_t>()) continue;
+      phases_between.push_back(j);
+      if (at >= send_end_ns) {
+        phases_to = std::move(j);
+        break;
+      }
+    }
     t.received_frames = after.frames - before.frames;
     t.kernel_drops = after.kernel - before.kernel;
     t.ring_full = after.ring - before.ring;
@@ -344,6 +410,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(t.ring_full), static_cast<unsigned long long>(t.late),
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
                 static_cast<unsigned long long>(t.splits), t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+    print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
     return t;
   };
@@ -389,6 +456,10 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   std::printf("load average at the end: %s", cpu);
+  // The whole run's phases, as petdaqd logged them at exit.
+  const std::string log = d.log();
+  if (const auto at = log.find("worker phases: "); at != std::string::npos)
+    std::printf("petdaqd %s\n", log.substr(at, log.find('\n', at) - at).c_str());
   const double target = backend == "gpu" ? kGpuTargetFramesPerS : kCpuTargetFramesPerS;
   if (!best) {
     std::printf("no rate without loss from %.2f M frames/s\n", start_mfps);

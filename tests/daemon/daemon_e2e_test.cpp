@@ -17,6 +17,7 @@
 #include <set>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/output.h"
 #include "core/test_scanner.h"
@@ -107,6 +108,61 @@ void expect_no_drops(const std::string& rates) {
     EXPECT_EQ(json_counter(rates, c), 0u) << c;
 }
 
+// The worker's phases in the last rates document (docs/daemon.md, "Worker phases"): they add
+// up to no more than the worker's wall time and cover nearly all of it, every phase a run
+// must pass through was called, the publish and slice phases were called once per published
+// batch and per slice, and each histogram holds its phase's calls. The ring's high-water mark
+// stays within the ring and saw the chunks the run used.
+void expect_worker_phases(const std::vector<Published>& messages, std::size_t batches) {
+  std::size_t ring_used_max = 0, sealed_max = 0, staging_max = 0, ring_chunks = 0;
+  nlohmann::json last;
+  for (const Published& p : messages) {
+    if (p.topic != topic::rates) continue;
+    last = nlohmann::json::parse(p.body.begin(), p.body.end());
+    ring_used_max = std::max(ring_used_max, last["queues"]["ring_used_max"].get<std::size_t>());
+    sealed_max = std::max(sealed_max, last["queues"]["sealed_max"].get<std::size_t>());
+    staging_max = std::max(staging_max, last["queues"]["staging_max"].get<std::size_t>());
+    ring_chunks = last["queues"]["ring_chunks"].get<std::size_t>();
+  }
+  ASSERT_TRUE(last.contains("worker"));
+  EXPECT_GE(ring_used_max, 1u);
+  EXPECT_LE(ring_used_max, ring_chunks);
+  EXPECT_GE(sealed_max, 1u);  // every chunk was sealed before the worker took it
+  EXPECT_LE(sealed_max, ring_chunks);
+  EXPECT_LE(staging_max, ring_chunks);
+  const double wall_s = last["worker"]["seconds"].get<double>();
+  EXPECT_GT(wall_s, 0.0);
+  EXPECT_LE(wall_s, last["uptime_s"].get<double>());
+  // One thread's CPU time fits in its wall time (with the kernel's accounting granularity).
+  EXPECT_GT(last["worker"]["cpu_seconds"].get<double>(), 0.0);
+  EXPECT_LE(last["worker"]["cpu_seconds"].get<double>(), wall_s + 0.02);
+  double sum_s = 0;
+  for (const auto& [name, phase] : last["worker"]["phases"].items()) {
+    const double s = phase["seconds"].get<double>();
+    EXPECT_GE(s, 0.0) << name;
+    sum_s += s;
+    std::uint64_t in_buckets = 0;
+    for (const auto& n : phase["log2_us"]) in_buckets += n.get<std::uint64_t>();
+    EXPECT_EQ(in_buckets, phase["calls"].get<std::uint64_t>()) << name;
+    EXPECT_LE(phase["max_ms"].get<double>(), phase["max_ms_since_start"].get<double>()) << name;
+    EXPECT_LE(phase["max_ms_since_start"].get<double>() * 1e-3, s + 1e-12) << name;
+  }
+  EXPECT_LE(sum_s, wall_s + 1e-9);
+  EXPECT_GE(sum_s, 0.9 * wall_s);
+  const auto& phases = last["worker"]["phases"];
+  for (const char* name : {"wait_chunk", "chunk_scan", "slicer_push", "backend_stage", "release",
+                           "slicer_poll", "latency", "submit", "collect", "publish", "rates",
+                           "tick", "finish", "loop"})
+    EXPECT_GT(phases[name]["calls"].get<std::uint64_t>(), 0u) << name;
+  const std::uint64_t slices = last["counters"]["stream.slices"].get<std::uint64_t>();
+  EXPECT_EQ(phases["submit"]["calls"].get<std::uint64_t>(), slices);
+  EXPECT_EQ(phases["collect"]["calls"].get<std::uint64_t>(), slices);
+  EXPECT_EQ(phases["publish"]["calls"].get<std::uint64_t>(), batches);
+  // The CPU backend waits on no device.
+  EXPECT_EQ(phases["count_wait"]["calls"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(phases["partition_wait"]["calls"].get<std::uint64_t>(), 0u);
+}
+
 class EndToEnd : public ::testing::TestWithParam<Framing> {};
 
 TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
@@ -161,6 +217,8 @@ TEST_P(EndToEnd, SameCoincidencesAsOfflineAndNothingLost) {
   EXPECT_NE(rates.find("\"randoms_method\":\""), std::string::npos) << rates;
   EXPECT_NE(rates.find("\"randoms_singles_rate\":"), std::string::npos) << rates;
   EXPECT_NE(d->log().find("final counters: rx.datagrams="), std::string::npos);
+  expect_worker_phases(messages, prompts.messages);
+  EXPECT_NE(d->log().find("worker phases: "), std::string::npos);
 
   // The files hold exactly the published coincidence messages, in order.
   std::vector<std::filesystem::path> files;

@@ -413,7 +413,30 @@ bool has_type(const nlohmann::json& v, const std::string& type) {
       if (!e.is_number() && !(e.is_null() && type.ends_with("or null"))) return false;
     return true;
   }
+  if (type == "array of integer") {
+    if (!v.is_array()) return false;
+    for (const auto& e : v)
+      if (!e.is_number_integer()) return false;
+    return true;
+  }
   return false;
+}
+
+// Checks every leaf of `doc` under `prefix` against the schema; the members of `counters` and
+// `worker.phases` are written `<name>` there.
+void check_leaves(const nlohmann::json& doc, const std::string& prefix,
+                  const std::map<std::string, std::string>& schema, std::set<std::string>& seen) {
+  const bool named = prefix == "counters." || prefix == "worker.phases.";
+  for (const auto& [key, value] : doc.items()) {
+    const std::string path = prefix + (named ? "<name>" : key);
+    if (!schema.count(path) && value.is_object()) {
+      check_leaves(value, path + ".", schema, seen);
+      continue;
+    }
+    ASSERT_TRUE(schema.count(path)) << path << " is published but not in DESIGN section 7";
+    EXPECT_TRUE(has_type(value, schema.at(path))) << path << " is not " << schema.at(path);
+    seen.insert(path);
+  }
 }
 
 TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
@@ -434,26 +457,45 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   snap.temperature_degC = temperatures;
   snap.ring_chunks = 64;
   snap.ring_free = 60;
+  snap.ring_used_max = 7;
+  snap.sealed_max = 5;
+  snap.staging_max = 2;
+  // A worker that spent 3 ms waiting for a chunk, then 2 ms in a submit of which 1.5 ms was
+  // a count wait.
+  const PhaseTimer::Clock::time_point t0{};
+  PhaseTimer phases(t0);
+  phases.enter(Phase::wait_chunk, t0);
+  phases.leave(t0 + 3ms);
+  phases.enter(Phase::submit, t0 + 3ms);
+  phases.enter(Phase::count_wait, t0 + 3250us);
+  phases.leave(t0 + 4750us);
+  phases.leave(t0 + 5ms);
+  snap.phases = &phases;
+  snap.worker_s = phases.wall_seconds(t0 + 6ms);
+  snap.worker_cpu_s = 0.004;
+  snap.worker_involuntary_switches = 3;
   const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
 
   // Every leaf of the document is in the table with its type, and nothing in the table is
   // missing from the document.
   std::set<std::string> seen;
-  for (const auto& [key, value] : doc.items()) {
-    if (value.is_object()) {
-      for (const auto& [member, v] : value.items()) {
-        const std::string path = key == "counters" ? "counters.<name>" : key + "." + member;
-        ASSERT_TRUE(schema.count(path)) << path << " is published but not in DESIGN section 7";
-        EXPECT_TRUE(has_type(v, schema.at(path))) << path << " is not " << schema.at(path);
-        seen.insert(path);
-      }
-    } else {
-      ASSERT_TRUE(schema.count(key)) << key << " is published but not in DESIGN section 7";
-      EXPECT_TRUE(has_type(value, schema.at(key))) << key << " is not " << schema.at(key);
-      seen.insert(key);
-    }
-  }
+  check_leaves(doc, "", schema, seen);
   for (const auto& [path, type] : schema) EXPECT_TRUE(seen.count(path)) << path << " is missing";
+  ASSERT_EQ(doc["worker"]["phases"].size(), kPhaseCount);
+  const auto& submit = doc["worker"]["phases"]["submit"];
+  EXPECT_NEAR(submit["seconds"].get<double>(), 0.0005, 1e-12);
+  EXPECT_EQ(submit["calls"], 1);
+  EXPECT_NEAR(submit["max_ms"].get<double>(), 0.5, 1e-9);
+  EXPECT_EQ(submit["log2_us"][9], 1);  // 500 µs in [256, 512)
+  EXPECT_NEAR(doc["worker"]["phases"]["count_wait"]["seconds"].get<double>(), 0.0015, 1e-12);
+  EXPECT_NEAR(doc["worker"]["phases"]["wait_chunk"]["max_ms_since_start"].get<double>(), 3.0, 1e-9);
+  EXPECT_EQ(doc["worker"]["phases"]["loop"]["calls"], 0);
+  EXPECT_DOUBLE_EQ(doc["worker"]["seconds"].get<double>(), 0.006);
+  EXPECT_DOUBLE_EQ(doc["worker"]["cpu_seconds"].get<double>(), 0.004);
+  EXPECT_EQ(doc["worker"]["involuntary_switches"], 3);
+  EXPECT_EQ(doc["queues"]["ring_used_max"], 7);
+  EXPECT_EQ(doc["queues"]["sealed_max"], 5);
+  EXPECT_EQ(doc["queues"]["staging_max"], 2);
 
   // The values: every counter by name, rates over the interval, null for an unknown temperature.
   ASSERT_EQ(doc["counters"].size(), kCounterCount);
@@ -504,8 +546,10 @@ TEST(HostRing, ChunksCirculateAndRunOut) {
   LockedPageAllocator alloc;
   HostRing ring(1 << 16, 3, 1, alloc);
   auto token = ring.make_sealed_token();
+  EXPECT_EQ(ring.take_used_high(), 0u);
   Chunk* a = ring.try_acquire();
   Chunk* b = ring.try_acquire();
+  EXPECT_EQ(ring.take_used_high(), 2u);
   Chunk* c = ring.try_acquire();
   ASSERT_TRUE(a && b && c);
   EXPECT_EQ(ring.try_acquire(), nullptr);  // all taken: the receiver would drop
@@ -515,6 +559,9 @@ TEST(HostRing, ChunksCirculateAndRunOut) {
   EXPECT_EQ(ring.try_sealed(), nullptr);
   ring.release(a);
   EXPECT_EQ(a->frame_count, 0u);
+  // The high-water mark of the interval: the full ring, though one chunk is free again.
+  EXPECT_EQ(ring.take_used_high(), 3u);
+  EXPECT_EQ(ring.take_used_high(), 2u);  // a new interval starts at what is in use now
   EXPECT_EQ(ring.try_acquire(), a);
   EXPECT_EQ(a->summary.frames, 0u);
 }

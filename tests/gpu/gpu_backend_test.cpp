@@ -16,6 +16,7 @@
 #include "core/calibration.h"
 #include "core/coincidence.h"
 #include "core/cpu_backend.h"
+#include "core/phase_timer.h"
 #include "core/settings.h"
 #include "gpu/gpu_backend.h"
 #include "proto/bytes.h"
@@ -540,6 +541,101 @@ TEST_F(GpuBackendTest, TwoRunsWithAClockReset) {
     requests.push_back(r);
   }
   expect_same(s, cal, frames, requests);
+}
+
+// The host waits of submit(): none for a slice with no bound, one (the partition's own
+// count) while at most max_slice_frames are staged, a count before the partition when more
+// are, and the bisection's counts when the slice splits. The results stay the CPU's.
+TEST_F(GpuBackendTest, HostWaitsOnlyWhereTheCountIsUnknown) {
+  Settings s = small_scanner();  // max_slice_frames 4096
+  const Calibration cal = small_calibration(s, true, 31);
+  StreamShape shape;
+  shape.frames = 10'000;
+  const auto frames = make_stream(shape, 32);
+  // The bound before frame i: the earliest time from there on (corrupt times aside).
+  auto bound_at = [&](std::size_t i) {
+    std::uint64_t b = kMaxTime;
+    for (std::size_t k = i; k < frames.size(); ++k)
+      if (frame_time(frames[k].bytes) <= kMaxTime) b = std::min(b, frame_time(frames[k].bytes));
+    return b;
+  };
+  struct Step {
+    std::size_t begin, end;  // frames staged before the submit
+    std::uint64_t bound;
+    bool final;
+  };
+  // At most max_slice_frames staged between two submits (core/backend.h); what a slice
+  // leaves staged adds up.
+  const Step steps[] = {
+      {0, 1000, bound_at(1000), false},     // 1 000 staged: partition at once, one wait
+      {1000, 4000, bound_at(1500), false},  // 3 000 staged: the same; ~2 500 stay
+      {4000, 7000, bound_at(3000), false},  // ~5 500 staged, ~1 500 below: count, partition
+      {7000, 9000, bound_at(9000), false},  // ~6 000 staged, all below: count and bisection
+      {9000, 10'000, 0, true},              // ~3 000 staged, no bound: no wait
+  };
+  const std::uint32_t bdm_count = Geometry::from(s.scanner).bdm_count();
+  std::vector<std::uint64_t> partition_waits_after, count_waits_after;
+  auto run = [&](Backend& backend, PhaseTimer* timer, std::size_t& splits) {
+    std::vector<SliceOut> out;
+    auto collect_one = [&] {
+      const SliceResult& r = backend.collect();
+      splits += r.split ? 1 : 0;
+      out.push_back(copy_result(r, bdm_count));
+    };
+    std::uint64_t id = 0;
+    for (const Step& st : steps) {
+      if (backend.in_flight() == backend.max_in_flight()) collect_one();
+      backend.wait_staged(backend.stage(frames.data() + st.begin, st.end - st.begin));
+      SliceRequest r;
+      r.slice_id = id++;
+      r.bound = st.bound;
+      r.final = st.final;
+      r.run_start = r.slice_id == 0;
+      backend.submit(r);
+      if (timer) {
+        partition_waits_after.push_back(timer->stats(Phase::partition_wait).calls);
+        count_waits_after.push_back(timer->stats(Phase::count_wait).calls);
+      }
+    }
+    while (backend.in_flight() > 0) collect_one();
+    return out;
+  };
+  CpuBackend cpu(s, cal);
+  const auto gpu = make_gpu_backend(s, cal);
+  PhaseTimer timer;
+  gpu->set_phase_timer(&timer);
+  std::size_t cpu_splits = 0, gpu_splits = 0;
+  const auto want = run(cpu, nullptr, cpu_splits);
+  const auto got = run(*gpu, &timer, gpu_splits);
+  EXPECT_EQ(gpu_splits, cpu_splits);
+  ASSERT_EQ(partition_waits_after.size(), 5u);
+  ASSERT_EQ(count_waits_after.size(), 5u);
+  // Partition waits: the first two slices; count waits: the third (one), the fourth (a
+  // count, the bisection's counts, the count at the new bound); the last slice: none.
+  const std::vector<std::uint64_t> partition_want = {1, 2, 2, 2, 2};
+  EXPECT_EQ(partition_waits_after, partition_want);
+  EXPECT_EQ(count_waits_after[0], 0u);
+  EXPECT_EQ(count_waits_after[1], 0u);
+  EXPECT_EQ(count_waits_after[2], 1u);
+  EXPECT_GT(count_waits_after[3], 3u);
+  EXPECT_EQ(count_waits_after[4], count_waits_after[3]);
+  EXPECT_EQ(timer.stats(Phase::collect_wait).calls, 5u);
+  EXPECT_EQ(timer.stats(Phase::copy_out_wait).calls, 5u);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    SCOPED_TRACE("slice " + std::to_string(i));
+    EXPECT_EQ(got[i].t_begin, want[i].t_begin);
+    EXPECT_EQ(got[i].t_end, want[i].t_end);
+    EXPECT_EQ(got[i].carry, want[i].carry);
+    EXPECT_EQ(got[i].prompts, want[i].prompts);
+    EXPECT_EQ(got[i].delayed, want[i].delayed);
+    for (std::size_t c = 0; c < kCounterCount; ++c)
+      EXPECT_EQ(got[i].counters.value[c], want[i].counters.value[c])
+          << counter_name(static_cast<Counter>(c));
+  }
+  // The cases were met: the fourth slice split, the last one took everything left.
+  ASSERT_EQ(want.size(), 5u);
+  EXPECT_EQ(cpu_splits, 1u);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "core/calibration.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
+#include "core/phase_timer.h"
 #include "core/settings.h"
 #include "gpu/cuda_support.h"
 #include "gpu/gpu_backend.h"
@@ -311,7 +312,10 @@ int bench(const Options& o) {
     // Throughput: the whole pool, slices overlapped, after one warm-up pass.
     const std::uint64_t slices = pool.count / slice_frames;
     run(*gpu, pool, slice_frames, std::min<std::uint64_t>(slices, 3), true, jitter_ticks);
+    PhaseTimer waits;  // the host's waits on the device (docs/daemon.md, "Worker phases")
+    gpu->set_phase_timer(&waits);
     const RunStats st = run(*gpu, pool, slice_frames, slices, true, jitter_ticks);
+    gpu->set_phase_timer(nullptr);
     const double fps = static_cast<double>(st.frames) / st.seconds;
     std::printf("gpu, %llu frames/slice: %llu slices, %llu frames in %.3f s = %.3f G frames/s; "
                 "%llu prompts, %llu delayed, records_overflow %llu, carry_overflow %llu\n",
@@ -320,6 +324,15 @@ int bench(const Options& o) {
                 static_cast<unsigned long long>(st.prompts), static_cast<unsigned long long>(st.delayed),
                 static_cast<unsigned long long>(st.records_overflow),
                 static_cast<unsigned long long>(st.carry_overflow));
+    auto wait_ms = [&](Phase p) {
+      return static_cast<double>(waits.stats(p).total_ns) * 1e-6 / static_cast<double>(slices);
+    };
+    std::printf("  host waits per slice: partition %.3f ms, count %.3f ms (%llu counts), slice "
+                "%.3f ms, records %.3f ms; of %.3f ms per slice\n",
+                wait_ms(Phase::partition_wait), wait_ms(Phase::count_wait),
+                static_cast<unsigned long long>(waits.stats(Phase::count_wait).calls),
+                wait_ms(Phase::collect_wait), wait_ms(Phase::copy_out_wait),
+                st.seconds * 1e3 / static_cast<double>(slices));
     rows.push_back({slice_frames, fps, stage, slices});
   }
 

@@ -1,0 +1,56 @@
+// The worker's backend as the slicer sees it: every call forwarded to the real backend, the
+// ones that may take time marked as worker phases (core/phase_timer.h). The real backend
+// gets the same timer for the host waits inside its calls.
+#pragma once
+
+#include "core/backend.h"
+#include "core/phase_timer.h"
+
+namespace petdaq::daemon {
+
+class TimedBackend final : public Backend {
+ public:
+  TimedBackend(Backend& inner, PhaseTimer& timer) : inner_(inner), timer_(timer) {
+    inner_.set_phase_timer(&timer_);
+  }
+  ~TimedBackend() override { inner_.set_phase_timer(nullptr); }
+  TimedBackend(const TimedBackend&) = delete;
+  TimedBackend& operator=(const TimedBackend&) = delete;
+
+  const char* name() const override { return inner_.name(); }
+  std::size_t max_slice_frames() const override { return inner_.max_slice_frames(); }
+  std::size_t max_staged_frames() const override { return inner_.max_staged_frames(); }
+  std::size_t max_in_flight() const override { return inner_.max_in_flight(); }
+  std::size_t in_flight() const override { return inner_.in_flight(); }
+
+  std::uint64_t stage(const RawFrame* frames, std::size_t count) override {
+    PhaseScope p(&timer_, Phase::backend_stage);
+    return inner_.stage(frames, count);
+  }
+  bool staged(std::uint64_t ticket) override {
+    PhaseScope p(&timer_, Phase::staged_poll);
+    return inner_.staged(ticket);
+  }
+  void wait_staged(std::uint64_t ticket) override {
+    PhaseScope p(&timer_, Phase::stage_wait);
+    inner_.wait_staged(ticket);
+  }
+  void submit(const SliceRequest& request) override {
+    PhaseScope p(&timer_, Phase::submit);
+    inner_.submit(request);
+  }
+  const SliceResult& collect() override {
+    PhaseScope p(&timer_, Phase::collect);
+    return inner_.collect();
+  }
+  const HistogramSet* histograms() override {
+    PhaseScope p(&timer_, Phase::histograms_copy);
+    return inner_.histograms();
+  }
+
+ private:
+  Backend& inner_;
+  PhaseTimer& timer_;
+};
+
+}  // namespace petdaq::daemon
