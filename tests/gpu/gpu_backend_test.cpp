@@ -547,11 +547,12 @@ TEST_F(GpuBackendTest, TwoRunsWithAClockReset) {
 // count) while at most max_slice_frames are staged, a count before the partition when more
 // are, and the bisection's counts when the slice splits. The results stay the CPU's.
 TEST_F(GpuBackendTest, HostWaitsOnlyWhereTheCountIsUnknown) {
-  Settings s = small_scanner();  // max_slice_frames 4096
-  const Calibration cal = small_calibration(s, true, 31);
+  const TestScanner sc;
+  Settings s = small_scanner(sc);  // max_slice_frames 4096
+  const Calibration cal = random_calibration(sc, true, 31);
   StreamShape shape;
   shape.frames = 10'000;
-  const auto frames = make_stream(shape, 32);
+  const auto frames = make_stream(sc.geometry(), shape, 32);
   // The bound before frame i: the earliest time from there on (corrupt times aside).
   auto bound_at = [&](std::size_t i) {
     std::uint64_t b = kMaxTime;
