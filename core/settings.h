@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/net_address.h"
 #include "proto/datagram.h"
 
 namespace petdaq {
@@ -112,9 +113,9 @@ struct StreamSettings {
 };
 
 struct InputSettings {
-  std::vector<std::string> endpoints = {"127.0.0.1:5600"};  // "address:port"
+  std::vector<UdpEndpoint> endpoints = {{0x7F000001u, 5600}};  // 127.0.0.1:5600
   Framing framing = Framing::raw;
-  std::vector<std::string> allowed_sources = {"127.0.0.0/8"};  // CIDR networks
+  std::vector<Ipv4Network> allowed_sources = {{0x7F000000u, 0xFF000000u}};  // 127.0.0.0/8
   std::uint64_t receive_buffer_bytes = 64u << 20;
   double flush_ms = 2.0;
   std::uint32_t receiver_threads = 1;

@@ -163,7 +163,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
 void apply_config(Options& o) {
   if (!o.config.empty()) {
     const Settings settings = load_settings(o.config);
-    if (o.to.empty()) o.to = settings.input.endpoints;
+    if (o.to.empty())
+      for (const UdpEndpoint& e : settings.input.endpoints) o.to.push_back(e.to_string());
     if (!o.tick_ps) o.tick_ps = settings.scanner.tick_ps;
   }
   if (o.to.empty()) o.to.emplace_back("127.0.0.1:5600");
