@@ -39,6 +39,10 @@ std::uint64_t ps_to_ticks(double ps, double tick_ps) {
   return static_cast<std::uint64_t>(std::llround(ps / tick_ps));
 }
 
+std::uint64_t max_future_ticks(const Settings& s) {
+  return ps_to_ticks(s.stream.max_future_ps, s.scanner.tick_ps);
+}
+
 namespace {
 struct Fnv1a {
   std::uint64_t h = 0xcbf29ce484222325ull;

@@ -231,6 +231,10 @@ Settings parse_settings(const std::string& yaml_text, const std::filesystem::pat
 // Duration in ps to ticks, rounded to the nearest tick (DESIGN section 5).
 std::uint64_t ps_to_ticks(double ps, double tick_ps);
 
+// stream.max_future_ps in ticks: a frame this far from the horizon is a time jump (the
+// slicer, the worker's warning), and a chunk spans at most half of it (core/chunk_summary.h).
+std::uint64_t max_future_ticks(const Settings& s);
+
 // A stable hash of the settings that shape the coincidence output (for the .plm header).
 std::uint64_t output_settings_hash(const Settings& s);
 

@@ -215,7 +215,7 @@ struct Slicer::Impl {
         bdm_count(Geometry::from(s.scanner).bdm_count()),
         rule(make_source_rule(s)),
         max_disorder_ticks(ps_to_ticks(s.stream.max_disorder_ps, s.scanner.tick_ps)),
-        max_future_ticks(ps_to_ticks(s.stream.max_future_ps, s.scanner.tick_ps)),
+        max_future_ticks(petdaq::max_future_ticks(s)),
         source_idle(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.source_idle_ms))),
         max_slice(std::chrono::duration_cast<Clock::duration>(

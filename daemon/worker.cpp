@@ -31,7 +31,7 @@ struct Worker::Engine {
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
     slicer = std::make_unique<Slicer>(settings, calibration, *backend, sink, counters);
-    max_future_ticks = ps_to_ticks(settings.stream.max_future_ps, settings.scanner.tick_ps);
+    max_future_ticks = petdaq::max_future_ticks(settings);
   }
 };
 
