@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/calibration.h"
 #include "core/geometry.h"
 
 namespace petdaq {
@@ -208,7 +207,7 @@ struct Slicer::Impl {
   std::uint64_t final_slice_id = kNoLimit;
   CounterDelta stream_delta;
 
-  Impl(const Settings& s, const Calibration&, Backend& b, ResultSink& out, Counters& c)
+  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c)
       : backend(b),
         sink(out),
         counters(c),
@@ -578,9 +577,8 @@ struct Slicer::Impl {
   }
 };
 
-Slicer::Slicer(const Settings& settings, const Calibration& calibration, Backend& backend,
-               ResultSink& sink, Counters& counters)
-    : impl_(std::make_unique<Impl>(settings, calibration, backend, sink, counters)) {}
+Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters)
+    : impl_(std::make_unique<Impl>(settings, backend, sink, counters)) {}
 
 Slicer::~Slicer() = default;
 

@@ -30,7 +30,7 @@ struct Worker::Engine {
   Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters)
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
-    slicer = std::make_unique<Slicer>(settings, calibration, *backend, sink, counters);
+    slicer = std::make_unique<Slicer>(settings, *backend, sink, counters);
     max_future_ticks = petdaq::max_future_ticks(settings);
   }
 };

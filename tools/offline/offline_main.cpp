@@ -249,7 +249,7 @@ int run(const Options& o) {
   HistogramFileSink histograms(settings, *backend, counters, o.histograms);
   SpanSink span(sink, histograms);
   histograms.span_from(&span);
-  Slicer slicer(settings, calibration, *backend, span, counters);
+  Slicer slicer(settings, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   // Two read buffers, alternating: one is read into while the backend copies the other. In
