@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/coincidence.h"
+#include "core/order.h"
 
 namespace petdaq {
 

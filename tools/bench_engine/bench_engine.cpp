@@ -24,6 +24,7 @@
 
 #include "core/coincidence.h"
 #include "core/geometry.h"
+#include "core/order.h"
 #include "core/settings.h"
 #include "tools/common/cli.h"
 
