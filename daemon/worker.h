@@ -16,7 +16,7 @@
 
 #include "core/calibration.h"
 #include "core/counters.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/file_sink.h"

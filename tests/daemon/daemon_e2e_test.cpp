@@ -18,7 +18,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
 

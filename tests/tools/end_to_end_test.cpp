@@ -3,7 +3,7 @@
 // and petdaq-sim are built; skips with a message otherwise.
 #include <gtest/gtest.h>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "tests/tools/process.h"
 
 namespace petdaq {

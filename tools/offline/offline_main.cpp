@@ -24,7 +24,7 @@
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "same_file.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"

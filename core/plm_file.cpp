@@ -1,4 +1,4 @@
-#include "core/output.h"
+#include "core/plm_file.h"
 
 #include <algorithm>
 #include <cerrno>
