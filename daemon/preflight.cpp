@@ -19,7 +19,7 @@
 #include <zmq.hpp>
 
 #include "daemon/curve.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 

@@ -12,7 +12,7 @@
 
 #include "core/histograms.h"
 #include "daemon/notify.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "proto/frame.h"
 
 namespace petdaq::daemon {

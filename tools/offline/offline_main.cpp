@@ -29,7 +29,7 @@
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "proto/datagram.h"
