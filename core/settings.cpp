@@ -1,3 +1,5 @@
+// Loading, hashing and naming the settings. The YAML walk behind parse_settings() is
+// core/settings_parse.cpp, its reader core/settings_reader.h.
 #include "core/settings.h"
 
 #include <cerrno>
@@ -5,8 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-// The YAML walk (parse_settings) is core/settings_parse.cpp.
 
 namespace petdaq {
 
@@ -70,34 +70,27 @@ std::uint64_t output_settings_hash(const Settings& s) {
   return f.h;
 }
 
-const char* to_string(WindowEdge e) { return e == WindowEdge::closed ? "closed" : "half_open"; }
-const char* to_string(WindowMode m) {
-  return m == WindowMode::first_open ? "first_open" : "every_single";
-}
-const char* to_string(Policy p) {
-  switch (p) {
-    case Policy::kill_multiples: return "kill_multiples";
-    case Policy::take_all_goods: return "take_all_goods";
-    case Policy::take_winner_of_goods: return "take_winner_of_goods";
-    case Policy::take_winner_if_good: return "take_winner_if_good";
-    case Policy::take_winner_if_all_good: return "take_winner_if_all_good";
-    case Policy::kill_all_if_multiple_goods: return "kill_all_if_multiple_goods";
+namespace {
+template <class E, std::size_t N>
+const char* name_of(const EnumNames<E, N>& names, E value) {
+  for (const auto& [name, v] : names) {
+    if (v == value) return name.data();  // the tables' names are string literals
   }
   return "?";
 }
+}  // namespace
+
+const char* to_string(WindowEdge e) { return name_of(kWindowEdgeNames, e); }
+const char* to_string(WindowMode m) { return name_of(kWindowModeNames, m); }
+const char* to_string(Policy p) { return name_of(kPolicyNames, p); }
+const char* to_string(BackendKind b) { return name_of(kBackendNames, b); }
+const char* to_string(Framing f) { return name_of(kFramingNames, f); }
+
 std::optional<BackendKind> parse_backend(std::string_view name) {
   for (const auto& [n, kind] : kBackendNames) {
     if (n == name) return kind;
   }
   return std::nullopt;
 }
-
-const char* to_string(BackendKind b) {
-  for (const auto& [name, kind] : kBackendNames) {
-    if (kind == b) return name.data();  // the table's names are string literals
-  }
-  return "?";
-}
-const char* to_string(Framing f) { return f == Framing::raw ? "raw" : "sequenced"; }
 
 }  // namespace petdaq

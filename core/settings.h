@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -78,6 +79,30 @@ enum class Policy : std::uint8_t {
   take_winner_if_all_good,
   kill_all_if_multiple_goods,
 };
+
+// The names the configuration gives each value (and to_string() returns), written once.
+template <class E, std::size_t N>
+using EnumNames = std::array<std::pair<std::string_view, E>, N>;
+inline constexpr EnumNames<WindowEdge, 2> kWindowEdgeNames = {{
+    {"closed", WindowEdge::closed},
+    {"half_open", WindowEdge::half_open},
+}};
+inline constexpr EnumNames<WindowMode, 2> kWindowModeNames = {{
+    {"first_open", WindowMode::first_open},
+    {"every_single", WindowMode::every_single},
+}};
+inline constexpr EnumNames<Policy, 6> kPolicyNames = {{
+    {"kill_multiples", Policy::kill_multiples},
+    {"take_all_goods", Policy::take_all_goods},
+    {"take_winner_of_goods", Policy::take_winner_of_goods},
+    {"take_winner_if_good", Policy::take_winner_if_good},
+    {"take_winner_if_all_good", Policy::take_winner_if_all_good},
+    {"kill_all_if_multiple_goods", Policy::kill_all_if_multiple_goods},
+}};
+inline constexpr EnumNames<Framing, 2> kFramingNames = {{
+    {"raw", Framing::raw},
+    {"sequenced", Framing::sequenced},
+}};
 
 struct DelayedSettings {
   bool enabled = true;
@@ -188,7 +213,7 @@ struct OutputSettings {
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };
 
 // The backend names of the `backend` key and of --backend, written once.
-inline constexpr std::array<std::pair<std::string_view, BackendKind>, 3> kBackendNames = {{
+inline constexpr EnumNames<BackendKind, 3> kBackendNames = {{
     {"auto", BackendKind::auto_select},
     {"cpu", BackendKind::cpu},
     {"gpu", BackendKind::gpu},

@@ -109,17 +109,9 @@ void parse_coincidence(Reader& r, const YAML::Node& top, const ScannerSettings& 
                      {"window_ps", "window_edge", "window_mode", "policy",
                       "min_sector_difference", "delayed", "time_resolution_ps"});
   r.real(n, P, "window_ps", c.window_ps);
-  r.choice(n, P, "window_edge", c.window_edge,
-           {{"closed", WindowEdge::closed}, {"half_open", WindowEdge::half_open}});
-  r.choice(n, P, "window_mode", c.window_mode,
-           {{"first_open", WindowMode::first_open}, {"every_single", WindowMode::every_single}});
-  r.choice(n, P, "policy", c.policy,
-           {{"kill_multiples", Policy::kill_multiples},
-            {"take_all_goods", Policy::take_all_goods},
-            {"take_winner_of_goods", Policy::take_winner_of_goods},
-            {"take_winner_if_good", Policy::take_winner_if_good},
-            {"take_winner_if_all_good", Policy::take_winner_if_all_good},
-            {"kill_all_if_multiple_goods", Policy::kill_all_if_multiple_goods}});
+  r.choose(n, P, "window_edge", c.window_edge, kWindowEdgeNames);
+  r.choose(n, P, "window_mode", c.window_mode, kWindowModeNames);
+  r.choose(n, P, "policy", c.policy, kPolicyNames);
   r.integer(n, P, "min_sector_difference", c.min_sector_difference, 0, 128);
   auto d = r.section(n, P, "delayed", {"enabled", "offset_ps"});
   r.boolean(d, P + ".delayed", "enabled", c.delayed.enabled);
@@ -175,7 +167,7 @@ void parse_input(Reader& r, const YAML::Node& top, InputSettings& in) {
                       "flush_ms", "receiver_threads", "ring_chunk_bytes", "ring_chunks"});
   std::vector<std::string> endpoints, networks;
   const bool have_endpoints = r.strings(n, P, "endpoints", endpoints);
-  r.choice(n, P, "framing", in.framing, {{"raw", Framing::raw}, {"sequenced", Framing::sequenced}});
+  r.choose(n, P, "framing", in.framing, kFramingNames);
   const bool have_networks = r.strings(n, P, "allowed_sources", networks);
   r.integer(n, P, "receive_buffer_bytes", in.receive_buffer_bytes, 4096, kU64Max);
   r.real(n, P, "flush_ms", in.flush_ms);

@@ -88,13 +88,7 @@ class Reader {
   void string(const YAML::Node& parent, const std::string& path, const char* key,
               std::string& out);
 
-  template <class E>
-  void choice(const YAML::Node& parent, const std::string& path, const char* key, E& out,
-              std::initializer_list<std::pair<const char*, E>> options) {
-    choose(parent, path, key, out, options);
-  }
-
-  // The same from any range of (name, value) pairs.
+  // One of the names in `options`, a range of (name, value) pairs (core/settings.h).
   template <typename E, typename Options>
   void choose(const YAML::Node& parent, const std::string& path, const char* key, E& out,
               const Options& options) {
