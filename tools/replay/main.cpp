@@ -91,10 +91,12 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
                  "file; pcap: one per captured sender)")
       ->type_name("N")
       ->group(shape);
+  std::vector<std::string> framing_names;
+  for (const auto& [name, kind] : kFramingNames) framing_names.emplace_back(name);
   app.add_option("--framing", framing,
                  "frame files only: plain frames, or a 16-byte sequenced header (per-source "
                  "sequence +1 per datagram)")
-      ->check(CLI::IsMember({"raw", "sequenced"}))
+      ->check(CLI::IsMember(framing_names))
       ->type_name("KIND")
       ->group(shape);
   cli::add_flush_us(app, o.flush_us)->group(shape);
@@ -155,7 +157,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   if (speed_option->count()) o.speed = speed;
   if (rate_option->count()) o.rate = rate;
   if (tick_option->count()) o.tick_ps = tick_ps;
-  o.framing = framing == "sequenced" ? Framing::sequenced : Framing::raw;
+  for (const auto& [name, kind] : kFramingNames)
+    if (name == framing) o.framing = kind;
   return std::nullopt;
 }
 
