@@ -17,7 +17,7 @@ SourceRule make_source_rule(const Settings& s) {
 }
 
 std::uint64_t max_chunk_span_ticks(const Settings& s) {
-  return std::max<std::uint64_t>(1, ps_to_ticks(s.stream.max_future_ps, s.scanner.tick_ps) / 2);
+  return std::max<std::uint64_t>(1, max_future_ticks(s) / 2);
 }
 
 std::size_t next_block(const RawFrame* frames, std::size_t n, std::size_t max_frames,

@@ -18,6 +18,7 @@
 #include "core/convert.h"
 #include "core/frame_source.h"
 #include "core/histograms.h"
+#include "core/order.h"
 #include "core/parallel_engine.h"
 #include "core/settings.h"
 #include "core/slice_end.h"

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "proto/bytes.h"
+#include "proto/host_device.h"
 #include "proto/frame.h"
 
 namespace petdaq {

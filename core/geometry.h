@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "proto/bytes.h"  // PETDAQ_HD
+#include "proto/host_device.h"
 
 namespace petdaq {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "core/coincidence.h"
+#include "core/order.h"
 #include "core/sort_run.h"
 
 namespace petdaq {

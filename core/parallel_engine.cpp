@@ -7,6 +7,7 @@
 
 #include "core/convert.h"
 #include "core/histograms.h"
+#include "core/order.h"
 
 namespace petdaq {
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -13,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/net_address.h"
 #include "proto/datagram.h"
 
 namespace petdaq {
@@ -78,6 +80,30 @@ enum class Policy : std::uint8_t {
   kill_all_if_multiple_goods,
 };
 
+// The names the configuration gives each value (and to_string() returns), written once.
+template <class E, std::size_t N>
+using EnumNames = std::array<std::pair<std::string_view, E>, N>;
+inline constexpr EnumNames<WindowEdge, 2> kWindowEdgeNames = {{
+    {"closed", WindowEdge::closed},
+    {"half_open", WindowEdge::half_open},
+}};
+inline constexpr EnumNames<WindowMode, 2> kWindowModeNames = {{
+    {"first_open", WindowMode::first_open},
+    {"every_single", WindowMode::every_single},
+}};
+inline constexpr EnumNames<Policy, 6> kPolicyNames = {{
+    {"kill_multiples", Policy::kill_multiples},
+    {"take_all_goods", Policy::take_all_goods},
+    {"take_winner_of_goods", Policy::take_winner_of_goods},
+    {"take_winner_if_good", Policy::take_winner_if_good},
+    {"take_winner_if_all_good", Policy::take_winner_if_all_good},
+    {"kill_all_if_multiple_goods", Policy::kill_all_if_multiple_goods},
+}};
+inline constexpr EnumNames<Framing, 2> kFramingNames = {{
+    {"raw", Framing::raw},
+    {"sequenced", Framing::sequenced},
+}};
+
 struct DelayedSettings {
   bool enabled = true;
   double offset_ps = 100'000.0;
@@ -112,9 +138,9 @@ struct StreamSettings {
 };
 
 struct InputSettings {
-  std::vector<std::string> endpoints = {"127.0.0.1:5600"};  // "address:port"
+  std::vector<UdpEndpoint> endpoints = {{0x7F000001u, 5600}};  // 127.0.0.1:5600
   Framing framing = Framing::raw;
-  std::vector<std::string> allowed_sources = {"127.0.0.0/8"};  // CIDR networks
+  std::vector<Ipv4Network> allowed_sources = {{0x7F000000u, 0xFF000000u}};  // 127.0.0.0/8
   std::uint64_t receive_buffer_bytes = 64u << 20;
   double flush_ms = 2.0;
   std::uint32_t receiver_threads = 1;
@@ -187,7 +213,7 @@ struct OutputSettings {
 enum class BackendKind : std::uint8_t { auto_select, cpu, gpu };
 
 // The backend names of the `backend` key and of --backend, written once.
-inline constexpr std::array<std::pair<std::string_view, BackendKind>, 3> kBackendNames = {{
+inline constexpr EnumNames<BackendKind, 3> kBackendNames = {{
     {"auto", BackendKind::auto_select},
     {"cpu", BackendKind::cpu},
     {"gpu", BackendKind::gpu},
@@ -235,6 +261,10 @@ Settings parse_settings(const std::string& yaml_text, const std::filesystem::pat
 
 // Duration in ps to ticks, rounded to the nearest tick (DESIGN section 5).
 std::uint64_t ps_to_ticks(double ps, double tick_ps);
+
+// stream.max_future_ps in ticks: a frame this far from the horizon is a time jump (the
+// slicer, the worker's warning), and a chunk spans at most half of it (core/chunk_summary.h).
+std::uint64_t max_future_ticks(const Settings& s);
 
 // A stable hash of the settings that shape the coincidence output (for the .plm header).
 std::uint64_t output_settings_hash(const Settings& s);

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "core/calibration.h"
 #include "core/geometry.h"
 
 namespace petdaq {
@@ -208,14 +207,14 @@ struct Slicer::Impl {
   std::uint64_t final_slice_id = kNoLimit;
   CounterDelta stream_delta;
 
-  Impl(const Settings& s, const Calibration&, Backend& b, ResultSink& out, Counters& c)
+  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c)
       : backend(b),
         sink(out),
         counters(c),
         bdm_count(Geometry::from(s.scanner).bdm_count()),
         rule(make_source_rule(s)),
         max_disorder_ticks(ps_to_ticks(s.stream.max_disorder_ps, s.scanner.tick_ps)),
-        max_future_ticks(ps_to_ticks(s.stream.max_future_ps, s.scanner.tick_ps)),
+        max_future_ticks(petdaq::max_future_ticks(s)),
         source_idle(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(s.stream.source_idle_ms))),
         max_slice(std::chrono::duration_cast<Clock::duration>(
@@ -578,9 +577,8 @@ struct Slicer::Impl {
   }
 };
 
-Slicer::Slicer(const Settings& settings, const Calibration& calibration, Backend& backend,
-               ResultSink& sink, Counters& counters)
-    : impl_(std::make_unique<Impl>(settings, calibration, backend, sink, counters)) {}
+Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters)
+    : impl_(std::make_unique<Impl>(settings, backend, sink, counters)) {}
 
 Slicer::~Slicer() = default;
 

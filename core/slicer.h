@@ -62,8 +62,6 @@
 
 namespace petdaq {
 
-struct Calibration;
-
 // Why a run ended.
 enum class RunEnd {
   finished,     // finish(): the end of the acquisition (or of the engine, on a reload)
@@ -86,8 +84,7 @@ class Slicer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Slicer(const Settings& settings, const Calibration& calibration, Backend& backend,
-         ResultSink& sink, Counters& counters);
+  Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters);
   ~Slicer();
   Slicer(const Slicer&) = delete;
   Slicer& operator=(const Slicer&) = delete;

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "core/coincidence.h"
+#include "core/coincidence_params.h"
 #include "proto/records.h"
 
 namespace petdaq {

@@ -13,7 +13,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 
 namespace petdaq::daemon {

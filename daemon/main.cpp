@@ -27,7 +27,7 @@
 #include "daemon/rate_limited_log.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 
 using namespace petdaq;
 using namespace petdaq::daemon;

@@ -19,7 +19,7 @@
 #include <zmq.hpp>
 
 #include "daemon/curve.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 
@@ -38,53 +38,15 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-struct InetEndpoint {
-  sockaddr_storage address{};
-  socklen_t length = 0;
-  std::uint16_t port = 0;
-};
-
-// "address:port" (IPv6 in brackets) as the receiver takes it: a literal address, no names.
-std::optional<InetEndpoint> parse_inet(const std::string& text, std::string& why) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon + 1 == text.size()) {
-    why = "'" + text + "' has no port (address:port)";
-    return std::nullopt;
-  }
-  unsigned port = 0;
-  const char* first = text.data() + colon + 1;
-  const char* last = text.data() + text.size();
-  const auto [end, ec] = std::from_chars(first, last, port);
-  if (ec != std::errc() || end != last || port > 65535) {
-    why = "'" + text + "': port '" + std::string(first, last) + "' is not 0..65535";
-    return std::nullopt;
-  }
-  std::string host = text.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  InetEndpoint e;
-  e.port = static_cast<std::uint16_t>(port);
-  auto* v4 = reinterpret_cast<sockaddr_in*>(&e.address);
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&e.address);
-  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(e.port);
-    e.length = sizeof(sockaddr_in);
-  } else if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(e.port);
-    e.length = sizeof(sockaddr_in6);
-  } else {
-    why = "'" + text + "': '" + host + "' is not an IPv4 or IPv6 address (names are not resolved)";
-    return std::nullopt;
-  }
-  return e;
-}
-
 // Binds a probe UDP socket; returns errno (0 when it bound).
-int probe_udp_bind(const InetEndpoint& e) {
-  Fd s(::socket(e.address.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+int probe_udp_bind(const UdpEndpoint& e) {
+  Fd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (s.fd < 0) return errno;
-  if (::bind(s.fd, reinterpret_cast<const sockaddr*>(&e.address), e.length) != 0) return errno;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(e.address);
+  a.sin_port = htons(e.port);
+  if (::bind(s.fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) return errno;
   return 0;
 }
 
@@ -111,23 +73,13 @@ std::string gib(std::uint64_t bytes) { return fmt::format("{:.2f} GiB", static_c
 void check_input(const Settings& s, std::vector<Problem>& out) {
   for (std::size_t i = 0; i < s.input.endpoints.size(); ++i) {
     const std::string key = fmt::format("input.endpoints[{}]", i);
-    std::string why;
-    const auto e = parse_inet(s.input.endpoints[i], why);
-    if (!e) {
-      out.push_back({key + ": " + why});
-      continue;
-    }
-    if (e->address.ss_family != AF_INET) {
-      out.push_back({key + ": '" + s.input.endpoints[i] + "': the receiver is IPv4 only"});
-      continue;
-    }
-    const int err = probe_udp_bind(*e);
+    const std::string text = s.input.endpoints[i].to_string();
+    const int err = probe_udp_bind(s.input.endpoints[i]);
     if (err == EADDRINUSE)
-      out.push_back({key + ": UDP " + s.input.endpoints[i] +
-                         " is already bound by another process (another petdaqd?)",
+      out.push_back({key + ": UDP " + text + " is already bound by another process (another petdaqd?)",
                      true});
     else if (err != 0)
-      out.push_back({key + ": cannot bind UDP " + s.input.endpoints[i] + ": " + std::strerror(err)});
+      out.push_back({key + ": cannot bind UDP " + text + ": " + std::strerror(err)});
   }
 }
 
@@ -210,13 +162,9 @@ std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint) {
   return "ipc endpoint " + endpoint + " is served by another process (another petdaqd?)";
 }
 
-std::optional<std::string> udp_port_in_use(const std::string& address, std::uint16_t port) {
-  if (port == 0) return std::nullopt;
-  std::string why;
-  const auto e = parse_inet(address + ":" + std::to_string(port), why);
-  if (!e || probe_udp_bind(*e) != EADDRINUSE) return std::nullopt;
-  return "UDP " + address + ":" + std::to_string(port) +
-         " is already bound by another process (another petdaqd?)";
+std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint) {
+  if (endpoint.port == 0 || probe_udp_bind(endpoint) != EADDRINUSE) return std::nullopt;
+  return "UDP " + endpoint.to_string() + " is already bound by another process (another petdaqd?)";
 }
 
 MemoryPlan memory_plan(const Settings& s) {

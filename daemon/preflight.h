@@ -1,5 +1,5 @@
 // Start-up checks that need the machine, not only the file (docs/daemon.md, "Start-up
-// checks"): endpoints that parse and can be bound, nobody else on them, the sink directory,
+// checks"): endpoints that can be bound, nobody else on them, the sink directory,
 // the backend, and buffer sizes against memory and limits. `petdaqd --check-config` runs all
 // of them; the daemon runs the size checks before it maps anything.
 #pragma once
@@ -25,7 +25,7 @@ std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint);
 
 // Whether another socket holds a UDP address:port: a probe bound without SO_REUSEPORT fails
 // even where every holder set SO_REUSEPORT. Port 0 is never in use.
-std::optional<std::string> udp_port_in_use(const std::string& address, std::uint16_t port);
+std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint);
 
 // The memory the ring and the engine buffers take (CPU backend; bytes).
 struct MemoryPlan {

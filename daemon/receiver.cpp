@@ -29,15 +29,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-udp::endpoint parse_endpoint(const std::string& text) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error("input endpoint '" + text + "': no port");
-  boost::system::error_code ec;
-  const auto address = asio::ip::make_address(text.substr(0, colon), ec);
-  if (ec) throw std::runtime_error("input endpoint '" + text + "': " + ec.message());
-  const int port = std::stoi(text.substr(colon + 1));
-  return {address, static_cast<std::uint16_t>(port)};
-}
+udp::endpoint to_asio(const UdpEndpoint& e) { return {asio::ip::address_v4(e.address), e.port}; }
 
 void set_int_option(int fd, int level, int name, int value, const char* what) {
   if (setsockopt(fd, level, name, &value, sizeof value) != 0)
@@ -271,16 +263,17 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
     const std::size_t e = i % in.endpoints.size();
     const bool shared = socket_count / in.endpoints.size() + (e < socket_count % in.endpoints.size()) > 1;
     Lane& lane = *lanes_[i % lane_count];
-    udp::endpoint ep = parse_endpoint(in.endpoints[e]);
+    udp::endpoint ep = to_asio(in.endpoints[e]);
+    const std::string ep_text = in.endpoints[e].to_string();
     if (first_port[e] != 0) ep.port(first_port[e]);  // port 0: the siblings share the first's
     // SO_REUSEPORT would let a second daemon join this port and take half the traffic.
     if (first_port[e] == 0)
-      if (const auto holder = udp_port_in_use(ep.address().to_string(), ep.port()))
-        throw std::runtime_error("cannot bind UDP " + in.endpoints[e] + ": " + *holder);
+      if (const auto holder = udp_port_in_use(in.endpoints[e]))
+        throw std::runtime_error("cannot bind UDP " + ep_text + ": " + *holder);
     auto s = std::make_unique<Lane::Socket>(lane.io);
     boost::system::error_code ec;
     s->socket.open(ep.protocol(), ec);
-    if (ec) throw std::runtime_error("input endpoint " + in.endpoints[e] + ": " + ec.message());
+    if (ec) throw std::runtime_error("input endpoint " + ep_text + ": " + ec.message());
     const int fd = s->socket.native_handle();
     if (shared) set_int_option(fd, SOL_SOCKET, SO_REUSEPORT, 1, "SO_REUSEPORT");
     set_int_option(fd, SOL_SOCKET, SO_RXQ_OVFL, 1, "SO_RXQ_OVFL");
@@ -294,7 +287,7 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
     got /= 2;  // the kernel reports twice the payload room (bookkeeping overhead)
     s->socket.bind(ep, ec);
     if (ec)
-      throw std::runtime_error("cannot bind UDP " + in.endpoints[e] + ": " + ec.message());
+      throw std::runtime_error("cannot bind UDP " + ep_text + ": " + ec.message());
     s->socket.non_blocking(true);
     const udp::endpoint local = s->socket.local_endpoint();
     if (first_port[e] == 0) first_port[e] = local.port();

@@ -15,7 +15,7 @@
 #include "core/histograms.h"
 #include "daemon/notify.h"
 #include "daemon/timed_backend.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "proto/frame.h"
 
 namespace petdaq::daemon {
@@ -37,8 +37,8 @@ struct Worker::Engine {
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
     timed = std::make_unique<TimedBackend>(*backend, phases);
-    slicer = std::make_unique<Slicer>(settings, calibration, *timed, sink, counters);
-    max_future_ticks = ps_to_ticks(settings.stream.max_future_ps, settings.scanner.tick_ps);
+    slicer = std::make_unique<Slicer>(settings, *timed, sink, counters);
+    max_future_ticks = petdaq::max_future_ticks(settings);
   }
 };
 

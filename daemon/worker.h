@@ -16,8 +16,8 @@
 
 #include "core/calibration.h"
 #include "core/counters.h"
-#include "core/output.h"
 #include "core/phase_timer.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/file_sink.h"

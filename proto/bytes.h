@@ -4,11 +4,7 @@
 
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define PETDAQ_HD __host__ __device__ __forceinline__
-#else
-#define PETDAQ_HD inline
-#endif
+#include "proto/host_device.h"
 
 namespace petdaq::bytes {
 

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/coincidence.h"
+#include "core/order.h"
 
 namespace petdaq {
 namespace {

@@ -14,6 +14,7 @@
 
 #include "core/coincidence.h"
 #include "core/geometry.h"
+#include "core/order.h"
 
 namespace petdaq {
 namespace {

@@ -192,9 +192,11 @@ log: {level: debug}
   EXPECT_FALSE(s.coincidence.delayed.enabled);
   EXPECT_EQ(s.coincidence.delayed.offset_ps, 50000.0);
   EXPECT_EQ(s.input.endpoints.size(), 2u);
-  EXPECT_EQ(s.input.endpoints[1], "10.1.2.3:6001");
+  EXPECT_EQ(s.input.endpoints[1].to_string(), "10.1.2.3:6001");
+  EXPECT_EQ(s.input.endpoints[1], (UdpEndpoint{0x0A010203u, 6001}));
   EXPECT_EQ(s.input.framing, Framing::sequenced);
-  EXPECT_EQ(s.input.allowed_sources[1], "192.168.1.7");
+  EXPECT_EQ(s.input.allowed_sources[0].to_string(), "10.0.0.0/8");
+  EXPECT_EQ(s.input.allowed_sources[1], (Ipv4Network{0xC0A80107u, 0xFFFFFFFFu}));
   EXPECT_EQ(s.backend, BackendKind::cpu);
   EXPECT_EQ(s.backend_threads, 6u);
   EXPECT_EQ(s.log.level, "debug");
@@ -342,6 +344,15 @@ TEST(Settings, BadEndpoint) {
   EXPECT_EQ(refusal("input:\n  endpoints: []\n"),
             "input.endpoints: must name at least one address:port, got an empty list");
   EXPECT_EQ(refusal("input:\n  endpoints: [\"127.0.0.1:65535\"]\n"), "");
+  // The address is an IPv4 literal: no names (a start never waits on DNS), no IPv6.
+  const char* bad_address[] = {"x:5600", "no-such-host.invalid:5600", "256.1.1.1:5600",
+                               "127.0.0.01:5600", "[::1]:5600", "::1:5600"};
+  for (const char* ep : bad_address) {
+    EXPECT_EQ(refusal(std::string("input:\n  endpoints: [\"") + ep + "\"]\n"),
+              std::string("input.endpoints[0]: must be address:port with an IPv4 address a.b.c.d "
+                          "(names are not resolved), got '") + ep + "'")
+        << ep;
+  }
 }
 
 TEST(Settings, BadCidr) {

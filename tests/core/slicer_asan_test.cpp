@@ -85,7 +85,7 @@ TEST(SlicerAsan, HostileInputIsCountedNeverFatal) {
     CountingSink sink;
     Counters counters(scanner.geometry().bdm_count());
     CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, scanner.calibration, backend, sink, counters);
+    Slicer slicer(s, backend, sink, counters);
     Slicer::Clock::time_point now{};
     std::uniform_int_distribution<std::size_t> chunk(1, 40);
     for (std::size_t i = 0; i < frames.size();) {

@@ -134,7 +134,7 @@ void small_stream_settings(Settings& s) {
 void run_on_acquisition_clock(const TestScanner& scanner, const std::vector<RawFrame>& arrival,
                               RecordingSink& sink, Counters& counters) {
   CpuBackend backend(scanner.settings, scanner.calibration);
-  Slicer slicer(scanner.settings, scanner.calibration, backend, sink, counters);
+  Slicer slicer(scanner.settings, backend, sink, counters);
   const Slicer::Clock::time_point epoch{};
   for (const RawFrame& f : arrival) {
     const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
@@ -173,7 +173,7 @@ TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
     RecordingSink sink;
     Counters counters(scanner.geometry().bdm_count());
     CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, scanner.calibration, backend, sink, counters);
+    Slicer slicer(s, backend, sink, counters);
     Streamer streamer{scanner, rng};
     streamer.max_chunk = iteration % 3 == 0 ? 4 : 300;
     streamer.push_all(slicer, arrival);
@@ -207,7 +207,7 @@ TEST(Slicer, LateFramesAreCountedAndDropped) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   Slicer::Clock::time_point now{};
   std::uint64_t injected = 0;
   for (std::size_t i = 0; i < arrival.size(); ++i) {
@@ -246,7 +246,7 @@ TEST(Slicer, TimeJumpsAreCountedAndDroppedIncludingAWildFirstFrame) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   Slicer::Clock::time_point now{};
   // The very first frame carries a corrupt timestamp: it must not become the reference.
   const RawFrame wild_first = scanner.frame(2, 0, 3, 1ull << 40, 500);
@@ -363,7 +363,7 @@ TEST(Slicer, APauseSeenBeforeAnySourceWentIdleCostsAFewCountedFramesPerSource) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   const Slicer::Clock::time_point now{};  // no wall time passes: no source ever goes idle
   for (const RawFrame& f : arrival) {
     slicer.push(&f, 1, now);
@@ -429,7 +429,7 @@ TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   Slicer::Clock::time_point now{};
   for (const auto& [key, f] : keyed) {
     slicer.push(&f, 1, now);
@@ -465,7 +465,7 @@ TEST(Slicer, AForgedBurstOfPastFramesDoesNotEndTheRun) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   Slicer::Clock::time_point now{};
   std::uint64_t forged = 0;
   for (std::size_t i = 0; i < frames.size(); ++i) {
@@ -499,7 +499,7 @@ TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   std::vector<RawFrame> frames;
   for (std::uint32_t b = 0; b < 4; ++b) frames.push_back(scanner.frame(b, 0, 0, 1000 + b, 500));
   RawFrame bad_bdm = scanner.frame(0, 0, 0, 1ull << 50, 500);
@@ -527,7 +527,7 @@ TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   std::vector<RawFrame> frames;
   for (std::uint32_t i = 0; i < 12; ++i) frames.push_back(scanner.frame(i % 4, 0, i % 16, 1000 + i, 500));
   slicer.push(frames.data(), frames.size(), {});
@@ -554,7 +554,7 @@ TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   slicer.push(arrival.data(), arrival.size(), {});
   slicer.finish();
   EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
@@ -589,7 +589,7 @@ TEST(Slicer, LargePushesIntoTinySlicesWithBadFramesEqualBatch) {
     RecordingSink sink;
     Counters counters(scanner.geometry().bdm_count());
     CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, scanner.calibration, backend, sink, counters);
+    Slicer slicer(s, backend, sink, counters);
     Streamer streamer{scanner, rng};
     streamer.max_chunk = 9000;
     streamer.push_all(slicer, arrival);
@@ -614,7 +614,7 @@ TEST(Slicer, PollDeliversWithoutFinishOnceTimeAndIdleSourcesAllowIt) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   // A pair, then one more single far enough on for the pair's window to be resolvable once
   // the horizon passes it.
   const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 10'000, 500),
@@ -649,7 +649,7 @@ TEST(Slicer, APushAfterFinishStartsTheNextRun) {
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, scanner.calibration, backend, sink, counters);
+  Slicer slicer(s, backend, sink, counters);
   const RawFrame a = scanner.frame(0, 0, 1, 5000, 500), b = scanner.frame(1, 0, 1, 5010, 500);
   slicer.push(&a, 1, {});
   slicer.push(&b, 1, {});
@@ -709,7 +709,7 @@ TEST(Slicer, ChunkLevelSlicingGivesIdenticalRecordsAndCountersForEveryChunking) 
       RecordingSink sink;
       Counters counters(scanner.geometry().bdm_count());
       CpuBackend backend(cs, scanner.calibration);
-      Slicer slicer(cs, scanner.calibration, backend, sink, counters);
+      Slicer slicer(cs, backend, sink, counters);
       std::vector<RawFrame> work = arrival;  // blocks are rewritten in place
       std::uniform_int_distribution<std::size_t> size(1, chunking % 2 ? 16 : 600);
       Slicer::Clock::time_point now{};

@@ -20,6 +20,7 @@
 #include "core/coincidence.h"
 #include "core/convert.h"
 #include "core/geometry.h"
+#include "core/order.h"
 #include "core/settings.h"
 #include "proto/frame.h"
 #include "proto/records.h"

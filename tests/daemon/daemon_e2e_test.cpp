@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"

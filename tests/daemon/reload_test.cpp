@@ -74,8 +74,10 @@ void change(T& v) {
     v = static_cast<T>(static_cast<std::underlying_type_t<T>>(v) ^ 1);
   } else if constexpr (std::is_arithmetic_v<T>) {
     v = static_cast<T>(v + 1);
-  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
-    v.push_back("10.0.0.1:1");
+  } else if constexpr (std::is_same_v<T, std::vector<UdpEndpoint>>) {
+    v.push_back({0x0A000001u, 1});  // 10.0.0.1:1
+  } else if constexpr (std::is_same_v<T, std::vector<Ipv4Network>>) {
+    v.push_back({0x0A000000u, 0xFF000000u});  // 10.0.0.0/8
   } else {
     v = std::filesystem::path(v).string() + "x";  // std::string, std::filesystem::path
   }

@@ -132,7 +132,7 @@ TEST_F(GpuSlicerTest, StreamingEqualsBatchOverRandomSlicingAndInterleaving) {
     RecordingSink sink;
     Counters counters(scanner.geometry().bdm_count());
     const auto backend = make_gpu_backend(s, scanner.calibration);
-    Slicer slicer(s, scanner.calibration, *backend, sink, counters);
+    Slicer slicer(s, *backend, sink, counters);
     push_all(slicer, s, arrival, iteration % 3 == 0 ? 4 : 300, rng);
     slicer.finish();
 

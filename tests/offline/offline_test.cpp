@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/histograms.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 #include "test_scanner.h"
 

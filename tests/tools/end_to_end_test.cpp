@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "proto/frame.h"
 #include "proto/topics.h"
 #include "tests/tools/tool_harness.h"

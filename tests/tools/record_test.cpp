@@ -2,7 +2,7 @@
 // holds exactly the batches published, and the missed ones are reported.
 #include <gtest/gtest.h>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 #include "tools/record/message_ids.h"

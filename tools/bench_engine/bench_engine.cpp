@@ -33,6 +33,7 @@
 #include "core/coincidence.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
+#include "core/order.h"
 #include "core/settings.h"
 #include "tools/common/bench_frames.h"
 #include "tools/common/cli.h"

@@ -132,7 +132,7 @@ int main(int argc, char** argv) try {
     CountingBackend backend(settings.stream.max_slice_frames,
                             std::max(settings.stream.max_pending_frames, settings.stream.max_slice_frames));
     NullSink sink;
-    Slicer slicer(settings, calibration, backend, sink, counters);
+    Slicer slicer(settings, backend, sink, counters);
     const auto epoch = Slicer::Clock::time_point{};
     std::vector<RawFrame> work = frames;  // the slicer may rewrite blocks in place
     const double t0 = thread_cpu_s();

@@ -18,7 +18,7 @@
 
 #include "core/geometry.h"
 #include "core/histograms.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 #include "proto/records.h"
 #include "proto/topics.h"

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "tools/common/cli.h"
 
 namespace {

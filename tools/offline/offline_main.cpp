@@ -24,12 +24,12 @@
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "same_file.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "proto/datagram.h"
@@ -257,7 +257,7 @@ int run(const Options& o) {
   HistogramFileSink histograms(settings, *backend, counters, o.histograms);
   SpanSink span(sink, histograms);
   histograms.span_from(&span);
-  Slicer slicer(settings, calibration, *backend, span, counters);
+  Slicer slicer(settings, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   // Two read buffers, alternating: one is read into while the backend copies the other. In

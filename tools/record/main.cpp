@@ -11,7 +11,7 @@
 
 #include "tools/common/cli.h"
 #include "tools/stop_signal.h"
-#include "core/output.h"
+#include "core/plm_file.h"
 #include "core/settings.h"
 #include "proto/records.h"
 #include "proto/topics.h"

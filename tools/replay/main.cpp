@@ -91,10 +91,12 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
                  "file; pcap: one per captured sender)")
       ->type_name("N")
       ->group(shape);
+  std::vector<std::string> framing_names;
+  for (const auto& [name, kind] : kFramingNames) framing_names.emplace_back(name);
   app.add_option("--framing", framing,
                  "frame files only: plain frames, or a 16-byte sequenced header (per-source "
                  "sequence +1 per datagram)")
-      ->check(CLI::IsMember({"raw", "sequenced"}))
+      ->check(CLI::IsMember(framing_names))
       ->type_name("KIND")
       ->group(shape);
   cli::add_flush_us(app, o.flush_us)->group(shape);
@@ -155,7 +157,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   if (speed_option->count()) o.speed = speed;
   if (rate_option->count()) o.rate = rate;
   if (tick_option->count()) o.tick_ps = tick_ps;
-  o.framing = framing == "sequenced" ? Framing::sequenced : Framing::raw;
+  for (const auto& [name, kind] : kFramingNames)
+    if (name == framing) o.framing = kind;
   return std::nullopt;
 }
 
@@ -163,7 +166,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
 void apply_config(Options& o) {
   if (!o.config.empty()) {
     const Settings settings = load_settings(o.config);
-    if (o.to.empty()) o.to = settings.input.endpoints;
+    if (o.to.empty())
+      for (const UdpEndpoint& e : settings.input.endpoints) o.to.push_back(e.to_string());
     if (!o.tick_ps) o.tick_ps = settings.scanner.tick_ps;
   }
   if (o.to.empty()) o.to.emplace_back("127.0.0.1:5600");

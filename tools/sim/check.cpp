@@ -16,6 +16,7 @@
 #include "core/calibration.h"
 #include "core/coincidence.h"
 #include "core/convert.h"
+#include "core/order.h"
 #include "core/randoms.h"
 #include "proto/frame.h"
 #include "proto/records.h"

@@ -1,5 +1,5 @@
-// The published coincidence batches and the list-mode file (DESIGN section 7): message
-// headers, the .plm writer and reader, and a ResultSink that writes a .plm. The daemon's
+// The list-mode file (DESIGN section 7): the .plm writer and reader, and a ResultSink that
+// writes a .plm. Its messages are the published ones (core/message_builder.h): the daemon's
 // publisher and file sink, petdaq-offline and petdaq-record all go through these, so a file
 // and a subscription hold the same bytes.
 #pragma once
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/backend.h"
+#include "core/message_builder.h"
 #include "core/slicer.h"
 #include "proto/records.h"
 
@@ -24,22 +25,6 @@ struct Settings;
 class PlmError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
-};
-
-// Does this configuration publish a delayed message for every slice?
-bool publishes_delayed(const Settings& settings);
-
-// Makes the 64-byte message headers. message_id is consecutive per kind from 0 over the
-// builder's lifetime (one builder per process), so a subscriber can count what it missed.
-class MessageBuilder {
- public:
-  // Header of the `kind` message (prompts or delayed) of one slice result; consumes an id.
-  MessageHeader build(MessageKind kind, std::uint64_t run_id, const SliceResult& result);
-  // The id the next message of `kind` will get.
-  std::uint64_t next_id(MessageKind kind) const;
-
- private:
-  std::uint64_t next_id_[4] = {};
 };
 
 // The list-mode file header for these settings (settings_hash from output_settings_hash,

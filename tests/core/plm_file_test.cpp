@@ -1,5 +1,5 @@
 // Message headers and the list-mode file (DESIGN section 7).
-#include "core/output.h"
+#include "core/plm_file.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "gpu/select_backend.h"
+#include "engine/select_backend.h"
 
 #include <string>
 
