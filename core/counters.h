@@ -24,7 +24,7 @@ namespace petdaq {
   X(single_energy_rejected, "single.energy_rejected") X(stream_late, "stream.late") \
   X(stream_time_jump, "stream.time_jump") X(stream_source_idle, "stream.source_idle") \
   X(stream_runs, "stream.runs") X(stream_slices, "stream.slices")               \
-  X(stream_pending_full, "stream.pending_full") X(stream_carry_overflow, "stream.carry_overflow") X(stream_split_slices, "stream.split_slices") X(coinc_prompts, "coinc.prompts") \
+  X(stream_pending_full, "stream.pending_full") X(stream_carry_overflow, "stream.carry_overflow") X(stream_split_slices, "stream.split_slices") X(stream_exact_blocks, "stream.exact_blocks") X(coinc_prompts, "coinc.prompts") \
   X(coinc_delayed, "coinc.delayed") X(coinc_multiples, "coinc.multiples")       \
   X(coinc_delayed_multiples, "coinc.delayed_multiples")                         \
   X(coinc_records_overflow, "coinc.records_overflow")                           \

@@ -90,6 +90,9 @@ struct CpuBackend::Impl {
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
   std::unique_ptr<Single[]> resolved;        // output.singles.enabled
   std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
+  // take_in_pieces(): per piece of the store, the frames taken, their place in `input`,
+  // the frames kept.
+  std::vector<std::size_t> piece_taken, piece_offset, piece_kept;
 
   StageSeconds stage;
   SliceRequest pending;
@@ -145,7 +148,12 @@ struct CpuBackend::Impl {
     ParallelEngine::Sizes sizes = engine_sizes(s, options);
     sizes.record_capacity = record_capacity;
     if (histograms) sizes.histograms = &histograms->layout();
-    if (sizes.threads > 1) engine = std::make_unique<ParallelEngine>(sizes);
+    if (sizes.threads > 1) {
+      engine = std::make_unique<ParallelEngine>(sizes);
+      piece_taken.resize(engine->threads());
+      piece_offset.resize(engine->threads());
+      piece_kept.resize(engine->threads());
+    }
   }
 
   // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
@@ -154,6 +162,7 @@ struct CpuBackend::Impl {
     result = SliceResult{};
     result.slice_id = req.slice_id;
     const std::uint64_t requested = req.final ? kNoBound : req.bound;
+    if (engine && engine->splits(store_count)) return take_in_pieces(requested);
     // One pass in the common case: the frames below the bound go to `input` while it has
     // room, the others close up in the store.
     RawFrame* const st = store.get();
@@ -178,6 +187,45 @@ struct CpuBackend::Impl {
     // A split (rare): the frames go back to the store and are taken in three passes.
     std::memcpy(st + kept, in, taken * sizeof(RawFrame));
     take_split(requested);
+  }
+
+  // take() on the engine's threads: each piece of the store counts the frames the slice
+  // takes, then copies them to its place in `input` and closes up the rest in place; the
+  // rest of each piece then joins the store's front in piece order.
+  void take_in_pieces(std::uint64_t requested) {
+    RawFrame* const st = store.get();
+    RawFrame* const in = input.get();
+    const std::size_t pieces = piece_taken.size();
+    const auto first = [&](std::size_t j) { return store_count * j / pieces; };
+    engine->pool().run(pieces, [&](std::size_t j) {
+      std::size_t n = 0;
+      for (std::size_t i = first(j); i < first(j + 1); ++i)
+        n += slice_takes(st[i].bytes, source_rule, requested);
+      piece_taken[j] = n;
+    });
+    std::size_t taken = 0;
+    for (std::size_t j = 0; j < pieces; ++j) {
+      piece_offset[j] = taken;
+      taken += piece_taken[j];
+    }
+    if (taken > max_slice_frames) return take_split(requested);  // nothing has moved yet
+    engine->pool().run(pieces, [&](std::size_t j) {
+      std::size_t t = piece_offset[j], k = first(j);
+      for (std::size_t i = first(j); i < first(j + 1); ++i) {
+        if (slice_takes(st[i].bytes, source_rule, requested))
+          in[t++] = st[i];
+        else
+          st[k++] = st[i];
+      }
+      piece_kept[j] = k - first(j);
+    });
+    std::size_t kept = 0;
+    for (std::size_t j = 0; j < pieces; ++j) {
+      if (kept != first(j)) std::memmove(st + kept, st + first(j), piece_kept[j] * sizeof(RawFrame));
+      kept += piece_kept[j];
+    }
+    store_count = kept;
+    set_taken(taken, 0, requested, false);
   }
 
   void set_taken(std::size_t taken, std::size_t dropped, std::uint64_t bound, bool split) {
@@ -360,7 +408,16 @@ std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
                                 " frames do not fit beside the " + std::to_string(m.store_count) +
                                 " staged (stream.max_pending_frames = " +
                                 std::to_string(m.max_staged_frames) + ")");
-  if (count > 0) std::memcpy(m.store.get() + m.store_count, frames, count * sizeof(RawFrame));
+  RawFrame* const to = m.store.get() + m.store_count;
+  if (m.engine && m.engine->splits(count)) {
+    const std::size_t pieces = m.engine->threads();
+    m.engine->pool().run(pieces, [&](std::size_t j) {
+      const std::size_t a = count * j / pieces, b = count * (j + 1) / pieces;
+      std::memcpy(to + a, frames + a, (b - a) * sizeof(RawFrame));
+    });
+  } else if (count > 0) {
+    std::memcpy(to, frames, count * sizeof(RawFrame));
+  }
   m.store_count += count;
   return ++m.tickets;
 }

@@ -73,6 +73,8 @@ class ParallelEngine {
   void reset_histograms();
 
   const ParallelStats& stats() const { return stats_; }
+  // The pool, for the backend's own per-piece work (staging, taking a slice's frames).
+  ThreadPool& pool() { return pool_; }
 
  private:
   struct Buffers;

@@ -536,6 +536,7 @@ struct Slicer::Impl {
       update_horizon();
       return;
     }
+    stream_delta[Counter::stream_exact_blocks] += 1;
     Block b{frames, 0, 0};
     Block* outer = block;
     block = &b;

@@ -53,23 +53,26 @@ struct Trial {
   std::uint64_t refused = 0;
   std::uint64_t slices = 0;
   std::uint64_t splits = 0;  // slices the backend had to split (core/backend.h)
+  std::uint64_t exact = 0;   // chunks that took the slicer's per-frame pass
+  std::uint64_t jumps = 0;   // stream.time_jump
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
   bool lossless() const {
-    return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0 &&
+    return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0 && jumps == 0 &&
            refused == 0;
   }
 };
 
 struct Snapshot {
-  std::uint64_t frames, kernel, ring, late, refused, slices, splits;
+  std::uint64_t frames, kernel, ring, late, refused, slices, splits, exact, jumps;
 };
 Snapshot snapshot(const std::string& j) {
   return {json_counter(j, "rx.frames"), json_counter(j, "rx.kernel_drops"),
           json_counter(j, "rx.ring_full"), json_counter(j, "stream.late"),
           json_counter(j, "out.zmq_refused"), json_counter(j, "stream.slices"),
-          json_counter(j, "stream.split_slices")};
+          json_counter(j, "stream.split_slices"), json_counter(j, "stream.exact_blocks"),
+          json_counter(j, "stream.time_jump")};
 }
 
 // The worker's phases between two rates documents `a` and `b` (docs/daemon.md, "Worker
@@ -384,6 +387,8 @@ int main(int argc, char** argv) {
     t.refused = after.refused - before.refused;
     t.slices = after.slices - before.slices;
     t.splits = after.splits - before.splits;
+    t.exact = after.exact - before.exact;
+    t.jumps = after.jumps - before.jumps;
     std::vector<double> p50, p99;
     const auto messages = sub.messages();
     const auto interval_ns = static_cast<std::uint64_t>(dc.rates_interval_ms * 1e6);
@@ -402,14 +407,16 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu refused %llu  slices %llu split %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
                 static_cast<unsigned long long>(t.kernel_drops),
                 static_cast<unsigned long long>(t.ring_full), static_cast<unsigned long long>(t.late),
+                static_cast<unsigned long long>(t.jumps),
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
-                static_cast<unsigned long long>(t.splits), t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+                static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.exact),
+                t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
     print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
     return t;
