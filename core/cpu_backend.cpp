@@ -1,3 +1,7 @@
+// The CPU backend (core/backend.h): its store of staged frames, taking a slice by its bound
+// (one pass; on the backend's threads; the rare split), and the slice's stages. Over 400
+// lines because the take and the stages share the backend's buffers; the stages themselves
+// live in convert.cpp, order.cpp, coincidence.cpp and, on several threads, parallel_engine.cpp.
 #include "core/cpu_backend.h"
 
 #include <sys/mman.h>

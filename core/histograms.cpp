@@ -1,3 +1,6 @@
+// Live histograms (DESIGN section 7): the table of histograms, their layout, filling from
+// frames and records, the JSON header and the histogram file. One file because the table
+// (names, units, shapes) is read by all of them.
 #include "core/histograms.h"
 
 #include <sys/mman.h>

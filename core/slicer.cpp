@@ -1,3 +1,7 @@
+// The slicer (DESIGN section 6): source clocks and horizon, held frames, the stage account,
+// run tracking, and the chunk path beside the exact per-frame rules. Longer than the other
+// rooms on purpose: the chunk path is correct only because it takes the common case of the
+// per-frame rules, and the two are read together (core/slicer.h has the contract).
 #include "core/slicer.h"
 
 #include <algorithm>

@@ -1,3 +1,6 @@
+// The worker thread (docs/daemon.md): takes sealed ring chunks, drives the slicer and the
+// backend, publishes results, reloads settings, times its phases. Over 400 lines because the
+// loop, its phases and the reload that swaps the engine share the worker's state.
 #include "daemon/worker.h"
 
 #include <signal.h>
