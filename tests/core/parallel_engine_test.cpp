@@ -189,6 +189,21 @@ TEST(ParallelEngine, WalkEqualsOneThreadAndTheOracleOnRandomInputs) {
 
 // Four threads cut 8 resolvable singles near 2, 4 and 6; the search for a chain start moves
 // each seam forward. Each case places the targets where a seam is tempting but wrong.
+// Closed first_open windows of W ticks with delayed windows D later, every good pair taken,
+// `sectors` BDMs of `per_sector` crystals around one ring.
+CoincidenceParams delayed_take_all(std::uint64_t w, std::uint64_t d, std::uint32_t sectors,
+                                   std::uint32_t per_sector) {
+  CoincidenceParams p;
+  p.window_ticks = w;
+  p.delayed = true;
+  p.delayed_offset_ticks = d;
+  p.policy = Policy::take_all_goods;
+  p.sectors = sectors;
+  p.crystals_per_sector = per_sector;
+  p.crystals_per_ring = sectors * per_sector;
+  return p;
+}
+
 struct Constructed {
   const char* name;
   std::vector<std::uint64_t> times;
@@ -196,14 +211,7 @@ struct Constructed {
 };
 
 TEST(ParallelEngine, SeamsInsideWindowsOnEdgesInDelayedWindowsAndEqualTimes) {
-  CoincidenceParams p;
-  p.window_ticks = 10;
-  p.delayed = true;
-  p.delayed_offset_ticks = 25;
-  p.policy = Policy::take_all_goods;
-  p.sectors = 4;
-  p.crystals_per_sector = 1;
-  p.crystals_per_ring = 4;
+  CoincidenceParams p = delayed_take_all(10, 25, 4, 1);
   const std::vector<Constructed> cases = {
       // Targets 2, 4, 6 all fall inside windows; the only chain starts are at 3 (gap 11 > W)
       // and 7: a seam at the target would split a window.
@@ -260,14 +268,7 @@ TEST(ParallelEngine, SeamsInsideWindowsOnEdgesInDelayedWindowsAndEqualTimes) {
 // counts the rest, as on one thread.
 TEST(ParallelEngine, FullBufferKeepsTheFirstRecordsAcrossSegments) {
   std::mt19937_64 rng(17);
-  CoincidenceParams p;
-  p.window_ticks = 12;
-  p.delayed = true;
-  p.delayed_offset_ticks = 40;
-  p.policy = Policy::take_all_goods;
-  p.sectors = 6;
-  p.crystals_per_sector = 3;
-  p.crystals_per_ring = 18;
+  const CoincidenceParams p = delayed_take_all(12, 40, 6, 3);
   const std::vector<Single> s = random_singles(rng, p, 3000);
   for (const std::size_t capacity : {std::size_t{0}, std::size_t{7}, std::size_t{500}, std::size_t{1500}}) {
     for (const unsigned t : kThreadCounts) {

@@ -12,6 +12,23 @@ namespace petdaq::sim {
 
 // Distance from a point inside the phantom cylinder to its surface along u, without a
 // branch (a line parallel to the axis or to the end faces is infinitely far from them).
+namespace {
+// The photons of the chunk's n decays whose flag is set, both photons of a decay in turn
+// (photon h of decay i sits at h * kChunkDecays + i), into s.list without a branch; returns
+// how many.
+std::uint32_t list_flagged(ChunkScratch& s, std::size_t n) {
+  constexpr std::uint32_t K = kChunkDecays;
+  std::uint32_t m = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    s.list[m] = i;
+    m += s.flag[i] != 0;
+    s.list[m] = K + i;
+    m += s.flag[K + i] != 0;
+  }
+  return m;
+}
+}  // namespace
+
 inline double BlockGenerator::phantom_exit_mm(double px, double py, double pz, double ux,
                                               double uy, double uz) const {
   const double a = ux * ux + uy * uy;
@@ -153,13 +170,7 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
         s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i])
                         ? 1.0
                         : 0.0;
-    std::uint32_t m = 0;
-    for (std::uint32_t i = 0; i < n; ++i) {
-      s.list[m] = i;
-      m += s.flag[i] != 0;
-      s.list[m] = K + i;
-      m += s.flag[K + i] != 0;
-    }
+    const std::uint32_t m = list_flagged(s, n);
     for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], rng);
   }
 
@@ -181,13 +192,7 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.flag[i] = away | (a < 1e-12) ? 0.0 : 1.0;
     }
   }
-  std::uint32_t m = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    s.list[m] = i;
-    m += s.flag[i] != 0;
-    s.list[m] = K + i;
-    m += s.flag[K + i] != 0;
-  }
+  const std::uint32_t m = list_flagged(s, n);
   std::uint32_t hits = 0;
   for (std::uint32_t k = 0; k < m; ++k) {
     const std::uint32_t j = s.list[k];
