@@ -259,6 +259,7 @@ int main(int argc, char** argv) {
   int bisect_steps = 4;
   std::string backend = "cpu";
   std::uint32_t senders = 1;
+  double max_future_ms = 0;  // 0: the test scanner's stream.max_future_ps
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -278,6 +279,12 @@ int main(int argc, char** argv) {
                  "of the test scanner's 4 BDMs, so at most 4)")
       ->type_name("N")
       ->check(CLI::Range(1u, Source::kBdmGroups));
+  app.add_option("--max-future-ms", max_future_ms,
+                 "the daemon's stream.max_future_ps in ms of scanner time (0: the test "
+                 "scanner's); chunks span up to half of it and a frame further ahead of the "
+                 "horizon is a time jump")
+      ->type_name("MS")
+      ->check(CLI::NonNegativeNumber);
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
 
   TestScanner sc;
@@ -285,6 +292,9 @@ int main(int argc, char** argv) {
   st.max_slice_frames = 1u << 20;
   st.max_pending_frames = 4u << 20;
   st.max_carry_singles = 1u << 20;
+  if (max_future_ms > 0) st.max_future_ps = max_future_ms * 1e9;
+  std::printf("stream.max_future_ps %.0f (%.1f ms of scanner time)\n", st.max_future_ps,
+              st.max_future_ps * 1e-9);
   DaemonConfig dc;
   dc.udp_port = free_udp_port();
   dc.zmq_endpoint = "ipc://" + (sc.dir / "pub.sock").string();
