@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/counters.h"
+#include "core/frame_source.h"
 #include "core/geometry.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -124,12 +125,9 @@ ConvertTables make_convert_tables(const Settings& settings, const Calibration& c
 // addresses it prefetches. check_frame: single for a frame whose markers, BDM, DU and
 // position are valid; otherwise the status that rejects it.
 PETDAQ_HD FrameStatus check_frame(const std::uint8_t* f, const ConvertTables& t) {
-  const std::uint8_t head_du = f[frame_offset::head_du];
-  const std::uint8_t frac_tail = f[frame_offset::temp_frac_tail];
-  if (t.check_markers && ((head_du >> 4) != t.head_marker || (frac_tail & 0x0F) != t.tail_marker))
-    return FrameStatus::bad_marker;
+  if (!markers_ok(f, t.check_markers, t.head_marker, t.tail_marker)) return FrameStatus::bad_marker;
   if (f[frame_offset::bdm] >= t.bdm_count) return FrameStatus::bad_bdm;
-  if ((head_du & 0x0Fu) >= t.du_per_bdm) return FrameStatus::bad_du;
+  if ((f[frame_offset::head_du] & 0x0Fu) >= t.du_per_bdm) return FrameStatus::bad_du;
   const std::uint32_t ps = t.geometry.position_size;
   if (f[frame_offset::x] >= ps || f[frame_offset::y] >= ps) return FrameStatus::bad_position;
   return FrameStatus::single;

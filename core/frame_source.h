@@ -11,6 +11,14 @@
 
 namespace petdaq {
 
+// Are a frame's head and tail markers the configured ones (always, when they are not
+// checked)? The first test of both the source rule below and convert_frame().
+PETDAQ_HD bool markers_ok(const std::uint8_t* frame, bool check, std::uint8_t head,
+                          std::uint8_t tail) {
+  return !check || ((frame[frame_offset::head_du] >> 4) == head &&
+                    (frame[frame_offset::temp_frac_tail] & 0x0F) == tail);
+}
+
 // A frame's source is its BDM byte, when its markers (if checked) and BDM are good. A frame
 // with no source never moves a horizon; the backend counts it as bad in the next slice.
 struct SourceRule {
@@ -21,10 +29,7 @@ struct SourceRule {
 
   // The source of a frame, or -1 when it cannot be attributed to one.
   PETDAQ_HD int source_of(const std::uint8_t* frame) const {
-    const std::uint8_t head_du = frame[frame_offset::head_du];
-    const std::uint8_t frac_tail = frame[frame_offset::temp_frac_tail];
-    if (check_markers && ((head_du >> 4) != head_marker || (frac_tail & 0x0F) != tail_marker))
-      return -1;
+    if (!markers_ok(frame, check_markers, head_marker, tail_marker)) return -1;
     const std::uint8_t bdm = frame[frame_offset::bdm];
     return bdm < bdm_count ? bdm : -1;
   }
