@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/coincidence_params.h"
+#include "core/counters.h"
 #include "proto/records.h"
 
 namespace petdaq {
@@ -39,6 +40,17 @@ struct CoincidenceCounts {
   std::uint64_t multiples = 0;          // prompt windows with k >= 3
   std::uint64_t delayed_multiples = 0;  // delayed windows with k >= 3
 };
+
+// A slice's coincidence counts and the records no buffer held, added to their counters
+// (both backends).
+inline void add_coincidence_counts(CounterDelta& delta, const CoincidenceCounts& c,
+                                   std::uint64_t records_overflow) {
+  delta[Counter::coinc_prompts] += c.prompts;
+  delta[Counter::coinc_delayed] += c.delayed;
+  delta[Counter::coinc_multiples] += c.multiples;
+  delta[Counter::coinc_delayed_multiples] += c.delayed_multiples;
+  delta[Counter::coinc_records_overflow] += records_overflow;
+}
 
 // Resolves the windows of `singles` (sorted in the order of DESIGN section 5, starting at a
 // window-chain start: the first single opens a window) whose outcome can no longer change:

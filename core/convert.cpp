@@ -103,8 +103,7 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
       kept += accepted;
     }
   }
-  for (int s = 0; s < kFrameStatusCount; ++s)
-    delta[counter_of(static_cast<FrameStatus>(s))] += by_status[s];
+  add_status_counts(delta, by_status);
   return kept;
 }
 

@@ -207,6 +207,13 @@ PETDAQ_HD FrameStatus convert_frame(const std::uint8_t* f, const ConvertTables& 
   return finish_frame(f, t, label, gain, out);
 }
 
+// Each frame status's count added to its counter (both backends).
+inline void add_status_counts(CounterDelta& delta,
+                              const std::uint64_t (&by_status)[kFrameStatusCount]) {
+  for (int s = 0; s < kFrameStatusCount; ++s)
+    delta[counter_of(static_cast<FrameStatus>(s))] += by_status[s];
+}
+
 // How many frames ahead convert_frames() requests a frame's flood-map pixel and its gain. The
 // two look-ups are random reads in tables of megabytes (6 MiB and 65 MiB for the default
 // scanner) and the second depends on the first: without prefetching, a frame waits for

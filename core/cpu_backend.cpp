@@ -378,11 +378,7 @@ struct CpuBackend::Impl {
       next_t_begin = 0;
     }
 
-    delta[Counter::coinc_prompts] += counts.prompts;
-    delta[Counter::coinc_delayed] += counts.delayed;
-    delta[Counter::coinc_multiples] += counts.multiples;
-    delta[Counter::coinc_delayed_multiples] += counts.delayed_multiples;
-    delta[Counter::coinc_records_overflow] += prompts.overflow + delayed.overflow;
+    add_coincidence_counts(delta, counts, prompts.overflow + delayed.overflow);
 
     result.prompts = prompts.data;
     result.prompt_count = prompts.size;
