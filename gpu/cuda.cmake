@@ -1,6 +1,9 @@
-# The CUDA backend: one translation unit for the pipeline and its kernels (CI compiles it on
-# two cores), linked with the core library and the CUDA runtime.
-add_library(petdaq_gpu STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu_backend.cu)
+# The CUDA backend: one translation unit for the pipeline and its kernels, one for the CUB
+# device-wide calls and one for the device workspace (CI compiles them on two cores), linked
+# with the core library and the CUDA runtime.
+add_library(petdaq_gpu STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu_backend.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/cub_calls.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/device_workspace.cu)
 if(PETDAQ_PORTABLE)
   target_link_libraries(petdaq_gpu PUBLIC petdaq_core CUDA::cudart_static)
 else()

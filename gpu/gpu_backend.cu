@@ -7,16 +7,10 @@
 // CUB's temporary storage, is taken at construction.
 #include "gpu/gpu_backend.h"
 
-#include <cub/device/device_partition.cuh>
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_scan.cuh>
-#include <cub/device/device_select.cuh>
-#include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/discard_iterator.h>
-
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -28,7 +22,9 @@
 #include "core/histograms.h"
 #include "core/phase_timer.h"
 #include "core/settings.h"
+#include "gpu/cub_calls.h"
 #include "gpu/cuda_support.h"
+#include "gpu/device_workspace.h"
 #include "gpu/gpu_stage_times.h"
 #include "gpu/histogram_kernels.cuh"
 #include "gpu/kernels.cuh"
@@ -46,6 +42,11 @@ using gpu::ElementwisePolicy;
 using gpu::SliceCounts;
 using gpu::SliceSummary;
 using gpu::WalkPolicy;
+using gpu::partition_async;
+using gpu::scan_tiles_async;
+using gpu::scan_units_async;
+using gpu::select_segments_async;
+using gpu::sort_keys_async;
 
 constexpr int kSlicesInFlight = 3;
 // Events that mark staged copies; a ticket older than the ring is known complete through
@@ -60,36 +61,6 @@ std::uint64_t blocks_for(std::uint64_t items, int threads) {
 
 // A grid-stride kernel needs no more blocks than this to fill the device.
 constexpr std::uint64_t kMaxStrideBlocks = 4096;
-
-// The CUB calls, written once for sizing (temp == nullptr) and for running.
-cudaError_t sort_keys_async(void* temp, std::size_t& bytes,
-                            cub::DoubleBuffer<unsigned long long>& keys,
-                            cub::DoubleBuffer<std::uint32_t>& index, std::int64_t count,
-                            cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys, index, count, 0, 64, stream);
-}
-cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
-                             std::uint32_t* out, std::int64_t count, cudaStream_t stream) {
-  return cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream);
-}
-cudaError_t scan_units_async(void* temp, std::size_t& bytes, const unsigned long long* in,
-                             unsigned long long* out, std::int64_t count, cudaStream_t stream) {
-  return cub::DeviceScan::ExclusiveSum(temp, bytes, in, out, count, stream);
-}
-cudaError_t select_segments_async(void* temp, std::size_t& bytes, gpu::SegmentStart start,
-                                  std::uint32_t* out, std::uint32_t* out_count,
-                                  std::int64_t count, cudaStream_t stream) {
-  return cub::DeviceSelect::If(temp, bytes, thrust::counting_iterator<std::uint32_t>(0), out,
-                               out_count, count, start, stream);
-}
-
-// Staged frames -> the slice's frames (taken), dropped, and the frames kept staged.
-cudaError_t partition_async(void* temp, std::size_t& bytes, const uint4* in, uint4* taken,
-                            uint4* kept, unsigned long long* counts, std::int64_t count,
-                            gpu::TakenBy take, gpu::DroppedAt drop, cudaStream_t stream) {
-  return cub::DevicePartition::If(temp, bytes, in, taken, thrust::make_discard_iterator(), kept,
-                                  counts, count, take, drop, stream);
-}
 
 // One slice in flight: its pinned input, its device copy of the frames, its records on
 // the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
@@ -167,20 +138,8 @@ class GpuBackend final : public Backend {
   device_unique_ptr<float> d_energy_;
   device_unique_ptr<std::int32_t> d_offsets_;
 
-  // a: carry-over + new singles as converted; b: the same in order.
-  device_unique_ptr<Single> d_singles_a_, d_singles_b_, d_carry_;
-  device_unique_ptr<unsigned long long> d_keys_a_, d_keys_b_;
-  device_unique_ptr<std::uint32_t> d_index_a_, d_index_b_;
-  gpu::SortKeyLayout key_layout_{};
-  device_unique_ptr<std::uint32_t> d_tile_accepted_, d_tile_offset_;
-  device_unique_ptr<std::uint32_t> d_segment_start_, d_segment_count_;
-  device_unique_ptr<unsigned long long> d_prompt_count_, d_prompt_offset_;
-  device_unique_ptr<unsigned long long> d_delayed_count_, d_delayed_offset_;
-  device_unique_ptr<unsigned long long> d_bdm_;
-  device_unique_ptr<SliceCounts> d_counts_;
-  device_unique_ptr<CarryState> d_state_;
-  device_unique_ptr<std::uint8_t> d_temp_;
-  std::size_t temp_bytes_ = 0;
+  // Every buffer a slice works in (gpu/device_workspace.h).
+  std::unique_ptr<gpu::DeviceWorkspace> ws_;
 
   // The stage: staged frames at [0, stage_count_) of d_stage_[stage_current_]; a slice's
   // partition moves the frames it leaves to the other buffer.
@@ -259,49 +218,9 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     tables_.time_offsets = d_offsets_.get();
   }
 
-  d_singles_a_ = make_device<Single>(sort_capacity_);
-  d_singles_b_ = make_device<Single>(sort_capacity_);
-  d_carry_ = make_device<Single>(max_carry_);
-  d_keys_a_ = make_device<unsigned long long>(sort_capacity_);
-  d_keys_b_ = make_device<unsigned long long>(sort_capacity_);
-  d_index_a_ = make_device<std::uint32_t>(sort_capacity_);
-  d_index_b_ = make_device<std::uint32_t>(sort_capacity_);
-  {
-    std::uint32_t bits = 1;  // at least one: the key layout shifts by 64 - bits
-    while (bits < 32 && (std::uint64_t{1} << bits) < host_tables.geometry.crystal_count()) ++bits;
-    key_layout_.crystal_bits = bits;
-  }
-  d_tile_accepted_ = make_device<std::uint32_t>(tile_capacity_);
-  d_tile_offset_ = make_device<std::uint32_t>(tile_capacity_);
-  d_segment_start_ = make_device<std::uint32_t>(sort_capacity_);
-  d_segment_count_ = make_device<std::uint32_t>(1);
-  d_prompt_count_ = make_device<unsigned long long>(sort_capacity_);
-  d_prompt_offset_ = make_device<unsigned long long>(sort_capacity_);
-  d_delayed_count_ = make_device<unsigned long long>(sort_capacity_);
-  d_delayed_offset_ = make_device<unsigned long long>(sort_capacity_);
-  d_bdm_ = make_device<unsigned long long>(2 * std::size_t{bdm_count_});
-  d_counts_ = make_device<SliceCounts>(1);
-  d_state_ = make_device<CarryState>(1);
-  PETDAQ_CUDA_CHECK(cudaMemset(d_state_.get(), 0, sizeof(CarryState)));
-
-  // CUB's temporary storage: the largest of what the calls need at full size.
-  std::size_t bytes = 0, need = 0;
-  cub::DoubleBuffer<unsigned long long> keys(d_keys_a_.get(), d_keys_b_.get());
-  cub::DoubleBuffer<std::uint32_t> index(d_index_a_.get(), d_index_b_.get());
-  PETDAQ_CUDA_CHECK(sort_keys_async(nullptr, bytes, keys, index,
-                                    static_cast<std::int64_t>(sort_capacity_), nullptr));
-  need = std::max(need, bytes);
-  PETDAQ_CUDA_CHECK(scan_tiles_async(nullptr, bytes, nullptr, nullptr,
-                                     static_cast<std::int64_t>(tile_capacity_), nullptr));
-  need = std::max(need, bytes);
-  PETDAQ_CUDA_CHECK(scan_units_async(nullptr, bytes, nullptr, nullptr,
-                                     static_cast<std::int64_t>(sort_capacity_), nullptr));
-  need = std::max(need, bytes);
-  PETDAQ_CUDA_CHECK(select_segments_async(nullptr, bytes, gpu::SegmentStart{}, nullptr, nullptr,
-                                          static_cast<std::int64_t>(sort_capacity_), nullptr));
-  need = std::max(need, bytes);
-  temp_bytes_ = need;
-  d_temp_ = make_device<std::uint8_t>(temp_bytes_);
+  ws_ = std::make_unique<gpu::DeviceWorkspace>(gpu::WorkspaceSizes{
+      sort_capacity_, max_carry_, tile_capacity_, bdm_count_,
+      host_tables.geometry.crystal_count()});
 
   d_stage_[0] = make_device<RawFrame>(max_staged_);
   d_stage_[1] = make_device<RawFrame>(max_staged_);
@@ -524,9 +443,10 @@ void GpuBackend::submit(const SliceRequest& request) {
 
 void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
   cudaStream_t stream = compute_stream_.get();
-  SliceCounts* counts = d_counts_.get();
-  CarryState* state = d_state_.get();
-  unsigned long long* bdm = d_bdm_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
+  SliceCounts* counts = ws.d_counts.get();
+  CarryState* state = ws.d_state.get();
+  unsigned long long* bdm = ws.d_bdm.get();
 
   gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
       counts, state, request.run_start, request.final, bdm, bdm_count_);
@@ -539,16 +459,16 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
     gpu::convert_count_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_accepted_.get(), counts,
+        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_accepted.get(), counts,
         bdm, bdm + bdm_count_, bdm_count_);
     PETDAQ_CUDA_CHECK_LAUNCH("convert_count_kernel");
-    std::size_t bytes = temp_bytes_;
-    PETDAQ_CUDA_CHECK(scan_tiles_async(d_temp_.get(), bytes, d_tile_accepted_.get(),
-                                       d_tile_offset_.get(), static_cast<std::int64_t>(tiles),
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
+                                       ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
                                        stream));
     gpu::convert_scatter_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables_, d_tile_offset_.get(), state,
-        d_singles_a_.get());
+        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_offset.get(), state,
+        ws.d_singles_a.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
     if (d_histograms_) {  // histograms of the frames
       gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
@@ -571,22 +491,22 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   gpu::place_carry_kernel<<<std::min(kMaxStrideBlocks,
                                      blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
                             ElementwisePolicy::threads_per_block, 0, stream>>>(
-      d_singles_a_.get(), d_carry_.get(), state, d_tile_accepted_.get(), d_tile_offset_.get(),
+      ws.d_singles_a.get(), ws.d_carry.get(), state, ws.d_tile_accepted.get(), ws.d_tile_offset.get(),
       static_cast<std::uint32_t>(tiles), counts);
   PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
   gpu::make_keys_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      d_singles_a_.get(), counts, key_layout_, sort_count, d_keys_a_.get(), d_index_a_.get());
+      ws.d_singles_a.get(), counts, ws.key_layout, sort_count, ws.d_keys_a.get(), ws.d_index_a.get());
   PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
-  cub::DoubleBuffer<unsigned long long> keys(d_keys_a_.get(), d_keys_b_.get());
-  cub::DoubleBuffer<std::uint32_t> index(d_index_a_.get(), d_index_b_.get());
+  cub::DoubleBuffer<unsigned long long> keys(ws.d_keys_a.get(), ws.d_keys_b.get());
+  cub::DoubleBuffer<std::uint32_t> index(ws.d_index_a.get(), ws.d_index_b.get());
   if (sort_count > 1) {
-    std::size_t bytes = temp_bytes_;
-    PETDAQ_CUDA_CHECK(sort_keys_async(d_temp_.get(), bytes, keys, index,
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(sort_keys_async(ws.d_temp.get(), bytes, keys, index,
                                       static_cast<std::int64_t>(sort_count), stream));
   }
-  Single* sorted = d_singles_b_.get();
+  Single* sorted = ws.d_singles_b.get();
   gpu::gather_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      d_singles_a_.get(), index.Current(), counts, sorted);
+      ws.d_singles_a.get(), index.Current(), counts, sorted);
   PETDAQ_CUDA_CHECK_LAUNCH("gather_kernel");
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       keys.Current(), counts, sorted);
@@ -595,18 +515,18 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
 
   // Windows: units of work are chain segments (first_open) or singles (every_single).
   if (params_.mode == WindowMode::first_open) {
-    std::size_t bytes = temp_bytes_;
+    std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(select_segments_async(
-        d_temp_.get(), bytes, gpu::SegmentStart{sorted, counts, params_},
-        d_segment_start_.get(), d_segment_count_.get(), static_cast<std::int64_t>(sort_count),
+        ws.d_temp.get(), bytes, gpu::SegmentStart{sorted, counts, params_},
+        ws.d_segment_start.get(), ws.d_segment_count.get(), static_cast<std::int64_t>(sort_count),
         stream));
   }
-  const gpu::WalkInput walk{sorted, counts, d_segment_start_.get(), d_segment_count_.get(),
+  const gpu::WalkInput walk{sorted, counts, ws.d_segment_start.get(), ws.d_segment_count.get(),
                             params_, request.horizon};
   const std::uint64_t walk_blocks = blocks_for(sort_count, WalkPolicy::threads_per_block);
   for (const bool redo : {false, true}) {
     gpu::walk_count_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
-        walk, sort_count, redo, d_prompt_count_.get(), d_delayed_count_.get(), counts);
+        walk, sort_count, redo, ws.d_prompt_count.get(), ws.d_delayed_count.get(), counts);
     PETDAQ_CUDA_CHECK_LAUNCH("walk_count_kernel");
     if (!redo) {
       gpu::carry_overflow_kernel<<<1, 1, 0, stream>>>(counts, max_carry_);
@@ -614,22 +534,22 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
     }
   }
   {
-    std::size_t bytes = temp_bytes_;
-    PETDAQ_CUDA_CHECK(scan_units_async(d_temp_.get(), bytes, d_prompt_count_.get(),
-                                       d_prompt_offset_.get(),
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_units_async(ws.d_temp.get(), bytes, ws.d_prompt_count.get(),
+                                       ws.d_prompt_offset.get(),
                                        static_cast<std::int64_t>(sort_count), stream));
-    bytes = temp_bytes_;
-    PETDAQ_CUDA_CHECK(scan_units_async(d_temp_.get(), bytes, d_delayed_count_.get(),
-                                       d_delayed_offset_.get(),
+    bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_units_async(ws.d_temp.get(), bytes, ws.d_delayed_count.get(),
+                                       ws.d_delayed_offset.get(),
                                        static_cast<std::int64_t>(sort_count), stream));
   }
   gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
-      walk, d_prompt_offset_.get(), d_delayed_offset_.get(), slot.d_prompts.get(), slot.d_delayed.get(),
+      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.d_prompts.get(), slot.d_delayed.get(),
       prompt_capacity_, delayed_capacity_);
   PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
   gpu::summarize_kernel<<<1, 1, 0, stream>>>(
-      sorted, counts, state, d_prompt_offset_.get(), d_prompt_count_.get(),
-      d_delayed_offset_.get(), d_delayed_count_.get(), sort_count, prompt_capacity_,
+      sorted, counts, state, ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
+      ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, prompt_capacity_,
       delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
       bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
@@ -653,7 +573,7 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
     gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
                                       blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
                              ElementwisePolicy::threads_per_block, 0, stream>>>(
-        sorted, counts, state, d_carry_.get(), max_carry_);
+        sorted, counts, state, ws.d_carry.get(), max_carry_);
     PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
