@@ -52,34 +52,16 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   FrameLoad(temp.load).Load(frames + tile_start, raw, valid);
   __syncthreads();
 
-  std::uint32_t accepted = 0;
-  unsigned long long t_min = ~0ull, t_max = 0;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
-    const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
-    if (index >= valid) continue;
-    std::uint8_t bytes[16];
-    load_frame(raw[k], bytes);
-    Single s;
-    const FrameStatus status = convert_frame(bytes, tables, s);
-    atomicAdd(&status_tally[static_cast<int>(status)], 1u);
-    if (status == FrameStatus::single) {
-      ++accepted;
-      t_min = min_of<unsigned long long>(t_min, s.time);
-      t_max = max_of<unsigned long long>(t_max, s.time);
-      atomicAdd(&accepted_tally[bytes[frame_offset::bdm]], 1u);
-    } else if (status == FrameStatus::energy_rejected) {
-      atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
-    }
-  }
-  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(accepted);
+  const ThreadCount mine =
+      count_thread_frames(raw, valid, tables, status_tally, accepted_tally, rejected_tally);
+  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(mine.accepted);
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
   __syncthreads();
   using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
   __shared__ typename Bound::TempStorage bound;
-  const unsigned long long block_min = Bound(bound).Reduce(t_min, ::cuda::minimum<>{});
+  const unsigned long long block_min = Bound(bound).Reduce(mine.t_min, ::cuda::minimum<>{});
   __syncthreads();
-  const unsigned long long block_max = Bound(bound).Reduce(t_max, ::cuda::maximum<>{});
+  const unsigned long long block_max = Bound(bound).Reduce(mine.t_max, ::cuda::maximum<>{});
   if (threadIdx.x == 0 && tile_total > 0) {
     atomicMin(&counts->t_min, block_min);
     atomicMax(&counts->t_max, block_max);
@@ -112,17 +94,7 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
 
   Single out[ConvertPolicy::items_per_thread];
   bool keep[ConvertPolicy::items_per_thread];
-  std::uint32_t kept = 0;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
-    const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
-    keep[k] = false;
-    if (index >= valid) continue;
-    std::uint8_t bytes[16];
-    load_frame(raw[k], bytes);
-    keep[k] = convert_frame(bytes, tables, out[k]) == FrameStatus::single;
-    kept += keep[k] ? 1u : 0u;
-  }
+  const std::uint32_t kept = convert_thread_frames(raw, valid, tables, out, keep);
   std::uint32_t offset = 0;
   Scan(temp.scan).ExclusiveSum(kept, offset);
   Single* dst = singles + state->carry_count + tile_offset[blockIdx.x] + offset;
