@@ -1,6 +1,11 @@
-# The CUDA backend: one translation unit for the pipeline and its kernels (CI compiles it on
-# two cores), linked with the core library and the CUDA runtime.
-add_library(petdaq_gpu STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu_backend.cu)
+# The CUDA backend: start-up and collect, the stage, the per-slice launches with their
+# kernels, the CUB device-wide calls and the device workspace, one translation unit each (CI
+# compiles them on two cores), linked with the core library and the CUDA runtime.
+add_library(petdaq_gpu STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu_backend.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/slice_stage.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/slice_compute.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/cub_calls.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/device_workspace.cu)
 if(PETDAQ_PORTABLE)
   target_link_libraries(petdaq_gpu PUBLIC petdaq_core CUDA::cudart_static)
 else()

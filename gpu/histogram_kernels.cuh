@@ -7,7 +7,8 @@
 #include <cstdint>
 
 #include "core/histograms.h"
-#include "gpu/kernels.cuh"
+#include "gpu/device/convert_tile.cuh"
+#include "gpu/device/slice_state.cuh"
 
 namespace petdaq::gpu {
 

@@ -1,110 +1,30 @@
 // The per-slice kernels of the GPU backend: fused convert + count + compaction, carry-over
 // placement, sort keys, gather and tie pass, window walks (count, then fill) and the
-// per-slice summary. Launch shapes live in
-// the policy structs; the host side (gpu_backend.cu) sizes and queues them.
+// per-slice summary. Launch shapes live in the policy structs; the host side
+// (gpu_backend.cu) sizes and queues them. The per-tile and per-thread device code the kernels
+// run, and the state they share, live in gpu/device/.
 #pragma once
 
-#include <cub/block/block_load.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cuda/functional>
 
 #include <cstdint>
 
-#include "core/coincidence.h"
 #include "core/convert.h"
 #include "core/counters.h"
-#include "core/frame_source.h"
 #include "core/slice_end.h"
 #include "core/sort_run.h"
-#include "core/window_walk.h"
+#include "gpu/device/convert_tile.cuh"
+#include "gpu/device/slice_state.cuh"
+#include "gpu/device/sort_keys.cuh"
+#include "gpu/device/stage_predicates.cuh"
+#include "gpu/device/walk.cuh"
 #include "proto/records.h"
 
 namespace petdaq::gpu {
 
-struct ConvertPolicy {
-  static constexpr int threads_per_block = 256;
-  static constexpr int items_per_thread = 8;
-  static constexpr int tile_frames = threads_per_block * items_per_thread;
-};
-struct WalkPolicy {
-  static constexpr int threads_per_block = 128;
-};
-struct ElementwisePolicy {
-  static constexpr int threads_per_block = 256;
-};
-
-template <class T>
-__device__ __forceinline__ T min_of(T a, T b) {
-  return a < b ? a : b;
-}
-template <class T>
-__device__ __forceinline__ T max_of(T a, T b) {
-  return a < b ? b : a;
-}
-
-// Shared-memory per-BDM tallies cover every BDM a frame can address (its bdm field is a byte).
-inline constexpr int kMaxFrameBdms = 256;
-
-// The sort key of a single: the slice-relative time above the crystal id, so that one
-// 64-bit radix sort gives the (time, crystal) order; equal keys (same time and crystal) are
-// put in energy order afterwards. When a slice spans too long for that (hours of ticks:
-// never through the slicer, which drops time jumps), the key is the time alone and the
-// tie pass orders equal times by (crystal, energy). Padding sorts after every real key.
-struct SortKeyLayout {
-  std::uint32_t crystal_bits;  // bits of the largest crystal id
-};
-inline constexpr unsigned long long kPaddingKey = ~0ull;
-
-// Counts and decisions of one slice, accumulated on the device (sums only:
-// order-independent atomics).
-struct SliceCounts {
-  unsigned long long status[kFrameStatusCount];
-  unsigned long long multiples;
-  unsigned long long delayed_multiples;
-  unsigned long long carry_start;  // first unresolved opener (atomicMin), ~0 when none
-  unsigned long long accepted;     // new singles of this slice
-  unsigned long long singles;      // carry-over + new singles in the sort range
-  unsigned long long t_min;        // over the slice's singles (atomicMin / atomicMax)
-  unsigned long long t_max;
-  unsigned int resolve_all;        // final slice, or turned into one by a carry overflow
-  unsigned int redo;               // the count pass must run again (carry overflow)
-  unsigned int carry_overflow;
-};
-
-// State that one slice leaves for the next (device-resident).
-struct CarryState {
-  unsigned long long carry_count;
-  unsigned long long t_begin;
-  unsigned long long carry_t_min;  // the carry-over is sorted: its first and last times
-  unsigned long long carry_t_max;
-};
-
-// What the host reads after a slice (mapped pinned memory, written by summarize_kernel).
-struct SliceSummary {
-  std::uint64_t status[kFrameStatusCount];
-  std::uint64_t multiples;
-  std::uint64_t delayed_multiples;
-  std::uint64_t prompts_total;   // records the windows emitted
-  std::uint64_t delayed_total;
-  std::uint64_t prompts_kept;    // records that fit in the output buffer
-  std::uint64_t delayed_kept;
-  std::uint64_t carry_count;
-  std::uint64_t carry_overflow;
-  std::uint64_t t_begin;
-  std::uint64_t t_end;
-};
-
-__device__ inline void load_frame(const uint4& v, std::uint8_t (&bytes)[16]) {
-  const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-  for (int i = 0; i < 16; ++i) bytes[i] = static_cast<std::uint8_t>(w[i / 4] >> (8 * (i % 4)));
-}
-
 // ---- convert: pass 1 counts per tile and per reason, pass 2 converts again and compacts ----
-
-using FrameLoad = cub::BlockLoad<uint4, ConvertPolicy::threads_per_block,
-                                 ConvertPolicy::items_per_thread, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     convert_count_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
@@ -132,34 +52,16 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   FrameLoad(temp.load).Load(frames + tile_start, raw, valid);
   __syncthreads();
 
-  std::uint32_t accepted = 0;
-  unsigned long long t_min = ~0ull, t_max = 0;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
-    const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
-    if (index >= valid) continue;
-    std::uint8_t bytes[16];
-    load_frame(raw[k], bytes);
-    Single s;
-    const FrameStatus status = convert_frame(bytes, tables, s);
-    atomicAdd(&status_tally[static_cast<int>(status)], 1u);
-    if (status == FrameStatus::single) {
-      ++accepted;
-      t_min = min_of<unsigned long long>(t_min, s.time);
-      t_max = max_of<unsigned long long>(t_max, s.time);
-      atomicAdd(&accepted_tally[bytes[frame_offset::bdm]], 1u);
-    } else if (status == FrameStatus::energy_rejected) {
-      atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
-    }
-  }
-  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(accepted);
+  const ThreadCount mine =
+      count_thread_frames(raw, valid, tables, status_tally, accepted_tally, rejected_tally);
+  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(mine.accepted);
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
   __syncthreads();
   using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
   __shared__ typename Bound::TempStorage bound;
-  const unsigned long long block_min = Bound(bound).Reduce(t_min, ::cuda::minimum<>{});
+  const unsigned long long block_min = Bound(bound).Reduce(mine.t_min, ::cuda::minimum<>{});
   __syncthreads();
-  const unsigned long long block_max = Bound(bound).Reduce(t_max, ::cuda::maximum<>{});
+  const unsigned long long block_max = Bound(bound).Reduce(mine.t_max, ::cuda::maximum<>{});
   if (threadIdx.x == 0 && tile_total > 0) {
     atomicMin(&counts->t_min, block_min);
     atomicMax(&counts->t_max, block_max);
@@ -192,17 +94,7 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
 
   Single out[ConvertPolicy::items_per_thread];
   bool keep[ConvertPolicy::items_per_thread];
-  std::uint32_t kept = 0;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
-    const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
-    keep[k] = false;
-    if (index >= valid) continue;
-    std::uint8_t bytes[16];
-    load_frame(raw[k], bytes);
-    keep[k] = convert_frame(bytes, tables, out[k]) == FrameStatus::single;
-    kept += keep[k] ? 1u : 0u;
-  }
+  const std::uint32_t kept = convert_thread_frames(raw, valid, tables, out, keep);
   std::uint32_t offset = 0;
   Scan(temp.scan).ExclusiveSum(kept, offset);
   Single* dst = singles + state->carry_count + tile_offset[blockIdx.x] + offset;
@@ -232,12 +124,6 @@ __global__ void place_carry_kernel(Single* singles, const Single* carry, const C
     singles[j] = carry[j];
 }
 
-__device__ inline bool relative_keys_fit(const SliceCounts& c, SortKeyLayout layout) {
-  if (c.singles == 0) return true;
-  const unsigned long long span = c.t_max - c.t_min;
-  // Strictly below the largest value, so that no real key equals the padding key.
-  return span < (1ull << (64 - layout.crystal_bits)) - 1;
-}
 
 __global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
                                  SortKeyLayout layout, std::uint64_t sort_count,
@@ -282,104 +168,6 @@ __global__ void order_ties_kernel(const unsigned long long* keys, const SliceCou
 
 // ---- windows ----
 
-struct WalkInput {
-  const Single* singles;  // sorted; the first `counts->singles` are real
-  const SliceCounts* counts;
-  const std::uint32_t* segment_start;  // first_open: where each chain segment starts
-  const std::uint32_t* segment_count;
-  CoincidenceParams params;
-  std::uint64_t horizon;
-};
-
-// The first index in [from, n) whose time fails `inside` (true on a prefix of the sorted
-// singles, then false), searching outwards from `from`: windows and delayed intervals lie a
-// few singles ahead, so this stays in cache where a binary search over the whole slice
-// would not, and a window of many members (a stuck clock) costs log k, not k.
-template <class Inside>
-__device__ std::uint64_t gallop_end(const Single* s, std::uint64_t from, std::uint64_t n,
-                                    Inside inside) {
-  std::uint64_t lo = from, hi = from, step = 1;
-  while (hi < n && inside(s[hi].time)) {
-    lo = hi + 1;
-    hi = min_of<std::uint64_t>(n, hi + step);
-    step *= 2;
-  }
-  while (lo < hi) {
-    const std::uint64_t mid = lo + (hi - lo) / 2;
-    if (inside(s[mid].time))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return lo;
-}
-
-struct WalkTotals {
-  std::uint64_t prompts = 0;
-  std::uint64_t delayed = 0;
-  std::uint64_t multiples = 0;
-  std::uint64_t delayed_multiples = 0;
-};
-
-// Hands each record of a walk to the caller with its rank among the unit's records.
-template <class Emit>
-struct RankedSink {
-  Emit& emit;
-  bool delayed;
-  std::uint64_t rank = 0;
-  __device__ void operator()(const CoincRecord& r) { emit(delayed, rank++, r); }
-};
-
-// The window walk's search (core/window_walk.h) on the GPU: gallop_end over the slice.
-struct Gallop {
-  const Single* singles;
-  std::uint64_t n;
-  template <class Inside>
-  __device__ std::uint64_t operator()(std::uint64_t from, Inside inside) const {
-    return gallop_end(singles, from, n, inside);
-  }
-};
-
-// Walks the windows of one unit of work: a segment of the first_open chain (each window's
-// successor opens right after its last member, and no window crosses a gap the window
-// cannot bridge), or one single in every_single mode. Hands every record to
-// emit(delayed, rank, record) in output order. Stops at the first unresolved opener and
-// returns it (~0 when every window was resolved). Each step is walk_window(), the CPU
-// engine's step (core/window_walk.h).
-template <class Emit>
-__device__ std::uint64_t walk_unit(const WalkInput& in, std::uint64_t unit, WalkTotals& totals,
-                                   Emit& emit) {
-  const Single* s = in.singles;
-  const std::uint64_t n = in.counts->singles;
-  const bool final = in.counts->resolve_all != 0;
-  const CoincidenceParams& p = in.params;
-  std::uint64_t open, unit_end;
-  if (p.mode == WindowMode::first_open) {
-    const std::uint32_t segments = *in.segment_count;
-    open = in.segment_start[unit];
-    unit_end = unit + 1 < segments ? in.segment_start[unit + 1] : n;
-  } else {
-    open = unit;
-    unit_end = unit + 1;
-  }
-  RankedSink<Emit> prompt_sink{emit, false};
-  RankedSink<Emit> delayed_sink{emit, true};
-  Gallop find{s, n};
-  WalkCursors cursors;
-  while (open < unit_end) {
-    if (!final && !p.resolvable(s[open].time, in.horizon)) return open;
-    open = walk_window(s, open, p, cursors, find, totals, prompt_sink, delayed_sink);
-  }
-  return ~std::uint64_t{0};
-}
-
-__device__ inline std::uint64_t unit_total(const WalkInput& in) {
-  return in.params.mode == WindowMode::first_open ? *in.segment_count : in.counts->singles;
-}
-
-struct CountOnly {
-  __device__ void operator()(bool, std::uint64_t, const CoincRecord&) const {}
-};
 
 // Pass 1: records per unit, multiples, and the first unresolved opener. The redo pass runs
 // only after a carry overflow turned the slice into a resolve-everything slice.
@@ -424,21 +212,6 @@ __global__ void carry_overflow_kernel(SliceCounts* counts, std::uint64_t max_car
   counts->carry_start = ~0ull;
 }
 
-struct FillRecords {
-  CoincRecord* prompts;
-  CoincRecord* delayed;
-  std::uint64_t prompt_base;
-  std::uint64_t delayed_base;
-  std::uint64_t prompt_capacity;
-  std::uint64_t delayed_capacity;
-  __device__ void operator()(bool is_delayed, std::uint64_t rank, const CoincRecord& r) const {
-    if (is_delayed) {
-      if (delayed_base + rank < delayed_capacity) delayed[delayed_base + rank] = r;
-    } else if (prompt_base + rank < prompt_capacity) {
-      prompts[prompt_base + rank] = r;
-    }
-  }
-};
 
 // Pass 2: the same walk, writing each record at its unit's offset. Records past the
 // capacity are dropped here and counted by the summary.
@@ -455,16 +228,6 @@ __global__ void __launch_bounds__(WalkPolicy::threads_per_block)
   walk_unit(in, unit, totals, fill);
 }
 
-// first_open chains restart after every gap the window cannot bridge.
-struct SegmentStart {
-  const Single* singles;
-  const SliceCounts* counts;
-  CoincidenceParams params;
-  __device__ bool operator()(std::uint32_t i) const {
-    if (i >= counts->singles) return false;
-    return i == 0 || !params.within(singles[i - 1].time, singles[i].time);
-  }
-};
 
 // Opens a slice: zeroes its counts, applies run_start and final.
 __global__ void begin_slice_kernel(SliceCounts* counts, CarryState* state, bool run_start,
@@ -539,31 +302,6 @@ __global__ void save_carry_kernel(const Single* singles, const SliceCounts* coun
 // ---- the stage: which staged frames a slice takes (core/frame_source.h) ----
 
 namespace petdaq::gpu {
-
-// Staged frames are read 16 bytes at a time.
-struct TakenBy {
-  SourceRule rule;
-  std::uint64_t bound;
-  __device__ bool operator()(const uint4& v) const {
-    std::uint8_t bytes[16];
-    load_frame(v, bytes);
-    return slice_takes(bytes, rule, bound);
-  }
-};
-
-// A frame with a source at exactly `time` (only when `active`): dropped when more frames
-// share one time than a slice can take.
-struct DroppedAt {
-  SourceRule rule;
-  std::uint64_t time;
-  bool active;
-  __device__ bool operator()(const uint4& v) const {
-    if (!active) return false;
-    std::uint8_t bytes[16];
-    load_frame(v, bytes);
-    return rule.source_of(bytes) >= 0 && frame_time(bytes) == time;
-  }
-};
 
 // Counts the staged frames a slice with this bound would take.
 __global__ void __launch_bounds__(ElementwisePolicy::threads_per_block)

@@ -1,0 +1,27 @@
+// The 64-bit sort keys of a slice's singles (make_keys_kernel, order_ties_kernel).
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/device/slice_state.cuh"
+
+namespace petdaq::gpu {
+
+// The sort key of a single: the slice-relative time above the crystal id, so that one
+// 64-bit radix sort gives the (time, crystal) order; equal keys (same time and crystal) are
+// put in energy order afterwards. When a slice spans too long for that (hours of ticks:
+// never through the slicer, which drops time jumps), the key is the time alone and the
+// tie pass orders equal times by (crystal, energy). Padding sorts after every real key.
+struct SortKeyLayout {
+  std::uint32_t crystal_bits;  // bits of the largest crystal id
+};
+inline constexpr unsigned long long kPaddingKey = ~0ull;
+
+__device__ inline bool relative_keys_fit(const SliceCounts& c, SortKeyLayout layout) {
+  if (c.singles == 0) return true;
+  const unsigned long long span = c.t_max - c.t_min;
+  // Strictly below the largest value, so that no real key equals the padding key.
+  return span < (1ull << (64 - layout.crystal_bits)) - 1;
+}
+
+}  // namespace petdaq::gpu

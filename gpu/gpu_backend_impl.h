@@ -1,0 +1,176 @@
+// The GPU backend's class and the one slice in flight (Slot), shared by its translation
+// units: gpu_backend.cu (start-up, collect), slice_stage.cu (stage and submit) and
+// slice_compute.cu (the per-slice launches: the one unit that compiles the kernels).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/calibration.h"
+#include "core/chunk_summary.h"
+#include "core/frame_source.h"
+#include "core/histograms.h"
+#include "core/phase_timer.h"
+#include "core/settings.h"
+#include "gpu/cub_calls.h"
+#include "gpu/cuda_support.h"
+#include "gpu/device/slice_state.cuh"
+#include "gpu/device_workspace.h"
+#include "gpu/gpu_backend.h"
+#include "gpu/gpu_stage_times.h"
+
+namespace petdaq::gpu_impl {
+
+using cuda::device_unique_ptr;
+using cuda::make_device;
+using cuda::make_pinned;
+using cuda::pinned_unique_ptr;
+using gpu::CarryState;
+using gpu::ConvertPolicy;
+using gpu::ElementwisePolicy;
+using gpu::SliceCounts;
+using gpu::SliceSummary;
+using gpu::WalkPolicy;
+using gpu::partition_async;
+using gpu::scan_tiles_async;
+using gpu::scan_units_async;
+using gpu::select_segments_async;
+using gpu::sort_keys_async;
+
+constexpr int kSlicesInFlight = 3;
+// Events that mark staged copies; a ticket older than the ring is known complete through
+// a later one (one copy stream).
+constexpr std::uint64_t kStageEvents = 256;
+// collect() gives up on a slice that has not finished after this long: the device is lost.
+constexpr std::chrono::seconds kSliceTimeout{60};
+
+inline std::uint64_t blocks_for(std::uint64_t items, int threads) {
+  return std::max<std::uint64_t>(1, (items + threads - 1) / threads);
+}
+
+// A grid-stride kernel needs no more blocks than this to fill the device.
+constexpr std::uint64_t kMaxStrideBlocks = 4096;
+
+// One slice in flight: its pinned input, its device copy of the frames, its records on
+// the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
+// writes it directly) and its events.
+struct Slot {
+  device_unique_ptr<RawFrame> d_frames;
+  pinned_unique_ptr<CoincRecord> h_prompts;
+  pinned_unique_ptr<CoincRecord> h_delayed;
+  pinned_unique_ptr<SliceSummary> h_summary;
+  pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], then energy-rejected [bdm]
+  device_unique_ptr<CoincRecord> d_prompts;
+  device_unique_ptr<CoincRecord> d_delayed;
+  SliceSummary* d_summary = nullptr;  // device addresses of the mapped summary buffers
+  std::uint64_t* d_bdm_out = nullptr;
+  cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
+  std::uint64_t slice_id = 0;
+  // What the slice took from the stage (core/backend.h).
+  std::size_t frames_taken = 0;
+  std::size_t frames_dropped = 0;
+  std::uint64_t bound = 0;
+  bool split = false;
+  // `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them
+  // it resolved (mapped), and the host copy of those.
+  device_unique_ptr<Single> d_singles;
+  pinned_unique_ptr<std::uint64_t> h_resolved;
+  std::uint64_t* d_resolved = nullptr;
+  pinned_unique_ptr<Single> h_singles;
+};
+
+class GpuBackend final : public Backend {
+ public:
+  GpuBackend(const Settings& s, const Calibration& cal);
+  ~GpuBackend() override;
+
+  const char* name() const override { return "gpu"; }
+  std::size_t max_slice_frames() const override { return max_slice_frames_; }
+  std::size_t max_staged_frames() const override { return max_staged_; }
+  std::size_t max_in_flight() const override { return kSlicesInFlight; }
+  std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
+  bool staged(std::uint64_t ticket) override;
+  void wait_staged(std::uint64_t ticket) override;
+  void submit(const SliceRequest& request) override;
+  const SliceResult& collect() override;
+  std::size_t in_flight() const override { return next_submit_ - next_collect_; }
+  const HistogramSet* histograms() override;
+
+  const GpuStageTimes& last_stage_times() const { return stage_times_; }
+
+ private:
+  struct Work {
+    std::uint64_t horizon;  // corrected time
+    bool final;
+    bool run_start;
+  };
+  void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
+  std::uint64_t count_taken(std::uint64_t bound);
+  void enqueue_partition(Slot& slot, std::uint64_t bound, bool drop);
+  std::uint64_t read_partition_count();
+  std::uint64_t stage_probe(std::uint64_t ticket) const;
+
+  std::size_t max_slice_frames_;
+  std::size_t max_staged_;
+  SourceRule rule_;
+  std::int64_t min_time_offset_ = 0;
+  std::size_t max_carry_;
+  std::uint64_t sort_capacity_;  // carry-over + new singles
+  std::uint64_t tile_capacity_;
+  std::uint64_t prompt_capacity_;
+  std::uint64_t delayed_capacity_;
+  std::uint32_t bdm_count_;
+  ConvertTables tables_;  // device pointers
+  CoincidenceParams params_;
+
+  device_unique_ptr<std::uint8_t> d_lut_;
+  device_unique_ptr<float> d_energy_;
+  device_unique_ptr<std::int32_t> d_offsets_;
+
+  // Every buffer a slice works in (gpu/device_workspace.h).
+  std::unique_ptr<gpu::DeviceWorkspace> ws_;
+
+  // The stage: staged frames at [0, stage_count_) of d_stage_[stage_current_]; a slice's
+  // partition moves the frames it leaves to the other buffer.
+  device_unique_ptr<RawFrame> d_stage_[2];
+  int stage_current_ = 0;
+  std::size_t stage_count_ = 0;
+  device_unique_ptr<std::uint8_t> d_partition_temp_;
+  std::size_t partition_temp_bytes_ = 0;
+  device_unique_ptr<unsigned long long> d_partition_counts_;
+  // count_taken_kernel's result, or the partition's count of the frames it took: counted in
+  // device memory (atomics to mapped host memory would cross the bus once per block), then
+  // copied to pinned host memory.
+  device_unique_ptr<unsigned long long> d_taken_;
+  pinned_unique_ptr<unsigned long long> h_taken_;
+  cuda::Event staged_event_[kStageEvents];
+  std::uint64_t tickets_ = 0;
+  std::uint64_t staged_through_ = 0;
+  // counted_: the count is on the host. partitioned_: the last submit's partition has read
+  // its input buffer, which the stage copies after the next submit overwrite.
+  cuda::Event counted_, partitioned_;
+
+  cuda::Stream copy_stream_, compute_stream_, out_stream_;
+  // The count the worker thread waits on, and the partition, go before the slices' kernels.
+  cuda::Stream partition_stream_{cuda::Stream::HighPriority{}};
+  Slot slots_[kSlicesInFlight];
+  std::uint64_t next_submit_ = 0;
+  std::uint64_t next_collect_ = 0;
+  SliceResult result_;
+  GpuStageTimes stage_times_;
+
+  // Live histograms (output.histograms.enabled): device bins, copied to h_histograms_ on
+  // request.
+  HistogramLayout histogram_layout_;
+  device_unique_ptr<std::uint8_t> d_histograms_;
+  std::unique_ptr<HistogramSet> h_histograms_;
+  bool singles_out_ = false;
+};
+
+// Polls rather than blocks forever: a lost device must surface as an error, not a hang.
+void wait_for(cudaEvent_t event, std::uint64_t slice_id);
+
+}  // namespace petdaq::gpu_impl

@@ -1,0 +1,210 @@
+// The GPU backend's launches: the per-slice kernel sequence on the compute stream, the count
+// of the frames a bound takes, and the check that this build's kernels load on the device.
+// The one translation unit that compiles the kernels (gpu/kernels.cuh,
+// gpu/histogram_kernels.cuh).
+#include <algorithm>
+#include <string>
+
+#include "gpu/gpu_backend_impl.h"
+#include "gpu/histogram_kernels.cuh"
+#include "gpu/kernels.cuh"
+
+namespace petdaq {
+namespace gpu_impl {
+
+// The staged frames a slice with this bound takes (the partition stream waits for it).
+std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
+  cudaStream_t stream = partition_stream_.get();
+  if (stage_count_ == 0) return 0;
+  PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_taken_.get(), 0, sizeof(unsigned long long), stream));
+  const unsigned blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(stage_count_, ElementwisePolicy::threads_per_block)));
+  gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()), stage_count_,
+      gpu::TakenBy{rule_, bound}, d_taken_.get());
+  PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_taken_.get(), sizeof(unsigned long long),
+                                    cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
+  PhaseScope wait(phases_, Phase::count_wait);
+  wait_for(counted_.get(), next_submit_);
+  return h_taken_[0];
+}
+
+void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
+  cudaStream_t stream = compute_stream_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
+  SliceCounts* counts = ws.d_counts.get();
+  CarryState* state = ws.d_state.get();
+  unsigned long long* bdm = ws.d_bdm.get();
+
+  gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      counts, state, request.run_start, request.final, bdm, bdm_count_);
+  PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
+  if (d_histograms_ && request.run_start)  // histograms: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
+
+  // Convert: count per tile, scan the tile counts, convert again and compact in order.
+  const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
+  const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
+  if (tiles > 0) {
+    gpu::convert_count_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_accepted.get(), counts,
+        bdm, bdm + bdm_count_, bdm_count_);
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_count_kernel");
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
+                                       ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
+                                       stream));
+    gpu::convert_scatter_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_offset.get(), state,
+        ws.d_singles_a.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+    if (d_histograms_) {  // histograms of the frames
+      gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                         gpu::HistogramPolicy::max_blocks,
+                                         blocks_for(frame_count, gpu::HistogramPolicy::threads_per_block))),
+                                     gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+          frames, static_cast<std::uint32_t>(frame_count), tables_, histogram_layout_,
+          d_histograms_.get());
+      PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
+    }
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
+
+  // Order: 64-bit keys with the singles' positions, one radix sort, a gather, and the
+  // rare runs of equal keys put in energy order. The sort range is padded to a size the
+  // host knows without waiting for the device.
+  const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  const unsigned elementwise_blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(sort_count, ElementwisePolicy::threads_per_block)));
+  gpu::place_carry_kernel<<<std::min(kMaxStrideBlocks,
+                                     blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
+                            ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), ws.d_carry.get(), state, ws.d_tile_accepted.get(), ws.d_tile_offset.get(),
+      static_cast<std::uint32_t>(tiles), counts);
+  PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
+  gpu::make_keys_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), counts, ws.key_layout, sort_count, ws.d_keys_a.get(), ws.d_index_a.get());
+  PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
+  cub::DoubleBuffer<unsigned long long> keys(ws.d_keys_a.get(), ws.d_keys_b.get());
+  cub::DoubleBuffer<std::uint32_t> index(ws.d_index_a.get(), ws.d_index_b.get());
+  if (sort_count > 1) {
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(sort_keys_async(ws.d_temp.get(), bytes, keys, index,
+                                      static_cast<std::int64_t>(sort_count), stream));
+  }
+  Single* sorted = ws.d_singles_b.get();
+  gpu::gather_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), index.Current(), counts, sorted);
+  PETDAQ_CUDA_CHECK_LAUNCH("gather_kernel");
+  gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      keys.Current(), counts, sorted);
+  PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
+
+  // Windows: units of work are chain segments (first_open) or singles (every_single).
+  if (params_.mode == WindowMode::first_open) {
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(select_segments_async(
+        ws.d_temp.get(), bytes, gpu::SegmentStart{sorted, counts, params_},
+        ws.d_segment_start.get(), ws.d_segment_count.get(), static_cast<std::int64_t>(sort_count),
+        stream));
+  }
+  const gpu::WalkInput walk{sorted, counts, ws.d_segment_start.get(), ws.d_segment_count.get(),
+                            params_, request.horizon};
+  const std::uint64_t walk_blocks = blocks_for(sort_count, WalkPolicy::threads_per_block);
+  for (const bool redo : {false, true}) {
+    gpu::walk_count_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
+        walk, sort_count, redo, ws.d_prompt_count.get(), ws.d_delayed_count.get(), counts);
+    PETDAQ_CUDA_CHECK_LAUNCH("walk_count_kernel");
+    if (!redo) {
+      gpu::carry_overflow_kernel<<<1, 1, 0, stream>>>(counts, max_carry_);
+      PETDAQ_CUDA_CHECK_LAUNCH("carry_overflow_kernel");
+    }
+  }
+  {
+    std::size_t bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_units_async(ws.d_temp.get(), bytes, ws.d_prompt_count.get(),
+                                       ws.d_prompt_offset.get(),
+                                       static_cast<std::int64_t>(sort_count), stream));
+    bytes = ws.temp_bytes;
+    PETDAQ_CUDA_CHECK(scan_units_async(ws.d_temp.get(), bytes, ws.d_delayed_count.get(),
+                                       ws.d_delayed_offset.get(),
+                                       static_cast<std::int64_t>(sort_count), stream));
+  }
+  gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
+      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.d_prompts.get(), slot.d_delayed.get(),
+      prompt_capacity_, delayed_capacity_);
+  PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
+  gpu::summarize_kernel<<<1, 1, 0, stream>>>(
+      sorted, counts, state, ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
+      ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, prompt_capacity_,
+      delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
+      bdm_count_);
+  PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
+  if (d_histograms_) {  // histograms of the records
+    gpu::histogram_records_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
+                                        gpu::HistogramPolicy::max_blocks,
+                                        blocks_for(prompt_capacity_ + delayed_capacity_,
+                                                   gpu::HistogramPolicy::threads_per_block))),
+                                    gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
+        slot.d_prompts.get(), slot.d_delayed.get(), slot.d_summary, histogram_layout_,
+        d_histograms_.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
+  }
+  if (singles_out_) {  // singles topic: keep this slice's ordered singles
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
+                                      cudaMemcpyDeviceToDevice, stream));
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(counts, slot.d_resolved);
+    PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
+  }
+  if (max_carry_ > 0) {
+    gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
+                                      blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
+                             ElementwisePolicy::threads_per_block, 0, stream>>>(
+        sorted, counts, state, ws.d_carry.get(), max_carry_);
+    PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
+}
+
+}  // namespace gpu_impl
+
+bool gpu_device_usable(std::string& reason) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    reason = std::string("no usable CUDA driver or device: ") + cudaGetErrorName(e) + " (" +
+             cudaGetErrorString(e) + ")";
+    cudaGetLastError();
+    return false;
+  }
+  if (count == 0) {
+    reason = "no CUDA device";
+    return false;
+  }
+  cudaDeviceProp prop{};
+  e = cudaGetDeviceProperties(&prop, 0);
+  if (e != cudaSuccess) {
+    reason = std::string("cannot read the CUDA device's properties: ") + cudaGetErrorName(e);
+    cudaGetLastError();
+    return false;
+  }
+  // The kernels must load on this device (they are built for one architecture family).
+  cudaFuncAttributes attributes{};
+  e = cudaFuncGetAttributes(&attributes, gpu::begin_slice_kernel);
+  if (e != cudaSuccess) {
+    reason = std::string(prop.name) + " (compute capability " + std::to_string(prop.major) + "." +
+             std::to_string(prop.minor) + ") cannot run this build's kernels: " +
+             cudaGetErrorName(e);
+    cudaGetLastError();
+    return false;
+  }
+  reason = std::string(prop.name) + ", compute capability " + std::to_string(prop.major) + "." +
+           std::to_string(prop.minor) + ", " +
+           std::to_string(prop.totalGlobalMem >> 20) + " MiB";
+  return true;
+}
+
+}  // namespace petdaq
