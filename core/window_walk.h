@@ -1,5 +1,5 @@
 // One step of the window walk of DESIGN section 5, written once for the CPU engine
-// (core/coincidence.cpp) and the CUDA walk kernels (gpu/kernels.cuh): the window an opener
+// (core/coincidence.cpp) and the CUDA walk kernels (gpu/device/walk.cuh): the window an opener
 // opens, its delayed window, the multiples and the records. The loops around it differ by
 // backend (the CPU walks a slice's openers in one pass up to the resolvable end; the GPU
 // walks a chain segment or one single per thread), and so does the search for a window's

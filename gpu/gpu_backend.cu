@@ -181,14 +181,10 @@ const SliceResult& GpuBackend::collect() {
   result_.bound = slot.bound;
   result_.split = slot.split;
   CounterDelta& d = result_.counters;
-  for (int i = 0; i < kFrameStatusCount; ++i)
-    d[counter_of(static_cast<FrameStatus>(i))] += sum.status[i];
-  d[Counter::coinc_prompts] += sum.prompts_total;
-  d[Counter::coinc_delayed] += sum.delayed_total;
-  d[Counter::coinc_multiples] += sum.multiples;
-  d[Counter::coinc_delayed_multiples] += sum.delayed_multiples;
-  d[Counter::coinc_records_overflow] +=
-      (sum.prompts_total - sum.prompts_kept) + (sum.delayed_total - sum.delayed_kept);
+  add_status_counts(d, sum.status);
+  add_coincidence_counts(
+      d, CoincidenceCounts{sum.prompts_total, sum.delayed_total, sum.multiples, sum.delayed_multiples},
+      (sum.prompts_total - sum.prompts_kept) + (sum.delayed_total - sum.delayed_kept));
   d[Counter::stream_carry_overflow] += sum.carry_overflow;
   d[Counter::stream_pending_full] += slot.frames_dropped;
   result_.bdm_singles = slot.h_bdm.get();
