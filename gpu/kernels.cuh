@@ -45,11 +45,8 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   }
   if (threadIdx.x < kFrameStatusCount) status_tally[threadIdx.x] = 0;
 
-  const std::uint32_t tile_start = blockIdx.x * ConvertPolicy::tile_frames;
-  const int valid = static_cast<int>(min_of<std::uint32_t>(ConvertPolicy::tile_frames,
-                                                        frame_count - tile_start));
   uint4 raw[ConvertPolicy::items_per_thread];
-  FrameLoad(temp.load).Load(frames + tile_start, raw, valid);
+  const int valid = load_tile(temp.load, frames, frame_count, raw);
   __syncthreads();
 
   const ThreadCount mine =
@@ -85,11 +82,8 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     typename FrameLoad::TempStorage load;
     typename Scan::TempStorage scan;
   } temp;
-  const std::uint32_t tile_start = blockIdx.x * ConvertPolicy::tile_frames;
-  const int valid = static_cast<int>(min_of<std::uint32_t>(ConvertPolicy::tile_frames,
-                                                        frame_count - tile_start));
   uint4 raw[ConvertPolicy::items_per_thread];
-  FrameLoad(temp.load).Load(frames + tile_start, raw, valid);
+  const int valid = load_tile(temp.load, frames, frame_count, raw);
   __syncthreads();
 
   Single out[ConvertPolicy::items_per_thread];

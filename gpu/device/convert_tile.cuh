@@ -22,6 +22,18 @@ __device__ inline void load_frame(const uint4& v, std::uint8_t (&bytes)[16]) {
 using FrameLoad = cub::BlockLoad<uint4, ConvertPolicy::threads_per_block,
                                  ConvertPolicy::items_per_thread, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
 
+// Loads this block's tile of frames (tile blockIdx.x) into each thread's raw[]; returns how
+// many frames of the tile are real (the last tile may be short).
+__device__ __forceinline__ int load_tile(FrameLoad::TempStorage& storage, const uint4* frames,
+                                         std::uint32_t frame_count,
+                                         uint4 (&raw)[ConvertPolicy::items_per_thread]) {
+  const std::uint32_t tile_start = blockIdx.x * ConvertPolicy::tile_frames;
+  const int valid = static_cast<int>(
+      min_of<std::uint32_t>(ConvertPolicy::tile_frames, frame_count - tile_start));
+  FrameLoad(storage).Load(frames + tile_start, raw, valid);
+  return valid;
+}
+
 // What one thread's frames of a tile add up to in the count pass.
 struct ThreadCount {
   std::uint32_t accepted = 0;

@@ -44,12 +44,8 @@ __device__ std::uint64_t gallop_end(const Single* s, std::uint64_t from, std::ui
   return lo;
 }
 
-struct WalkTotals {
-  std::uint64_t prompts = 0;
-  std::uint64_t delayed = 0;
-  std::uint64_t multiples = 0;
-  std::uint64_t delayed_multiples = 0;
-};
+// A unit's counts: the walk's counts of the CPU engine (core/coincidence.h).
+using WalkTotals = CoincidenceCounts;
 
 // Hands each record of a walk to the caller with its rank among the unit's records.
 template <class Emit>
