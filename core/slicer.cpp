@@ -450,6 +450,13 @@ struct Slicer::Impl {
 
   // ---- one frame: the exact rules of DESIGN section 6 ----
 
+  // A frame within max_future of its own source's latest time goes on from it: that source
+  // runs ahead of a lagging one (another receiver's chunk not sealed yet, a sender that
+  // drifts), which is no wild stamp however far ahead of the horizon it is (DESIGN 6).
+  bool continues(const SourceClocks::Source& s, std::uint64_t key) const {
+    return s.sent && key <= sat_add(s.latest, max_future_ticks);
+  }
+
   void take(const RawFrame& f) {
     const int src = rule.source_of(f.bytes);
     if (src < 0) {
@@ -495,14 +502,13 @@ struct Slicer::Impl {
       stream_delta[Counter::stream_late] += 1;
       return;
     }
-    if (key > sat_add(h_cur, max_future_ticks)) {
-      // The horizon is brought up to date once per block of frames; a frame that looks far
-      // ahead of it checks against the current one first.
-      update_horizon();
+    // The horizon is brought up to date once per block of frames; a frame that looks far
+    // ahead of it checks against the current one first.
+    if (key > sat_add(h_cur, max_future_ticks)) update_horizon();
+    if (key > sat_add(h_cur, max_future_ticks) && !continues(s, key)) {
       // A source back from silence, or one that keeps sending far ahead, has moved on with
       // the scanner's clock: its frames are taken. A lone far-ahead stamp is corrupt.
-      if (key > sat_add(h_cur, max_future_ticks) && !was_idle &&
-          ++s.ahead_streak < kJumpConfirmFrames) {
+      if (!was_idle && ++s.ahead_streak < kJumpConfirmFrames) {
         stream_delta[Counter::stream_time_jump] += 1;
         return;
       }
@@ -523,8 +529,12 @@ struct Slicer::Impl {
     const std::uint64_t far_lo = h_cur > max_future_ticks ? h_cur - max_future_ticks : 0;
     const std::uint64_t lo = std::max(published, far_lo);
     for (std::uint32_t i = 0; i < sum.present_count; ++i) {
-      const SourceSpan& s = sum.sources[sum.present[i]];
-      if (sum.present[i] >= bdm_count || s.min_time < lo || s.max_time > hi) return false;
+      const std::uint8_t src = sum.present[i];
+      const SourceSpan& s = sum.sources[src];
+      if (src >= bdm_count || s.min_time < lo) return false;
+      // Every frame is within reach of the horizon or goes on from its source's latest time
+      // (which only grows as the chunk's frames are taken): none is a time jump.
+      if (s.max_time > hi && !continues(clocks.sources[src], s.max_time)) return false;
     }
     return true;
   }

@@ -229,6 +229,55 @@ TEST(Slicer, LateFramesAreCountedAndDropped) {
   expect_counters_equal_batch(counters, want);
 }
 
+// One source drifts ahead of the others until it runs more than twice stream.max_future_ps
+// ahead of the horizon they hold (another receiver's chunks lag, a sender drifts): its frames
+// go on from its own latest time, so none is a time jump, none is late, and the records are
+// the batch's, whether the frames come one by one or in chunks.
+TEST(Slicer, ASourceRunningFarAheadOfTheOthersLosesNothing) {
+  std::mt19937_64 rng(31);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 50'000 * s.scanner.tick_ps;
+  AcquisitionOptions o;
+  o.events = 3000;  // about 900 000 ticks
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  // BDM 0's frames arrive early by a lead that grows to 120 000 ticks over the first
+  // 450 000: its own order is kept (the lead grows slower than time).
+  constexpr std::uint64_t kLead = 120'000, kRamp = 450'000;
+  std::vector<std::pair<std::uint64_t, std::size_t>> arrival;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    const std::uint64_t t = frame_time(frames[i].bytes);
+    const std::uint64_t lead = frames[i].bytes[frame_offset::bdm] == 0 ? std::min(kLead, t * kLead / kRamp) : 0;
+    arrival.emplace_back(t - lead, i);
+  }
+  std::stable_sort(arrival.begin(), arrival.end());
+  for (const std::size_t chunk : {std::size_t{1}, std::size_t{64}}) {
+    RecordingSink sink;
+    Counters counters(scanner.geometry().bdm_count());
+    CpuBackend backend(s, scanner.calibration);
+    Slicer slicer(s, backend, sink, counters);
+    const Slicer::Clock::time_point now{};  // no wall time passes: no source goes idle
+    std::vector<RawFrame> block;
+    for (std::size_t k = 0; k < arrival.size(); ++k) {
+      block.push_back(frames[arrival[k].second]);
+      if (block.size() == chunk || k + 1 == arrival.size()) {
+        slicer.push(block.data(), block.size(), now);
+        block.clear();
+        slicer.poll(now);
+      }
+    }
+    slicer.finish();
+    SCOPED_TRACE(testing::Message() << "frames per push " << chunk);
+    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+    expect_run_equals_batch(sink, 0, want);
+    expect_counters_equal_batch(counters, want);
+  }
+}
+
 TEST(Slicer, TimeJumpsAreCountedAndDroppedIncludingAWildFirstFrame) {
   std::mt19937_64 rng(11);
   TestScanner scanner;
