@@ -237,6 +237,7 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
     publisher_.send(topic::singles, singles, result.singles, result.single_count * sizeof(Single));
   }
+  keep_alive(Clock::now(), false);
 }
 
 void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
@@ -301,8 +302,10 @@ void Worker::apply_reload() {
   }
 }
 
-void Worker::tick(Clock::time_point now, bool force_rates) {
-  PhaseScope phase(&phases_, Phase::tick);
+// The systemd watchdog and the `rates` document when due: from the loop, and after every
+// published slice, so that working off a backlog (many slices inside one chunk's push)
+// neither starves the watchdog nor silences the rates.
+void Worker::keep_alive(Clock::time_point now, bool force_rates) {
   if (watchdog_interval_.count() > 0 && now - last_watchdog_ >= watchdog_interval_) {
     notify_watchdog();
     last_watchdog_ = now;
@@ -310,6 +313,11 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
   const auto interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.rates_interval_ms);
   if (force_rates || now - last_rates_ >= interval) publish_rates(now);
+}
+
+void Worker::tick(Clock::time_point now, bool force_rates) {
+  PhaseScope phase(&phases_, Phase::tick);
+  keep_alive(now, force_rates);
   const auto histogram_interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.histograms.interval_ms);
   if (now - last_histograms_ >= histogram_interval) {

@@ -65,6 +65,7 @@ class Worker final : public ResultSink {
   // Gives back to the ring the chunks whose copy into the backend is done (all of them,
   // waiting, when `wait`).
   void release_staged(bool wait);
+  void keep_alive(Clock::time_point now, bool force_rates);
   void tick(Clock::time_point now, bool force_rates);
   void publish_rates(Clock::time_point now);
   void retire_latency(Clock::time_point now, bool all);
