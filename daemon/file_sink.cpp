@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/file_names.h"
+
 namespace petdaq::daemon {
 
 FileSink::FileSink(const Settings& settings, Counters& counters, Clock::duration retry_after)
@@ -34,12 +36,7 @@ FileSink::~FileSink() {
 }
 
 void FileSink::open_next() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  const auto path = directory_ / fmt::format("petdaq-{}-{:04}.plm", stamp, file_index_++);
+  const auto path = stamped_file(directory_, fmt::format("{:04}.plm", file_index_++));
   auto writer = std::make_unique<PlmWriter>(path, plm_header_);
   try {
     writer->flush();

@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "daemon/file_names.h"
+
 namespace petdaq::daemon {
 
 namespace {
@@ -33,12 +35,7 @@ RawSink::RawSink(const RawCaptureSettings& settings, Counters& counters)
 RawSink::~RawSink() { close(); }
 
 void RawSink::open_next() {
-  const std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-  path_ = directory_ / fmt::format("petdaq-{}-{:04}.frames", stamp, file_index_++);
+  path_ = stamped_file(directory_, fmt::format("{:04}.frames", file_index_++));
   file_ = std::fopen(path_.c_str(), "wb");
   frames_in_file_ = 0;
   if (!file_) return fail("cannot create");

@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/histograms.h"
+#include "daemon/file_names.h"
 #include "daemon/notify.h"
 #include "daemon/timed_backend.h"
 #include "engine/select_backend.h"
@@ -347,12 +348,7 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
   publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
   if (write_file && s.output.file.enabled) {
-    const std::time_t now = std::time(nullptr);
-    std::tm utc{};
-    gmtime_r(&now, &utc);
-    char stamp[32];
-    std::strftime(stamp, sizeof stamp, "%Y%m%dT%H%M%SZ", &utc);
-    const auto path = s.output.file.directory / fmt::format("petdaq-{}-run{}.pdh", stamp, run_id);
+    const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdh", run_id));
     try {
       write_histogram_file(path, histogram_bytes_);
       spdlog::info("histograms of run {}: {}", run_id, path.string());
