@@ -200,7 +200,7 @@ struct CpuBackend::Impl {
     RawFrame* const st = store.get();
     RawFrame* const in = input.get();
     const std::size_t pieces = piece_taken.size();
-    const auto first = [&](std::size_t j) { return store_count * j / pieces; };
+    const auto first = [&](std::size_t j) { return piece_begin(store_count, pieces, j); };
     engine->pool().run(pieces, [&](std::size_t j) {
       std::size_t n = 0;
       for (std::size_t i = first(j); i < first(j + 1); ++i)
@@ -410,11 +410,7 @@ std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
                                 std::to_string(m.max_staged_frames) + ")");
   RawFrame* const to = m.store.get() + m.store_count;
   if (m.engine && m.engine->splits(count)) {
-    const std::size_t pieces = m.engine->threads();
-    m.engine->pool().run(pieces, [&](std::size_t j) {
-      const std::size_t a = count * j / pieces, b = count * (j + 1) / pieces;
-      std::memcpy(to + a, frames + a, (b - a) * sizeof(RawFrame));
-    });
+    m.engine->copy_frames(to, frames, count);
   } else if (count > 0) {
     std::memcpy(to, frames, count * sizeof(RawFrame));
   }

@@ -20,11 +20,6 @@ constexpr std::size_t kRangesPerThread = 4;
 constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
 __extension__ typedef unsigned __int128 uint128;
 
-// [begin, end) of piece `piece` of `count` items cut in `pieces` near-equal parts.
-std::size_t piece_begin(std::size_t count, std::size_t pieces, std::size_t piece) {
-  return static_cast<std::size_t>(static_cast<uint128>(count) * piece / pieces);
-}
-
 }  // namespace
 
 unsigned resolve_backend_threads(unsigned backend_threads, unsigned receiver_threads) {
@@ -103,6 +98,14 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
 }
 
 ParallelEngine::~ParallelEngine() = default;
+
+void ParallelEngine::copy_frames(RawFrame* to, const RawFrame* from, std::size_t n) {
+  const std::size_t pieces = threads_;
+  pool_.run(pieces, [&](std::size_t j) {
+    const std::size_t a = piece_begin(n, pieces, j), b = piece_begin(n, pieces, j + 1);
+    std::memcpy(to + a, from + a, (b - a) * sizeof(RawFrame));
+  });
+}
 
 std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
                                     const ConvertTables& tables, Single* staging,

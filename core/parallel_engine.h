@@ -34,6 +34,13 @@ struct ParallelStats {
   std::uint64_t coincidence_seams = 0;  // segments - 1, summed
 };
 
+// The first item of piece `piece` when `count` items are cut in `pieces` near-equal parts
+// (piece `pieces` gives `count`).
+inline std::size_t piece_begin(std::size_t count, std::size_t pieces, std::size_t piece) {
+  __extension__ typedef unsigned __int128 uint128;
+  return static_cast<std::size_t>(static_cast<uint128>(count) * piece / pieces);
+}
+
 class ParallelEngine {
  public:
   struct Sizes {
@@ -73,7 +80,9 @@ class ParallelEngine {
   void reset_histograms();
 
   const ParallelStats& stats() const { return stats_; }
-  // The pool, for the backend's own per-piece work (staging, taking a slice's frames).
+  // memcpy of n frames, a piece per thread.
+  void copy_frames(RawFrame* to, const RawFrame* from, std::size_t n);
+  // The pool, for the backend's own per-piece work (taking a slice's frames).
   ThreadPool& pool() { return pool_; }
 
  private:
