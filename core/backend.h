@@ -73,6 +73,17 @@ struct SliceResult {
   std::size_t single_count = 0;
 };
 
+// Memory the caller lends a backend for a slice's output, so that it can pass the output on
+// without a copy (petdaqd publishes it as ZeroMQ message bodies, daemon/message_arena.h).
+class ResultMemory {
+ public:
+  virtual ~ResultMemory() = default;
+  // At least `bytes` for one output of the slice being collected (its prompts, delayed or
+  // singles), or null: no room, the backend uses its own buffer. The caller takes the piece
+  // back once it has delivered the slice.
+  virtual void* lend(std::size_t bytes) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -107,6 +118,10 @@ class Backend {
   // backend that waits on a device marks those host waits as phases of their own
   // (count_wait, partition_wait, collect_wait, copy_out_wait). Null: nothing is timed.
   void set_phase_timer(PhaseTimer* timer) { phases_ = timer; }
+  // Where collect() may put a slice's records and singles (SliceResult's pointers then point
+  // into lent pieces). A backend that writes its output in place as it computes it (the CPU
+  // backend) ignores it. Null: its own buffers.
+  virtual void set_result_memory(ResultMemory* memory) { (void)memory; }
 
  protected:
   PhaseTimer* phases_ = nullptr;

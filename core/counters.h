@@ -29,6 +29,7 @@ namespace petdaq {
   X(coinc_delayed_multiples, "coinc.delayed_multiples")                         \
   X(coinc_records_overflow, "coinc.records_overflow")                           \
   X(out_zmq_refused, "out.zmq_refused") X(out_messages, "out.messages")         \
+  X(out_message_copies, "out.message_copies")                                   \
   X(out_file_bytes, "out.file_bytes")                                           \
   X(out_raw_bytes, "out.raw_bytes") X(out_raw_lost_frames, "out.raw_lost_frames") \
   X(out_zmq_subscriptions, "out.zmq_subscriptions")                             \

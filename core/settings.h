@@ -153,6 +153,9 @@ struct InputSettings {
 struct ZmqSettings {
   std::string endpoint = "tcp://127.0.0.1:5556";
   std::int32_t send_hwm = 1000;
+  // Memory for the bodies of published messages, taken at start-up (daemon/message_arena.h):
+  // bodies are sent without a copy inside libzmq and without an allocation. 0: off.
+  std::uint64_t message_buffer_bytes = 128u << 20;
   // CURVE authentication and encryption (both set, or neither): the server's secret key
   // (Z85, 40 characters) and the public keys of the clients allowed to subscribe (Z85, one
   // per line; a line that starts with '#' is a comment).

@@ -95,10 +95,14 @@ int run(Loaded loaded, const Options& opt) {
   HostRing ring(s.input.ring_chunk_bytes, s.input.ring_chunks, s.input.receiver_threads, allocator);
   spdlog::info("host ring: {} chunks of {} bytes ({})", ring.chunk_count(), ring.chunk_bytes(),
                allocator.kind());
-  Publisher publisher(s.output.zmq, counters);
+  // Before the publisher: libzmq lets go of the bodies it still holds when the socket closes.
+  std::unique_ptr<MessageArena> arena;
+  if (s.output.zmq.message_buffer_bytes > 0)
+    arena = std::make_unique<MessageArena>(s.output.zmq.message_buffer_bytes, allocator);
+  Publisher publisher(s.output.zmq, counters, arena.get());
   spdlog::info("publishing on {}", publisher.endpoint());
   Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
-                opt.print_rates);
+                opt.print_rates, arena.get());
   spdlog::info("{}", worker.backend_explanation());
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 

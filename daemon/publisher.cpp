@@ -29,8 +29,8 @@ constexpr int kInboundHwm = 1024;
 constexpr auto kTrimDelay = std::chrono::milliseconds(200);
 }  // namespace
 
-Publisher::Publisher(const ZmqSettings& zmq_settings, Counters& counters)
-    : settings_(zmq_settings), counters_(counters), context_(1) {
+Publisher::Publisher(const ZmqSettings& zmq_settings, Counters& counters, MessageArena* arena)
+    : settings_(zmq_settings), counters_(counters), arena_(arena), context_(1) {
   if (const auto holder = ipc_endpoint_in_use(zmq_settings.endpoint))
     throw std::runtime_error("cannot bind ZeroMQ PUB to " + zmq_settings.endpoint + ": " + *holder);
   endpoint_ = zmq_settings.endpoint;
@@ -177,9 +177,26 @@ bool Publisher::send(std::string_view topic, const MessageHeader& header, const 
     return false;
   }
   socket_.send(zmq::const_buffer(h, sizeof h), zmq::send_flags::sndmore);
-  socket_.send(zmq::const_buffer(body, body_bytes), zmq::send_flags::none);
+  socket_.send(body_message(body, body_bytes), zmq::send_flags::none);
   counters_.add(Counter::out_messages);
   return true;
+}
+
+zmq::message_t Publisher::body_message(const void* body, std::size_t bytes) {
+  if (arena_ && bytes > 0) {
+    if (arena_->owns(body))
+      return zmq::message_t(const_cast<void*>(body), bytes, &MessageArena::let_go_message,
+                            arena_->hold(body));
+    if (void* piece = arena_->lend(bytes)) {
+      std::memcpy(piece, body, bytes);
+      // The message takes over the lend's hold.
+      void* hint = arena_->hold(piece);
+      arena_->let_go(piece);
+      return zmq::message_t(piece, bytes, &MessageArena::let_go_message, hint);
+    }
+    counters_.add(Counter::out_message_copies);
+  }
+  return zmq::message_t(body, bytes);
 }
 
 }  // namespace petdaq::daemon

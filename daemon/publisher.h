@@ -22,6 +22,7 @@
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/curve.h"
+#include "daemon/message_arena.h"
 #include "proto/records.h"
 #include "proto/topics.h"
 
@@ -42,14 +43,18 @@ class Publisher {
   // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
   // ipc:// endpoint is already served by another process). With CURVE keys configured only
   // the listed clients can subscribe (daemon/curve.h).
-  Publisher(const ZmqSettings& zmq, Counters& counters);
+  // With an arena, message bodies go out without a copy inside libzmq: a body that lies in a
+  // piece of it as it is (the piece is held until libzmq lets go), any other one copied into
+  // a piece first; with no room there, libzmq copies it (out.message_copies).
+  Publisher(const ZmqSettings& zmq, Counters& counters, MessageArena* arena = nullptr);
   ~Publisher();
   Publisher(const Publisher&) = delete;
   Publisher& operator=(const Publisher&) = delete;
 
   // `topic` must outlive the process (one of the constants above): it is sent without a
-  // copy. The header and the body are copied into the message, because the backend reuses
-  // its record buffers for the next slice. Returns false when the socket refused it (counted).
+  // copy. The header is copied into the message; the body as the constructor says, because
+  // the backend reuses its record buffers for the next slice. Returns false when the socket
+  // refused it (counted).
   bool send(std::string_view topic, const MessageHeader& header, const void* body,
             std::size_t body_bytes);
 
@@ -62,10 +67,12 @@ class Publisher {
   // Applies or refuses the subscriptions that arrived, and follows connections.
   void service();
   void take_subscription(const zmq::message_t& m);
+  zmq::message_t body_message(const void* body, std::size_t bytes);
   bool take_monitor_event();  // false when none was waiting
 
   ZmqSettings settings_;
   Counters& counters_;
+  MessageArena* arena_;
   zmq::context_t context_;
   std::unique_ptr<ZapHandler> zap_;  // CURVE only; outlives the socket
   std::string curve_secret_z85_;

@@ -47,6 +47,7 @@ class TimedBackend final : public Backend {
     PhaseScope p(&timer_, Phase::histograms_copy);
     return inner_.histograms();
   }
+  void set_result_memory(ResultMemory* memory) override { inner_.set_result_memory(memory); }
 
  private:
   Backend& inner_;

@@ -37,28 +37,31 @@ struct Worker::Engine {
   std::uint64_t max_future_ticks = 0;
 
   Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters,
-         PhaseTimer& phases)
+         PhaseTimer& phases, ResultMemory* memory)
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
     timed = std::make_unique<TimedBackend>(*backend, phases);
+    timed->set_result_memory(memory);
     slicer = std::make_unique<Slicer>(settings, *timed, sink, counters);
     max_future_ticks = petdaq::max_future_ticks(settings);
   }
 };
 
 Worker::Worker(const Settings& settings, Calibration calibration, BackendKind backend,
-               HostRing& ring, Counters& counters, Publisher& publisher, bool print_rates)
+               HostRing& ring, Counters& counters, Publisher& publisher, bool print_rates,
+               MessageArena* arena)
     : backend_kind_(backend),
       ring_(ring),
       counters_(counters),
       publisher_(publisher),
       print_rates_(print_rates),
+      arena_(arena),
       rates_(counters),
       temperature_degC_(counters.bdm_count(), NAN),
       pending_(4 * std::size_t{ring.chunk_count()}),
       staging_(ring.chunk_count()) {
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this,
-                                     counters_, phases_);
+                                     counters_, phases_, arena_);
   publish_delayed_ = publishes_delayed(settings);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
   if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
@@ -238,6 +241,12 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
     publisher_.send(topic::singles, singles, result.singles, result.single_count * sizeof(Single));
   }
+  // The pieces the backend wrote this slice into are the messages' now (or free).
+  if (arena_)
+    for (const void* lent : {static_cast<const void*>(result.prompts),
+                             static_cast<const void*>(result.delayed),
+                             static_cast<const void*>(result.singles)})
+      if (lent && arena_->owns(lent)) arena_->let_go(lent);
   keep_alive(Clock::now(), false);
 }
 
@@ -289,7 +298,7 @@ void Worker::apply_reload() {
   const std::uint64_t next_run = last_run_ + 1;
   try {
     auto next = std::make_unique<Engine>(plan.applied, engine_->calibration, backend_kind_,
-                                         *this, counters_, phases_);
+                                         *this, counters_, phases_, arena_);
     engine_.reset();
     engine_ = std::move(next);
     run_base_ = next_run;

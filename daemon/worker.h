@@ -35,7 +35,8 @@ class Worker final : public ResultSink {
   // Builds the backend (BackendKind from the command line or the config) and the slicer;
   // throws BackendUnavailable or std::runtime_error.
   Worker(const Settings& settings, Calibration calibration, BackendKind backend, HostRing& ring,
-         Counters& counters, Publisher& publisher, bool print_rates);
+         Counters& counters, Publisher& publisher, bool print_rates,
+         MessageArena* arena = nullptr);
   ~Worker() override;
 
   const std::string& backend_explanation() const;
@@ -78,6 +79,8 @@ class Worker final : public ResultSink {
   Counters& counters_;
   Publisher& publisher_;
   bool print_rates_;
+  // Lent to the backend for its results (published without a copy); null: off.
+  MessageArena* arena_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FileSink> file_;
   std::unique_ptr<RawSink> raw_;  // output.raw

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "gpu/gpu_backend_impl.h"
 
@@ -144,21 +145,26 @@ const SliceResult& GpuBackend::collect() {
   }
   // Only now is the number of records known on the host: copy exactly those, on a stream
   // of their own, while the compute stream goes on with the slices behind this one.
+  // The copies land in memory the caller lent where it can (it then publishes them without
+  // a copy of its own), else in the slot's pinned buffers.
   const SliceSummary& summary = slot.h_summary[0];
   cudaStream_t out = out_stream_.get();
+  auto copy_out = [&](auto* own, const auto* device, std::uint64_t count) {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(device)>>;
+    T* dst = own;
+    if (count == 0) return dst;
+    if (result_memory_)
+      if (void* lent = result_memory_->lend(count * sizeof(T))) dst = static_cast<T*>(lent);
+    PETDAQ_CUDA_CHECK(
+        cudaMemcpyAsync(dst, device, count * sizeof(T), cudaMemcpyDeviceToHost, out));
+    return dst;
+  };
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_begin.get(), out));
-  if (summary.prompts_kept > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_prompts.get(), slot.d_prompts.get(),
-                                      summary.prompts_kept * sizeof(CoincRecord),
-                                      cudaMemcpyDeviceToHost, out));
-  if (summary.delayed_kept > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_delayed.get(), slot.d_delayed.get(),
-                                      summary.delayed_kept * sizeof(CoincRecord),
-                                      cudaMemcpyDeviceToHost, out));
+  const CoincRecord* prompts = copy_out(slot.h_prompts.get(), slot.d_prompts.get(), summary.prompts_kept);
+  const CoincRecord* delayed = copy_out(slot.h_delayed.get(), slot.d_delayed.get(), summary.delayed_kept);
   const std::uint64_t resolved = singles_out_ ? slot.h_resolved[0] : 0;
-  if (resolved > 0)  // singles topic
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_singles.get(), slot.d_singles.get(),
-                                      resolved * sizeof(Single), cudaMemcpyDeviceToHost, out));
+  const Single* singles =  // singles topic
+      singles_out_ ? copy_out(slot.h_singles.get(), slot.d_singles.get(), resolved) : nullptr;
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
   {
     PhaseScope wait(phases_, Phase::copy_out_wait);
@@ -171,9 +177,9 @@ const SliceResult& GpuBackend::collect() {
   result_.slice_id = slot.slice_id;
   result_.t_begin = sum.t_begin;
   result_.t_end = sum.t_end;
-  result_.prompts = slot.h_prompts.get();
+  result_.prompts = prompts;
   result_.prompt_count = sum.prompts_kept;
-  result_.delayed = slot.h_delayed.get();
+  result_.delayed = delayed;
   result_.delayed_count = sum.delayed_kept;
   result_.carry_count = sum.carry_count;
   result_.frames_taken = slot.frames_taken;
@@ -190,7 +196,7 @@ const SliceResult& GpuBackend::collect() {
   result_.bdm_singles = slot.h_bdm.get();
   result_.bdm_energy_rejected = slot.h_bdm.get() + bdm_count_;
   if (singles_out_) {
-    result_.singles = slot.h_singles.get();
+    result_.singles = singles;
     result_.single_count = resolved;
   }
 

@@ -98,6 +98,7 @@ class GpuBackend final : public Backend {
   const SliceResult& collect() override;
   std::size_t in_flight() const override { return next_submit_ - next_collect_; }
   const HistogramSet* histograms() override;
+  void set_result_memory(ResultMemory* memory) override { result_memory_ = memory; }
 
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
 
@@ -113,6 +114,8 @@ class GpuBackend final : public Backend {
   std::uint64_t read_partition_count();
   std::uint64_t stage_probe(std::uint64_t ticket) const;
 
+  // collect() copies a slice's records and singles into pieces lent from here when it can.
+  ResultMemory* result_memory_ = nullptr;
   std::size_t max_slice_frames_;
   std::size_t max_staged_;
   SourceRule rule_;

@@ -55,6 +55,7 @@ struct Trial {
   std::uint64_t splits = 0;  // slices the backend had to split (core/backend.h)
   std::uint64_t exact = 0;   // chunks that took the slicer's per-frame pass
   std::uint64_t jumps = 0;   // stream.time_jump
+  std::uint64_t skipped_passes = 0;  // passes of slower senders skipped after the trial
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
@@ -130,7 +131,10 @@ std::uint64_t unix_ns() {
 
 // The acquisition is replayed whole in a loop, by several senders: sender k sends the
 // datagrams of the BDMs b with b % senders == k. Each pass is shifted in time just past
-// the previous one so the stream keeps going forward without gaps.
+// the previous one so the stream keeps going forward without gaps. A sender that finished
+// fewer passes than the others in a trial is moved on to them before the next one (align()):
+// the boards of a scanner share one clock, and a sender left a pass behind would stay a
+// whole pass of scanner time behind the others in every later trial.
 class Source {
  public:
   Source(const TestScanner& sc, std::size_t frames, std::uint32_t senders) : parts_(senders) {
@@ -149,12 +153,17 @@ class Source {
   }
   static constexpr std::uint32_t kBdmGroups = 4;  // datagrams hold the frames of bdm % 4
   // Shifts every frame time of sender k's datagrams by one pass.
-  void advance(std::size_t k) {
-    for (auto& d : parts_[k].datagrams)
-      for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
-        std::uint8_t* t = d.data() + at + frame_offset::time;
-        bytes::store_be64(t, bytes::load_be64(t) + span_ticks_);
-      }
+  void advance(std::size_t k) { shift(k, 1); }
+  // Brings every sender to the pass the furthest one reached, without sending; returns the
+  // passes skipped.
+  std::uint64_t align() {
+    std::uint64_t furthest = 0, skipped = 0;
+    for (const Part& p : parts_) furthest = std::max(furthest, p.passes);
+    for (std::size_t k = 0; k < parts_.size(); ++k) {
+      skipped += furthest - parts_[k].passes;
+      shift(k, furthest - parts_[k].passes);
+    }
+    return skipped;
   }
   const std::vector<Datagram>& datagrams(std::size_t k) const { return parts_[k].datagrams; }
   std::uint64_t frames(std::size_t k) const { return parts_[k].frames; }
@@ -165,9 +174,20 @@ class Source {
   }
 
  private:
+  void shift(std::size_t k, std::uint64_t passes) {
+    if (passes == 0) return;
+    for (auto& d : parts_[k].datagrams)
+      for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
+        std::uint8_t* t = d.data() + at + frame_offset::time;
+        bytes::store_be64(t, bytes::load_be64(t) + passes * span_ticks_);
+      }
+    parts_[k].passes += passes;
+  }
+
   struct Part {
     std::vector<Datagram> datagrams;
     std::uint64_t frames = 0;
+    std::uint64_t passes = 0;  // passes sent or skipped
   };
   std::vector<Part> parts_;
   std::uint64_t span_ticks_ = 0;
@@ -298,7 +318,9 @@ int main(int argc, char** argv) {
   DaemonConfig dc;
   dc.udp_port = free_udp_port();
   dc.zmq_endpoint = "ipc://" + (sc.dir / "pub.sock").string();
-  dc.ring_chunk_bytes = 1u << 20;
+  // The daemon's default ring (config/petdaq.yaml): what it holds in time is what absorbs
+  // the worker's longest pauses.
+  dc.ring_chunk_bytes = 4u << 20;
   dc.ring_chunks = 64;
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
@@ -368,6 +390,7 @@ int main(int argc, char** argv) {
       source.advance(k);
       return source.frames(k);
     });
+    t.skipped_passes = source.align();
     // Latency is taken from the intervals while frames were coming: after the last one, the
     // tail waits for the sources to be declared idle, which is not a steady-state figure.
     const std::uint64_t send_end_ns = unix_ns();
@@ -417,7 +440,7 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
@@ -426,7 +449,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(t.jumps),
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.exact),
-                t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+                static_cast<unsigned long long>(t.skipped_passes), t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
     print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
     return t;
@@ -440,6 +463,7 @@ int main(int argc, char** argv) {
     source.advance(k);
     return source.frames(k);
   });
+  source.align();
   settle();
 
   std::optional<Trial> best;
