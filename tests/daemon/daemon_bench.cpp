@@ -383,10 +383,13 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     const std::size_t first_message = sub.messages().size();
     const std::uint64_t send_begin_ns = unix_ns();
+    // Each sender paces its share of the rate on one schedule for the whole trial, so that the
+    // time between its passes (the shift of the next pass's times) is caught up.
+    std::vector<std::uint64_t> datagrams_sent(senders, 0);
     t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
-      // Each sender paces its share of the rate.
       const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
-      tx[k].send(source.datagrams(k), dc.udp_port, datagrams_per_s * share);
+      tx[k].send(source.datagrams(k), dc.udp_port, datagrams_per_s * share, start, datagrams_sent[k]);
+      datagrams_sent[k] += source.datagrams(k).size();
       source.advance(k);
       return source.frames(k);
     });

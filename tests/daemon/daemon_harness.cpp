@@ -304,7 +304,9 @@ UdpSender::UdpSender(const std::string& bind_address) {
 UdpSender::~UdpSender() { close(fd_); }
 
 void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
-                     double datagrams_per_s) {
+                     double datagrams_per_s,
+                     std::optional<std::chrono::steady_clock::time_point> paced_from,
+                     std::uint64_t paced_before) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(port);
@@ -312,12 +314,13 @@ void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
   constexpr std::size_t kBatch = 32;
   std::vector<mmsghdr> msgs(kBatch);
   std::vector<iovec> iovs(kBatch);
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = paced_from.value_or(std::chrono::steady_clock::now());
   std::size_t sent = 0;
   while (sent < datagrams.size()) {
     if (datagrams_per_s > 0) {
       const auto due = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                   std::chrono::duration<double>(sent / datagrams_per_s));
+                                   std::chrono::duration<double>(
+                                       static_cast<double>(paced_before + sent) / datagrams_per_s));
       std::this_thread::sleep_until(due);
     }
     const std::size_t n = std::min(kBatch, datagrams.size() - sent);

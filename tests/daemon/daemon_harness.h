@@ -129,8 +129,13 @@ class UdpSender {
  public:
   explicit UdpSender(const std::string& bind_address = "127.0.0.1");
   ~UdpSender();
-  // Sends with sendmmsg; datagrams_per_s = 0 sends as fast as the socket takes them.
-  void send(const std::vector<Datagram>& datagrams, std::uint16_t port, double datagrams_per_s = 0);
+  // Sends with sendmmsg; datagrams_per_s = 0 sends as fast as the socket takes them. A paced
+  // send that continues an earlier one keeps its schedule: `paced_from` is when the first of
+  // them began and `paced_before` the datagrams they sent, so time spent between calls is
+  // caught up instead of lost.
+  void send(const std::vector<Datagram>& datagrams, std::uint16_t port, double datagrams_per_s = 0,
+            std::optional<std::chrono::steady_clock::time_point> paced_from = std::nullopt,
+            std::uint64_t paced_before = 0);
   void send_one(const Datagram& d, std::uint16_t port);
 
  private:

@@ -30,7 +30,12 @@
 
 namespace petdaq::test {
 
-inline std::filesystem::path bin_dir() { return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin"; }
+// The tools under test: the build's, or those in $PETDAQ_BIN_DIR (binaries copied to another
+// machine, e.g. one with a GPU).
+inline std::filesystem::path bin_dir() {
+  if (const char* dir = std::getenv("PETDAQ_BIN_DIR"); dir && *dir) return dir;
+  return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin";
+}
 inline std::filesystem::path source_dir() { return PETDAQ_SOURCE_DIR; }
 
 inline std::string read_text(const std::filesystem::path& p) {
