@@ -309,12 +309,19 @@ int main(int argc, char** argv) {
 
   TestScanner sc;
   auto& st = sc.settings.stream;
-  st.max_slice_frames = 1u << 20;
-  st.max_pending_frames = 4u << 20;
+  // The GPU runs the daemon's default slice sizes (config/petdaq.yaml); the CPU backend
+  // smaller ones, which a 2-core machine's memory holds beside the ring.
+  if (backend != "gpu") {
+    st.max_slice_frames = 1u << 20;
+    st.max_pending_frames = 4u << 20;
+  }
   st.max_carry_singles = 1u << 20;
   if (max_future_ms > 0) st.max_future_ps = max_future_ms * 1e9;
-  std::printf("stream.max_future_ps %.0f (%.1f ms of scanner time)\n", st.max_future_ps,
-              st.max_future_ps * 1e-9);
+  std::printf("stream.max_future_ps %.0f (%.1f ms of scanner time), max_slice_frames %llu, "
+              "max_pending_frames %llu\n",
+              st.max_future_ps, st.max_future_ps * 1e-9,
+              static_cast<unsigned long long>(st.max_slice_frames),
+              static_cast<unsigned long long>(st.max_pending_frames));
   DaemonConfig dc;
   dc.udp_port = free_udp_port();
   dc.zmq_endpoint = "ipc://" + (sc.dir / "pub.sock").string();
