@@ -52,9 +52,39 @@ struct SourceClocks {
     std::uint32_t ahead_streak = 0;  // frames in a row far ahead of the horizon
     std::uint64_t held = 0;          // its frames waiting for the next run
     Clock::time_point last_seen{};   // wall clock of its last frame
+    bool woken = false;  // held the horizon again when the pause ended, not yet sent since
   };
   std::vector<Source> sources;
   bool maybe_reset = false;  // some source may be waiting for the next run
+  bool paused = false;       // every source that has sent is idle
+
+  // A source sends again. After a pause of every source, the others that had sent hold the
+  // horizon again at their latest time until they send or are idle once more: sources that
+  // resume a little apart in wall-clock time lose nothing as late to the first one back.
+  void resume(std::size_t src, Clock::time_point now) {
+    Source& s = sources[src];
+    s.woken = false;
+    if (!paused) return;
+    paused = false;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      Source& o = sources[i];
+      if (i == src || !o.sent || !o.idle || o.reset) continue;
+      o.idle = false;
+      o.woken = true;
+      o.last_seen = now;
+    }
+  }
+
+  // After poll() marked sources idle.
+  void note_pause() {
+    bool any_sent = false;
+    for (const Source& s : sources) {
+      if (!s.sent) continue;
+      any_sent = true;
+      if (!s.idle) return;
+    }
+    paused = any_sent;
+  }
 
   explicit SourceClocks(std::uint32_t count) : sources(count) {}
 
@@ -110,11 +140,13 @@ struct SourceClocks {
       s.last_seen = seen;
     }
     maybe_reset = false;
+    paused = false;
   }
 
   // What the per-frame pass would do for a source whose frames of one block all lie in the
   // range the common case allows.
   void took(std::uint8_t src, std::uint64_t max_time, Clock::time_point now) {
+    resume(src, now);
     Source& s = sources[src];
     s.last_seen = now;
     s.idle = false;
@@ -465,8 +497,10 @@ struct Slicer::Impl {
       return;
     }
     auto& s = clocks.sources[static_cast<std::size_t>(src)];
-    // Idle by the last poll(), or by the clock now (the push may come first after a pause).
-    const bool was_idle = s.idle || (s.sent && now - s.last_seen >= source_idle);
+    // Idle by the last poll(), or by the clock now (the push may come first after a pause);
+    // a source woken at the end of a pause counts as back from idle too.
+    const bool was_idle = s.idle || s.woken || (s.sent && now - s.last_seen >= source_idle);
+    clocks.resume(static_cast<std::size_t>(src), now);
     s.last_seen = now;
     s.idle = false;
     const std::uint64_t key = key_of(f);
@@ -641,7 +675,10 @@ void Slicer::poll(Clock::time_point now) {
       idle_changed = true;
     }
   }
-  if (idle_changed) m.update_horizon();
+  if (idle_changed) {
+    m.clocks.note_pause();
+    m.update_horizon();
+  }
   // A reset is confirmed by time as well as by frames.
   if (m.held.count > 0 && m.reset_due(false)) m.new_run(RunEnd::clock_reset);
   if (now - m.last_cut >= m.max_slice) {

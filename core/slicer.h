@@ -9,7 +9,9 @@
 //   moves the horizon.
 // * A source holds the horizon once it has sent in the current run and while it is not idle
 //   (silent for stream.source_idle_ms; counted once per episode in stream.source_idle; it
-//   rejoins with its next frame). horizon_raw = max(previous, min over those sources of their
+//   rejoins with its next frame; after a pause of every source, the first frame back wakes
+//   the others, which hold the horizon at their latest time again until they send or go idle
+//   once more). horizon_raw = max(previous, min over those sources of their
 //   latest raw time - max_disorder); with every source idle, everything received is complete.
 //   A slice's bound is horizon_raw; the backend turns it into a corrected-time horizon with
 //   calibration.min_time_offset (corrected_horizon(), core/frame_source.h).

@@ -396,6 +396,81 @@ TEST(Slicer, APauseLongerThanMaxFutureAfterTheSourcesWentIdleLosesNothing) {
   expect_counters_equal_batch(counters, want);
 }
 
+// Every source goes idle in a pause; BDM 0 resumes first and alone for a few slices of wall
+// clock, the others after it with frames older than its latest. They hold the horizon again
+// from the moment BDM 0 resumes, so nothing of theirs is late. With `absent` = 3, BDM 3 never
+// comes back: it is idle again after source_idle_ms and the horizon goes on without it.
+void resume_apart(std::uint8_t absent) {
+  SCOPED_TRACE(testing::Message() << "absent after the pause: " << int{absent});
+  std::mt19937_64 rng(23);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 1e9 * s.scanner.tick_ps;
+  s.stream.source_idle_ms = 20.0;
+  s.stream.max_slice_ms = 1.0;
+  s.stream.max_slice_frames = 64;
+  AcquisitionOptions o;
+  o.events = 3000;
+  auto frames = test::random_acquisition(scanner, rng, o);
+  const std::uint64_t t0 = frame_time(frames.front().bytes);
+  const std::uint64_t mid = t0 + (frame_time(frames.back().bytes) - t0) / 2;
+  std::erase_if(frames, [&](const RawFrame& f) {
+    return f.bytes[frame_offset::bdm] == absent && frame_time(f.bytes) >= mid;
+  });
+  const BatchResult want = test::batch_process(scanner, frames);
+  const auto arrival = test::arrival_order(frames, 100, rng);
+  std::vector<RawFrame> before, first, rest;
+  for (const RawFrame& f : arrival) {
+    if (frame_time(f.bytes) < mid) before.push_back(f);
+    else if (f.bytes[frame_offset::bdm] == 0 && first.size() < 300) first.push_back(f);
+    else rest.push_back(f);
+  }
+  ASSERT_EQ(first.size(), 300u);
+
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  const auto push_each = [&](const std::vector<RawFrame>& list, std::chrono::microseconds step) {
+    for (const RawFrame& f : list) {
+      slicer.push(&f, 1, now);
+      now += step;
+      slicer.poll(now);
+    }
+  };
+  push_each(before, std::chrono::microseconds(1));
+  now += std::chrono::milliseconds(50);  // the pause: every source goes idle
+  slicer.poll(now);
+  ASSERT_EQ(counters.get(Counter::stream_source_idle), 4u);
+  // BDM 0 alone for 300 frames over 6 ms of wall clock: slices are cut meanwhile.
+  const std::size_t slices_before = sink.batches.size();
+  push_each(first, std::chrono::microseconds(20));
+  EXPECT_GT(sink.batches.size(), slices_before) << "no slice cut while BDM 0 was alone";
+  // The others follow over 30 ms of wall clock; an absent source is idle again after 20.
+  push_each(rest, std::chrono::microseconds(30'000 / rest.size() + 1));
+  if (absent < 4) {
+    EXPECT_EQ(counters.get(Counter::stream_source_idle), 5u);
+    std::uint64_t latest = 0;
+    for (const Batch& b : sink.batches)
+      for (const CoincRecord& r : b.prompts) latest = std::max(latest, r.time_a);
+    EXPECT_GT(latest, mid + (frame_time(rest.back().bytes) - mid) / 2)
+        << "the horizon waited for the absent source";
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(sink, 0, want);
+  expect_counters_equal_batch(counters, want);
+}
+
+TEST(Slicer, SourcesResumingApartAfterAPauseLoseNothing) {
+  resume_apart(4);  // every source comes back
+  resume_apart(3);
+}
+
 TEST(Slicer, APauseSeenBeforeAnySourceWentIdleCostsAFewCountedFramesPerSource) {
   std::mt19937_64 rng(19);
   TestScanner scanner;
