@@ -1,6 +1,7 @@
 #include "daemon/receiver.h"
 
 #include <arpa/inet.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -248,6 +249,30 @@ struct Receiver::Lane {
   }
 };
 
+namespace {
+
+// The sockets sharing a port take the datagrams by board: the kernel runs this classic BPF
+// program on each datagram's payload and hands it to socket (BDM of its first frame) mod
+// `sockets` of the group, in the order they were bound. Every board's datagrams then reach
+// one receiver thread, in order, and the threads share the boards evenly whatever the
+// sending sockets' addresses hash to. A datagram too short to hold the byte goes to socket 0.
+void spread_by_board(int fd, Framing framing, std::uint32_t sockets, const std::string& where) {
+  const std::uint32_t at = static_cast<std::uint32_t>(
+      (framing == Framing::sequenced ? kSequencedHeaderBytes : 0) + frame_offset::bdm);
+  sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_B | BPF_ABS, at),
+      BPF_STMT(BPF_ALU | BPF_MOD | BPF_K, sockets),
+      BPF_STMT(BPF_RET | BPF_A, 0),
+  };
+  sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
+  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
+    spdlog::warn("UDP {}: cannot spread datagrams by board over the receiver threads ({}); the "
+                 "kernel spreads them by sender address",
+                 where, std::strerror(errno));
+}
+
+}  // namespace
+
 Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
                    std::uint64_t max_chunk_span_ticks, HostRing& ring, Counters& counters) {
   if (ring.chunk_bytes() < kDatagramSlotBytes)
@@ -290,7 +315,13 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
       throw std::runtime_error("cannot bind UDP " + ep_text + ": " + ec.message());
     s->socket.non_blocking(true);
     const udp::endpoint local = s->socket.local_endpoint();
-    if (first_port[e] == 0) first_port[e] = local.port();
+    if (first_port[e] == 0) {
+      first_port[e] = local.port();
+      const std::uint32_t group =
+          static_cast<std::uint32_t>(socket_count / in.endpoints.size() +
+                                     (e < socket_count % in.endpoints.size()));
+      if (shared) spread_by_board(fd, in.framing, group, ep_text);
+    }
     bound_.push_back({local.address().to_string(), local.port(), static_cast<std::size_t>(got)});
     if (static_cast<std::uint64_t>(got) < in.receive_buffer_bytes)
       spdlog::warn("UDP {}:{}: receive buffer {} bytes, {} asked for: raise net.core.rmem_max "

@@ -744,6 +744,31 @@ TEST_F(ReceiverTest, SeveralThreadsShareAPortWithReusePort) {
   for (int s : senders) close(s);
 }
 
+TEST_F(ReceiverTest, ThreadsSharingAPortTakeTheBoardsBetweenThem) {
+  start(Framing::raw, "127.0.0.1/32", 2);
+  // One sending socket: hashing by address would give every datagram to one thread. By
+  // board, datagrams whose first frame has an even BDM go to one, odd to the other.
+  for (int round = 0; round < 40; ++round) send(frames_bytes(static_cast<std::uint8_t>(round % 4), 3));
+  std::size_t frames = 0;
+  std::array<std::size_t, 2> chunks_of_parity{};
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (frames < 120 && std::chrono::steady_clock::now() < until) {
+    Chunk* c = ring->wait_sealed(10ms);
+    if (!c) continue;
+    ASSERT_EQ(c->frame_count % 3, 0u);
+    const int parity = c->frames()[0].bytes[frame_offset::bdm] % 2;
+    for (std::size_t d = 0; d < c->frame_count; d += 3)
+      EXPECT_EQ(c->frames()[d].bytes[frame_offset::bdm] % 2, parity)
+          << "a chunk holds datagrams of both threads' boards";
+    ++chunks_of_parity[static_cast<std::size_t>(parity)];
+    frames += c->frame_count;
+    ring->release(c);
+  }
+  EXPECT_EQ(frames, 120u);
+  EXPECT_GT(chunks_of_parity[0], 0u);
+  EXPECT_GT(chunks_of_parity[1], 0u);
+}
+
 TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
   start(Framing::raw);
   send(frames_bytes(0, (kDatagramSlotBytes + 64) / kFrameBytes));
