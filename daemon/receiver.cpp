@@ -249,14 +249,11 @@ struct Receiver::Lane {
   }
 };
 
-namespace {
-
-// The sockets sharing a port take the datagrams by board: the kernel runs this classic BPF
-// program on each datagram's payload and hands it to socket (BDM of its first frame) mod
-// `sockets` of the group, in the order they were bound. Every board's datagrams then reach
-// one receiver thread, in order, and the threads share the boards evenly whatever the
-// sending sockets' addresses hash to. A datagram too short to hold the byte goes to socket 0.
-void spread_by_board(int fd, Framing framing, std::uint32_t sockets, const std::string& where) {
+// The kernel runs this classic BPF program on each datagram's payload; every board's
+// datagrams then reach one receiver thread, in order, and the threads share the boards evenly
+// whatever the sending sockets' addresses hash to. A datagram too short to hold the byte goes
+// to socket 0.
+bool spread_by_board(int fd, Framing framing, std::uint32_t sockets) {
   const std::uint32_t at = static_cast<std::uint32_t>(
       (framing == Framing::sequenced ? kSequencedHeaderBytes : 0) + frame_offset::bdm);
   sock_filter code[] = {
@@ -265,13 +262,8 @@ void spread_by_board(int fd, Framing framing, std::uint32_t sockets, const std::
       BPF_STMT(BPF_RET | BPF_A, 0),
   };
   sock_fprog prog{static_cast<unsigned short>(std::size(code)), code};
-  if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) != 0)
-    spdlog::warn("UDP {}: cannot spread datagrams by board over the receiver threads ({}); the "
-                 "kernel spreads them by sender address",
-                 where, std::strerror(errno));
+  return setsockopt(fd, SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog) == 0;
 }
-
-}  // namespace
 
 Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
                    std::uint64_t max_chunk_span_ticks, HostRing& ring, Counters& counters) {
@@ -320,7 +312,10 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
       const std::uint32_t group =
           static_cast<std::uint32_t>(socket_count / in.endpoints.size() +
                                      (e < socket_count % in.endpoints.size()));
-      if (shared) spread_by_board(fd, in.framing, group, ep_text);
+      if (shared && !spread_by_board(fd, in.framing, group))
+        spdlog::warn("UDP {}: cannot spread datagrams by board over the receiver threads ({}); "
+                     "the kernel spreads them by sender address",
+                     ep_text, std::strerror(errno));
     }
     bound_.push_back({local.address().to_string(), local.port(), static_cast<std::size_t>(got)});
     if (static_cast<std::uint64_t>(got) < in.receive_buffer_bytes)

@@ -29,6 +29,11 @@ struct BoundEndpoint {
   std::size_t receive_buffer_bytes = 0;  // what the kernel gave
 };
 
+// Makes the sockets sharing fd's port take datagrams by board: socket (BDM of the first frame)
+// mod `sockets`, in the order they were bound (docs/daemon.md, "Receiver"). False, with errno,
+// where the kernel refuses it (it then spreads by the senders' addresses).
+bool spread_by_board(int fd, Framing framing, std::uint32_t sockets);
+
 class Receiver {
  public:
   // Binds every socket (throws std::runtime_error with the endpoint and the reason).

@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/test_scanner.h"
+#include "daemon/receiver.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"
 #include "tools/common/cli.h"
@@ -213,7 +214,8 @@ std::uint64_t run_senders(std::uint32_t senders, double seconds, Send send) {
 }
 
 // The loopback ceiling: the same senders, unpaced, into plain receivers on one port
-// (SO_REUSEPORT, one socket and thread each) that count what recvmmsg gives them.
+// (SO_REUSEPORT spread by board as the daemon's, one socket and thread each) that count what
+// recvmmsg gives them.
 double loopback_ceiling_fps(Source& source, std::uint32_t senders, double seconds) {
   std::vector<int> fds;
   std::uint16_t port = 0;
@@ -233,6 +235,8 @@ double loopback_ceiling_fps(Source& source, std::uint32_t senders, double second
       throw std::runtime_error(std::string("ceiling: bind: ") + std::strerror(errno));
     socklen_t len = sizeof a;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    if (k == 0 && senders > 1 && !daemon::spread_by_board(fd, Framing::raw, senders))
+      std::fprintf(stderr, "ceiling: cannot spread by board: %s\n", std::strerror(errno));
     port = ntohs(a.sin_port);
     fds.push_back(fd);
   }
