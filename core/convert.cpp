@@ -28,11 +28,12 @@ ConvertTables make_convert_tables(const Settings& settings, const Calibration& c
 
 namespace {
 
-// Ring sizes, powers of two: a staged frame is read up to 512 frames after it is written, a
-// located frame fewer than 512.
+// Frames per block of the main loop, and the ring sizes (powers of two): a staged frame is
+// read fewer than 512 + kBlock frames after it is written, a located one fewer than that too.
+constexpr std::size_t kBlock = 16;
 constexpr std::size_t kMaxAhead = 512;
 constexpr std::size_t kStagedMask = 2 * kMaxAhead - 1;
-constexpr std::size_t kLocatedMask = kMaxAhead - 1;
+constexpr std::size_t kLocatedMask = 2 * kMaxAhead - 1;
 // (BDM, DU) pairs: a BDM byte and a DU nibble.
 constexpr std::size_t kMaxUnits = 256 * 16;
 constexpr std::uint32_t kRejected = UINT32_MAX - kFrameStatusCount;
@@ -42,6 +43,37 @@ constexpr std::uint32_t kRejected = UINT32_MAX - kFrameStatusCount;
 struct LabelPart {
   std::size_t gain;  // local_gain_index(local_of_label(label))
   std::uint32_t crystal;  // label_crystal(label)
+};
+
+// For each byte of a frame that check_frame() reads (markers and DU in byte 0, BDM in byte 1,
+// x and y in bytes 10 and 11, the tail marker in byte 15), which of its 256 values pass: found
+// by check_frame() itself on a valid frame with that one byte changed (0xFF passes, 0 fails).
+// Each of its tests reads one of these bytes, so a frame passes exactly when each of the five
+// does: the loop ANDs five look-ups instead of making the tests, and calls check_frame() only
+// for a frame that fails, to learn why (which also keeps the result exact whatever the
+// tables say no to).
+struct ByteChecks {
+  static constexpr std::size_t kOffsets[5] = {frame_offset::head_du, frame_offset::bdm, frame_offset::x,
+                                              frame_offset::y, frame_offset::temp_frac_tail};
+  std::uint8_t pass[5][256];
+
+  explicit ByteChecks(const ConvertTables& t) {
+    RawFrame valid{};
+    valid.bytes[frame_offset::head_du] = static_cast<std::uint8_t>(t.head_marker << 4);
+    valid.bytes[frame_offset::temp_frac_tail] = t.tail_marker & 0x0Fu;
+    const bool any = check_frame(valid.bytes, t) == FrameStatus::single;
+    for (int b = 0; b < 5; ++b) {
+      RawFrame probe = valid;
+      for (unsigned v = 0; v < 256; ++v) {
+        probe.bytes[kOffsets[b]] = static_cast<std::uint8_t>(v);
+        pass[b][v] = any && check_frame(probe.bytes, t) == FrameStatus::single ? 0xFF : 0;
+      }
+    }
+  }
+  std::uint8_t passes(const std::uint8_t* f) const {
+    return pass[0][f[kOffsets[0]]] & pass[1][f[kOffsets[1]]] & pass[2][f[kOffsets[2]]] &
+           pass[3][f[kOffsets[3]]] & pass[4][f[kOffsets[4]]];
+  }
 };
 
 // What the first step (check) hands on: the pixel index, or kRejected + the status.
@@ -62,22 +94,24 @@ struct Located {
 // uses: the loop adds them up instead of dividing and multiplying for each frame.
 template <bool kOffsets, bool kPrefetchPixel, bool kPrefetchGain>
 std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTables& t,
-                         const std::uint32_t* unit_crystals, const LabelPart* labels,
-                         Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
+                         const ByteChecks& checks, const std::uint32_t* unit_crystals,
+                         const LabelPart* labels, Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
                          std::uint64_t* bdm_accepted, std::uint64_t* bdm_converted,
                          std::size_t pos_ahead, std::size_t energy_ahead) {
-  Staged staged[2 * kMaxAhead];
-  Located located[kMaxAhead];
+  Staged staged[kStagedMask + 1];
+  Located located[kLocatedMask + 1];
   std::size_t kept = 0;
   // Written out here rather than in helpers: GCC deems a function whose only effect is a
   // prefetch free of side effects and drops the call.
   const auto check = [&](std::size_t j) {
     const std::uint8_t* p = frames[j].bytes;
     Staged& s = staged[j & kStagedMask];
-    const FrameStatus status = check_frame(p, t);
-    if (status != FrameStatus::single) {
-      s.pixel = kRejected + static_cast<std::uint32_t>(status);
-      return;
+    if (!checks.passes(p)) {
+      const FrameStatus status = check_frame(p, t);
+      if (status != FrameStatus::single) {
+        s.pixel = kRejected + static_cast<std::uint32_t>(status);
+        return;
+      }
     }
     s.pixel = static_cast<std::uint32_t>(position_index(p, t));
     s.unit = unit_of(p, t);
@@ -134,25 +168,27 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   };
   // The steps at their distances: frame i + pos_ahead is checked and its pixel requested,
   // frame i + energy_ahead (energy_ahead < pos_ahead, or both 0) is located and its gain
-  // requested, frame i is finished. The main loop runs all three without a test of n.
+  // requested, frame i is finished. The main loop makes each step for a block of frames in a
+  // loop of its own, which holds fewer values than the three together and tests no end; the
+  // end of the stream goes frame by frame.
   for (std::size_t j = 0; j < std::min(pos_ahead, n); ++j) check(j);
   for (std::size_t k = 0; k < std::min(energy_ahead, n); ++k) locate(k);
   std::size_t i = 0;
-  for (; i + pos_ahead < n; ++i) {
-    check(i + pos_ahead);
-    locate(i + energy_ahead);
+  for (; i + pos_ahead + kBlock <= n; i += kBlock) {
+    for (std::size_t j = i + pos_ahead; j < i + pos_ahead + kBlock; ++j) check(j);
+    for (std::size_t k = i + energy_ahead; k < i + energy_ahead + kBlock; ++k) locate(k);
+    for (std::size_t m = i; m < i + kBlock; ++m) finish(m);
+  }
+  for (; i < n; ++i) {
+    if (i + pos_ahead < n) check(i + pos_ahead);
+    if (i + energy_ahead < n) locate(i + energy_ahead);
     finish(i);
   }
-  for (; i + energy_ahead < n; ++i) {
-    locate(i + energy_ahead);
-    finish(i);
-  }
-  for (; i < n; ++i) finish(i);
   return kept;
 }
 
 using ConvertLoop = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&,
-                                    const std::uint32_t*, const LabelPart*, Single*,
+                                    const ByteChecks&, const std::uint32_t*, const LabelPart*, Single*,
                                     std::uint64_t (&)[kFrameStatusCount], std::uint64_t*,
                                     std::uint64_t*, std::size_t, std::size_t);
 
@@ -186,6 +222,7 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
     add_status_counts(delta, by_status);
     return kept;
   }
+  const ByteChecks checks(t);
   std::uint32_t unit_crystals[kMaxUnits];
   for (std::uint32_t bdm = 0; bdm < bdms; ++bdm)
     for (std::uint32_t du = 0; du < dus; ++du) unit_crystals[bdm * t.du_per_bdm + du] = unit_crystal(bdm, du, t);
@@ -199,7 +236,7 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const std::size_t energy_ahead = ahead.energy < pos_ahead ? ahead.energy : 0;
   const ConvertLoop loop = t.time_offsets ? pick_loop<true>(pos_ahead > 0, energy_ahead > 0)
                                           : pick_loop<false>(pos_ahead > 0, energy_ahead > 0);
-  kept = loop(frames, n, t, unit_crystals, labels, out, by_status, bdm_accepted, bdm_converted,
+  kept = loop(frames, n, t, checks, unit_crystals, labels, out, by_status, bdm_accepted, bdm_converted,
               pos_ahead, energy_ahead);
   std::uint64_t converted = 0;
   for (std::uint32_t b = 0; b < bdms; ++b) {

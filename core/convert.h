@@ -201,8 +201,10 @@ PETDAQ_HD float corrected_energy(std::uint32_t raw, float gain) {
   return static_cast<float>(raw) * gain + 0.0f;
 }
 // Inside the energy window (inclusive bounds); NaN fails both comparisons: outside every window.
+// Both compares are made (&, not &&): inside or outside alternates at random, a branch there
+// would be mispredicted often.
 PETDAQ_HD bool in_window(float energy, const ConvertTables& t) {
-  return energy >= t.low_keV && energy <= t.high_keV;
+  return (energy >= t.low_keV) & (energy <= t.high_keV);
 }
 
 // The rest of the conversion once a frame has passed check_frame() and its flood-map label
