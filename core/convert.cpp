@@ -81,26 +81,29 @@ struct Staged {
   std::uint32_t pixel;
   std::uint32_t unit;
 };
-// What the second step (locate) hands on: the status; for single, the crystal and the gain.
+// What the second step (locate) hands on: the gain's index and the crystal, or
+// kNotConverted + the status in place of the index.
 struct Located {
   std::size_t gain;
   std::uint32_t crystal;
-  FrameStatus status;
 };
+constexpr std::size_t kNotConverted = SIZE_MAX - kFrameStatusCount;
 
 // convert_frames() for one choice of time offsets and prefetches, which are then constants of
 // the loop. `unit_crystals` and `labels` are unit_crystal() and the LabelPart of every
 // (BDM, DU) pair and label, worked out once per call by the functions that convert_frame()
 // uses: the loop adds them up instead of dividing and multiplying for each frame.
 template <bool kOffsets, bool kPrefetchPixel, bool kPrefetchGain>
-std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTables& t,
+std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                          const ByteChecks& checks, const std::uint32_t* unit_crystals,
                          const LabelPart* labels, Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
                          std::uint64_t* bdm_accepted, std::uint64_t* bdm_converted,
                          std::size_t pos_ahead, std::size_t energy_ahead) {
+  // A local copy: the stores to `out` cannot alias it, so its values stay in registers.
+  const ConvertTables t = tables;
   Staged staged[kStagedMask + 1];
   Located located[kLocatedMask + 1];
-  std::size_t kept = 0;
+  Single* o = out;
   // Written out here rather than in helpers: GCC deems a function whose only effect is a
   // prefetch free of side effects and drops the call.
   const auto check = [&](std::size_t j) {
@@ -121,16 +124,15 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     const Staged s = staged[k & kStagedMask];
     Located& l = located[k & kLocatedMask];
     if (s.pixel >= kRejected) {
-      l.status = static_cast<FrameStatus>(s.pixel - kRejected);
+      l.gain = kNotConverted + (s.pixel - kRejected);
       return;
     }
     const std::uint32_t label = t.position_lut[s.pixel];
     if (label >= t.crystals_per_du) {
-      l.status = FrameStatus::no_crystal;
+      l.gain = kNotConverted + static_cast<std::size_t>(FrameStatus::no_crystal);
       return;
     }
     const LabelPart& part = labels[label];
-    l.status = FrameStatus::single;
     l.crystal = unit_crystals[s.unit] + part.crystal;
     l.gain = unit_gain_index(s.unit, t) + part.gain +
              energy_bin(bytes::load_be16(frames[k].bytes + frame_offset::energy), t);
@@ -141,8 +143,8 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   // both statuses follow.
   const auto finish = [&](std::size_t i) {
     const Located& l = located[i & kLocatedMask];
-    if (l.status != FrameStatus::single) {
-      ++by_status[static_cast<int>(l.status)];
+    if (l.gain >= kNotConverted) {
+      ++by_status[l.gain - kNotConverted];
       return;
     }
     const std::uint8_t* f = frames[i].bytes;
@@ -156,12 +158,11 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     const float energy = corrected_energy(bytes::load_be16(f + frame_offset::energy), gain);
     // Written unconditionally and kept only when accepted: inside or outside the energy
     // window alternates at random, so that part is arithmetic rather than a branch.
-    Single& o = out[kept];
-    o.time = time;
-    o.crystal = l.crystal;
-    o.energy = energy;
+    o->time = time;
+    o->crystal = l.crystal;
+    o->energy = energy;
     const bool accepted = in_window(energy, t);
-    kept += accepted;
+    o += accepted;
     const std::uint32_t bdm = f[frame_offset::bdm];
     bdm_accepted[bdm] += accepted;
     ++bdm_converted[bdm];
@@ -184,7 +185,7 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     if (i + energy_ahead < n) locate(i + energy_ahead);
     finish(i);
   }
-  return kept;
+  return static_cast<std::size_t>(o - out);
 }
 
 using ConvertLoop = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&,

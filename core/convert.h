@@ -151,7 +151,7 @@ PETDAQ_HD std::uint32_t local_of_label(std::uint32_t label, const ConvertTables&
 // The gain's index in energy_correction is the sum of three parts: the (BDM, DU) pair's rows,
 // the local crystal's row in them and the raw energy's bin.
 PETDAQ_HD std::size_t unit_gain_index(std::uint32_t unit, const ConvertTables& t) {
-  return std::size_t{unit} * t.crystals_per_du * t.energy_bins;
+  return std::size_t{unit} * (std::size_t{t.crystals_per_du} * t.energy_bins);
 }
 PETDAQ_HD std::size_t local_gain_index(std::uint32_t local, const ConvertTables& t) {
   return std::size_t{local} * t.energy_bins;
