@@ -46,33 +46,41 @@ struct LabelPart {
 };
 
 // For each byte of a frame that check_frame() reads (markers and DU in byte 0, BDM in byte 1,
-// x and y in bytes 10 and 11, the tail marker in byte 15), which of its 256 values pass: found
-// by check_frame() itself on a valid frame with that one byte changed (0xFF passes, 0 fails).
-// Each of its tests reads one of these bytes, so a frame passes exactly when each of the five
-// does: the loop ANDs five look-ups instead of making the tests, and calls check_frame() only
-// for a frame that fails, to learn why (which also keeps the result exact whatever the
-// tables say no to).
-struct ByteChecks {
+// x and y in bytes 10 and 11, the tail marker in byte 15) and each of its 256 values, what the
+// byte adds to the frame's position_index(), or kFails when check_frame() refuses it: found by
+// check_frame() and position_index() themselves on a valid frame with that one byte changed.
+// Each test of check_frame() reads one of these bytes and position_index() is a sum of terms
+// of one byte each, so the five parts of a frame add up to its pixel index when it passes and
+// to kFails or more when it does not. The loop adds five look-ups instead of making the tests
+// and the index's multiplications, and calls check_frame() only for a frame that fails, to
+// learn why (which also keeps the result exact whatever the tables say no to).
+struct ByteParts {
   static constexpr std::size_t kOffsets[5] = {frame_offset::head_du, frame_offset::bdm, frame_offset::x,
                                               frame_offset::y, frame_offset::temp_frac_tail};
-  std::uint8_t pass[5][256];
+  // Above every pixel index the loop takes this way, and five of it stay below 2^32.
+  static constexpr std::uint32_t kFails = 1u << 29;
+  std::uint32_t part[5][256];
 
-  explicit ByteChecks(const ConvertTables& t) {
+  explicit ByteParts(const ConvertTables& t) {
     RawFrame valid{};
     valid.bytes[frame_offset::head_du] = static_cast<std::uint8_t>(t.head_marker << 4);
     valid.bytes[frame_offset::temp_frac_tail] = t.tail_marker & 0x0Fu;
     const bool any = check_frame(valid.bytes, t) == FrameStatus::single;
+    const std::size_t base = any ? position_index(valid.bytes, t) : 0;
     for (int b = 0; b < 5; ++b) {
       RawFrame probe = valid;
       for (unsigned v = 0; v < 256; ++v) {
         probe.bytes[kOffsets[b]] = static_cast<std::uint8_t>(v);
-        pass[b][v] = any && check_frame(probe.bytes, t) == FrameStatus::single ? 0xFF : 0;
+        const bool passes = any && check_frame(probe.bytes, t) == FrameStatus::single;
+        // The valid frame's own index is counted once, in byte 0's parts.
+        part[b][v] = passes ? static_cast<std::uint32_t>(position_index(probe.bytes, t) - (b == 0 ? 0 : base))
+                            : kFails;
       }
     }
   }
-  std::uint8_t passes(const std::uint8_t* f) const {
-    return pass[0][f[kOffsets[0]]] & pass[1][f[kOffsets[1]]] & pass[2][f[kOffsets[2]]] &
-           pass[3][f[kOffsets[3]]] & pass[4][f[kOffsets[4]]];
+  std::uint32_t pixel(const std::uint8_t* f) const {
+    return part[0][f[kOffsets[0]]] + part[1][f[kOffsets[1]]] + part[2][f[kOffsets[2]]] +
+           part[3][f[kOffsets[3]]] + part[4][f[kOffsets[4]]];
   }
 };
 
@@ -95,7 +103,7 @@ constexpr std::size_t kNotConverted = SIZE_MAX - kFrameStatusCount;
 // uses: the loop adds them up instead of dividing and multiplying for each frame.
 template <bool kOffsets, bool kPrefetchPixel, bool kPrefetchGain>
 std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
-                         const ByteChecks& checks, const std::uint32_t* unit_crystals,
+                         const ByteParts& parts, const std::uint32_t* unit_crystals,
                          const LabelPart* labels, Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
                          std::uint64_t* bdm_accepted, std::uint64_t* bdm_converted,
                          std::size_t pos_ahead, std::size_t energy_ahead) {
@@ -109,14 +117,15 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   const auto check = [&](std::size_t j) {
     const std::uint8_t* p = frames[j].bytes;
     Staged& s = staged[j & kStagedMask];
-    if (!checks.passes(p)) {
+    s.pixel = parts.pixel(p);
+    if (s.pixel >= ByteParts::kFails) {
       const FrameStatus status = check_frame(p, t);
       if (status != FrameStatus::single) {
         s.pixel = kRejected + static_cast<std::uint32_t>(status);
         return;
       }
+      s.pixel = static_cast<std::uint32_t>(position_index(p, t));
     }
-    s.pixel = static_cast<std::uint32_t>(position_index(p, t));
     s.unit = unit_of(p, t);
     if (kPrefetchPixel) __builtin_prefetch(t.position_lut + s.pixel);
   };
@@ -189,7 +198,7 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
 }
 
 using ConvertLoop = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&,
-                                    const ByteChecks&, const std::uint32_t*, const LabelPart*, Single*,
+                                    const ByteParts&, const std::uint32_t*, const LabelPart*, Single*,
                                     std::uint64_t (&)[kFrameStatusCount], std::uint64_t*,
                                     std::uint64_t*, std::size_t, std::size_t);
 
@@ -211,9 +220,10 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const std::uint32_t dus = std::min<std::uint32_t>(t.du_per_bdm, 16);
   const std::size_t units = bdms == 0 || dus == 0 ? 0 : std::size_t{bdms - 1} * t.du_per_bdm + dus;
   std::size_t kept = 0;
-  if (units > kMaxUnits) {
-    // Only a scanner no configuration passes (more DUs per BDM than the nibble holds): the
-    // frame-by-frame conversion.
+  const std::size_t ps = t.geometry.position_size;
+  if (units > kMaxUnits || units * ps * ps > ByteParts::kFails) {
+    // Only a scanner no configuration passes (more DUs per BDM than the nibble holds), or
+    // flood maps of 512 MB: the frame-by-frame conversion.
     for (std::size_t i = 0; i < n; ++i) {
       const FrameStatus s = convert_frame(frames[i].bytes, t, out[kept]);
       ++by_status[static_cast<int>(s)];
@@ -223,7 +233,7 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
     add_status_counts(delta, by_status);
     return kept;
   }
-  const ByteChecks checks(t);
+  const ByteParts parts(t);
   std::uint32_t unit_crystals[kMaxUnits];
   for (std::uint32_t bdm = 0; bdm < bdms; ++bdm)
     for (std::uint32_t du = 0; du < dus; ++du) unit_crystals[bdm * t.du_per_bdm + du] = unit_crystal(bdm, du, t);
@@ -237,7 +247,7 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const std::size_t energy_ahead = ahead.energy < pos_ahead ? ahead.energy : 0;
   const ConvertLoop loop = t.time_offsets ? pick_loop<true>(pos_ahead > 0, energy_ahead > 0)
                                           : pick_loop<false>(pos_ahead > 0, energy_ahead > 0);
-  kept = loop(frames, n, t, checks, unit_crystals, labels, out, by_status, bdm_accepted, bdm_converted,
+  kept = loop(frames, n, t, parts, unit_crystals, labels, out, by_status, bdm_accepted, bdm_converted,
               pos_ahead, energy_ahead);
   std::uint64_t converted = 0;
   for (std::uint32_t b = 0; b < bdms; ++b) {
