@@ -47,38 +47,43 @@ struct LabelPart {
 
 // For each byte of a frame that check_frame() reads (markers and DU in byte 0, BDM in byte 1,
 // x and y in bytes 10 and 11, the tail marker in byte 15) and each of its 256 values, what the
-// byte adds to the frame's position_index(), or kFails when check_frame() refuses it: found by
-// check_frame() and position_index() themselves on a valid frame with that one byte changed.
-// Each test of check_frame() reads one of these bytes and position_index() is a sum of terms
-// of one byte each, so the five parts of a frame add up to its pixel index when it passes and
-// to kFails or more when it does not. The loop adds five look-ups instead of making the tests
-// and the index's multiplications, and calls check_frame() only for a frame that fails, to
-// learn why (which also keeps the result exact whatever the tables say no to).
+// byte adds to the frame's position_index() (low 32 bits) and unit_of() (high 32 bits), or
+// kFails when check_frame() refuses it: found by check_frame(), position_index() and unit_of()
+// themselves on a valid frame with that one byte changed. Each test of check_frame() reads one
+// of these bytes and both indices are sums of terms of one byte each, so the five parts of a
+// frame add up to its pixel and unit when it passes, and the low half to kFails or more when
+// it does not. The loop adds five look-ups instead of making the tests and the indices'
+// multiplications, and calls check_frame() only for a frame that fails, to learn why (which
+// also keeps the result exact whatever the tables say no to).
 struct ByteParts {
   static constexpr std::size_t kOffsets[5] = {frame_offset::head_du, frame_offset::bdm, frame_offset::x,
                                               frame_offset::y, frame_offset::temp_frac_tail};
-  // Above every pixel index the loop takes this way, and five of it stay below 2^32.
+  // Above every pixel index the loop takes this way; five of it stay below 2^32, so the low
+  // half never carries into the high one.
   static constexpr std::uint32_t kFails = 1u << 29;
-  std::uint32_t part[5][256];
+  std::uint64_t part[5][256];
 
   explicit ByteParts(const ConvertTables& t) {
     RawFrame valid{};
     valid.bytes[frame_offset::head_du] = static_cast<std::uint8_t>(t.head_marker << 4);
     valid.bytes[frame_offset::temp_frac_tail] = t.tail_marker & 0x0Fu;
     const bool any = check_frame(valid.bytes, t) == FrameStatus::single;
-    const std::size_t base = any ? position_index(valid.bytes, t) : 0;
+    const std::uint64_t base = any ? both(valid.bytes, t) : 0;
     for (int b = 0; b < 5; ++b) {
       RawFrame probe = valid;
       for (unsigned v = 0; v < 256; ++v) {
         probe.bytes[kOffsets[b]] = static_cast<std::uint8_t>(v);
         const bool passes = any && check_frame(probe.bytes, t) == FrameStatus::single;
-        // The valid frame's own index is counted once, in byte 0's parts.
-        part[b][v] = passes ? static_cast<std::uint32_t>(position_index(probe.bytes, t) - (b == 0 ? 0 : base))
-                            : kFails;
+        // The valid frame's own indices are counted once, in byte 0's parts.
+        part[b][v] = passes ? both(probe.bytes, t) - (b == 0 ? 0 : base) : kFails;
       }
     }
   }
-  std::uint32_t pixel(const std::uint8_t* f) const {
+  static std::uint64_t both(const std::uint8_t* f, const ConvertTables& t) {
+    return std::uint64_t{unit_of(f, t)} << 32 | static_cast<std::uint32_t>(position_index(f, t));
+  }
+  // The pixel index in the low half, the unit in the high half, for a frame that passes.
+  std::uint64_t sum(const std::uint8_t* f) const {
     return part[0][f[kOffsets[0]]] + part[1][f[kOffsets[1]]] + part[2][f[kOffsets[2]]] +
            part[3][f[kOffsets[3]]] + part[4][f[kOffsets[4]]];
   }
@@ -117,7 +122,9 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   const auto check = [&](std::size_t j) {
     const std::uint8_t* p = frames[j].bytes;
     Staged& s = staged[j & kStagedMask];
-    s.pixel = parts.pixel(p);
+    const std::uint64_t sum = parts.sum(p);
+    s.pixel = static_cast<std::uint32_t>(sum);
+    s.unit = static_cast<std::uint32_t>(sum >> 32);
     if (s.pixel >= ByteParts::kFails) {
       const FrameStatus status = check_frame(p, t);
       if (status != FrameStatus::single) {
@@ -125,8 +132,8 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
         return;
       }
       s.pixel = static_cast<std::uint32_t>(position_index(p, t));
+      s.unit = unit_of(p, t);
     }
-    s.unit = unit_of(p, t);
     if (kPrefetchPixel) __builtin_prefetch(t.position_lut + s.pixel);
   };
   const auto locate = [&](std::size_t k) {
