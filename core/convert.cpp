@@ -40,9 +40,9 @@ constexpr std::uint32_t kRejected = UINT32_MAX - kFrameStatusCount;
 
 // The parts of a frame's crystal id and gain index that depend on its flood-map label, for
 // every label below crystals_per_du.
-struct LabelPart {
-  std::size_t gain;  // local_gain_index(local_of_label(label))
-  std::uint32_t crystal;  // label_crystal(label)
+struct LabelParts {
+  std::size_t gain[256];       // local_gain_index(local_of_label(label))
+  std::uint32_t crystal[256];  // label_crystal(label)
 };
 
 // For each byte of a frame that check_frame() reads (markers and DU in byte 0, BDM in byte 1,
@@ -99,17 +99,18 @@ struct Staged {
 struct Located {
   std::size_t gain;
   std::uint32_t crystal;
+  std::uint32_t raw_energy;
 };
 constexpr std::size_t kNotConverted = SIZE_MAX - kFrameStatusCount;
 
 // convert_frames() for one choice of time offsets and prefetches, which are then constants of
-// the loop. `unit_crystals` and `labels` are unit_crystal() and the LabelPart of every
+// the loop. `unit_crystals` and `labels` are unit_crystal() and the LabelParts of every
 // (BDM, DU) pair and label, worked out once per call by the functions that convert_frame()
 // uses: the loop adds them up instead of dividing and multiplying for each frame.
 template <bool kOffsets, bool kPrefetchPixel, bool kPrefetchGain>
 std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                          const ByteParts& parts, const std::uint32_t* unit_crystals,
-                         const LabelPart* labels, Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
+                         const LabelParts& labels, Single* out, std::uint64_t (&by_status)[kFrameStatusCount],
                          std::uint64_t* bdm_accepted, std::uint64_t* bdm_converted,
                          std::size_t pos_ahead, std::size_t energy_ahead) {
   // A local copy: the stores to `out` cannot alias it, so its values stay in registers.
@@ -125,7 +126,7 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     const std::uint64_t sum = parts.sum(p);
     s.pixel = static_cast<std::uint32_t>(sum);
     s.unit = static_cast<std::uint32_t>(sum >> 32);
-    if (s.pixel >= ByteParts::kFails) {
+    if (s.pixel >= ByteParts::kFails) [[unlikely]] {
       const FrameStatus status = check_frame(p, t);
       if (status != FrameStatus::single) {
         s.pixel = kRejected + static_cast<std::uint32_t>(status);
@@ -139,19 +140,18 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   const auto locate = [&](std::size_t k) {
     const Staged s = staged[k & kStagedMask];
     Located& l = located[k & kLocatedMask];
-    if (s.pixel >= kRejected) {
+    if (s.pixel >= kRejected) [[unlikely]] {
       l.gain = kNotConverted + (s.pixel - kRejected);
       return;
     }
     const std::uint32_t label = t.position_lut[s.pixel];
-    if (label >= t.crystals_per_du) {
+    if (label >= t.crystals_per_du) [[unlikely]] {
       l.gain = kNotConverted + static_cast<std::size_t>(FrameStatus::no_crystal);
       return;
     }
-    const LabelPart& part = labels[label];
-    l.crystal = unit_crystals[s.unit] + part.crystal;
-    l.gain = unit_gain_index(s.unit, t) + part.gain +
-             energy_bin(bytes::load_be16(frames[k].bytes + frame_offset::energy), t);
+    l.crystal = unit_crystals[s.unit] + labels.crystal[label];
+    l.raw_energy = bytes::load_be16(frames[k].bytes + frame_offset::energy);
+    l.gain = unit_gain_index(s.unit, t) + labels.gain[label] + energy_bin(l.raw_energy, t);
     if (kPrefetchGain) __builtin_prefetch(t.energy_correction + l.gain);
   };
   // finish_frame() from the located crystal and gain. Frames that are not converted (a few)
@@ -159,7 +159,7 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
   // both statuses follow.
   const auto finish = [&](std::size_t i) {
     const Located& l = located[i & kLocatedMask];
-    if (l.gain >= kNotConverted) {
+    if (l.gain >= kNotConverted) [[unlikely]] {
       ++by_status[l.gain - kNotConverted];
       return;
     }
@@ -167,11 +167,11 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     const float gain = t.energy_correction[l.gain];
     const std::int32_t offset = kOffsets ? t.time_offsets[l.crystal] : 0;
     std::uint64_t time;
-    if (!correct_time(bytes::load_be64(f + frame_offset::time), offset, time)) {
+    if (!correct_time(bytes::load_be64(f + frame_offset::time), offset, time)) [[unlikely]] {
       ++by_status[static_cast<int>(FrameStatus::bad_time)];
       return;
     }
-    const float energy = corrected_energy(bytes::load_be16(f + frame_offset::energy), gain);
+    const float energy = corrected_energy(l.raw_energy, gain);
     // Written unconditionally and kept only when accepted: inside or outside the energy
     // window alternates at random, so that part is arithmetic rather than a branch.
     o->time = time;
@@ -205,7 +205,7 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
 }
 
 using ConvertLoop = std::size_t (*)(const RawFrame*, std::size_t, const ConvertTables&,
-                                    const ByteParts&, const std::uint32_t*, const LabelPart*, Single*,
+                                    const ByteParts&, const std::uint32_t*, const LabelParts&, Single*,
                                     std::uint64_t (&)[kFrameStatusCount], std::uint64_t*,
                                     std::uint64_t*, std::size_t, std::size_t);
 
@@ -244,9 +244,11 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   std::uint32_t unit_crystals[kMaxUnits];
   for (std::uint32_t bdm = 0; bdm < bdms; ++bdm)
     for (std::uint32_t du = 0; du < dus; ++du) unit_crystals[bdm * t.du_per_bdm + du] = unit_crystal(bdm, du, t);
-  LabelPart labels[256];
-  for (std::uint32_t label = 0; label < std::min<std::uint32_t>(t.crystals_per_du, 256); ++label)
-    labels[label] = {local_gain_index(local_of_label(label, t), t), label_crystal(label, t)};
+  LabelParts labels;
+  for (std::uint32_t label = 0; label < std::min<std::uint32_t>(t.crystals_per_du, 256); ++label) {
+    labels.gain[label] = local_gain_index(local_of_label(label, t), t);
+    labels.crystal[label] = label_crystal(label, t);
+  }
   std::uint64_t bdm_accepted[256] = {};
   std::uint64_t bdm_converted[256] = {};
 
