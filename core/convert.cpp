@@ -94,6 +94,14 @@ struct Staged {
   std::uint32_t pixel;
   std::uint32_t unit;
 };
+// The first step for a frame whose bytes the tables refuse: check_frame() says why. Out of
+// the loop, which then holds no byte of the frame for it.
+[[gnu::noinline, gnu::cold]] Staged stage_failed(const std::uint8_t* p, const ConvertTables& t) {
+  const FrameStatus status = check_frame(p, t);
+  if (status != FrameStatus::single) return {kRejected + static_cast<std::uint32_t>(status), 0};
+  return {static_cast<std::uint32_t>(position_index(p, t)), unit_of(p, t)};
+}
+
 // What the second step (locate) hands on: the gain's index and the crystal, or
 // kNotConverted + the status in place of the index.
 struct Located {
@@ -127,13 +135,8 @@ std::size_t convert_loop(const RawFrame* frames, std::size_t n, const ConvertTab
     s.pixel = static_cast<std::uint32_t>(sum);
     s.unit = static_cast<std::uint32_t>(sum >> 32);
     if (s.pixel >= ByteParts::kFails) [[unlikely]] {
-      const FrameStatus status = check_frame(p, t);
-      if (status != FrameStatus::single) {
-        s.pixel = kRejected + static_cast<std::uint32_t>(status);
-        return;
-      }
-      s.pixel = static_cast<std::uint32_t>(position_index(p, t));
-      s.unit = unit_of(p, t);
+      s = stage_failed(p, t);
+      if (s.pixel >= kRejected) return;
     }
     if (kPrefetchPixel) __builtin_prefetch(t.position_lut + s.pixel);
   };
