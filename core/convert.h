@@ -245,11 +245,12 @@ inline void add_status_counts(CounterDelta& delta,
 // two look-ups are random reads in tables of megabytes (6 MiB and 65 MiB for the default
 // scanner) and the second depends on the first: without prefetching, a frame waits for
 // memory twice in a row. The best distances depend on the machine's memory latency
-// (petdaq-bench-convert measures a few). position 0 turns prefetching off; position is capped
-// at 512, and an energy distance not below it turns the gain's prefetch off.
+// (petdaq-bench-convert measures a few; at 10 ns per frame, 32 / 16 came too late on the
+// 2-core VM of docs/engine.md, 64 / 32 did not). position 0 turns prefetching off; position is
+// capped at 512, and an energy distance not below it turns the gain's prefetch off.
 struct PrefetchDistance {
-  std::size_t position = 32;
-  std::size_t energy = 16;
+  std::size_t position = 64;
+  std::size_t energy = 32;
 };
 
 // Converts `n` frames; writes the singles inside the energy window to `out` (capacity n) in

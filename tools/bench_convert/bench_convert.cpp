@@ -336,7 +336,7 @@ int run(const Options& o) {
   if (!o.backend_only) {
     add("  LUT and table in 4 KB pages (the .npy layout)", table_MB, frames, base);
     add("  table in 2 MB pages, LUT in 4 KB pages", huge.bytes * MB, frames, huge_tables);
-    for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{64, 32},
+    for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{32, 16},
                                      PrefetchDistance{128, 64}, PrefetchDistance{256, 128}}) {
       char label[96];
       std::snprintf(label, sizeof label, "  2 MB pages, prefetch %zu / %zu frames ahead%s", d.position, d.energy,
