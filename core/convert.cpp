@@ -102,8 +102,8 @@ struct Staged {
   return {static_cast<std::uint32_t>(position_index(p, t)), unit_of(p, t)};
 }
 
-// What the second step (locate) hands on: the gain's index and the crystal, or
-// kNotConverted + the status in place of the index.
+// What the second step (locate) hands on: the gain's index, the crystal and the raw energy,
+// or kNotConverted + the status in place of the index.
 struct Located {
   std::size_t gain;
   std::uint32_t crystal;
