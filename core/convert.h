@@ -132,11 +132,15 @@ PETDAQ_HD FrameStatus check_frame(const std::uint8_t* f, const ConvertTables& t)
   if (f[frame_offset::x] >= ps || f[frame_offset::y] >= ps) return FrameStatus::bad_position;
   return FrameStatus::single;
 }
+// The frame's (BDM, DU) pair as one number, bdm * du_per_bdm + du (valid after check_frame
+// passed): the first index of both tables.
+PETDAQ_HD std::uint32_t unit_of(const std::uint8_t* f, const ConvertTables& t) {
+  return f[frame_offset::bdm] * t.du_per_bdm + (f[frame_offset::head_du] & 0x0Fu);
+}
 // Index of the frame's flood-map pixel in position_lut (valid after check_frame passed).
 PETDAQ_HD std::size_t position_index(const std::uint8_t* f, const ConvertTables& t) {
-  const std::uint32_t bdm_du = f[frame_offset::bdm] * t.du_per_bdm + (f[frame_offset::head_du] & 0x0Fu);
   const std::size_t ps = t.geometry.position_size;
-  return (bdm_du * ps + f[frame_offset::y]) * ps + f[frame_offset::x];
+  return (unit_of(f, t) * ps + f[frame_offset::y]) * ps + f[frame_offset::x];
 }
 // Local crystal of a flood-map label below crystals_per_du (Geometry::local_crystal_of_label).
 PETDAQ_HD std::uint32_t local_of_label(std::uint32_t label, const ConvertTables& t) {
@@ -144,57 +148,80 @@ PETDAQ_HD std::uint32_t local_of_label(std::uint32_t label, const ConvertTables&
   const std::uint32_t col = label - row * t.geometry.crystal_axial;
   return (t.geometry.crystal_transaxial - 1 - row) * t.geometry.crystal_axial + col;
 }
+// The gain's index in energy_correction is the sum of three parts: the (BDM, DU) pair's rows,
+// the local crystal's row in them and the raw energy's bin.
+PETDAQ_HD std::size_t unit_gain_index(std::uint32_t unit, const ConvertTables& t) {
+  return std::size_t{unit} * (std::size_t{t.crystals_per_du} * t.energy_bins);
+}
+PETDAQ_HD std::size_t local_gain_index(std::uint32_t local, const ConvertTables& t) {
+  return std::size_t{local} * t.energy_bins;
+}
+PETDAQ_HD std::uint32_t energy_bin(std::uint32_t raw, const ConvertTables& t) {
+  const auto bin = static_cast<std::uint32_t>((raw * t.energy_bin_multiplier) >> 32);
+  return bin < t.energy_bins ? bin : t.energy_bins - 1;
+}
 // Index of the gain for a frame's crystal and raw energy in energy_correction.
 PETDAQ_HD std::size_t energy_index(const std::uint8_t* f, std::uint32_t local,
                                    const ConvertTables& t) {
-  const std::uint32_t bdm_du = f[frame_offset::bdm] * t.du_per_bdm + (f[frame_offset::head_du] & 0x0Fu);
-  const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
-  std::uint32_t bin = static_cast<std::uint32_t>((raw * t.energy_bin_multiplier) >> 32);
-  if (bin >= t.energy_bins) bin = t.energy_bins - 1;
-  return (std::size_t{bdm_du} * t.crystals_per_du + local) * t.energy_bins + bin;
+  return unit_gain_index(unit_of(f, t), t) + local_gain_index(local, t) +
+         energy_bin(bytes::load_be16(f + frame_offset::energy), t);
 }
 
-// The rest of the conversion once a frame has passed check_frame() and its flood-map label
-// (below crystals_per_du) and gain are known: crystal id, corrected time, energy and the
-// energy window. The CPU stage calls it with the label and gain it looked up ahead of time.
-PETDAQ_HD FrameStatus finish_frame(const std::uint8_t* f, const ConvertTables& t,
-                                   std::uint32_t label, float gain, Single& out) {
-  const std::uint32_t bdm = f[frame_offset::bdm];
-  const std::uint32_t du = f[frame_offset::head_du] & 0x0Fu;
+// The global crystal id is the sum of two parts: one set by the BDM and DU, one by the
+// flood-map label (below crystals_per_du).
+PETDAQ_HD std::uint32_t unit_crystal(std::uint32_t bdm, std::uint32_t du, const ConvertTables& t) {
   const Geometry& g = t.geometry;
   const std::uint32_t b_axial = t.by_bdm_transaxial.quotient(bdm);
   const std::uint32_t b_trans = bdm - b_axial * g.bdm_transaxial;
   const std::uint32_t d_trans = t.by_du_axial.quotient(du);
   const std::uint32_t d_axial = du - d_trans * g.du_axial;
+  return b_axial * t.bdm_axial_stride + b_trans * t.bdm_trans_stride +
+         d_axial * t.du_axial_stride + d_trans * g.crystal_transaxial;
+}
+PETDAQ_HD std::uint32_t label_crystal(std::uint32_t label, const ConvertTables& t) {
   const std::uint32_t row = t.by_crystal_axial.quotient(label);
-  const std::uint32_t c_axial = label - row * g.crystal_axial;
-  const std::uint32_t c_trans = g.crystal_transaxial - 1 - row;
-  const std::uint32_t crystal = b_axial * t.bdm_axial_stride + b_trans * t.bdm_trans_stride +
-                                d_axial * t.du_axial_stride + d_trans * g.crystal_transaxial +
-                                c_axial * t.crystals_per_ring + c_trans;
+  const std::uint32_t c_axial = label - row * t.geometry.crystal_axial;
+  const std::uint32_t c_trans = t.geometry.crystal_transaxial - 1 - row;
+  return c_axial * t.crystals_per_ring + c_trans;
+}
 
-  std::uint64_t time = bytes::load_be64(f + frame_offset::time);
-  // Times are signed 64-bit after correction; a raw time past INT64_MAX is a corrupt stamp.
-  if (time > 0x7FFF'FFFF'FFFF'FFFFull) return FrameStatus::bad_time;
-  if (t.time_offsets) {
-    // A correction carrying the time past INT64_MAX, or below 0, is as corrupt as a raw time
-    // past INT64_MAX. With time <= INT64_MAX and |offset| < 2^31, the unsigned sum lands past
-    // INT64_MAX in exactly those two cases (below 0 wraps to near 2^64): one test, and no
-    // branch on the offset's sign, which is random from crystal to crystal.
-    time += static_cast<std::uint64_t>(static_cast<std::int64_t>(t.time_offsets[crystal]));
-    if (time > 0x7FFF'FFFF'FFFF'FFFFull) return FrameStatus::bad_time;
-  }
+// A raw time corrected by a crystal's offset (0 without time offsets); false when the result
+// is corrupt. Times are signed 64-bit after correction: a raw time past INT64_MAX is a corrupt
+// stamp, and so is a correction carrying the time past INT64_MAX or below 0. With
+// |offset| < 2^31, the unsigned sum of a raw time <= INT64_MAX lands past INT64_MAX in exactly
+// those two cases (below 0 wraps to near 2^64): one test of the top bits of both, and no
+// branch on the offset's sign, which is random from crystal to crystal.
+PETDAQ_HD bool correct_time(std::uint64_t raw, std::int32_t offset, std::uint64_t& time) {
+  time = raw + static_cast<std::uint64_t>(std::int64_t{offset});
+  return ((raw | time) >> 63) == 0;
+}
+// The corrected energy; + 0.0f turns -0 into +0, so equal energies have equal bits on every
+// backend.
+PETDAQ_HD float corrected_energy(std::uint32_t raw, float gain) {
+  return static_cast<float>(raw) * gain + 0.0f;
+}
+// Inside the energy window (inclusive bounds); NaN fails both comparisons: outside every window.
+// Both compares are made (&, not &&): inside or outside alternates at random, a branch there
+// would be mispredicted often.
+PETDAQ_HD bool in_window(float energy, const ConvertTables& t) {
+  return (energy >= t.low_keV) & (energy <= t.high_keV);
+}
 
-  const std::uint32_t raw = bytes::load_be16(f + frame_offset::energy);
-  // + 0.0f turns -0 into +0, so equal energies have equal bits on every backend.
-  const float energy = static_cast<float>(raw) * gain + 0.0f;
-
+// The rest of the conversion once a frame has passed check_frame() and its flood-map label
+// (below crystals_per_du) and gain are known: crystal id, corrected time, energy and the
+// energy window.
+PETDAQ_HD FrameStatus finish_frame(const std::uint8_t* f, const ConvertTables& t,
+                                   std::uint32_t label, float gain, Single& out) {
+  const std::uint32_t crystal =
+      unit_crystal(f[frame_offset::bdm], f[frame_offset::head_du] & 0x0Fu, t) + label_crystal(label, t);
+  const std::int32_t offset = t.time_offsets ? t.time_offsets[crystal] : 0;
+  std::uint64_t time;
+  if (!correct_time(bytes::load_be64(f + frame_offset::time), offset, time)) return FrameStatus::bad_time;
+  const float energy = corrected_energy(bytes::load_be16(f + frame_offset::energy), gain);
   out.time = time;
   out.crystal = crystal;
   out.energy = energy;
-  // NaN fails both comparisons: outside every window.
-  return (energy >= t.low_keV && energy <= t.high_keV) ? FrameStatus::single
-                                                       : FrameStatus::energy_rejected;
+  return in_window(energy, t) ? FrameStatus::single : FrameStatus::energy_rejected;
 }
 
 // The conversion of one frame (DESIGN sections 2-4): the checks, the two look-ups, the rest.
@@ -218,11 +245,12 @@ inline void add_status_counts(CounterDelta& delta,
 // two look-ups are random reads in tables of megabytes (6 MiB and 65 MiB for the default
 // scanner) and the second depends on the first: without prefetching, a frame waits for
 // memory twice in a row. The best distances depend on the machine's memory latency
-// (petdaq-bench-convert measures a few). position 0 turns prefetching off; position is capped
-// at 512, and an energy distance not below it turns the gain's prefetch off.
+// (petdaq-bench-convert measures a few; at 10 ns per frame, 32 / 16 came too late on the
+// 2-core VM of docs/engine.md, 64 / 32 did not). position 0 turns prefetching off; position is
+// capped at 512, and an energy distance not below it turns the gain's prefetch off.
 struct PrefetchDistance {
-  std::size_t position = 32;
-  std::size_t energy = 16;
+  std::size_t position = 64;
+  std::size_t energy = 32;
 };
 
 // Converts `n` frames; writes the singles inside the energy window to `out` (capacity n) in

@@ -40,6 +40,7 @@ struct Options {
   std::string input;  // frames file; empty: synthetic frames
   std::uint64_t seed = 1;
   std::size_t frames_per_datagram = 560;  // 8960 bytes: a full raw datagram under a 9000 MTU
+  bool backend_only = false;  // only the CPU backend's layout (for instruction counts)
 };
 
 // Returns the exit code when the program should stop here (--help, --version, a usage error).
@@ -63,6 +64,9 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
                  "frames.bin) with the calibration tables --config names")
       ->type_name("FILE");
   cli::add_seed(app, o.seed, "random seed of the synthetic stream");
+  app.add_flag("--backend-only", o.backend_only,
+               "measure only the CPU backend's layout (2 MB pages, default prefetch), e.g. for "
+               "instructions per frame under valgrind --tool=callgrind");
   return app.parse_or_exit(argc, argv);
 }
 
@@ -329,34 +333,36 @@ int run(const Options& o) {
   std::snprintf(first, sizeof first, "2 MB pages, prefetch %zu / %zu ahead (the CPU backend)",
                 PrefetchDistance{}.position, PrefetchDistance{}.energy);
   add(first, huge.bytes * MB, frames, all_huge_tables);
-  add("  LUT and table in 4 KB pages (the .npy layout)", table_MB, frames, base);
-  add("  table in 2 MB pages, LUT in 4 KB pages", huge.bytes * MB, frames, huge_tables);
-  for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{64, 32},
-                                   PrefetchDistance{128, 64}, PrefetchDistance{256, 128}}) {
-    char label[96];
-    std::snprintf(label, sizeof label, "  2 MB pages, prefetch %zu / %zu frames ahead%s", d.position, d.energy,
-                  d.position == 0 ? " (none)" : "");
-    add(label, huge.bytes * MB, frames, all_huge_tables, d);
+  if (!o.backend_only) {
+    add("  LUT and table in 4 KB pages (the .npy layout)", table_MB, frames, base);
+    add("  table in 2 MB pages, LUT in 4 KB pages", huge.bytes * MB, frames, huge_tables);
+    for (const PrefetchDistance d : {PrefetchDistance{0, 0}, PrefetchDistance{16, 8}, PrefetchDistance{32, 16},
+                                     PrefetchDistance{128, 64}, PrefetchDistance{256, 128}}) {
+      char label[96];
+      std::snprintf(label, sizeof label, "  2 MB pages, prefetch %zu / %zu frames ahead%s", d.position, d.energy,
+                    d.position == 0 ? " (none)" : "");
+      add(label, huge.bytes * MB, frames, all_huge_tables, d);
+    }
+    coarse_tables.reserve(3);
+    for (const std::uint32_t factor : {10u, 100u, bins}) {
+      coarse_tables.push_back(coarsen(cal.energy_correction, bins, factor));
+      ConvertTables t = all_huge_tables;
+      t.energy_correction = coarse_tables.back().data();
+      t.energy_bins = (bins + factor - 1) / factor;
+      t.energy_bin_width = bin_width * factor;
+      t.derive();
+      char label[96];
+      if (factor == bins)  // one bin: a per-crystal gain, the floor of any "gain x shared curve"
+        std::snprintf(label, sizeof label, "  per-crystal gain only (1 bin)");
+      else
+        std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
+      add(label, coarse_tables.back().size() * sizeof(float) * MB, frames, t);
+    }
+    add("worst case: every frame from a random BDM, 2 MB pages", huge.bytes * MB, mixed, all_huge_tables);
+    add("  same, no prefetch", huge.bytes * MB, mixed, all_huge_tables, PrefetchDistance{0, 0});
+    add("  same, 4 KB pages", table_MB, mixed, base);
+    add("control: all frames on one DU (tables in cache)", table_MB, one_du, base);
   }
-  coarse_tables.reserve(3);
-  for (const std::uint32_t factor : {10u, 100u, bins}) {
-    coarse_tables.push_back(coarsen(cal.energy_correction, bins, factor));
-    ConvertTables t = all_huge_tables;
-    t.energy_correction = coarse_tables.back().data();
-    t.energy_bins = (bins + factor - 1) / factor;
-    t.energy_bin_width = bin_width * factor;
-    t.derive();
-    char label[96];
-    if (factor == bins)  // one bin: a per-crystal gain, the floor of any "gain x shared curve"
-      std::snprintf(label, sizeof label, "  per-crystal gain only (1 bin)");
-    else
-      std::snprintf(label, sizeof label, "  coarser: %u bins of %u ADC", t.energy_bins, t.energy_bin_width);
-    add(label, coarse_tables.back().size() * sizeof(float) * MB, frames, t);
-  }
-  add("worst case: every frame from a random BDM, 2 MB pages", huge.bytes * MB, mixed, all_huge_tables);
-  add("  same, no prefetch", huge.bytes * MB, mixed, all_huge_tables, PrefetchDistance{0, 0});
-  add("  same, 4 KB pages", table_MB, mixed, base);
-  add("control: all frames on one DU (tables in cache)", table_MB, one_du, base);
 
   // Rounds over all variants, so that a change of the machine's load hits them all alike.
   for (int r = 0; r < o.repeat; ++r)
