@@ -66,6 +66,14 @@ class ParallelEngine {
   std::size_t convert(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                       Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
                       std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
+  // The same for frames laid out in threads() pieces with gaps between them (as a one-pass
+  // take leaves them): piece j is frames[first[j], first[j] + count[j]), first[] rising, and
+  // its singles go to staging[first[j] ...]. The singles are those of convert() on the
+  // pieces put end to end.
+  std::size_t convert_pieces(const RawFrame* frames, const std::size_t* first,
+                             const std::size_t* count, const ConvertTables& tables,
+                             Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
+                             std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
   // Writes the singles of the last convert() to out[0, accepted) in the order of DESIGN
   // section 5; `staging` (the one given to convert()) is the sorts' scratch.
   void sort(Single* out, Single* staging);

@@ -252,6 +252,9 @@ int run(const Options& o) {
 
   std::string explanation;
   std::unique_ptr<Backend> backend = make_backend(kind, settings, calibration, explanation);
+  // Each batch stays untouched until its tickets are staged (below), so the CPU backend may
+  // copy its blocks when it takes a slice, all at once on its threads.
+  if (auto* cpu = dynamic_cast<CpuBackend*>(backend.get())) cpu->defer_staging(true);
   const Geometry geometry = Geometry::from(settings.scanner);
   Counters counters(geometry.bdm_count());
   PlmSink sink(settings, o.output);
