@@ -438,7 +438,10 @@ struct CpuBackend::Impl {
       delta[Counter::stream_carry_overflow] += 1;
     }
 
-    if (histograms) {  // histograms of the records
+    if (histograms && engine) {  // histograms of the records
+      engine->add_records(prompts.data, prompts.size, false, *histograms);
+      engine->add_records(delayed.data, delayed.size, true, *histograms);
+    } else if (histograms) {
       histograms->add_records(prompts.data, prompts.size, false);
       histograms->add_records(delayed.data, delayed.size, true);
     }

@@ -317,6 +317,19 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   return b.segment_end[segments - 1];
 }
 
+void ParallelEngine::add_records(const CoincRecord* records, std::size_t n, bool delayed,
+                                 HistogramSet& into) {
+  Buffers& b = *buffers_;
+  if (!splits(n) || b.histograms.empty()) return into.add_records(records, n, delayed);
+  b.histograms_pending = true;
+  const std::size_t pieces = threads_;
+  pool_.run(pieces, [&](std::size_t j) {
+    const std::size_t first = piece_begin(n, pieces, j);
+    (j == 0 ? into : *b.histograms[j - 1])
+        .add_records(records + first, piece_begin(n, pieces, j + 1) - first, delayed);
+  });
+}
+
 void ParallelEngine::collect_histograms(HistogramSet& into) {
   Buffers& b = *buffers_;
   if (!b.histograms_pending) return;

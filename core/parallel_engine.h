@@ -83,6 +83,10 @@ class ParallelEngine {
                                 std::uint64_t horizon, bool final, RecordBuffer& prompts,
                                 RecordBuffer& delayed, CoincidenceCounts& counts);
 
+  // HistogramSet::add_records() on T pieces of the records: piece 0 into `into`, the others
+  // into the per-thread sets that collect_histograms() adds in (integer counts: the bins are
+  // those of one thread).
+  void add_records(const CoincRecord* records, std::size_t n, bool delayed, HistogramSet& into);
   // Adds what the other threads histogrammed into `into` and zeroes theirs.
   void collect_histograms(HistogramSet& into);
   void reset_histograms();

@@ -73,7 +73,7 @@ class PlmWriter {
 class PlmThreadWriter {
  public:
   static constexpr std::size_t kDefaultBuffers = 4;
-  static constexpr std::size_t kDefaultBufferBytes = 8u << 20;
+  static constexpr std::size_t kDefaultBufferBytes = 4u << 20;
 
   PlmThreadWriter(const std::filesystem::path& file, const PlmHeader& header,
                   std::size_t buffers = kDefaultBuffers,
