@@ -179,8 +179,6 @@ struct CpuBackend::Impl {
     }
   }
 
-  // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
-  // the split when more than max_slice_frames are below it); the rest keep their order.
   // Copies the deferred blocks to the store, all at once, on the engine's threads.
   void copy_deferred() {
     copied = tickets;  // blocks of no frames are staged at once
@@ -213,6 +211,8 @@ struct CpuBackend::Impl {
     deferred_count = 0;
   }
 
+  // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
+  // the split when more than max_slice_frames are below it); the rest keep their order.
   void take(const SliceRequest& req) {
     copy_deferred();
     result = SliceResult{};

@@ -460,15 +460,19 @@ TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
     std::size_t slice_frames;
     std::uint64_t lag_ticks;
     bool splits;  // before the final slice (which takes the whole store)
+    std::size_t min_parallel = 1;
   };
+  // The last: a store big enough for the threads, a slice too small (its frames are joined).
   const Case cases[] = {{"store fits a slice", frames.size(), 4000, false},
                         {"store over a slice", frames.size() / 8, 60000, false},
-                        {"split", frames.size() / 20, 4000, true}};
+                        {"split", frames.size() / 20, 4000, true},
+                        {"few taken", frames.size(), 60000, false, frames.size() * 12 / 100}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     s.stream.max_slice_frames = c.slice_frames;
     s.backend_threads = 1;
-    const BackendRun one = run_backend(s, scanner.calibration, frames, 9, c.lag_ticks, 1);
+    const BackendRun one =
+        run_backend(s, scanner.calibration, frames, 9, c.lag_ticks, c.min_parallel);
     bool split = false;
     std::size_t taken = 0;
     for (std::size_t i = 0; i < one.slices.size(); ++i) {
@@ -481,8 +485,8 @@ TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
       for (const bool deferred : {false, true}) {
         SCOPED_TRACE(std::to_string(t) + " threads, deferred " + std::to_string(deferred));
         s.backend_threads = t;
-        const BackendRun many = run_backend(s, scanner.calibration, frames, 9, c.lag_ticks, 1,
-                                            deferred, 3);
+        const BackendRun many = run_backend(s, scanner.calibration, frames, 9, c.lag_ticks,
+                                            c.min_parallel, deferred, 3);
         expect_same(one, many);
         EXPECT_GT(many.stats.convert_calls, 0u);
       }
