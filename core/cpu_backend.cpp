@@ -34,6 +34,21 @@ namespace {
 // Blocks a deferred stage (CpuBackend::defer_staging) remembers before it copies them anyway.
 constexpr std::size_t kMaxDeferredBlocks = 1024;
 
+// The frames of from[0, n) that a slice with this bound takes go to `taken`, the others to
+// `kept`, each in order; returns how many were taken. `kept` may be `from` or before it (a
+// close-up in place: each frame is read before anything is written where it was).
+std::size_t split_frames(const RawFrame* from, std::size_t n, const SourceRule& rule,
+                         std::uint64_t bound, RawFrame* taken, RawFrame* kept) {
+  std::size_t t = 0, k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (slice_takes(from[i].bytes, rule, bound))
+      taken[t++] = from[i];
+    else
+      kept[k++] = from[i];
+  }
+  return t;
+}
+
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
@@ -108,7 +123,7 @@ struct CpuBackend::Impl {
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
   std::unique_ptr<Single[]> resolved;        // output.singles.enabled
   std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
-  // take_in_pieces(): per piece of the store, its first frame, the frames taken, their place
+  // The threaded take: per piece of the store, its first frame, the frames taken, their place
   // in `input`, the frames kept. With `input_in_pieces` the slice's frames lie in `input` as
   // the pieces left them, piece j's piece_taken[j] at piece_offset[j], with gaps between.
   std::vector<std::size_t> piece_first, piece_taken, piece_offset, piece_kept;
@@ -214,10 +229,13 @@ struct CpuBackend::Impl {
   // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
   // the split when more than max_slice_frames are below it); the rest keep their order.
   void take(const SliceRequest& req) {
-    copy_deferred();
     result = SliceResult{};
     result.slice_id = req.slice_id;
     const std::uint64_t requested = req.final ? kNoBound : req.bound;
+    const std::size_t held = store_count + deferred_count;
+    if (engine && engine->splits(held) && held <= max_slice_frames)
+      return take_in_one_pass(requested);
+    copy_deferred();
     if (engine && engine->splits(store_count)) return take_in_pieces(requested);
     // One pass in the common case: the frames below the bound go to `input` while it has
     // room, the others close up in the store.
@@ -245,58 +263,95 @@ struct CpuBackend::Impl {
     take_split(requested);
   }
 
-  // take() on the engine's threads. When the whole store fits in `input` (the common case),
-  // one pass: each piece of the store copies the frames the slice takes to its own place in
-  // `input` (piece j at its first store index, so that no piece can overrun another) and
-  // closes up the rest in place; the convert stage reads `input` piece by piece, gaps and all
-  // (ParallelEngine::convert_pieces). Otherwise each piece first counts the frames the slice
-  // takes (more than max_slice_frames: a split), then copies them to their place in
-  // `input`. Either way the rest of each piece then joins the store's front in piece order.
+  // take() on the engine's threads when everything staged fits in a slice (the common case):
+  // one pass over the store's frames and then the deferred blocks', cut in T pieces. Each
+  // piece copies the frames the slice takes to its own place in `input` (its first index:
+  // no piece can overrun another) and the rest to its own place in the store, closed up
+  // (frame i of the sequence lies at store index i or later); the convert stage reads
+  // `input` piece by piece, gaps and all (ParallelEngine::convert_pieces). The deferred
+  // blocks are thereby staged without a copy of their own.
+  void take_in_one_pass(std::uint64_t requested) {
+    RawFrame* const st = store.get();
+    RawFrame* const in = input.get();
+    const std::size_t pieces = piece_taken.size();
+    const std::size_t stored = store_count;
+    const std::size_t total = stored + deferred_count;
+    for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(total, pieces, j);
+    engine->pool().run(pieces, [&](std::size_t j) {
+      const std::size_t begin = piece_first[j], end = piece_first[j + 1];
+      std::size_t at = begin, t = 0;
+      const auto split = [&](const RawFrame* from, std::size_t n) {
+        t += split_frames(from, n, source_rule, requested, in + begin + t, st + begin + (at - begin - t));
+        at += n;
+      };
+      if (at < std::min(end, stored)) split(st + at, std::min(end, stored) - at);
+      if (at < end) {
+        // The deferred block holding frame `at`, then the blocks after it.
+        std::size_t b = static_cast<std::size_t>(
+            std::upper_bound(deferred_first.begin(), deferred_first.end(), at - stored) -
+            deferred_first.begin() - 1);
+        for (; at < end; ++b) {
+          const std::size_t from = at - stored - deferred_first[b];
+          split(deferred[b].frames + from, std::min(deferred[b].count - from, end - at));
+        }
+      }
+      piece_taken[j] = t;
+      piece_kept[j] = end - begin - t;
+    });
+    std::size_t taken = 0;
+    for (std::size_t j = 0; j < pieces; ++j) {
+      piece_offset[j] = piece_first[j];
+      taken += piece_taken[j];
+    }
+    store_count = close_up_kept();
+    deferred.clear();
+    deferred_first.clear();
+    deferred_count = 0;
+    copied = tickets;
+    set_taken(taken, 0, requested, false);
+    input_in_pieces = true;
+  }
+
+  // take() on the engine's threads when the store holds more than a slice: each piece of the
+  // store counts the frames the slice takes (more than max_slice_frames: the split), then
+  // copies them to their place in `input` and closes up the rest in place.
   void take_in_pieces(std::uint64_t requested) {
     RawFrame* const st = store.get();
     RawFrame* const in = input.get();
     const std::size_t pieces = piece_taken.size();
     for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(store_count, pieces, j);
-    const bool one_pass = store_count <= max_slice_frames;
-    if (!one_pass) {
-      engine->pool().run(pieces, [&](std::size_t j) {
-        const std::size_t end = piece_first[j + 1];
-        std::size_t n = 0;
-        for (std::size_t i = piece_first[j]; i < end; ++i)
-          n += slice_takes(st[i].bytes, source_rule, requested);
-        piece_taken[j] = n;
-      });
-      std::size_t taken = 0;
-      for (std::size_t j = 0; j < pieces; ++j) {
-        piece_offset[j] = taken;
-        taken += piece_taken[j];
-      }
-      if (taken > max_slice_frames) return take_split(requested);  // nothing has moved yet
-    } else {
-      for (std::size_t j = 0; j < pieces; ++j) piece_offset[j] = piece_first[j];
-    }
     engine->pool().run(pieces, [&](std::size_t j) {
-      const std::size_t begin = piece_first[j], end = piece_first[j + 1];
-      std::size_t t = piece_offset[j], k = begin;
-      for (std::size_t i = begin; i < end; ++i) {
-        if (slice_takes(st[i].bytes, source_rule, requested))
-          in[t++] = st[i];
-        else
-          st[k++] = st[i];
-      }
-      piece_taken[j] = t - piece_offset[j];
-      piece_kept[j] = k - begin;
+      const std::size_t end = piece_first[j + 1];
+      std::size_t n = 0;
+      for (std::size_t i = piece_first[j]; i < end; ++i)
+        n += slice_takes(st[i].bytes, source_rule, requested);
+      piece_taken[j] = n;
     });
-    std::size_t kept = 0, taken = 0;
+    std::size_t taken = 0;
     for (std::size_t j = 0; j < pieces; ++j) {
+      piece_offset[j] = taken;
+      taken += piece_taken[j];
+    }
+    if (taken > max_slice_frames) return take_split(requested);  // nothing has moved yet
+    engine->pool().run(pieces, [&](std::size_t j) {
+      const std::size_t begin = piece_first[j], n = piece_first[j + 1] - begin;
+      piece_kept[j] = n - split_frames(st + begin, n, source_rule, requested,
+                                       in + piece_offset[j], st + begin);
+    });
+    store_count = close_up_kept();
+    set_taken(taken, 0, requested, false);
+  }
+
+  // The kept rest of each piece joins the store's front, in piece order; returns the count.
+  std::size_t close_up_kept() {
+    RawFrame* const st = store.get();
+    std::size_t kept = 0;
+    for (std::size_t j = 0; j < piece_kept.size(); ++j) {
       if (kept != piece_first[j])
         std::memmove(st + kept, st + piece_first[j], piece_kept[j] * sizeof(RawFrame));
       kept += piece_kept[j];
-      taken += piece_taken[j];
     }
-    store_count = kept;
-    set_taken(taken, 0, requested, false);
-    input_in_pieces = one_pass;
+    return kept;
   }
 
   // The slice's frames end to end in `input` (a slice too small for the threads).
