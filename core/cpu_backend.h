@@ -51,11 +51,12 @@ class CpuBackend final : public Backend {
   const StageSeconds& stage_seconds() const;
   unsigned threads() const;
   // By default stage() copies a block to the store at once, on the calling thread (or, from
-  // 64 Ki frames, on the backend's threads). Deferred: stage() only notes the block, and the
-  // blocks are copied together, on the backend's threads, when a slice is submitted or
-  // wait_staged() asks; until then staged() says no and the caller keeps the memory. For a
-  // caller that waits for its tickets (petdaq-offline), not one that polls staged() to free
-  // memory between slices. No effect on one thread.
+  // 64 Ki frames, on the backend's threads). Deferred: stage() only notes the block; the
+  // next submitted slice's take reads the noted blocks where they lie, on the backend's
+  // threads (or copies them to the store first when it holds more than a slice), and
+  // wait_staged() copies them at once; until then staged() says no and the caller keeps the
+  // memory. For a caller that waits for its tickets (petdaq-offline), not one that polls
+  // staged() to free memory between slices. No effect on one thread.
   void defer_staging(bool on);
   ParallelStats parallel_stats() const;  // what the threads were given (zeros on one thread)
 
