@@ -94,7 +94,8 @@ PlmThreadWriter::PlmThreadWriter(const std::filesystem::path& file, const PlmHea
     : file_(file, header), used_(std::max<std::size_t>(2, buffers), 0),
       buffer_bytes_(std::max<std::size_t>(1, buffer_bytes)) {
   buffers_.resize(used_.size());
-  for (auto& b : buffers_) b = std::make_unique_for_overwrite<std::uint8_t[]>(buffer_bytes_);
+  // Zeroed, so that their pages are had now rather than at the first messages.
+  for (auto& b : buffers_) b = std::make_unique<std::uint8_t[]>(buffer_bytes_);
   bytes_given_ = file_.bytes_written();
   thread_ = std::thread([this] { run(); });
 }

@@ -20,8 +20,9 @@ import re
 import sys
 
 POOL = ("_FUN", "ParallelEngine::", "take_in_pieces")
-START_UP = ("CpuBackend::Impl::Impl", "~CpuBackend", "PlmWriter::PlmWriter",
-            "PlmThreadWriter::PlmThreadWriter", "~Slicer", "~PlmThreadWriter")
+START_UP = ("CpuBackend::CpuBackend", "CpuBackend::Impl::Impl", "~CpuBackend",
+            "Slicer::Slicer", "Slicer::Impl::Impl", "~Slicer", "PlmSink::PlmSink",
+            "PlmWriter::PlmWriter", "PlmThreadWriter::PlmThreadWriter", "~PlmThreadWriter")
 PROCESSING = ("Slicer::", "PlmSink", "PlmThreadWriter", "PlmWriter::write", "BatchReader::next",
               "SpanSink", "chunk_time", "CpuBackend")
 
