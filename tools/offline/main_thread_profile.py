@@ -59,7 +59,7 @@ def main():
         stack = "\n".join(frames)
         if tid != main_tid:
             if "BatchReader::run" in stack:
-                threads["reader thread"] += 1
+                threads["reader threads"] += 1
             elif "PlmThreadWriter::run" in stack:
                 threads["writer thread"] += 1
             else:
