@@ -2,7 +2,8 @@
 // singles and counters byte for byte those of one thread. Each stage cuts its input into
 // pieces and hands them to the single-thread code (convert_frames, sort_singles, the window
 // walk of core/coincidence.cpp) on a ThreadPool made at start-up:
-// * convert: T contiguous pieces of the frames, each converted into its own region;
+// * convert: T contiguous pieces of the frames (or the T pieces a take left, gaps between),
+//   each converted into its own region;
 // * sort: the fresh singles partitioned by time into P ranges of equal span (count, prefix
 //   sums, scatter), each range sorted with sort_singles();
 // * coincidences: the singles cut at seams where a window chain starts, each segment walked

@@ -19,6 +19,15 @@ namespace {
 constexpr std::size_t kFileBufferBytes = 4u << 20;
 
 std::string describe_errno() { return std::strerror(errno); }
+
+// A message's records must be what its header says.
+void check_message_bytes(const std::filesystem::path& path, const MessageHeader& header,
+                         std::size_t bytes) {
+  if (bytes != std::size_t{header.record_count} * header.record_size)
+    throw PlmError(path.string() + ": message of " + std::to_string(header.record_count) +
+                   " records of " + std::to_string(header.record_size) + " bytes given " +
+                   std::to_string(bytes) + " bytes");
+}
 }  // namespace
 
 PlmHeader make_plm_header(const Settings& settings) {
@@ -60,10 +69,7 @@ void PlmWriter::write(const void* data, std::size_t bytes) {
 
 void PlmWriter::write_message(const MessageHeader& header, const void* records,
                               std::size_t bytes) {
-  if (bytes != std::size_t{header.record_count} * header.record_size)
-    throw PlmError(path_.string() + ": message of " + std::to_string(header.record_count) +
-                   " records of " + std::to_string(header.record_size) + " bytes given " +
-                   std::to_string(bytes) + " bytes");
+  check_message_bytes(path_, header, bytes);
   std::uint8_t h[kMessageHeaderBytes];
   encode_message_header(header, h);
   write(h, sizeof h);
@@ -171,10 +177,7 @@ void PlmThreadWriter::append(const void* data, std::size_t bytes) {
 void PlmThreadWriter::write_message(const MessageHeader& header, const void* records,
                                     std::size_t bytes) {
   if (closed_) throw PlmError(path().string() + ": write after close");
-  if (bytes != std::size_t{header.record_count} * header.record_size)
-    throw PlmError(path().string() + ": message of " + std::to_string(header.record_count) +
-                   " records of " + std::to_string(header.record_size) + " bytes given " +
-                   std::to_string(bytes) + " bytes");
+  check_message_bytes(path(), header, bytes);
   {
     std::lock_guard lock(mutex_);
     rethrow_locked();
