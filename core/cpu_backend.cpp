@@ -31,6 +31,24 @@ namespace petdaq {
 
 namespace {
 
+// Blocks a deferred stage (CpuBackend::defer_staging) remembers before it copies them anyway.
+constexpr std::size_t kMaxDeferredBlocks = 1024;
+
+// The frames of from[0, n) that a slice with this bound takes go to `taken`, the others to
+// `kept`, each in order; returns how many were taken. `kept` may be `from` or before it (a
+// close-up in place: each frame is read before anything is written where it was).
+std::size_t split_frames(const RawFrame* from, std::size_t n, const SourceRule& rule,
+                         std::uint64_t bound, RawFrame* taken, RawFrame* kept) {
+  std::size_t t = 0, k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (slice_takes(from[i].bytes, rule, bound))
+      taken[t++] = from[i];
+    else
+      kept[k++] = from[i];
+  }
+  return t;
+}
+
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
@@ -72,6 +90,17 @@ struct CpuBackend::Impl {
   std::unique_ptr<RawFrame[]> store;
   std::size_t store_count = 0;
   std::uint64_t tickets = 0;
+  // Deferred staging: blocks staged and not yet copied to the store (after its
+  // store_count frames, in this order); tickets up to `copied` are in the store.
+  struct Block {
+    const RawFrame* frames;
+    std::size_t count;
+  };
+  bool defer = false;
+  std::vector<Block> deferred;
+  std::vector<std::size_t> deferred_first;  // [block + 1]: prefix sums of the counts
+  std::size_t deferred_count = 0;
+  std::uint64_t copied = 0;
   std::unique_ptr<std::uint64_t[]> split_keys;  // raw times, for a slice that must split
   std::unique_ptr<RawFrame[]> input;
   std::size_t input_count = 0;
@@ -94,9 +123,11 @@ struct CpuBackend::Impl {
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
   std::unique_ptr<Single[]> resolved;        // output.singles.enabled
   std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
-  // take_in_pieces(): per piece of the store, the frames taken, their place in `input`,
-  // the frames kept.
-  std::vector<std::size_t> piece_taken, piece_offset, piece_kept;
+  // The threaded take: per piece of the store, its first frame, the frames taken, their place
+  // in `input`, the frames kept. With `input_in_pieces` the slice's frames lie in `input` as
+  // the pieces left them, piece j's piece_taken[j] at piece_offset[j], with gaps between.
+  std::vector<std::size_t> piece_first, piece_taken, piece_offset, piece_kept;
+  bool input_in_pieces = false;
 
   StageSeconds stage;
   SliceRequest pending;
@@ -124,6 +155,8 @@ struct CpuBackend::Impl {
         min_time_offset(cal.min_time_offset),
         bdm_count(tables.geometry.bdm_count()) {
     if (max_slice_frames == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+    deferred.reserve(kMaxDeferredBlocks);
+    deferred_first.reserve(kMaxDeferredBlocks + 1);
     tables.position_lut = position_lut.get();
     tables.energy_correction = energy_correction.get();
     const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
@@ -154,10 +187,43 @@ struct CpuBackend::Impl {
     if (histograms) sizes.histograms = &histograms->layout();
     if (sizes.threads > 1) {
       engine = std::make_unique<ParallelEngine>(sizes);
+      piece_first.resize(engine->threads() + 1);
       piece_taken.resize(engine->threads());
       piece_offset.resize(engine->threads());
       piece_kept.resize(engine->threads());
     }
+  }
+
+  // Copies the deferred blocks to the store, all at once, on the engine's threads.
+  void copy_deferred() {
+    copied = tickets;  // blocks of no frames are staged at once
+    if (deferred.empty()) return;
+    RawFrame* const to = store.get() + store_count;
+    const std::size_t n = deferred_count;
+    if (engine->splits(n)) {
+      const std::size_t pieces = engine->threads();
+      engine->pool().run(pieces, [&](std::size_t j) {
+        std::size_t at = piece_begin(n, pieces, j);
+        const std::size_t end = piece_begin(n, pieces, j + 1);
+        // The block holding frame `at`, then the blocks after it up to `end`.
+        std::size_t k = static_cast<std::size_t>(
+            std::upper_bound(deferred_first.begin(), deferred_first.end(), at) -
+            deferred_first.begin() - 1);
+        for (; at < end; ++k) {
+          const std::size_t from = at - deferred_first[k];
+          const std::size_t count = std::min(deferred[k].count - from, end - at);
+          std::memcpy(to + at, deferred[k].frames + from, count * sizeof(RawFrame));
+          at += count;
+        }
+      });
+    } else {
+      for (std::size_t k = 0; k < deferred.size(); ++k)
+        std::memcpy(to + deferred_first[k], deferred[k].frames, deferred[k].count * sizeof(RawFrame));
+    }
+    store_count += n;
+    deferred.clear();
+    deferred_first.clear();
+    deferred_count = 0;
   }
 
   // Moves the staged frames this slice takes into `input` (core/backend.h: the bound, and
@@ -166,6 +232,10 @@ struct CpuBackend::Impl {
     result = SliceResult{};
     result.slice_id = req.slice_id;
     const std::uint64_t requested = req.final ? kNoBound : req.bound;
+    const std::size_t held = store_count + deferred_count;
+    if (engine && engine->splits(held) && held <= max_slice_frames)
+      return take_in_one_pass(requested);
+    copy_deferred();
     if (engine && engine->splits(store_count)) return take_in_pieces(requested);
     // One pass in the common case: the frames below the bound go to `input` while it has
     // room, the others close up in the store.
@@ -193,17 +263,67 @@ struct CpuBackend::Impl {
     take_split(requested);
   }
 
-  // take() on the engine's threads: each piece of the store counts the frames the slice
-  // takes, then copies them to its place in `input` and closes up the rest in place; the
-  // rest of each piece then joins the store's front in piece order.
+  // take() on the engine's threads when everything staged fits in a slice (the common case):
+  // one pass over the store's frames and then the deferred blocks', cut in T pieces. Each
+  // piece copies the frames the slice takes to its own place in `input` (its first index:
+  // no piece can overrun another) and the rest to its own place in the store, closed up
+  // (frame i of the sequence lies at store index i or later); the convert stage reads
+  // `input` piece by piece, gaps and all (ParallelEngine::convert_pieces). The deferred
+  // blocks are thereby staged without a copy of their own.
+  void take_in_one_pass(std::uint64_t requested) {
+    RawFrame* const st = store.get();
+    RawFrame* const in = input.get();
+    const std::size_t pieces = piece_taken.size();
+    const std::size_t stored = store_count;
+    const std::size_t total = stored + deferred_count;
+    for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(total, pieces, j);
+    engine->pool().run(pieces, [&](std::size_t j) {
+      const std::size_t begin = piece_first[j], end = piece_first[j + 1];
+      std::size_t at = begin, t = 0;
+      const auto split = [&](const RawFrame* from, std::size_t n) {
+        t += split_frames(from, n, source_rule, requested, in + begin + t, st + begin + (at - begin - t));
+        at += n;
+      };
+      if (at < std::min(end, stored)) split(st + at, std::min(end, stored) - at);
+      if (at < end) {
+        // The deferred block holding frame `at`, then the blocks after it.
+        std::size_t b = static_cast<std::size_t>(
+            std::upper_bound(deferred_first.begin(), deferred_first.end(), at - stored) -
+            deferred_first.begin() - 1);
+        for (; at < end; ++b) {
+          const std::size_t from = at - stored - deferred_first[b];
+          split(deferred[b].frames + from, std::min(deferred[b].count - from, end - at));
+        }
+      }
+      piece_taken[j] = t;
+      piece_kept[j] = end - begin - t;
+    });
+    std::size_t taken = 0;
+    for (std::size_t j = 0; j < pieces; ++j) {
+      piece_offset[j] = piece_first[j];
+      taken += piece_taken[j];
+    }
+    store_count = close_up_kept();
+    deferred.clear();
+    deferred_first.clear();
+    deferred_count = 0;
+    copied = tickets;
+    set_taken(taken, 0, requested, false);
+    input_in_pieces = true;
+  }
+
+  // take() on the engine's threads when the store holds more than a slice: each piece of the
+  // store counts the frames the slice takes (more than max_slice_frames: the split), then
+  // copies them to their place in `input` and closes up the rest in place.
   void take_in_pieces(std::uint64_t requested) {
     RawFrame* const st = store.get();
     RawFrame* const in = input.get();
     const std::size_t pieces = piece_taken.size();
-    const auto first = [&](std::size_t j) { return piece_begin(store_count, pieces, j); };
+    for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(store_count, pieces, j);
     engine->pool().run(pieces, [&](std::size_t j) {
+      const std::size_t end = piece_first[j + 1];
       std::size_t n = 0;
-      for (std::size_t i = first(j); i < first(j + 1); ++i)
+      for (std::size_t i = piece_first[j]; i < end; ++i)
         n += slice_takes(st[i].bytes, source_rule, requested);
       piece_taken[j] = n;
     });
@@ -214,26 +334,42 @@ struct CpuBackend::Impl {
     }
     if (taken > max_slice_frames) return take_split(requested);  // nothing has moved yet
     engine->pool().run(pieces, [&](std::size_t j) {
-      std::size_t t = piece_offset[j], k = first(j);
-      for (std::size_t i = first(j); i < first(j + 1); ++i) {
-        if (slice_takes(st[i].bytes, source_rule, requested))
-          in[t++] = st[i];
-        else
-          st[k++] = st[i];
-      }
-      piece_kept[j] = k - first(j);
+      const std::size_t begin = piece_first[j], n = piece_first[j + 1] - begin;
+      piece_kept[j] = n - split_frames(st + begin, n, source_rule, requested,
+                                       in + piece_offset[j], st + begin);
     });
+    store_count = close_up_kept();
+    set_taken(taken, 0, requested, false);
+  }
+
+  // The kept rest of each piece joins the store's front, in piece order; returns the count.
+  std::size_t close_up_kept() {
+    RawFrame* const st = store.get();
     std::size_t kept = 0;
-    for (std::size_t j = 0; j < pieces; ++j) {
-      if (kept != first(j)) std::memmove(st + kept, st + first(j), piece_kept[j] * sizeof(RawFrame));
+    for (std::size_t j = 0; j < piece_kept.size(); ++j) {
+      if (kept != piece_first[j])
+        std::memmove(st + kept, st + piece_first[j], piece_kept[j] * sizeof(RawFrame));
       kept += piece_kept[j];
     }
-    store_count = kept;
-    set_taken(taken, 0, requested, false);
+    return kept;
+  }
+
+  // The slice's frames end to end in `input` (a slice too small for the threads).
+  void join_input_pieces() {
+    if (!input_in_pieces) return;
+    RawFrame* const in = input.get();
+    std::size_t at = 0;
+    for (std::size_t j = 0; j < piece_taken.size(); ++j) {
+      if (at != piece_offset[j])
+        std::memmove(in + at, in + piece_offset[j], piece_taken[j] * sizeof(RawFrame));
+      at += piece_taken[j];
+    }
+    input_in_pieces = false;
   }
 
   void set_taken(std::size_t taken, std::size_t dropped, std::uint64_t bound, bool split) {
     input_count = taken;
+    input_in_pieces = false;
     result.frames_taken = taken;
     result.frames_dropped = dropped;
     result.bound = bound;
@@ -303,8 +439,13 @@ struct CpuBackend::Impl {
     CounterDelta& delta = result.counters;
     // Threads (core/parallel_engine.h) for slices big enough to repay the split.
     const bool split = engine && engine->splits(frame_count);
+    if (!split) join_input_pieces();
     std::size_t fresh;
-    if (split) {
+    if (split && input_in_pieces) {
+      fresh = engine->convert_pieces(input.get(), piece_offset.data(), piece_taken.data(), tables,
+                                     scratch, delta, bdm_singles.data(),
+                                     bdm_energy_rejected.data(), histograms.get());
+    } else if (split) {
       fresh = engine->convert(input.get(), frame_count, tables, scratch, delta,
                               bdm_singles.data(), bdm_energy_rejected.data(), histograms.get());
     } else {
@@ -352,7 +493,10 @@ struct CpuBackend::Impl {
       delta[Counter::stream_carry_overflow] += 1;
     }
 
-    if (histograms) {  // histograms of the records
+    if (histograms && engine) {  // histograms of the records
+      engine->add_records(prompts.data, prompts.size, false, *histograms);
+      engine->add_records(delayed.data, delayed.size, true, *histograms);
+    } else if (histograms) {
       histograms->add_records(prompts.data, prompts.size, false);
       histograms->add_records(delayed.data, delayed.size, true);
     }
@@ -402,12 +546,23 @@ std::size_t CpuBackend::max_staged_frames() const { return impl_->max_staged_fra
 
 std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
   Impl& m = *impl_;
+  const std::size_t held = m.store_count + m.deferred_count;
   // The slicer never stages more; a caller that does has a bug, not bad data.
-  if (count > m.max_staged_frames - m.store_count)
+  if (count > m.max_staged_frames - held)
     throw std::invalid_argument("CpuBackend::stage: " + std::to_string(count) +
-                                " frames do not fit beside the " + std::to_string(m.store_count) +
+                                " frames do not fit beside the " + std::to_string(held) +
                                 " staged (stream.max_pending_frames = " +
                                 std::to_string(m.max_staged_frames) + ")");
+  if (m.defer) {
+    if (m.deferred.size() == kMaxDeferredBlocks) m.copy_deferred();
+    if (count > 0) {
+      if (m.deferred.empty()) m.deferred_first.push_back(0);
+      m.deferred.push_back({frames, count});
+      m.deferred_count += count;
+      m.deferred_first.push_back(m.deferred_count);
+    }
+    return ++m.tickets;
+  }
   RawFrame* const to = m.store.get() + m.store_count;
   if (m.engine && m.engine->splits(count)) {
     m.engine->copy_frames(to, frames, count);
@@ -415,7 +570,20 @@ std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
     std::memcpy(to, frames, count * sizeof(RawFrame));
   }
   m.store_count += count;
-  return ++m.tickets;
+  m.copied = ++m.tickets;
+  return m.tickets;
+}
+
+void CpuBackend::defer_staging(bool on) {
+  Impl& m = *impl_;
+  m.copy_deferred();
+  m.defer = on && m.engine;
+}
+
+bool CpuBackend::staged(std::uint64_t ticket) { return ticket <= impl_->copied; }
+
+void CpuBackend::wait_staged(std::uint64_t ticket) {
+  if (ticket > impl_->copied) impl_->copy_deferred();
 }
 
 void CpuBackend::submit(const SliceRequest& request) {

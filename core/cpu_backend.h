@@ -35,8 +35,8 @@ class CpuBackend final : public Backend {
   std::size_t max_staged_frames() const override;
   std::size_t max_in_flight() const override { return 1; }
   std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
-  bool staged(std::uint64_t) override { return true; }  // stage() copies at once
-  void wait_staged(std::uint64_t) override {}
+  bool staged(std::uint64_t ticket) override;
+  void wait_staged(std::uint64_t ticket) override;
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
   std::size_t in_flight() const override;
@@ -50,6 +50,14 @@ class CpuBackend final : public Backend {
   };
   const StageSeconds& stage_seconds() const;
   unsigned threads() const;
+  // By default stage() copies a block to the store at once, on the calling thread (or, from
+  // 64 Ki frames, on the backend's threads). Deferred: stage() only notes the block; the
+  // next submitted slice's take reads the noted blocks where they lie, on the backend's
+  // threads (or copies them to the store first when it holds more than a slice), and
+  // wait_staged() copies them at once; until then staged() says no and the caller keeps the
+  // memory. For a caller that waits for its tickets (petdaq-offline), not one that polls
+  // staged() to free memory between slices. No effect on one thread.
+  void defer_staging(bool on);
   ParallelStats parallel_stats() const;  // what the threads were given (zeros on one thread)
 
  private:

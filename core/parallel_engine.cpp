@@ -31,6 +31,7 @@ unsigned resolve_backend_threads(unsigned backend_threads, unsigned receiver_thr
 struct ParallelEngine::Buffers {
   // Per convert piece: its frames' first index, accepted singles, counters, per-BDM counts.
   std::vector<std::size_t> piece_first;
+  std::vector<std::size_t> piece_count;
   std::vector<std::size_t> piece_accepted;
   std::vector<CounterDelta> piece_delta;
   std::vector<std::uint64_t> piece_bdm;  // [piece][2][bdm]: accepted, energy-rejected
@@ -66,6 +67,7 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
   const std::size_t ranges = t * kRangesPerThread;
   b.bdm_count = sizes.bdm_count;
   b.piece_first.resize(t + 1);
+  b.piece_count.resize(t);
   b.piece_accepted.resize(t);
   b.piece_delta.resize(t);
   b.piece_bdm.resize(t * 2 * sizes.bdm_count);
@@ -113,14 +115,31 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
                                     std::uint64_t* bdm_energy_rejected, HistogramSet* histograms) {
   Buffers& b = *buffers_;
   const std::size_t pieces = threads_;
-  const std::uint32_t bdms = b.bdm_count;
   for (std::size_t j = 0; j <= pieces; ++j) b.piece_first[j] = piece_begin(n, pieces, j);
+  for (std::size_t j = 0; j < pieces; ++j) b.piece_count[j] = b.piece_first[j + 1] - b.piece_first[j];
+  return convert_pieces(frames, b.piece_first.data(), b.piece_count.data(), tables, staging, delta,
+                        bdm_singles, bdm_energy_rejected, histograms);
+}
+
+std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::size_t* first_of,
+                                           const std::size_t* count_of,
+                                           const ConvertTables& tables, Single* staging,
+                                           CounterDelta& delta, std::uint64_t* bdm_singles,
+                                           std::uint64_t* bdm_energy_rejected,
+                                           HistogramSet* histograms) {
+  Buffers& b = *buffers_;
+  const std::size_t pieces = threads_;
+  const std::uint32_t bdms = b.bdm_count;
+  if (first_of != b.piece_first.data())
+    for (std::size_t j = 0; j < pieces; ++j) b.piece_first[j] = first_of[j];
+  if (count_of != b.piece_count.data())
+    for (std::size_t j = 0; j < pieces; ++j) b.piece_count[j] = count_of[j];
   // Per-thread histograms when there are sets for them, else the calling thread's afterwards.
   const bool thread_histograms = histograms && !b.histograms.empty();
   if (thread_histograms) b.histograms_pending = true;
   pool_.run(pieces, [&](std::size_t j) {
     const std::size_t first = b.piece_first[j];
-    const std::size_t count = b.piece_first[j + 1] - first;
+    const std::size_t count = b.piece_count[j];
     CounterDelta& d = b.piece_delta[j];
     d = CounterDelta{};
     std::uint64_t* accepted = b.piece_bdm.data() + j * 2 * bdms;
@@ -141,7 +160,9 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
     if (thread_histograms)
       (j == 0 ? *histograms : *b.histograms[j - 1]).add_frames(frames + first, count, tables);
   });
-  if (histograms && !thread_histograms) histograms->add_frames(frames, n, tables);
+  if (histograms && !thread_histograms)
+    for (std::size_t j = 0; j < pieces; ++j)
+      histograms->add_frames(frames + b.piece_first[j], b.piece_count[j], tables);
   std::size_t total = 0;
   for (std::size_t j = 0; j < pieces; ++j) {
     total += b.piece_accepted[j];
@@ -294,6 +315,19 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   // The last segment holds the resolvable end (see above); with nothing resolvable there is
   // one segment, empty, whose walk returns 0 (or n = 0).
   return b.segment_end[segments - 1];
+}
+
+void ParallelEngine::add_records(const CoincRecord* records, std::size_t n, bool delayed,
+                                 HistogramSet& into) {
+  Buffers& b = *buffers_;
+  if (!splits(n) || b.histograms.empty()) return into.add_records(records, n, delayed);
+  b.histograms_pending = true;
+  const std::size_t pieces = threads_;
+  pool_.run(pieces, [&](std::size_t j) {
+    const std::size_t first = piece_begin(n, pieces, j);
+    (j == 0 ? into : *b.histograms[j - 1])
+        .add_records(records + first, piece_begin(n, pieces, j + 1) - first, delayed);
+  });
 }
 
 void ParallelEngine::collect_histograms(HistogramSet& into) {

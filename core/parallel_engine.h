@@ -2,7 +2,8 @@
 // singles and counters byte for byte those of one thread. Each stage cuts its input into
 // pieces and hands them to the single-thread code (convert_frames, sort_singles, the window
 // walk of core/coincidence.cpp) on a ThreadPool made at start-up:
-// * convert: T contiguous pieces of the frames, each converted into its own region;
+// * convert: T contiguous pieces of the frames (or the T pieces a take left, gaps between),
+//   each converted into its own region;
 // * sort: the fresh singles partitioned by time into P ranges of equal span (count, prefix
 //   sums, scatter), each range sorted with sort_singles();
 // * coincidences: the singles cut at seams where a window chain starts, each segment walked
@@ -66,6 +67,14 @@ class ParallelEngine {
   std::size_t convert(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                       Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
                       std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
+  // The same for frames laid out in threads() pieces with gaps between them (as a one-pass
+  // take leaves them): piece j is frames[first[j], first[j] + count[j]), first[] rising, and
+  // its singles go to staging[first[j] ...]. The singles are those of convert() on the
+  // pieces put end to end.
+  std::size_t convert_pieces(const RawFrame* frames, const std::size_t* first,
+                             const std::size_t* count, const ConvertTables& tables,
+                             Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
+                             std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
   // Writes the singles of the last convert() to out[0, accepted) in the order of DESIGN
   // section 5; `staging` (the one given to convert()) is the sorts' scratch.
   void sort(Single* out, Single* staging);
@@ -75,6 +84,10 @@ class ParallelEngine {
                                 std::uint64_t horizon, bool final, RecordBuffer& prompts,
                                 RecordBuffer& delayed, CoincidenceCounts& counts);
 
+  // HistogramSet::add_records() on T pieces of the records: piece 0 into `into`, the others
+  // into the per-thread sets that collect_histograms() adds in (integer counts: the bins are
+  // those of one thread).
+  void add_records(const CoincRecord* records, std::size_t n, bool delayed, HistogramSet& into);
   // Adds what the other threads histogrammed into `into` and zeroes theirs.
   void collect_histograms(HistogramSet& into);
   void reset_histograms();

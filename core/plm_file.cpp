@@ -19,6 +19,15 @@ namespace {
 constexpr std::size_t kFileBufferBytes = 4u << 20;
 
 std::string describe_errno() { return std::strerror(errno); }
+
+// A message's records must be what its header says.
+void check_message_bytes(const std::filesystem::path& path, const MessageHeader& header,
+                         std::size_t bytes) {
+  if (bytes != std::size_t{header.record_count} * header.record_size)
+    throw PlmError(path.string() + ": message of " + std::to_string(header.record_count) +
+                   " records of " + std::to_string(header.record_size) + " bytes given " +
+                   std::to_string(bytes) + " bytes");
+}
 }  // namespace
 
 PlmHeader make_plm_header(const Settings& settings) {
@@ -60,10 +69,7 @@ void PlmWriter::write(const void* data, std::size_t bytes) {
 
 void PlmWriter::write_message(const MessageHeader& header, const void* records,
                               std::size_t bytes) {
-  if (bytes != std::size_t{header.record_count} * header.record_size)
-    throw PlmError(path_.string() + ": message of " + std::to_string(header.record_count) +
-                   " records of " + std::to_string(header.record_size) + " bytes given " +
-                   std::to_string(bytes) + " bytes");
+  check_message_bytes(path_, header, bytes);
   std::uint8_t h[kMessageHeaderBytes];
   encode_message_header(header, h);
   write(h, sizeof h);
@@ -85,6 +91,140 @@ void PlmWriter::close() {
     errno = flushed ? errno : saved_errno;
     throw PlmError(path_.string() + ": write failed: " + describe_errno());
   }
+}
+
+// ---- PlmThreadWriter ----
+
+PlmThreadWriter::PlmThreadWriter(const std::filesystem::path& file, const PlmHeader& header,
+                                 std::size_t buffers, std::size_t buffer_bytes)
+    : file_(file, header), used_(std::max<std::size_t>(2, buffers), 0),
+      buffer_bytes_(std::max<std::size_t>(1, buffer_bytes)) {
+  buffers_.resize(used_.size());
+  // Zeroed, so that their pages are had now rather than at the first messages.
+  for (auto& b : buffers_) b = std::make_unique<std::uint8_t[]>(buffer_bytes_);
+  bytes_given_ = file_.bytes_written();
+  thread_ = std::thread([this] { run(); });
+}
+
+PlmThreadWriter::~PlmThreadWriter() {
+  if (closed_) return;
+  {
+    // What was given still goes to the file, as PlmWriter's destructor flushes its buffer.
+    std::lock_guard lock(mutex_);
+    if (used_[handed_ % used_.size()] > 0) ++handed_;
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void PlmThreadWriter::run() {
+  for (;;) {
+    std::size_t index = 0, bytes = 0;
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return written_ < handed_ || stop_; });
+      if (written_ == handed_) return;  // stopping, and nothing left
+      index = written_ % used_.size();
+      bytes = used_[index];
+    }
+    try {
+      file_.write(buffers_[index].get(), bytes);
+    } catch (...) {
+      std::lock_guard lock(mutex_);
+      error_ = std::current_exception();
+      changed_.notify_all();
+      return;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++written_;
+    }
+    changed_.notify_all();
+  }
+}
+
+void PlmThreadWriter::rethrow_locked() {
+  if (error_) std::rethrow_exception(error_);
+}
+
+void PlmThreadWriter::hand_over() {
+  std::unique_lock lock(mutex_);
+  rethrow_locked();
+  ++handed_;
+  changed_.notify_all();
+  // The next buffer to fill must be written out already.
+  changed_.wait(lock, [&] { return handed_ - written_ < used_.size() || error_; });
+  rethrow_locked();
+  used_[handed_ % used_.size()] = 0;
+}
+
+void PlmThreadWriter::append(const void* data, std::size_t bytes) {
+  const auto* from = static_cast<const std::uint8_t*>(data);
+  while (bytes > 0) {
+    const std::size_t index = handed_ % used_.size();  // only this thread moves handed_
+    const std::size_t room = buffer_bytes_ - used_[index];
+    const std::size_t k = std::min(room, bytes);
+    std::memcpy(buffers_[index].get() + used_[index], from, k);
+    used_[index] += k;
+    from += k;
+    bytes -= k;
+    bytes_given_ += k;
+    if (used_[index] == buffer_bytes_) hand_over();
+  }
+}
+
+void PlmThreadWriter::write_message(const MessageHeader& header, const void* records,
+                                    std::size_t bytes) {
+  if (closed_) throw PlmError(path().string() + ": write after close");
+  check_message_bytes(path(), header, bytes);
+  {
+    std::lock_guard lock(mutex_);
+    rethrow_locked();
+  }
+  std::uint8_t h[kMessageHeaderBytes];
+  encode_message_header(header, h);
+  append(h, sizeof h);
+  append(records, bytes);
+}
+
+void PlmThreadWriter::wait_idle(std::unique_lock<std::mutex>& lock) {
+  if (used_[handed_ % used_.size()] > 0) {
+    ++handed_;
+    changed_.notify_all();
+    changed_.wait(lock, [&] { return handed_ - written_ < used_.size() || error_; });
+    used_[handed_ % used_.size()] = 0;
+  }
+  changed_.wait(lock, [&] { return written_ == handed_ || error_; });
+  rethrow_locked();
+}
+
+void PlmThreadWriter::flush() {
+  if (closed_) throw PlmError(path().string() + ": write after close");
+  {
+    std::unique_lock lock(mutex_);
+    wait_idle(lock);
+  }
+  file_.flush();  // the thread waits for a buffer and does not touch the file now
+}
+
+void PlmThreadWriter::close() {
+  if (closed_) return;
+  std::exception_ptr error;
+  {
+    std::unique_lock lock(mutex_);
+    try {
+      wait_idle(lock);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    stop_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+  closed_ = true;
+  if (error) std::rethrow_exception(error);
+  file_.close();
 }
 
 // ---- PlmReader ----

@@ -6,10 +6,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <condition_variable>
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "core/backend.h"
@@ -51,12 +55,63 @@ class PlmWriter {
   const std::filesystem::path& path() const { return path_; }
 
  private:
+  friend class PlmThreadWriter;  // hands whole buffers of messages to write()
   void write(const void* data, std::size_t bytes);
 
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
   std::unique_ptr<char[]> buffer_;
   std::uint64_t bytes_written_ = 0;
+};
+
+// PlmWriter's file, written on a thread of its own so that the caller's thread only copies:
+// write_message() appends the message to one of `buffers` buffers of `buffer_bytes` made at
+// construction (a message may span several) and returns; the thread writes the full buffers
+// in order. With every buffer waiting to be written the caller waits for one. Nothing
+// allocates after construction. A write error is rethrown, as the PlmError PlmWriter gives,
+// by the next write_message(), flush() or close().
+class PlmThreadWriter {
+ public:
+  static constexpr std::size_t kDefaultBuffers = 4;
+  static constexpr std::size_t kDefaultBufferBytes = 4u << 20;
+
+  PlmThreadWriter(const std::filesystem::path& file, const PlmHeader& header,
+                  std::size_t buffers = kDefaultBuffers,
+                  std::size_t buffer_bytes = kDefaultBufferBytes);
+  // Writes what is buffered (errors cannot be reported here: close() first).
+  ~PlmThreadWriter();
+  PlmThreadWriter(const PlmThreadWriter&) = delete;
+  PlmThreadWriter& operator=(const PlmThreadWriter&) = delete;
+
+  void write_message(const MessageHeader& header, const void* records, std::size_t bytes);
+  // Waits until everything given so far is in the file.
+  void flush();
+  void close();
+  std::uint64_t bytes_written() const { return bytes_given_; }
+  const std::filesystem::path& path() const { return file_.path(); }
+
+ private:
+  void append(const void* data, std::size_t bytes);
+  void hand_over();  // the buffer being filled goes to the thread; waits for a free one
+  void wait_idle(std::unique_lock<std::mutex>& lock);
+  void rethrow_locked();
+  void run();
+
+  PlmWriter file_;  // the thread's after construction
+  std::vector<std::unique_ptr<std::uint8_t[]>> buffers_;
+  std::vector<std::size_t> used_;  // bytes in each buffer
+  const std::size_t buffer_bytes_;
+  // Buffers [written_, handed_) wait for the thread, in order (indices modulo the count);
+  // buffer handed_ is the one being filled.
+  std::uint64_t handed_ = 0;
+  std::uint64_t written_ = 0;
+  std::uint64_t bytes_given_ = 0;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::exception_ptr error_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::thread thread_;  // last: started once the members above exist
 };
 
 // Reads and validates a .plm file sequentially, one message at a time (files may be GBs).
@@ -96,7 +151,8 @@ class PlmReader {
 };
 
 // A ResultSink that writes each slice as one prompts message and, when delayed windows are
-// enabled, one delayed message (empty slices included, so batches tile time).
+// enabled, one delayed message (empty slices included, so batches tile time), on a writer
+// thread (PlmThreadWriter): on_slice() costs the slicer's thread a copy of the records.
 class PlmSink final : public ResultSink {
  public:
   PlmSink(const Settings& settings, const std::filesystem::path& file);
@@ -106,7 +162,7 @@ class PlmSink final : public ResultSink {
   std::uint64_t bytes_written() const { return writer_.bytes_written(); }
 
  private:
-  PlmWriter writer_;
+  PlmThreadWriter writer_;
   MessageBuilder builder_;
   bool delayed_;
   std::uint64_t messages_ = 0;

@@ -343,13 +343,16 @@ struct BackendRun {
 };
 
 // Stages the frames (in arrival order) in chunks and cuts a slice after each at a bound a
-// little behind the latest raw time staged, then a final slice.
+// little behind the latest raw time staged, then a final slice. Each chunk is staged in
+// `blocks` blocks; `deferred`: CpuBackend::defer_staging, whose tickets are staged only once
+// the slice is submitted.
 BackendRun run_backend(const Settings& settings, const Calibration& calibration,
                 const std::vector<RawFrame>& frames, std::size_t chunks, std::uint64_t lag_ticks,
-                std::size_t min_parallel) {
+                std::size_t min_parallel, bool deferred = false, std::size_t blocks = 1) {
   CpuBackendOptions options;
   options.min_parallel_frames = min_parallel;
   CpuBackend backend(settings, calibration, options);
+  backend.defer_staging(deferred);
   const std::uint32_t bdm_count = Geometry::from(settings.scanner).bdm_count();
   BackendRun run;
   std::uint64_t latest = 0;
@@ -357,13 +360,21 @@ BackendRun run_backend(const Settings& settings, const Calibration& calibration,
     const std::size_t first = frames.size() * c / (chunks + 1);
     const std::size_t last = frames.size() * (c + 1) / (chunks + 1);
     for (std::size_t i = first; i < last; ++i) latest = std::max(latest, frame_time(frames[i].bytes));
-    backend.stage(frames.data() + first, last - first);
+    std::uint64_t ticket = 0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+      const std::size_t from = first + (last - first) * b / blocks;
+      const std::size_t to = first + (last - first) * (b + 1) / blocks;
+      ticket = backend.stage(frames.data() + from, to - from);
+    }
+    // Deferred (on several threads): the memory is the caller's until the slice takes it.
+    EXPECT_EQ(backend.staged(ticket), !deferred || backend.threads() == 1 || first == last);
     SliceRequest r;
     r.slice_id = c;
     r.run_start = c == 0;
     r.final = c == chunks;
     r.bound = latest > lag_ticks ? latest - lag_ticks : 0;
     backend.submit(r);
+    EXPECT_TRUE(backend.staged(ticket));
     run.slices.emplace_back(backend.collect(), bdm_count);
   }
   if (const HistogramSet* h = backend.histograms())
@@ -426,6 +437,60 @@ TEST(ParallelEngine, BackendStreamingEqualsOneThreadForEveryPolicyAndMode) {
           if (::testing::Test::HasFailure()) return;
         }
   EXPECT_GT(records, 50000u);
+}
+
+// The slice's take on several threads, whatever the store holds: all of it fits in a slice
+// (one pass, the frames left in pieces for the convert stage), more than a slice but fewer
+// below the bound (count, then copy), more below the bound than a slice takes (the split);
+// each with blocks copied as staged and with deferred staging. Records, singles, counters
+// and histograms are those of one thread.
+TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
+  TestScanner scanner;
+  std::mt19937_64 rng(31);
+  test::AcquisitionOptions o;
+  o.events = 6000;
+  o.mean_gap_ticks = 120;
+  const std::vector<RawFrame> frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+  Settings s = scanner.settings;
+  s.stream.max_pending_frames = frames.size();
+  s.output.histograms.enabled = true;
+  s.output.singles.enabled = true;
+  struct Case {
+    const char* name;
+    std::size_t slice_frames;
+    std::uint64_t lag_ticks;
+    bool splits;  // before the final slice (which takes the whole store)
+    std::size_t min_parallel = 1;
+  };
+  // The last: a store big enough for the threads, a slice too small (its frames are joined).
+  const Case cases[] = {{"store fits a slice", frames.size(), 4000, false},
+                        {"store over a slice", frames.size() / 8, 60000, false},
+                        {"split", frames.size() / 20, 4000, true},
+                        {"few taken", frames.size(), 60000, false, frames.size() * 12 / 100}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    s.stream.max_slice_frames = c.slice_frames;
+    s.backend_threads = 1;
+    const BackendRun one =
+        run_backend(s, scanner.calibration, frames, 9, c.lag_ticks, c.min_parallel);
+    bool split = false;
+    std::size_t taken = 0;
+    for (std::size_t i = 0; i < one.slices.size(); ++i) {
+      split |= one.slices[i].split && i + 1 < one.slices.size();
+      taken += one.slices[i].frames_taken;
+    }
+    EXPECT_EQ(split, c.splits);
+    EXPECT_GT(taken, frames.size() / 3);
+    for (const unsigned t : kThreadCounts)
+      for (const bool deferred : {false, true}) {
+        SCOPED_TRACE(std::to_string(t) + " threads, deferred " + std::to_string(deferred));
+        s.backend_threads = t;
+        const BackendRun many = run_backend(s, scanner.calibration, frames, 9, c.lag_ticks,
+                                            c.min_parallel, deferred, 3);
+        expect_same(one, many);
+        EXPECT_GT(many.stats.convert_calls, 0u);
+      }
+  }
 }
 
 // A carry-over too big for the backend: the slice is resolved as if final through the same

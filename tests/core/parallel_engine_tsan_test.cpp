@@ -26,7 +26,7 @@ struct Collected {
 };
 
 Collected run(const test::TestScanner& scanner, const std::vector<RawFrame>& frames,
-              unsigned threads) {
+              unsigned threads, bool deferred = false) {
   Settings s = scanner.settings;
   s.stream.max_slice_frames = frames.size();
   s.coincidence.policy = Policy::take_all_goods;
@@ -36,13 +36,17 @@ Collected run(const test::TestScanner& scanner, const std::vector<RawFrame>& fra
   CpuBackendOptions options;
   options.min_parallel_frames = 16;
   CpuBackend backend(s, scanner.calibration, options);
+  backend.defer_staging(deferred);
   Collected c;
   c.counters.assign(kCounterCount, 0);
   constexpr std::size_t kSlices = 6;
   for (std::size_t k = 0; k < kSlices; ++k) {
     const std::size_t first = frames.size() * k / kSlices;
     const std::size_t last = frames.size() * (k + 1) / kSlices;
-    backend.stage(frames.data() + first, last - first);
+    // Two blocks, so that a deferred copy crosses from one to the next.
+    const std::size_t middle = first + (last - first) / 3;
+    backend.stage(frames.data() + first, middle - first);
+    backend.stage(frames.data() + middle, last - middle);
     SliceRequest r;
     r.run_start = k == 0;
     r.final = k + 1 == kSlices;
@@ -67,7 +71,9 @@ TEST(ParallelEngineTsan, ThreeThreadsEqualOneWithoutRaces) {
   o.events = 1500;
   const std::vector<RawFrame> frames = test::random_acquisition(scanner, rng, o);
   const Collected one = run(scanner, frames, 1);
-  const Collected three = run(scanner, frames, 3);
+  for (const bool deferred : {false, true}) {
+  SCOPED_TRACE(deferred ? "deferred staging" : "staging at once");
+  const Collected three = run(scanner, frames, 3, deferred);
   ASSERT_GT(one.prompts.size(), 100u);
   ASSERT_EQ(one.prompts.size(), three.prompts.size());
   EXPECT_EQ(std::memcmp(one.prompts.data(), three.prompts.data(), one.prompts.size() * sizeof(CoincRecord)), 0);
@@ -79,6 +85,7 @@ TEST(ParallelEngineTsan, ThreeThreadsEqualOneWithoutRaces) {
   EXPECT_TRUE(one.histograms == three.histograms);
   EXPECT_GT(three.stats.coincidence_seams, 0u);
   EXPECT_GT(three.stats.convert_calls, 0u);
+  }
 }
 
 // The pool's hand-over: what tasks write is seen by the caller after run(), and what the

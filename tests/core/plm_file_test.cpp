@@ -124,6 +124,61 @@ TEST(Plm, WriterReaderRoundTrip) {
   EXPECT_EQ(n, written.size());
 }
 
+std::vector<char> file_bytes(const std::filesystem::path& file) {
+  std::vector<char> bytes(std::filesystem::file_size(file));
+  std::ifstream(file, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  return bytes;
+}
+
+// The writer thread's file is PlmWriter's, byte for byte, with messages larger than a buffer,
+// messages that end exactly on a buffer's end, and a flush() in between.
+TEST(Plm, ThreadWriterWritesWhatPlmWriterWrites) {
+  TestScanner scanner;
+  const PlmHeader header = make_plm_header(scanner.settings);
+  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "threaded.plm";
+  PlmWriter a(direct, header);
+  // 3 buffers of 96 bytes: a 64-byte message header plus one record fills one exactly.
+  PlmThreadWriter b(threaded, header, 3, 96);
+  MessageBuilder builder_a, builder_b;
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    std::vector<CoincRecord> p;
+    for (std::uint32_t k = 0; k < (i * 7) % 13; ++k) p.push_back(record(100 * i + k, k, i, k));
+    const SliceResult r = slice(i, 100 * i, 100 * (i + 1), p, {});
+    a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), p.size() * sizeof(CoincRecord));
+    b.write_message(builder_b.build(MessageKind::prompts, 0, r), p.data(), p.size() * sizeof(CoincRecord));
+    if (i == 20) {
+      a.flush();
+      b.flush();
+      EXPECT_EQ(std::filesystem::file_size(threaded), b.bytes_written());
+    }
+  }
+  a.close();
+  b.close();
+  EXPECT_EQ(b.bytes_written(), a.bytes_written());
+  EXPECT_EQ(file_bytes(threaded), file_bytes(direct));
+  EXPECT_THROW(b.write_message(MessageHeader{}, nullptr, 0), PlmError);
+}
+
+// A write that fails on the writer thread comes back as PlmWriter's error, on the caller's
+// thread, at the latest from close(); nothing hangs with every buffer waiting.
+TEST(Plm, ThreadWriterReportsAFailedWrite) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  TestScanner scanner;
+  std::string error;
+  try {
+    PlmThreadWriter w("/dev/full", make_plm_header(scanner.settings), 2, 128);
+    MessageBuilder builder;
+    const std::vector<CoincRecord> p(50, record(5, 1, 2));
+    for (std::uint32_t i = 0; i < 100; ++i)
+      w.write_message(builder.build(MessageKind::prompts, 0, slice(i, i, i + 1, p, {})), p.data(),
+                      p.size() * sizeof(CoincRecord));
+    w.close();
+  } catch (const PlmError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("/dev/full: write failed"), std::string::npos) << error;
+}
+
 TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {
   TestScanner scanner;
   const auto file = scanner.dir / "full.plm";

@@ -465,5 +465,22 @@ TEST(Offline, AnOutputThatIsTheInputIsRefusedAndTheInputKept) {
   }
 }
 
+// The .plm is written on a thread of its own; a write that fails there still ends the run
+// with the file's name and the reason, exit status 2.
+TEST(Offline, AFailedWriteExitsTwoWithAMessage) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full on this system";
+  TestScanner scanner;
+  const auto input = scanner.dir / "acq.frames";
+  std::vector<RawFrame> frames;
+  for (std::uint64_t t = 0; t < 20000; ++t)
+    frames.push_back(scanner.frame(t % 2, 0, 0, 1000 + 7 * t, 500));
+  write_frames(input, frames, 0);
+  const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                       {"--config", scanner.write_config().string(), "--input", input.string(),
+                        "--output", "/dev/full", "--quiet"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/dev/full: write failed"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace petdaq

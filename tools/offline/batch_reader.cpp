@@ -1,5 +1,8 @@
 #include "tools/offline/batch_reader.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -10,7 +13,7 @@ namespace petdaq {
 
 BatchReader::BatchReader(std::FILE* input, RawFrame* buffers, std::size_t count,
                          std::size_t batch_frames, std::size_t block_frames,
-                         std::uint64_t span_ticks, const SourceRule& rule)
+                         std::uint64_t span_ticks, const SourceRule& rule, unsigned readers)
     : input_(input),
       batch_frames_(batch_frames),
       block_frames_(block_frames),
@@ -24,7 +27,20 @@ BatchReader::BatchReader(std::FILE* input, RawFrame* buffers, std::size_t count,
     batches_[i].block_frames.resize(kMaxBlocks);
     batches_[i].summaries.resize(kMaxBlocks);
   }
-  thread_ = std::thread([this] { run(); });
+  // Several readers need a file that can be read at any offset; each keeps to its own
+  // buffers (batch k goes to buffer k % count, read by thread k % readers).
+  struct stat st{};
+  const long at = std::ftell(input);
+  if (readers > 1 && count % readers == 0 && at >= 0 && ::fstat(::fileno(input), &st) == 0 &&
+      S_ISREG(st.st_mode)) {
+    fd_ = ::fileno(input);
+    offset_ = static_cast<std::uint64_t>(at);
+    readers_ = readers;
+    threads_.reserve(readers);
+    for (unsigned r = 0; r < readers; ++r) threads_.emplace_back([this, r] { run_at(r); });
+  } else {
+    threads_.emplace_back([this] { run(); });
+  }
 }
 
 BatchReader::~BatchReader() {
@@ -33,7 +49,65 @@ BatchReader::~BatchReader() {
     stop_ = true;
   }
   changed_.notify_all();
-  thread_.join();
+  for (std::thread& t : threads_) t.join();
+}
+
+void BatchReader::cut(Batch& b) {
+  std::size_t at = 0, k = 0;
+  for (; at < b.n && k < kMaxBlocks; ++k) {
+    b.block_frames[k] =
+        next_block(b.frames + at, b.n - at, block_frames_, span_ticks_, rule_, b.summaries[k]);
+    at += b.block_frames[k];
+  }
+  b.blocks = k;
+  b.summarized = at;
+}
+
+void BatchReader::run_at(unsigned reader) {
+  const std::size_t batch_bytes = batch_frames_ * kFrameBytes;
+  for (std::uint64_t k = reader;; k += readers_) {
+    const std::size_t i = static_cast<std::size_t>(k % batches_.size());
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || state_[i] == State::free || k >= end_; });
+      if (stop_ || k >= end_) return;
+    }
+    Batch& b = batches_[i];
+    auto* const bytes = reinterpret_cast<std::uint8_t*>(b.frames);
+    const auto r0 = std::chrono::steady_clock::now();
+    std::size_t got = 0;
+    int error = 0;
+    while (got < batch_bytes) {
+      const ssize_t n = ::pread(fd_, bytes + got, batch_bytes - got,
+                                static_cast<off_t>(offset_ + k * batch_bytes + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) error = errno;
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
+    b.n = got / kFrameBytes;
+    b.bytes = got;
+    if (error == 0 && got > 0) cut(b);
+    std::lock_guard lock(mutex_);
+    read_s_ += seconds;
+    if (error != 0) {
+      // The batches before this one are still handed out; next() then rethrows.
+      error_ = std::make_exception_ptr(
+          std::runtime_error(std::string("read failed: ") + std::strerror(error)));
+      end_ = std::min(end_, k);
+    } else if (got == 0) {
+      end_ = std::min(end_, k);
+    } else {
+      state_[i] = State::ready;
+      if (got < batch_bytes) {  // the file's last batch
+        trailing_ = got % kFrameBytes;
+        end_ = std::min(end_, k + 1);
+      }
+    }
+    changed_.notify_all();
+  }
 }
 
 void BatchReader::run() {
@@ -68,14 +142,7 @@ void BatchReader::run() {
       b.bytes = got;
       carried = available % kFrameBytes;
       std::memcpy(tail, bytes + b.n * kFrameBytes, carried);
-      std::size_t at = 0, k = 0;
-      for (; at < b.n && k < kMaxBlocks; ++k) {
-        b.block_frames[k] =
-            next_block(b.frames + at, b.n - at, block_frames_, span_ticks_, rule_, b.summaries[k]);
-        at += b.block_frames[k];
-      }
-      b.blocks = k;
-      b.summarized = at;
+      cut(b);
       {
         std::lock_guard lock(mutex_);
         state_[i] = State::ready;
@@ -92,7 +159,9 @@ void BatchReader::run() {
 
 BatchReader::Batch* BatchReader::next() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return state_[next_] == State::ready || finished_; });
+  changed_.wait(lock, [&] {
+    return state_[next_] == State::ready || finished_ || handed_ >= end_;
+  });
   if (state_[next_] != State::ready) {
     if (error_) std::rethrow_exception(error_);
     return nullptr;
@@ -100,7 +169,13 @@ BatchReader::Batch* BatchReader::next() {
   state_[next_] = State::taken;
   Batch* b = &batches_[next_];
   next_ = (next_ + 1) % batches_.size();
+  ++handed_;
   return b;
+}
+
+double BatchReader::read_seconds() const {
+  std::lock_guard lock(mutex_);
+  return read_s_;
 }
 
 void BatchReader::release(Batch* batch) {

@@ -1,8 +1,10 @@
-// petdaq-offline's reader: a thread of its own reads the file of raw frames in batches and
-// cuts each batch into blocks with their summaries (core/chunk_summary.h), as petdaqd's
-// receivers fill ring chunks, while the caller pushes the batch before it into the slicer.
-// The buffers are the caller's (page-locked for the GPU backend); nothing allocates after
-// construction.
+// petdaq-offline's reader: threads of its own read the file of raw frames in batches and
+// cut each batch into blocks with their summaries (core/chunk_summary.h), as petdaqd's
+// receivers fill ring chunks, while the caller pushes the batch before into the slicer.
+// A regular file is read by `readers` threads, batch k by thread k % readers at its own
+// offset (pread), so that reading keeps up with many backend threads; anything else (a
+// pipe) by one thread in sequence. The buffers are the caller's (page-locked for the GPU
+// backend); nothing allocates after construction.
 #pragma once
 
 #include <condition_variable>
@@ -35,9 +37,11 @@ class BatchReader {
   };
   static constexpr std::size_t kMaxBlocks = 64;
 
-  // `buffers` holds `count` (>= 3) buffers of `batch_frames` frames each, one after the other.
+  // `buffers` holds `count` (>= 3, and a multiple of `readers` when there are several)
+  // buffers of `batch_frames` frames each, one after the other.
   BatchReader(std::FILE* input, RawFrame* buffers, std::size_t count, std::size_t batch_frames,
-              std::size_t block_frames, std::uint64_t span_ticks, const SourceRule& rule);
+              std::size_t block_frames, std::uint64_t span_ticks, const SourceRule& rule,
+              unsigned readers = 1);
   ~BatchReader();
   BatchReader(const BatchReader&) = delete;
   BatchReader& operator=(const BatchReader&) = delete;
@@ -49,12 +53,15 @@ class BatchReader {
   void release(Batch* batch);
   // Bytes of a partial frame at the end of the file (valid once next() returned null).
   std::size_t trailing_bytes() const { return trailing_; }
-  // Seconds the reader spent in fread.
-  double read_seconds() const { return read_s_; }
+  // Seconds the reader threads spent reading, summed.
+  double read_seconds() const;
+  unsigned readers() const { return readers_; }
 
  private:
   enum class State { free, ready, taken };
-  void run();
+  void run();                  // one thread, in sequence (fread)
+  void run_at(unsigned reader);  // one of several, at offsets (pread)
+  void cut(Batch& b);
 
   std::FILE* input_;
   std::size_t batch_frames_;
@@ -64,14 +71,19 @@ class BatchReader {
   std::vector<Batch> batches_;
   std::vector<State> state_;
   std::size_t next_ = 0;  // the batch next() hands out
+  std::uint64_t handed_ = 0;        // batches next() has handed out
+  std::uint64_t end_ = UINT64_MAX;  // several readers: the first batch past the file's end
+  std::uint64_t offset_ = 0;        // of the file's first byte to read
+  int fd_ = -1;
+  unsigned readers_ = 1;  // threads reading (set before they start)
   std::size_t trailing_ = 0;
   double read_s_ = 0;
   bool finished_ = false;  // the reader is done: no batch after the ready ones
   bool stop_ = false;
   std::exception_ptr error_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace petdaq
