@@ -195,6 +195,19 @@ TEST(Offline, ThreadsDoNotChangeTheOutput) {
   ASSERT_EQ(files[0].size(), files[1].size());
   EXPECT_TRUE(files[0].substr(kPlmHeaderBytes) == files[1].substr(kPlmHeaderBytes));
 
+  // The same frames through a pipe: not one byte of it is taken before the frames are read.
+  const auto piped = scanner.dir / "piped.plm";
+  const Result through_pipe = run(
+      scanner.dir, "/bin/sh",
+      {"-c", "cat \"$0\" | \"$1\" --config \"$2\" --input /dev/stdin --output \"$3\" "
+             "--backend cpu --threads 1 --quiet",
+       input.string(), PETDAQ_OFFLINE_BIN, config.string(), piped.string()});
+  ASSERT_EQ(through_pipe.exit_code, 0) << through_pipe.err;
+  const std::string piped_file = read_text(piped);
+  ASSERT_EQ(piped_file.size(), files[0].size());
+  EXPECT_TRUE(piped_file.substr(kPlmHeaderBytes) == files[0].substr(kPlmHeaderBytes))
+      << "a pipe gives other records than the file";
+
   const Result bad = run(scanner.dir, PETDAQ_OFFLINE_BIN,
                          {"--config", config.string(), "--input", input.string(), "--output",
                           (scanner.dir / "x.plm").string(), "--threads", "999"});

@@ -174,8 +174,12 @@ class HistogramFileSink final : public ResultSink {
   const SpanSink* span_ = nullptr;
 };
 
-// A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes.
+// A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes. Only a
+// regular file is looked into: reading a pipe's first bytes here would take them (a whole
+// stdio buffer of them) from the frames read after.
 bool is_capture(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return false;
   std::uint8_t magic[4] = {};
   std::FILE* f = std::fopen(file.c_str(), "rb");
   if (!f) return false;
