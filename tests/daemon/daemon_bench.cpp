@@ -284,6 +284,7 @@ int main(int argc, char** argv) {
   std::string backend = "cpu";
   std::uint32_t senders = 1;
   double max_future_ms = 0;  // 0: the test scanner's stream.max_future_ps
+  std::uint32_t backend_threads = 0;  // 0: the daemon's default
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -309,6 +310,12 @@ int main(int argc, char** argv) {
                  "horizon is a time jump")
       ->type_name("MS")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--backend-threads", backend_threads,
+                 "the daemon's backend_threads (0: its default, the cores left after its receiver "
+                 "threads and worker, which does not know that this benchmark's senders share "
+                 "the machine)")
+      ->type_name("N")
+      ->check(CLI::Range(0u, 256u));
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
 
   TestScanner sc;
@@ -339,10 +346,12 @@ int main(int argc, char** argv) {
   const auto config = sc.write_config();
   {
     std::FILE* f = std::fopen(config.c_str(), "a");
-    const std::string y = daemon_yaml(dc);
+    std::string y = daemon_yaml(dc);
+    if (backend_threads > 0) y += "backend_threads: " + std::to_string(backend_threads) + "\n";
     std::fwrite(y.data(), 1, y.size(), f);
     std::fclose(f);
   }
+  if (backend_threads > 0) std::printf("backend_threads %u\n", backend_threads);
   std::printf("generating the acquisition...\n");
   Source source(sc, 2'000'000, senders);
   std::printf("loopback ceiling: %u sender thread(s) into %u counting receiver(s), %.1f s...\n",
