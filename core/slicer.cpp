@@ -185,6 +185,11 @@ struct StageAccount {
   std::size_t since_cut = 0;
   std::size_t held_upper = 0;
   std::uint64_t last_ticket = 0;
+  // A cut at this horizon freed nothing (every staged frame waits for a lagging source): no
+  // further cut is tried for room until the horizon moves or a split slice left frames below
+  // its bound. Without it, every frame that finds the stage full would cost a slice.
+  bool blocked = false;
+  std::uint64_t blocked_at = 0;
 };
 
 // A block being classified frame by frame: the frames kept are rewritten to its front;
@@ -336,10 +341,16 @@ struct Slicer::Impl {
   std::size_t make_room(std::size_t n) {
     if (stage.since_cut > 0 && stage.since_cut + n > slice_capacity) cut(h_cur, false);
     while (stage.held_upper + n > stage_capacity) {
+      if (stage.blocked && h_cur == stage.blocked_at && !split_seen) break;
       const std::size_t before = stage.held_upper;
       cut(h_cur, false);
       drain();
-      if (stage.held_upper >= before) break;  // nothing more below the horizon
+      if (stage.held_upper >= before) {  // nothing more below the horizon
+        stage.blocked = true;
+        stage.blocked_at = h_cur;
+        break;
+      }
+      stage.blocked = false;
     }
     return std::min({n, slice_capacity - stage.since_cut,
                      stage_capacity - std::min(stage_capacity, stage.held_upper)});
@@ -447,6 +458,7 @@ struct Slicer::Impl {
 
   void start_run() {
     clocks.start_run();
+    stage.blocked = false;
     run_has_slices = false;
     run_delivered = false;
     warm = false;
@@ -575,8 +587,13 @@ struct Slicer::Impl {
 
   void take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum) {
     if (n == 0) return;
-    if (n <= slice_capacity && make_room(n) == n && common(sum)) {
-      stage_frames(frames, n);
+    const std::size_t room = n <= slice_capacity ? make_room(n) : 0;
+    if (n <= slice_capacity && common(sum)) {
+      // Every frame would be kept by the per-frame rules: those the stage has room for are
+      // staged, the rest counted and dropped as the per-frame pass would (its sources' clocks
+      // move all the same), without a pass over them.
+      stage_frames(frames, room);
+      stream_delta[Counter::stream_pending_full] += n - room;
       for (std::uint32_t i = 0; i < sum.present_count; ++i) {
         const std::uint8_t src = sum.present[i];
         clocks.took(src, sum.sources[src].max_time, now);

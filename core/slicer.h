@@ -41,7 +41,9 @@
 //   max_slice_frames (the other half is room for frames earlier cuts left staged),
 //   when the backend's stage would exceed max_pending_frames (then the slicer also waits for
 //   the slices in flight; frames that still find no room are counted in
-//   stream.pending_full and dropped), when poll() finds max_slice_ms passed (then every
+//   stream.pending_full and dropped, and while the horizon stays where a cut freed nothing,
+//   no further cut is tried for room: a lagging source then costs drops, not a slice per
+//   block; a common block is staged as far as there is room, the rest of it dropped), when poll() finds max_slice_ms passed (then every
 //   submitted slice is also collected and delivered), and at finish(). A cut is always
 //   made before the block that needs the room is classified, so every frame staged after a
 //   cut is at or after its bound. When more than max_slice_frames staged frames are below a

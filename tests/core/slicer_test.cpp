@@ -661,6 +661,59 @@ TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
   EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 8u);
 }
 
+// One source holds the horizon (it sent once and is not idle yet) while another goes on far
+// ahead: the stage fills. What does not fit is counted and dropped, without a slice cut for
+// every block or frame that finds no room; once the lagging source goes on, so does the stream.
+TEST(Slicer, AFullStageWaitingForALaggingSourceDropsWithoutASlicePerBlock) {
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_disorder_ps = 10 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 1e9 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 1024;
+  s.stream.max_pending_frames = 4096;
+  s.stream.max_slice_ms = 1e6;
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  const Slicer::Clock::time_point now{};
+  std::vector<RawFrame> warm;
+  for (std::uint32_t i = 0; i < 64; ++i) warm.push_back(scanner.frame(i % 2, 0, i % 16, 100 + i, 500));
+  slicer.push(warm.data(), warm.size(), now);
+  // BDM 1 alone: 100 blocks of 256 frames, 25 600 frames for a stage of 4 096.
+  std::uint64_t t = 1000;
+  for (int b = 0; b < 100; ++b) {
+    std::vector<RawFrame> block;
+    for (int i = 0; i < 256; ++i) block.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
+    slicer.push(block.data(), block.size(), now);
+  }
+  const std::uint64_t dropped = counters.get(Counter::stream_pending_full);
+  EXPECT_GE(dropped, 25600u - 4096u);
+  EXPECT_LE(dropped, 25600u);
+  EXPECT_LT(sink.batches.size(), 20u) << "a slice for every block (or frame) that found no room";
+  EXPECT_LE(slicer.pending_frames(), 4096u);
+  // BDM 0 goes on: its first block still finds the stage full, but it moves the horizon,
+  // the staged frames go out, and the blocks after it lose nothing.
+  const auto both_on = [&] {
+    std::vector<RawFrame> on;
+    for (int i = 0; i < 64; ++i) {
+      on.push_back(scanner.frame(0, 0, i % 16, t += 10, 500));
+      on.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
+    }
+    slicer.push(on.data(), on.size(), now);
+  };
+  both_on();
+  const std::uint64_t after_first = counters.get(Counter::stream_pending_full);
+  for (int b = 0; b < 10; ++b) both_on();
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), after_first);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected) +
+                counters.get(Counter::frame_no_crystal),
+            64u + 25600u + 11 * 128u - after_first);
+}
+
 TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
   // A receiver hands over large chunks: the horizon must follow inside one push().
   std::mt19937_64 rng(23);
