@@ -342,28 +342,25 @@ struct CpuBackend::Impl {
     set_taken(taken, 0, requested, false);
   }
 
-  // The kept rest of each piece joins the store's front, in piece order; returns the count.
-  std::size_t close_up_kept() {
-    RawFrame* const st = store.get();
-    std::size_t kept = 0;
-    for (std::size_t j = 0; j < piece_kept.size(); ++j) {
-      if (kept != piece_first[j])
-        std::memmove(st + kept, st + piece_first[j], piece_kept[j] * sizeof(RawFrame));
-      kept += piece_kept[j];
+  // Moves count[j] frames at first[j] of `frames` end to end to its front, in piece order;
+  // returns how many.
+  static std::size_t close_up(RawFrame* frames, const std::vector<std::size_t>& first,
+                              const std::vector<std::size_t>& count) {
+    std::size_t at = 0;
+    for (std::size_t j = 0; j < count.size(); ++j) {
+      if (at != first[j]) std::memmove(frames + at, frames + first[j], count[j] * sizeof(RawFrame));
+      at += count[j];
     }
-    return kept;
+    return at;
   }
+
+  // The kept rest of each piece joins the store's front, in piece order; returns the count.
+  std::size_t close_up_kept() { return close_up(store.get(), piece_first, piece_kept); }
 
   // The slice's frames end to end in `input` (a slice too small for the threads).
   void join_input_pieces() {
     if (!input_in_pieces) return;
-    RawFrame* const in = input.get();
-    std::size_t at = 0;
-    for (std::size_t j = 0; j < piece_taken.size(); ++j) {
-      if (at != piece_offset[j])
-        std::memmove(in + at, in + piece_offset[j], piece_taken[j] * sizeof(RawFrame));
-      at += piece_taken[j];
-    }
+    close_up(input.get(), piece_offset, piece_taken);
     input_in_pieces = false;
   }
 

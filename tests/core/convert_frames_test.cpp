@@ -15,22 +15,11 @@
 #include "core/calibration.h"
 #include "core/convert.h"
 #include "core/settings.h"
+#include "test_scanner.h"
 
 namespace petdaq {
 namespace {
 
-ScannerSettings scanner(std::uint32_t bt, std::uint32_t ba, std::uint32_t dt, std::uint32_t da,
-                        std::uint32_t ct, std::uint32_t ca, std::uint32_t ps) {
-  ScannerSettings s;
-  s.bdm_transaxial = bt;
-  s.bdm_axial = ba;
-  s.du_transaxial = dt;
-  s.du_axial = da;
-  s.crystal_transaxial = ct;
-  s.crystal_axial = ca;
-  s.position_size = ps;
-  return s;
-}
 
 struct Case {
   Settings settings;
@@ -164,7 +153,7 @@ void expect_every_status(const Case& c) {
 
 TEST(ConvertFrames, RunsOfOneSourceWithEveryKindOfBadFrame) {
   Settings s;
-  s.scanner = scanner(3, 2, 2, 2, 4, 3, 8);
+  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
   s.energy_window.low_keV = 300;
   s.energy_window.high_keV = 700;
   for (const bool offsets : {true, false}) {
@@ -178,7 +167,7 @@ TEST(ConvertFrames, RunsOfOneSourceWithEveryKindOfBadFrame) {
 
 TEST(ConvertFrames, MarkersNotChecked) {
   Settings s;
-  s.scanner = scanner(3, 2, 2, 2, 4, 3, 8);
+  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
   s.frame.check_markers = false;
   s.energy_window.low_keV = 100;
   s.energy_window.high_keV = 900;
@@ -188,7 +177,7 @@ TEST(ConvertFrames, MarkersNotChecked) {
 
 TEST(ConvertFrames, OtherMarkers) {
   Settings s;
-  s.scanner = scanner(2, 2, 1, 3, 5, 2, 16);
+  s.scanner = test::scanner_shape(2, 2, 1, 3, 5, 2, 16);
   s.frame.head_marker = 0x0;
   s.frame.tail_marker = 0xF;
   s.energy_window.low_keV = 200;
@@ -201,8 +190,8 @@ TEST(ConvertFrames, OtherMarkers) {
 // The frame's fields at their limits: 256 BDMs, 16 DUs, a 256 x 256 flood map (no bad
 // position), labels past 255 crystals per DU.
 TEST(ConvertFrames, ScannersAtTheFieldLimits) {
-  for (const ScannerSettings& sc : {scanner(64, 4, 4, 4, 2, 2, 8), scanner(4, 1, 2, 2, 16, 17, 256),
-                                    scanner(1, 1, 1, 1, 1, 1, 1)}) {
+  for (const ScannerSettings& sc : {test::scanner_shape(64, 4, 4, 4, 2, 2, 8), test::scanner_shape(4, 1, 2, 2, 16, 17, 256),
+                                    test::scanner_shape(1, 1, 1, 1, 1, 1, 1)}) {
     Settings s;
     s.scanner = sc;
     s.energy_window.low_keV = 250;
@@ -216,7 +205,7 @@ TEST(ConvertFrames, ScannersAtTheFieldLimits) {
 // convert_frames()'s frame-by-frame path: the same result.
 TEST(ConvertFrames, MoreDusThanTheNibbleHolds) {
   Settings s;
-  s.scanner = scanner(16, 16, 5, 4, 2, 2, 4);
+  s.scanner = test::scanner_shape(16, 16, 5, 4, 2, 2, 4);
   s.energy_window.low_keV = 250;
   s.energy_window.high_keV = 750;
   const Case c = make_case(s, true, 16);

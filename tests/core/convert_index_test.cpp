@@ -10,6 +10,7 @@
 #include "core/calibration.h"
 #include "core/convert.h"
 #include "core/settings.h"
+#include "test_scanner.h"
 
 namespace petdaq {
 namespace {
@@ -99,27 +100,15 @@ void check_scanner(const ScannerSettings& scanner) {
   EXPECT_EQ(checked, dus * g.crystals_per_du());
 }
 
-ScannerSettings scanner(std::uint32_t bt, std::uint32_t ba, std::uint32_t dt, std::uint32_t da,
-                        std::uint32_t ct, std::uint32_t ca, std::uint32_t ps) {
-  ScannerSettings s;
-  s.bdm_transaxial = bt;
-  s.bdm_axial = ba;
-  s.du_transaxial = dt;
-  s.du_axial = da;
-  s.crystal_transaxial = ct;
-  s.crystal_axial = ca;
-  s.position_size = ps;
-  return s;
-}
 
 TEST(ConvertIndex, DefaultScanner) { check_scanner(ScannerSettings{}); }
 
 TEST(ConvertIndex, UnevenScanners) {
-  check_scanner(scanner(7, 3, 3, 5, 11, 9, 16));   // every factor different, 99 crystals
-  check_scanner(scanner(1, 1, 1, 1, 1, 1, 1));     // one crystal
-  check_scanner(scanner(85, 3, 1, 16, 16, 16, 16));  // 255 BDMs, 16 DUs, 256 labels
-  check_scanner(scanner(3, 85, 16, 1, 1, 255, 16));  // long axial
-  check_scanner(scanner(255, 1, 2, 1, 255, 1, 16));
+  check_scanner(test::scanner_shape(7, 3, 3, 5, 11, 9, 16));   // every factor different, 99 crystals
+  check_scanner(test::scanner_shape(1, 1, 1, 1, 1, 1, 1));     // one crystal
+  check_scanner(test::scanner_shape(85, 3, 1, 16, 16, 16, 16));  // 255 BDMs, 16 DUs, 256 labels
+  check_scanner(test::scanner_shape(3, 85, 16, 1, 1, 255, 16));  // long axial
+  check_scanner(test::scanner_shape(255, 1, 2, 1, 255, 1, 16));
 }
 
 
@@ -127,7 +116,7 @@ TEST(ConvertIndex, UnevenScanners) {
 // times near 0 and near INT64_MAX and past it, offsets of either sign up to the int32 limits.
 TEST(ConvertTime, CorrectionEqualsSignedArithmetic) {
   Settings s;
-  s.scanner = scanner(1, 1, 1, 1, 1, 1, 1);
+  s.scanner = test::scanner_shape(1, 1, 1, 1, 1, 1, 1);
   s.energy_window.low_keV = 0;
   s.energy_window.high_keV = 1e9;
   Calibration cal;
@@ -171,7 +160,7 @@ TEST(ConvertTime, CorrectionEqualsSignedArithmetic) {
 // stream longer than its ring and with many bad frames, at every kind of prefetch distance.
 TEST(ConvertFrames, EqualsTheFrameByFrameConversion) {
   Settings s;
-  s.scanner = scanner(3, 2, 2, 2, 4, 3, 8);
+  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
   s.energy_window.low_keV = 300;
   s.energy_window.high_keV = 700;
   const Geometry g = Geometry::from(s.scanner);

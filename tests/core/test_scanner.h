@@ -189,6 +189,22 @@ struct BatchResult {
   std::uint64_t records_overflow = 0;
 };
 
+// A scanner of the given shape: BDMs, DUs per BDM and crystals per DU (transaxial, axial)
+// and the flood map's size.
+inline ScannerSettings scanner_shape(std::uint32_t bdm_t, std::uint32_t bdm_a, std::uint32_t du_t,
+                                     std::uint32_t du_a, std::uint32_t c_t, std::uint32_t c_a,
+                                     std::uint32_t position_size) {
+  ScannerSettings s;
+  s.bdm_transaxial = bdm_t;
+  s.bdm_axial = bdm_a;
+  s.du_transaxial = du_t;
+  s.du_axial = du_a;
+  s.crystal_transaxial = c_t;
+  s.crystal_axial = c_a;
+  s.position_size = position_size;
+  return s;
+}
+
 inline BatchResult batch_process(const Settings& settings, const Calibration& calibration,
                                  const std::vector<RawFrame>& frames) {
   BatchResult r;
