@@ -170,6 +170,7 @@ std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint) {
 MemoryPlan memory_plan(const Settings& s) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
+  p.message_bytes = s.output.zmq.message_buffer_bytes;
   const auto& st = s.stream;
   const std::uint64_t singles = st.max_carry_singles + st.max_slice_frames;
   const std::uint64_t record_kinds = s.coincidence.delayed.enabled ? 2 : 1;
@@ -209,16 +210,19 @@ std::vector<Problem> check_sizes(const Settings& s) {
   const MemoryPlan p = memory_plan(s);
   std::string source;
   const std::uint64_t limit = memory_limit_bytes(source);
-  if (p.ring_bytes + p.engine_bytes <= limit) return out;
+  if (p.total() <= limit) return out;
   const std::string total = fmt::format(
-      "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks) and the engine buffers "
+      "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks), the engine buffers "
       "({}, from stream.max_slice_frames, max_pending_frames, max_carry_singles, "
-      "max_records_per_single) need {}, more than {} allows ({})",
-      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.ring_bytes + p.engine_bytes), source,
+      "max_records_per_single) and the message arena ({}, output.zmq.message_buffer_bytes) "
+      "need {}, more than {} allows ({})",
+      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.total()), source,
       gib(limit));
   // Name the key that contributes most.
   std::string key;
-  if (p.ring_bytes >= p.engine_bytes) {
+  if (p.message_bytes >= p.ring_bytes && p.message_bytes >= p.engine_bytes) {
+    key = "output.zmq.message_buffer_bytes";
+  } else if (p.ring_bytes >= p.engine_bytes) {
     key = "input.ring_chunks";
   } else {
     const auto& st = s.stream;

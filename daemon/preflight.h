@@ -27,10 +27,12 @@ std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint);
 // even where every holder set SO_REUSEPORT. Port 0 is never in use.
 std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint);
 
-// The memory the ring and the engine buffers take (CPU backend; bytes).
+// The memory the ring, the engine buffers and the message arena take (CPU backend; bytes).
 struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
+  std::uint64_t message_bytes = 0;  // output.zmq.message_buffer_bytes
+  std::uint64_t total() const { return ring_bytes + engine_bytes + message_bytes; }
 };
 MemoryPlan memory_plan(const Settings& s);
 

@@ -827,6 +827,9 @@ TEST(Lifecycle, CheckConfigCatchesWhatWouldFailAtStart) {
        "ring_chunk_bytes: 4294967296\n  ring_chunks: 1048576", "input.ring_chunks"},
       {"a slice larger than memory", "max_slice_frames: 65536\n  max_pending_frames: 262144",
        "max_slice_frames: 1073741824\n  max_pending_frames: 1073741824", "stream.max_slice_frames"},
+      {"a message arena larger than memory", "send_hwm: " + std::to_string(rig.daemon.send_hwm) + "\n",
+       "send_hwm: " + std::to_string(rig.daemon.send_hwm) + "\n    message_buffer_bytes: 1099511627776\n",
+       "output.zmq.message_buffer_bytes"},
   };
   for (const Case& c : cases) {
     std::ofstream(rig.config) << replaced(base, c.from, c.to);
@@ -836,7 +839,8 @@ TEST(Lifecycle, CheckConfigCatchesWhatWouldFailAtStart) {
     EXPECT_NE(out.find(c.key), std::string::npos) << c.name << "\n" << out;
     // The daemon itself refuses the sizes before mapping anything, naming the key (exit 2,
     // quickly).
-    if (c.key == "input.ring_chunks" || c.key == "stream.max_slice_frames") {
+    if (c.key == "input.ring_chunks" || c.key == "stream.max_slice_frames" ||
+        c.key == "output.zmq.message_buffer_bytes") {
       const auto t0 = std::chrono::steady_clock::now();
       const auto [st, o] = run_daemon_to_exit({"--config", rig.config.string()}, rig.scanner.dir / "start.log");
       EXPECT_EQ(st, 2) << c.name << "\n" << o;
