@@ -6,21 +6,14 @@
 #include <vector>
 
 #include "core/settings.h"
+#include "test_scanner.h"
 
 namespace petdaq {
 namespace {
 
 Geometry make(std::uint32_t bdm_t, std::uint32_t bdm_a, std::uint32_t du_t, std::uint32_t du_a,
               std::uint32_t c_t, std::uint32_t c_a, std::uint32_t position_size = 64) {
-  Geometry g;
-  g.bdm_transaxial = bdm_t;
-  g.bdm_axial = bdm_a;
-  g.du_transaxial = du_t;
-  g.du_axial = du_a;
-  g.crystal_transaxial = c_t;
-  g.crystal_axial = c_a;
-  g.position_size = position_size;
-  return g;
+  return Geometry::from(test::scanner_shape(bdm_t, bdm_a, du_t, du_a, c_t, c_a, position_size));
 }
 
 const Geometry kDefault = make(12, 2, 2, 2, 13, 13, 256);
