@@ -187,10 +187,10 @@ struct CpuBackend::Impl {
     if (histograms) sizes.histograms = &histograms->layout();
     if (sizes.threads > 1) {
       engine = std::make_unique<ParallelEngine>(sizes);
-      piece_first.resize(engine->threads() + 1);
-      piece_taken.resize(engine->threads());
-      piece_offset.resize(engine->threads());
-      piece_kept.resize(engine->threads());
+      piece_first.resize(engine->pieces() + 1);
+      piece_taken.resize(engine->pieces());
+      piece_offset.resize(engine->pieces());
+      piece_kept.resize(engine->pieces());
     }
   }
 
@@ -201,7 +201,7 @@ struct CpuBackend::Impl {
     RawFrame* const to = store.get() + store_count;
     const std::size_t n = deferred_count;
     if (engine->splits(n)) {
-      const std::size_t pieces = engine->threads();
+      const std::size_t pieces = engine->pieces();
       engine->pool().run(pieces, [&](std::size_t j) {
         std::size_t at = piece_begin(n, pieces, j);
         const std::size_t end = piece_begin(n, pieces, j + 1);
@@ -587,7 +587,10 @@ void CpuBackend::submit(const SliceRequest& request) {
   if (impl_->has_pending)
     throw std::logic_error("CpuBackend::submit: the previous slice was not collected");
   // The frames are taken now: those staged after this request belong to later slices.
+  const auto start = std::chrono::steady_clock::now();
   impl_->take(request);
+  impl_->stage.take +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   impl_->pending = request;
   impl_->has_pending = true;
 }

@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
     double convert = 0;
     double sort = 0;  // sort of the new singles and merge with the carry-over
     double coincidence = 0;
+    double take = 0;  // submit(): the slice's frames taken from the store
   };
   const StageSeconds& stage_seconds() const;
   unsigned threads() const;

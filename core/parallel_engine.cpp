@@ -1,6 +1,7 @@
 #include "core/parallel_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -13,9 +14,16 @@ namespace petdaq {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
 // Time ranges per thread in the sort: a few, so that a range of denser time does not leave
 // the other threads idle.
 constexpr std::size_t kRangesPerThread = 4;
+// Convert pieces per thread (ParallelEngine::pieces()).
+constexpr std::size_t kPiecesPerThread = 4;
 // A cache line between the rows of per-piece range counts, which different threads write.
 constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
 __extension__ typedef unsigned __int128 uint128;
@@ -52,28 +60,30 @@ struct ParallelEngine::Buffers {
   std::vector<RecordBuffer> segment_delayed;
   std::vector<std::size_t> copy_to;  // [2][segment]: where segment s's kept records go
   std::vector<std::size_t> copy_count;
-  // Histograms of convert pieces 1..T-1 (piece 0 fills the caller's set).
+  // Histograms of threads 1..T-1 (thread 0, the caller, fills the caller's set).
   std::vector<std::unique_ptr<HistogramSet>> histograms;
   bool histograms_pending = false;
 };
 
 ParallelEngine::ParallelEngine(const Sizes& sizes)
     : threads_(std::max(1u, sizes.threads)),
+      pieces_(threads_ > 1 ? threads_ * kPiecesPerThread : 1),
       min_parallel_(std::max<std::size_t>(1, sizes.min_parallel)),
       pool_(threads_),
       buffers_(std::make_unique<Buffers>()) {
   Buffers& b = *buffers_;
   const std::size_t t = threads_;
+  const std::size_t pieces = pieces_;
   const std::size_t ranges = t * kRangesPerThread;
   b.bdm_count = sizes.bdm_count;
-  b.piece_first.resize(t + 1);
-  b.piece_count.resize(t);
-  b.piece_accepted.resize(t);
-  b.piece_delta.resize(t);
-  b.piece_bdm.resize(t * 2 * sizes.bdm_count);
-  b.piece_min.resize(t);
-  b.piece_max.resize(t);
-  b.range_slot.resize(t * (ranges + kSlotPad));
+  b.piece_first.resize(pieces + 1);
+  b.piece_count.resize(pieces);
+  b.piece_accepted.resize(pieces);
+  b.piece_delta.resize(pieces);
+  b.piece_bdm.resize(pieces * 2 * sizes.bdm_count);
+  b.piece_min.resize(pieces);
+  b.piece_max.resize(pieces);
+  b.range_slot.resize(pieces * (ranges + kSlotPad));
   b.range_begin.resize(ranges + 1);
   b.seam.reserve(t + 1);
   b.segment_end.resize(t);
@@ -101,8 +111,14 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
 
 ParallelEngine::~ParallelEngine() = default;
 
+ParallelStats ParallelEngine::stats() const {
+  ParallelStats s = stats_;
+  s.pool = pool_.stats();
+  return s;
+}
+
 void ParallelEngine::copy_frames(RawFrame* to, const RawFrame* from, std::size_t n) {
-  const std::size_t pieces = threads_;
+  const std::size_t pieces = pieces_;
   pool_.run(pieces, [&](std::size_t j) {
     const std::size_t a = piece_begin(n, pieces, j), b = piece_begin(n, pieces, j + 1);
     std::memcpy(to + a, from + a, (b - a) * sizeof(RawFrame));
@@ -114,7 +130,7 @@ std::size_t ParallelEngine::convert(const RawFrame* frames, std::size_t n,
                                     CounterDelta& delta, std::uint64_t* bdm_singles,
                                     std::uint64_t* bdm_energy_rejected, HistogramSet* histograms) {
   Buffers& b = *buffers_;
-  const std::size_t pieces = threads_;
+  const std::size_t pieces = pieces_;
   for (std::size_t j = 0; j <= pieces; ++j) b.piece_first[j] = piece_begin(n, pieces, j);
   for (std::size_t j = 0; j < pieces; ++j) b.piece_count[j] = b.piece_first[j + 1] - b.piece_first[j];
   return convert_pieces(frames, b.piece_first.data(), b.piece_count.data(), tables, staging, delta,
@@ -128,7 +144,7 @@ std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::si
                                            std::uint64_t* bdm_energy_rejected,
                                            HistogramSet* histograms) {
   Buffers& b = *buffers_;
-  const std::size_t pieces = threads_;
+  const std::size_t pieces = pieces_;
   const std::uint32_t bdms = b.bdm_count;
   if (first_of != b.piece_first.data())
     for (std::size_t j = 0; j < pieces; ++j) b.piece_first[j] = first_of[j];
@@ -137,7 +153,7 @@ std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::si
   // Per-thread histograms when there are sets for them, else the calling thread's afterwards.
   const bool thread_histograms = histograms && !b.histograms.empty();
   if (thread_histograms) b.histograms_pending = true;
-  pool_.run(pieces, [&](std::size_t j) {
+  pool_.run(pieces, [&](std::size_t j, std::size_t thread) {
     const std::size_t first = b.piece_first[j];
     const std::size_t count = b.piece_count[j];
     CounterDelta& d = b.piece_delta[j];
@@ -158,7 +174,7 @@ std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::si
     b.piece_min[j] = lo;
     b.piece_max[j] = hi;
     if (thread_histograms)
-      (j == 0 ? *histograms : *b.histograms[j - 1]).add_frames(frames + first, count, tables);
+      (thread == 0 ? *histograms : *b.histograms[thread - 1]).add_frames(frames + first, count, tables);
   });
   if (histograms && !thread_histograms)
     for (std::size_t j = 0; j < pieces; ++j)
@@ -180,7 +196,7 @@ std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::si
 
 void ParallelEngine::sort(Single* out, Single* staging) {
   Buffers& b = *buffers_;
-  const std::size_t pieces = threads_;
+  const std::size_t pieces = pieces_;
   const std::size_t n = b.accepted;
   if (n == 0) return;
 
@@ -190,7 +206,7 @@ void ParallelEngine::sort(Single* out, Single* staging) {
   // most one range per tick of the span keeps the scale below 2^64 (as in sort_singles).
   const std::uint64_t span = max_time - min_time;
   const std::size_t ranges = static_cast<std::size_t>(
-      std::max<std::uint64_t>(1, std::min<std::uint64_t>(pieces * kRangesPerThread, span)));
+      std::max<std::uint64_t>(1, std::min<std::uint64_t>(threads_ * kRangesPerThread, span)));
   const std::uint64_t scale =
       span == 0 ? 0
                 : static_cast<std::uint64_t>((static_cast<uint128>(ranges) << 64) /
@@ -200,6 +216,7 @@ void ParallelEngine::sort(Single* out, Single* staging) {
     return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
   };
 
+  const Clock::time_point start = Clock::now();
   pool_.run(pieces, [&](std::size_t j) {
     std::size_t* count = b.range_slot.data() + j * stride;
     std::fill(count, count + ranges, 0);
@@ -224,12 +241,15 @@ void ParallelEngine::sort(Single* out, Single* staging) {
     const Single* s = staging + b.piece_first[j];
     for (std::size_t i = 0; i < b.piece_accepted[j]; ++i) out[slot[range_of(s[i].time)]++] = s[i];
   });
+  const Clock::time_point scattered = Clock::now();
+  stats_.sort_partition_seconds += std::chrono::duration<double>(scattered - start).count();
   // (time, crystal, energy) is a total order on every field of a single, so sorting each
   // range by it gives the bytes any other correct sort of the whole gives.
   pool_.run(ranges, [&](std::size_t r) {
     const std::size_t first = b.range_begin[r];
     sort_singles(out + first, b.range_begin[r + 1] - first, staging + first);
   });
+  stats_.sort_range_seconds += seconds_since(scattered);
   stats_.sort_ranges += ranges;
 }
 
@@ -251,6 +271,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   if (!splits(n) || empty_windows)
     return petdaq::find_coincidences(singles, n, p, horizon, final, prompts, delayed, counts);
   Buffers& b = *buffers_;
+  const Clock::time_point start = Clock::now();
   const std::size_t resolved_end = resolvable_end(singles, n, p, horizon, final);
   const std::size_t parts = threads_;
 
@@ -269,17 +290,24 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
 
   pool_.run(segments, [&](std::size_t s) {
     const std::size_t first = b.seam[s];
-    RecordBuffer& sp = s == 0 ? prompts : b.segment_prompts[s];
-    RecordBuffer& sd = s == 0 ? delayed : b.segment_delayed[s];
+    // The walk updates its buffers' sizes and its counts at every record: on this thread's
+    // stack, not in the arrays the other segments' threads write beside them.
+    RecordBuffer sp = s == 0 ? prompts : b.segment_prompts[s];
+    RecordBuffer sd = s == 0 ? delayed : b.segment_delayed[s];
     if (s > 0) {
       sp.clear();
       sd.clear();
     }
-    b.segment_counts[s] = CoincidenceCounts{};
+    CoincidenceCounts counts_here;
     b.segment_end[s] = first + walk_windows(singles + first, n - first, p, b.seam[s + 1] - first,
-                                            sp, sd, b.segment_counts[s]);
+                                            sp, sd, counts_here);
+    b.segment_counts[s] = counts_here;
+    (s == 0 ? prompts : b.segment_prompts[s]) = sp;
+    (s == 0 ? delayed : b.segment_delayed[s]) = sd;
   });
 
+  const Clock::time_point walked = Clock::now();
+  stats_.coincidence_walk_seconds += std::chrono::duration<double>(walked - start).count();
   // Records in segment order: the first `capacity` kept, the rest counted as overflow, as
   // RecordBuffer::push does on one thread.
   for (std::size_t s = 0; s < segments; ++s) {
@@ -310,6 +338,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
     if (count > 0)
       std::memcpy(out[k]->data + b.copy_to[k * parts + s], from.data, count * sizeof(CoincRecord));
   });
+  stats_.coincidence_join_seconds += seconds_since(walked);
   ++stats_.coincidence_calls;
   stats_.coincidence_seams += segments - 1;
   // The last segment holds the resolvable end (see above); with nothing resolvable there is
@@ -322,10 +351,10 @@ void ParallelEngine::add_records(const CoincRecord* records, std::size_t n, bool
   Buffers& b = *buffers_;
   if (!splits(n) || b.histograms.empty()) return into.add_records(records, n, delayed);
   b.histograms_pending = true;
-  const std::size_t pieces = threads_;
-  pool_.run(pieces, [&](std::size_t j) {
+  const std::size_t pieces = pieces_;
+  pool_.run(pieces, [&](std::size_t j, std::size_t thread) {
     const std::size_t first = piece_begin(n, pieces, j);
-    (j == 0 ? into : *b.histograms[j - 1])
+    (thread == 0 ? into : *b.histograms[thread - 1])
         .add_records(records + first, piece_begin(n, pieces, j + 1) - first, delayed);
   });
 }

@@ -33,6 +33,12 @@ struct ParallelStats {
   std::uint64_t sort_ranges = 0;        // time ranges sorted apart
   std::uint64_t coincidence_calls = 0;  // find_coincidences() calls split in segments
   std::uint64_t coincidence_seams = 0;  // segments - 1, summed
+  // Wall seconds of the split stages' steps (docs/engine.md, "Threads").
+  double sort_partition_seconds = 0;  // count per range, prefix sums, scatter
+  double sort_range_seconds = 0;      // sort_singles on each range
+  double coincidence_walk_seconds = 0;  // seams and the walks
+  double coincidence_join_seconds = 0;  // the segments' records after each other
+  ThreadPoolStats pool;                 // every run of the pool (take and staging included)
 };
 
 // The first item of piece `piece` when `count` items are cut in `pieces` near-equal parts
@@ -57,17 +63,21 @@ class ParallelEngine {
   ~ParallelEngine();
 
   unsigned threads() const { return threads_; }
+  // The pieces a stage's frames (and fresh singles) are cut into: a few per thread, handed
+  // out as the threads come free, so that a thread the system preempts for a while (a
+  // reader, the output writer) holds up one small piece rather than a T-th of the slice.
+  std::size_t pieces() const { return pieces_; }
   // Does a stage with `count` items go to several threads?
   bool splits(std::size_t count) const { return threads_ > 1 && count >= min_parallel_; }
 
-  // convert_frames() on T pieces of the frames: piece j's accepted singles go to
+  // convert_frames() on pieces() pieces of the frames: piece j's accepted singles go to
   // staging[first frame of j ...]; counters and per-BDM counts are added to the caller's.
   // `histograms` (or null) receives the frames' histograms, through per-thread sets that
   // collect_histograms() adds in. Returns the accepted singles; sort() places them.
   std::size_t convert(const RawFrame* frames, std::size_t n, const ConvertTables& tables,
                       Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
                       std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
-  // The same for frames laid out in threads() pieces with gaps between them (as a one-pass
+  // The same for frames laid out in pieces() pieces with gaps between them (as a one-pass
   // take leaves them): piece j is frames[first[j], first[j] + count[j]), first[] rising, and
   // its singles go to staging[first[j] ...]. The singles are those of convert() on the
   // pieces put end to end.
@@ -92,7 +102,7 @@ class ParallelEngine {
   void collect_histograms(HistogramSet& into);
   void reset_histograms();
 
-  const ParallelStats& stats() const { return stats_; }
+  ParallelStats stats() const;
   // memcpy of n frames, a piece per thread.
   void copy_frames(RawFrame* to, const RawFrame* from, std::size_t n);
   // The pool, for the backend's own per-piece work (taking a slice's frames).
@@ -101,6 +111,7 @@ class ParallelEngine {
  private:
   struct Buffers;
   unsigned threads_;
+  std::size_t pieces_;
   std::size_t min_parallel_;
   ThreadPool pool_;
   std::unique_ptr<Buffers> buffers_;

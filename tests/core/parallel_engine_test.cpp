@@ -564,5 +564,35 @@ TEST(ThreadPool, EveryTaskRunsOnceAndExceptionsReachTheCaller) {
   }
 }
 
+// Runs far apart (the workers have gone to sleep) and back to back (they are spinning) alike:
+// every task once, on a thread index below size(), each thread index on one thread only;
+// the stats count every run and no more task time than the runs held.
+TEST(ThreadPool, SleepingAndSpinningWorkersTakeEveryTaskWithTheirThreadIndex) {
+  ThreadPool pool(4);
+  for (int round = 0; round < 40; ++round) {
+    if (round % 2 == 0)  // well past the spin: the workers sleep before this run
+      std::this_thread::sleep_for(ThreadPool::kSpin * 20);
+    std::vector<std::atomic<int>> ran(64);
+    std::vector<std::atomic<std::thread::id>> owner(pool.size());
+    std::atomic<int> wrong_thread{0};
+    pool.run(ran.size(), [&](std::size_t task, std::size_t thread) {
+      ++ran[task];
+      ASSERT_LT(thread, pool.size());
+      std::thread::id none{};
+      if (!owner[thread].compare_exchange_strong(none, std::this_thread::get_id()) &&
+          none != std::this_thread::get_id())
+        ++wrong_thread;
+    });
+    for (std::size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i].load(), 1) << round << " " << i;
+    EXPECT_EQ(wrong_thread.load(), 0);
+    // Index 0 is the caller's (which may find every task taken before it starts).
+    if (owner[0].load() != std::thread::id{}) EXPECT_EQ(owner[0].load(), std::this_thread::get_id());
+  }
+  const ThreadPoolStats s = pool.stats();
+  EXPECT_EQ(s.runs, 40u);
+  EXPECT_GT(s.task_seconds, 0.0);
+  EXPECT_LE(s.task_seconds, s.run_seconds * pool.size() * 1.01);
+}
+
 }  // namespace
 }  // namespace petdaq

@@ -431,10 +431,10 @@ int run(const Options& o) {
     const CpuBackend::StageSeconds& st = cpu->stage_seconds();
     // The rest of this thread's time: the slicer, staging, the output, and waiting for the
     // reader (a read that the processing does not hide).
-    std::printf("stages           convert %.3f s, sort %.3f s, coincidence %.3f s, "
+    std::printf("stages           take %.3f s, convert %.3f s, sort %.3f s, coincidence %.3f s, "
                 "slicer, output and waiting for the reader %.3f s\n",
-                st.convert, st.sort, st.coincidence,
-                processing_s - st.convert - st.sort - st.coincidence);
+                st.take, st.convert, st.sort, st.coincidence,
+                processing_s - st.take - st.convert - st.sort - st.coincidence);
   }
   const auto* cpu = dynamic_cast<const CpuBackend*>(backend.get());
   const unsigned threads = cpu ? cpu->threads() : 1;
@@ -443,6 +443,16 @@ int run(const Options& o) {
     std::printf("threads          %u (%llu slices split, %llu coincidence seams)\n", threads,
                 static_cast<unsigned long long>(ps.convert_calls),
                 static_cast<unsigned long long>(ps.coincidence_seams));
+    // Where the split stages' time goes, and what the hand-overs and the wait for the slowest
+    // task cost (thread-seconds in runs minus the tasks' own).
+    std::printf("split steps      sort: partition %.3f s, ranges %.3f s; coincidence: walks %.3f s, "
+                "join %.3f s; %llu pool runs, %.3f s, idle in them %.1f %%\n",
+                ps.sort_partition_seconds, ps.sort_range_seconds, ps.coincidence_walk_seconds,
+                ps.coincidence_join_seconds, static_cast<unsigned long long>(ps.pool.runs),
+                ps.pool.run_seconds,
+                ps.pool.run_seconds > 0
+                    ? 100.0 * (1.0 - ps.pool.task_seconds / (ps.pool.run_seconds * threads))
+                    : 0.0);
   }
   std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
               per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
