@@ -24,6 +24,19 @@ double seconds_since(Clock::time_point t) {
 constexpr std::size_t kRangesPerThread = 4;
 // Convert pieces per thread (ParallelEngine::pieces()).
 constexpr std::size_t kPiecesPerThread = 4;
+
+// One coincidence segment's walk: its results, and where its records lie in its thread's
+// buffers ([0] prompts, [1] delayed) and go in the caller's.
+struct Segment {
+  std::size_t thread = 0;
+  std::size_t end = 0;  // the walk's return value
+  CoincidenceCounts counts;
+  std::size_t first[2] = {};
+  std::size_t size[2] = {};
+  std::uint64_t overflow[2] = {};
+  std::size_t copy_to[2] = {};
+  std::size_t copy_count[2] = {};
+};
 // A cache line between the rows of per-piece range counts, which different threads write.
 constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
 __extension__ typedef unsigned __int128 uint128;
@@ -50,16 +63,13 @@ struct ParallelEngine::Buffers {
   std::vector<std::uint64_t> piece_max;
   std::vector<std::size_t> range_slot;  // [piece][range], rows kSlotPad apart
   std::vector<std::size_t> range_begin;  // [range + 1]
-  // Coincidences: segment bounds, their results, and the records of segments 1.. (segment
-  // 0 writes into the caller's buffers).
+  // Coincidences: segment bounds; per segment where its records went and its results; per
+  // thread the buffers it appends its segments' records to.
   std::vector<std::size_t> seam;
-  std::vector<std::size_t> segment_end;  // the walk's return value
-  std::vector<CoincidenceCounts> segment_counts;
+  std::vector<Segment> segments;
   std::vector<std::unique_ptr<CoincRecord[]>> record_storage;
-  std::vector<RecordBuffer> segment_prompts;
-  std::vector<RecordBuffer> segment_delayed;
-  std::vector<std::size_t> copy_to;  // [2][segment]: where segment s's kept records go
-  std::vector<std::size_t> copy_count;
+  std::vector<RecordBuffer> thread_prompts;
+  std::vector<RecordBuffer> thread_delayed;
   // Histograms of threads 1..T-1 (thread 0, the caller, fills the caller's set).
   std::vector<std::unique_ptr<HistogramSet>> histograms;
   bool histograms_pending = false;
@@ -68,6 +78,7 @@ struct ParallelEngine::Buffers {
 ParallelEngine::ParallelEngine(const Sizes& sizes)
     : threads_(std::max(1u, sizes.threads)),
       pieces_(threads_ > 1 ? threads_ * kPiecesPerThread : 1),
+      segments_(threads_ * std::max<std::size_t>(1, sizes.segments_per_thread)),
       min_parallel_(std::max<std::size_t>(1, sizes.min_parallel)),
       pool_(threads_),
       buffers_(std::make_unique<Buffers>()) {
@@ -85,22 +96,19 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
   b.piece_max.resize(pieces);
   b.range_slot.resize(pieces * (ranges + kSlotPad));
   b.range_begin.resize(ranges + 1);
-  b.seam.reserve(t + 1);
-  b.segment_end.resize(t);
-  b.segment_counts.resize(t);
-  b.segment_prompts.resize(t);
-  b.segment_delayed.resize(t);
-  b.copy_to.resize(2 * t);
-  b.copy_count.resize(2 * t);
+  b.seam.reserve(segments_ + 1);
+  b.segments.resize(segments_);
+  b.thread_prompts.resize(t);
+  b.thread_delayed.resize(t);
   if (threads_ > 1) {
-    // Each segment may emit as much as a whole slice; pages nobody writes cost nothing.
-    for (std::size_t s = 1; s < t; ++s) {
+    // A thread's segments may emit as much as a whole slice; pages nobody writes cost nothing.
+    for (std::size_t s = 0; s < t; ++s) {
       b.record_storage.push_back(std::make_unique_for_overwrite<CoincRecord[]>(sizes.record_capacity));
-      b.segment_prompts[s] = RecordBuffer{b.record_storage.back().get(), sizes.record_capacity};
+      b.thread_prompts[s] = RecordBuffer{b.record_storage.back().get(), sizes.record_capacity};
       if (sizes.delayed) {
         b.record_storage.push_back(
             std::make_unique_for_overwrite<CoincRecord[]>(sizes.record_capacity));
-        b.segment_delayed[s] = RecordBuffer{b.record_storage.back().get(), sizes.record_capacity};
+        b.thread_delayed[s] = RecordBuffer{b.record_storage.back().get(), sizes.record_capacity};
       }
     }
     if (sizes.histograms)
@@ -273,7 +281,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   Buffers& b = *buffers_;
   const Clock::time_point start = Clock::now();
   const std::size_t resolved_end = resolvable_end(singles, n, p, horizon, final);
-  const std::size_t parts = threads_;
+  const std::size_t parts = segments_;
 
   b.seam.clear();
   b.seam.push_back(0);
@@ -288,22 +296,37 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   b.seam.push_back(resolved_end);
   const std::size_t segments = b.seam.size() - 1;
 
-  pool_.run(segments, [&](std::size_t s) {
+  // Each thread appends the records of the segments it walks to its own buffers. The pool
+  // hands tasks out in rising order, so a thread's segments follow each other in segment
+  // order too: a thread whose buffer fills has, with its own earlier segments, already
+  // emitted more records than the caller's buffer can keep, and it kept at least what the
+  // caller's buffer has room for from that segment on, so nothing that one buffer would keep
+  // is lost.
+  for (std::size_t t = 0; t < threads_; ++t) {
+    b.thread_prompts[t].clear();
+    b.thread_delayed[t].clear();
+  }
+  pool_.run(segments, [&](std::size_t s, std::size_t thread) {
     const std::size_t first = b.seam[s];
     // The walk updates its buffers' sizes and its counts at every record: on this thread's
-    // stack, not in the arrays the other segments' threads write beside them.
-    RecordBuffer sp = s == 0 ? prompts : b.segment_prompts[s];
-    RecordBuffer sd = s == 0 ? delayed : b.segment_delayed[s];
-    if (s > 0) {
-      sp.clear();
-      sd.clear();
-    }
+    // stack, not in the arrays the other threads write beside them.
+    RecordBuffer sp = b.thread_prompts[thread];
+    RecordBuffer sd = b.thread_delayed[thread];
+    Segment& seg = b.segments[s];
+    seg.first[0] = sp.size;
+    seg.first[1] = sd.size;
+    seg.thread = thread;
+    const std::uint64_t overflow[2] = {sp.overflow, sd.overflow};
     CoincidenceCounts counts_here;
-    b.segment_end[s] = first + walk_windows(singles + first, n - first, p, b.seam[s + 1] - first,
-                                            sp, sd, counts_here);
-    b.segment_counts[s] = counts_here;
-    (s == 0 ? prompts : b.segment_prompts[s]) = sp;
-    (s == 0 ? delayed : b.segment_delayed[s]) = sd;
+    seg.end = first + walk_windows(singles + first, n - first, p, b.seam[s + 1] - first, sp, sd,
+                                   counts_here);
+    seg.counts = counts_here;
+    seg.size[0] = sp.size - seg.first[0];
+    seg.size[1] = sd.size - seg.first[1];
+    seg.overflow[0] = sp.overflow - overflow[0];
+    seg.overflow[1] = sd.overflow - overflow[1];
+    b.thread_prompts[thread] = sp;
+    b.thread_delayed[thread] = sd;
   });
 
   const Clock::time_point walked = Clock::now();
@@ -311,7 +334,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   // Records in segment order: the first `capacity` kept, the rest counted as overflow, as
   // RecordBuffer::push does on one thread.
   for (std::size_t s = 0; s < segments; ++s) {
-    const CoincidenceCounts& c = b.segment_counts[s];
+    const CoincidenceCounts& c = b.segments[s].counts;
     counts.prompts += c.prompts;
     counts.delayed += c.delayed;
     counts.multiples += c.multiples;
@@ -320,30 +343,29 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   RecordBuffer* out[2] = {&prompts, &delayed};
   for (int k = 0; k < 2; ++k) {
     RecordBuffer& into = *out[k];
-    for (std::size_t s = 1; s < segments; ++s) {
-      const RecordBuffer& from = k == 0 ? b.segment_prompts[s] : b.segment_delayed[s];
-      const std::size_t take = std::min(from.size, into.capacity - into.size);
-      b.copy_to[k * parts + s] = into.size;
-      b.copy_count[k * parts + s] = take;
+    for (std::size_t s = 0; s < segments; ++s) {
+      Segment& seg = b.segments[s];
+      const std::size_t take = std::min(seg.size[k], into.capacity - into.size);
+      seg.copy_to[k] = into.size;
+      seg.copy_count[k] = take;
       into.size += take;
-      into.overflow += from.size - take + from.overflow;
+      into.overflow += seg.size[k] - take + seg.overflow[k];
     }
   }
   pool_.run(2 * segments, [&](std::size_t task) {
     const std::size_t k = task / segments;
-    const std::size_t s = task % segments;
-    if (s == 0) return;
-    const RecordBuffer& from = k == 0 ? b.segment_prompts[s] : b.segment_delayed[s];
-    const std::size_t count = b.copy_count[k * parts + s];
-    if (count > 0)
-      std::memcpy(out[k]->data + b.copy_to[k * parts + s], from.data, count * sizeof(CoincRecord));
+    const Segment& seg = b.segments[task % segments];
+    if (seg.copy_count[k] == 0) return;
+    const RecordBuffer& from = k == 0 ? b.thread_prompts[seg.thread] : b.thread_delayed[seg.thread];
+    std::memcpy(out[k]->data + seg.copy_to[k], from.data + seg.first[k],
+                seg.copy_count[k] * sizeof(CoincRecord));
   });
   stats_.coincidence_join_seconds += seconds_since(walked);
   ++stats_.coincidence_calls;
   stats_.coincidence_seams += segments - 1;
   // The last segment holds the resolvable end (see above); with nothing resolvable there is
   // one segment, empty, whose walk returns 0 (or n = 0).
-  return b.segment_end[segments - 1];
+  return b.segments[segments - 1].end;
 }
 
 void ParallelEngine::add_records(const CoincRecord* records, std::size_t n, bool delayed,

@@ -58,6 +58,8 @@ class ParallelEngine {
     const HistogramLayout* histograms = nullptr;  // per-thread histograms, when enabled
     // Fewer frames (or singles) than this run on the calling thread alone.
     std::size_t min_parallel = 64 * 1024;
+    // Coincidence segments per thread: a few, handed out as threads come free.
+    std::size_t segments_per_thread = 4;
   };
   explicit ParallelEngine(const Sizes& sizes);
   ~ParallelEngine();
@@ -112,6 +114,7 @@ class ParallelEngine {
   struct Buffers;
   unsigned threads_;
   std::size_t pieces_;
+  std::size_t segments_;  // coincidence segments to cut, at most
   std::size_t min_parallel_;
   ThreadPool pool_;
   std::unique_ptr<Buffers> buffers_;
