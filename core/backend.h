@@ -95,6 +95,10 @@ class Backend {
   virtual std::size_t max_staged_frames() const = 0;
   // Slices that may be submitted and not yet collected.
   virtual std::size_t max_in_flight() const = 0;
+  // Does a slice's work run on the calling thread inside collect() (the CPU backend)? Then a
+  // slice in flight overlaps with nothing, and the slicer collects each slice as soon as it
+  // has submitted it, so that its records go out at once rather than at the next cut.
+  virtual bool works_in_collect() const { return false; }
   // Queues a copy of `count` frames into the backend's stage and returns its ticket. The
   // caller leaves the memory untouched until staged(ticket) says the copy is done. Memory
   // from the backend's HostAllocator (the ring) is copied fastest.

@@ -34,19 +34,28 @@ struct BufferSink {
 };
 
 // The window walk's search (core/window_walk.h) on the CPU: the first index at or after
-// `from` whose time fails `inside`. A cursor usually moves by zero, one or two singles per
-// window: the first step is taken without a branch (a clamped, in-bounds load), the loop
-// handles the rest. The three searches are independent chains (the delayed end is found
-// from the opener's time, not from the delayed start), which lets consecutive windows
-// overlap in the core. n >= 1.
+// `from` whose time fails `inside`. A cursor usually moves by zero to three singles per
+// window, in no predictable pattern (the delayed window's cursors move by a Poisson count), so
+// the first four steps are taken without a branch: `inside` holds on a prefix, so the number
+// of the next four singles inside it is the distance moved, unless all four are; the loop
+// handles the rest and the last singles of the slice. The three searches are independent
+// chains (the delayed end is found from the opener's time, not from the delayed start), which
+// lets consecutive windows overlap in the core. n >= 1.
 struct AdvanceCursor {
   const Single* singles;
   std::size_t n;
   template <class Inside>
   std::uint64_t operator()(std::uint64_t from, Inside inside) const {
     std::size_t cursor = from;
-    const std::size_t at = cursor < n ? cursor : n - 1;
-    cursor += static_cast<std::size_t>((cursor < n) & inside(singles[at].time));
+    if (cursor + 4 <= n) {
+      const Single* s = singles + cursor;
+      const std::size_t moved = static_cast<std::size_t>(inside(s[0].time)) +
+                                static_cast<std::size_t>(inside(s[1].time)) +
+                                static_cast<std::size_t>(inside(s[2].time)) +
+                                static_cast<std::size_t>(inside(s[3].time));
+      cursor += moved;
+      if (moved < 4) return cursor;
+    }
     while (cursor < n && inside(singles[cursor].time)) ++cursor;
     return cursor;
   }

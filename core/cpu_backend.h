@@ -34,6 +34,7 @@ class CpuBackend final : public Backend {
   std::size_t max_slice_frames() const override;
   std::size_t max_staged_frames() const override;
   std::size_t max_in_flight() const override { return 1; }
+  bool works_in_collect() const override { return true; }
   std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
   bool staged(std::uint64_t ticket) override;
   void wait_staged(std::uint64_t ticket) override;

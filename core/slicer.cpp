@@ -319,6 +319,7 @@ struct Slicer::Impl {
     run_delivered = true;
     published = std::max(published, final ? h_cur : bound);
     last_cut = now;
+    if (backend.works_in_collect()) deliver_one();
   }
 
   // Stages frames that are accepted (the caller has flushed everything accepted before).
