@@ -128,6 +128,8 @@ struct CpuBackend::Impl {
   // the pieces left them, piece j's piece_taken[j] at piece_offset[j], with gaps between.
   std::vector<std::size_t> piece_first, piece_taken, piece_offset, piece_kept;
   bool input_in_pieces = false;
+  bool take_pending = false;     // complete_take()
+  std::uint64_t take_bound = 0;  // of the one-pass take
 
   StageSeconds stage;
   SliceRequest pending;
@@ -233,8 +235,11 @@ struct CpuBackend::Impl {
     result.slice_id = req.slice_id;
     const std::uint64_t requested = req.final ? kNoBound : req.bound;
     const std::size_t held = store_count + deferred_count;
-    if (engine && engine->splits(held) && held <= max_slice_frames)
-      return take_in_one_pass(requested);
+    if (engine && engine->splits(held) && held <= max_slice_frames) {
+      plan_one_pass(requested);
+      take_pending = true;  // run by the convert stage, piece by piece (process())
+      return;
+    }
     copy_deferred();
     if (engine && engine->splits(store_count)) return take_in_pieces(requested);
     // One pass in the common case: the frames below the bound go to `input` while it has
@@ -271,33 +276,48 @@ struct CpuBackend::Impl {
   // `input` piece by piece, gaps and all (ParallelEngine::convert_pieces). The deferred
   // blocks are thereby staged without a copy of their own.
   void take_in_one_pass(std::uint64_t requested) {
+    plan_one_pass(requested);
+    engine->pool().run(piece_taken.size(), [&](std::size_t j) { take_piece(j); });
+    finish_one_pass();
+  }
+
+  // The one-pass take in three steps, so that the convert stage can run each piece's take
+  // right before converting it (take_pending, below): the pieces' bounds, one piece's
+  // split, and what follows once every piece is split.
+  void plan_one_pass(std::uint64_t requested) {
+    const std::size_t pieces = piece_taken.size();
+    const std::size_t total = store_count + deferred_count;
+    for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(total, pieces, j);
+    take_bound = requested;
+    set_taken(0, 0, requested, false);  // the count once the pieces are split
+  }
+  void take_piece(std::size_t j) {
     RawFrame* const st = store.get();
     RawFrame* const in = input.get();
-    const std::size_t pieces = piece_taken.size();
     const std::size_t stored = store_count;
-    const std::size_t total = stored + deferred_count;
-    for (std::size_t j = 0; j <= pieces; ++j) piece_first[j] = piece_begin(total, pieces, j);
-    engine->pool().run(pieces, [&](std::size_t j) {
-      const std::size_t begin = piece_first[j], end = piece_first[j + 1];
-      std::size_t at = begin, t = 0;
-      const auto split = [&](const RawFrame* from, std::size_t n) {
-        t += split_frames(from, n, source_rule, requested, in + begin + t, st + begin + (at - begin - t));
-        at += n;
-      };
-      if (at < std::min(end, stored)) split(st + at, std::min(end, stored) - at);
-      if (at < end) {
-        // The deferred block holding frame `at`, then the blocks after it.
-        std::size_t b = static_cast<std::size_t>(
-            std::upper_bound(deferred_first.begin(), deferred_first.end(), at - stored) -
-            deferred_first.begin() - 1);
-        for (; at < end; ++b) {
-          const std::size_t from = at - stored - deferred_first[b];
-          split(deferred[b].frames + from, std::min(deferred[b].count - from, end - at));
-        }
+    const std::uint64_t requested = take_bound;
+    const std::size_t begin = piece_first[j], end = piece_first[j + 1];
+    std::size_t at = begin, t = 0;
+    const auto split = [&](const RawFrame* from, std::size_t n) {
+      t += split_frames(from, n, source_rule, requested, in + begin + t, st + begin + (at - begin - t));
+      at += n;
+    };
+    if (at < std::min(end, stored)) split(st + at, std::min(end, stored) - at);
+    if (at < end) {
+      // The deferred block holding frame `at`, then the blocks after it.
+      std::size_t b = static_cast<std::size_t>(
+          std::upper_bound(deferred_first.begin(), deferred_first.end(), at - stored) -
+          deferred_first.begin() - 1);
+      for (; at < end; ++b) {
+        const std::size_t from = at - stored - deferred_first[b];
+        split(deferred[b].frames + from, std::min(deferred[b].count - from, end - at));
       }
-      piece_taken[j] = t;
-      piece_kept[j] = end - begin - t;
-    });
+    }
+    piece_taken[j] = t;
+    piece_kept[j] = end - begin - t;
+  }
+  void finish_one_pass() {
+    const std::size_t pieces = piece_taken.size();
     std::size_t taken = 0;
     for (std::size_t j = 0; j < pieces; ++j) {
       piece_offset[j] = piece_first[j];
@@ -308,8 +328,18 @@ struct CpuBackend::Impl {
     deferred_first.clear();
     deferred_count = 0;
     copied = tickets;
-    set_taken(taken, 0, requested, false);
+    set_taken(taken, 0, take_bound, false);
     input_in_pieces = true;
+  }
+
+  // A one-pass take that submit() planned and the convert stage has not yet run (the
+  // slicer collects a CPU slice right after submitting it). Anything that touches the
+  // staged frames before that runs it first.
+  void complete_take() {
+    if (!take_pending) return;
+    take_pending = false;
+    engine->pool().run(piece_taken.size(), [&](std::size_t j) { take_piece(j); });
+    finish_one_pass();
   }
 
   // take() on the engine's threads when the store holds more than a slice: each piece of the
@@ -435,10 +465,26 @@ struct CpuBackend::Impl {
     const std::size_t frame_count = input_count;
     CounterDelta& delta = result.counters;
     // Threads (core/parallel_engine.h) for slices big enough to repay the split.
-    const bool split = engine && engine->splits(frame_count);
+    // A planned one-pass take runs inside the convert stage, each piece's take right before
+    // its convert, while its frames are in that core's cache; the stages after it then run
+    // on the threads too, whatever the slice's size.
+    const bool fused = take_pending;
+    const bool split = fused || (engine && engine->splits(frame_count));
     if (!split) join_input_pieces();
     std::size_t fresh;
-    if (split && input_in_pieces) {
+    if (fused) {
+      take_pending = false;
+      fresh = engine->convert_pieces(
+          input.get(), piece_first.data(), piece_taken.data(), tables, scratch, delta,
+          bdm_singles.data(), bdm_energy_rejected.data(), histograms.get(),
+          [](void* self, std::size_t j) {
+            Impl& m = *static_cast<Impl*>(self);
+            m.take_piece(j);
+            return m.piece_taken[j];
+          },
+          this);
+      finish_one_pass();
+    } else if (split && input_in_pieces) {
       fresh = engine->convert_pieces(input.get(), piece_offset.data(), piece_taken.data(), tables,
                                      scratch, delta, bdm_singles.data(),
                                      bdm_energy_rejected.data(), histograms.get());
@@ -543,6 +589,7 @@ std::size_t CpuBackend::max_staged_frames() const { return impl_->max_staged_fra
 
 std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
   Impl& m = *impl_;
+  m.complete_take();
   const std::size_t held = m.store_count + m.deferred_count;
   // The slicer never stages more; a caller that does has a bug, not bad data.
   if (count > m.max_staged_frames - held)
@@ -573,6 +620,7 @@ std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
 
 void CpuBackend::defer_staging(bool on) {
   Impl& m = *impl_;
+  m.complete_take();
   m.copy_deferred();
   m.defer = on && m.engine;
 }
@@ -580,6 +628,7 @@ void CpuBackend::defer_staging(bool on) {
 bool CpuBackend::staged(std::uint64_t ticket) { return ticket <= impl_->copied; }
 
 void CpuBackend::wait_staged(std::uint64_t ticket) {
+  impl_->complete_take();
   if (ticket > impl_->copied) impl_->copy_deferred();
 }
 

@@ -150,19 +150,21 @@ std::size_t ParallelEngine::convert_pieces(const RawFrame* frames, const std::si
                                            const ConvertTables& tables, Single* staging,
                                            CounterDelta& delta, std::uint64_t* bdm_singles,
                                            std::uint64_t* bdm_energy_rejected,
-                                           HistogramSet* histograms) {
+                                           HistogramSet* histograms, PieceTake take,
+                                           void* take_context) {
   Buffers& b = *buffers_;
   const std::size_t pieces = pieces_;
   const std::uint32_t bdms = b.bdm_count;
   if (first_of != b.piece_first.data())
     for (std::size_t j = 0; j < pieces; ++j) b.piece_first[j] = first_of[j];
-  if (count_of != b.piece_count.data())
+  if (!take && count_of != b.piece_count.data())
     for (std::size_t j = 0; j < pieces; ++j) b.piece_count[j] = count_of[j];
   // Per-thread histograms when there are sets for them, else the calling thread's afterwards.
   const bool thread_histograms = histograms && !b.histograms.empty();
   if (thread_histograms) b.histograms_pending = true;
   pool_.run(pieces, [&](std::size_t j, std::size_t thread) {
     const std::size_t first = b.piece_first[j];
+    if (take) b.piece_count[j] = take(take_context, j);
     const std::size_t count = b.piece_count[j];
     CounterDelta& d = b.piece_delta[j];
     d = CounterDelta{};

@@ -83,10 +83,14 @@ class ParallelEngine {
   // take leaves them): piece j is frames[first[j], first[j] + count[j]), first[] rising, and
   // its singles go to staging[first[j] ...]. The singles are those of convert() on the
   // pieces put end to end.
+  // With `take`, piece j's task first calls take(context, j), which writes the piece's frames
+  // at first[j] and returns their count (count[] is then read from nowhere else).
+  using PieceTake = std::size_t (*)(void* context, std::size_t piece);
   std::size_t convert_pieces(const RawFrame* frames, const std::size_t* first,
                              const std::size_t* count, const ConvertTables& tables,
                              Single* staging, CounterDelta& delta, std::uint64_t* bdm_singles,
-                             std::uint64_t* bdm_energy_rejected, HistogramSet* histograms);
+                             std::uint64_t* bdm_energy_rejected, HistogramSet* histograms,
+                             PieceTake take = nullptr, void* take_context = nullptr);
   // Writes the singles of the last convert() to out[0, accepted) in the order of DESIGN
   // section 5; `staging` (the one given to convert()) is the sorts' scratch.
   void sort(Single* out, Single* staging);

@@ -346,10 +346,12 @@ struct BackendRun {
 // Stages the frames (in arrival order) in chunks and cuts a slice after each at a bound a
 // little behind the latest raw time staged, then a final slice. Each chunk is staged in
 // `blocks` blocks; `deferred`: CpuBackend::defer_staging, whose tickets are staged only once
-// the slice is submitted.
+// the slice has taken them. `early`: the next chunk's first block is staged between a slice's
+// submit and its collect (it belongs to the next slice).
 BackendRun run_backend(const Settings& settings, const Calibration& calibration,
                 const std::vector<RawFrame>& frames, std::size_t chunks, std::uint64_t lag_ticks,
-                std::size_t min_parallel, bool deferred = false, std::size_t blocks = 1) {
+                std::size_t min_parallel, bool deferred = false, std::size_t blocks = 1,
+                bool early = false) {
   CpuBackendOptions options;
   options.min_parallel_frames = min_parallel;
   CpuBackend backend(settings, calibration, options);
@@ -357,26 +359,40 @@ BackendRun run_backend(const Settings& settings, const Calibration& calibration,
   const std::uint32_t bdm_count = Geometry::from(settings.scanner).bdm_count();
   BackendRun run;
   std::uint64_t latest = 0;
+  const auto block_of = [&](std::size_t c, std::size_t b) {
+    const std::size_t first = frames.size() * c / (chunks + 1);
+    const std::size_t last = frames.size() * (c + 1) / (chunks + 1);
+    return std::pair{first + (last - first) * b / blocks, first + (last - first) * (b + 1) / blocks};
+  };
+  std::size_t staged_early = 0;  // blocks of this chunk staged before the last collect
   for (std::size_t c = 0; c <= chunks; ++c) {
     const std::size_t first = frames.size() * c / (chunks + 1);
     const std::size_t last = frames.size() * (c + 1) / (chunks + 1);
     for (std::size_t i = first; i < last; ++i) latest = std::max(latest, frame_time(frames[i].bytes));
     std::uint64_t ticket = 0;
-    for (std::size_t b = 0; b < blocks; ++b) {
-      const std::size_t from = first + (last - first) * b / blocks;
-      const std::size_t to = first + (last - first) * (b + 1) / blocks;
+    for (std::size_t b = staged_early; b < blocks; ++b) {
+      const auto [from, to] = block_of(c, b);
       ticket = backend.stage(frames.data() + from, to - from);
     }
+    staged_early = 0;
     // Deferred (on several threads): the memory is the caller's until the slice takes it.
-    EXPECT_EQ(backend.staged(ticket), !deferred || backend.threads() == 1 || first == last);
+    if (!early)
+      EXPECT_EQ(backend.staged(ticket), !deferred || backend.threads() == 1 || first == last);
     SliceRequest r;
     r.slice_id = c;
     r.run_start = c == 0;
     r.final = c == chunks;
     r.bound = latest > lag_ticks ? latest - lag_ticks : 0;
     backend.submit(r);
-    EXPECT_TRUE(backend.staged(ticket));
+    if (early && c < chunks && blocks > 1) {
+      const auto [from, to] = block_of(c + 1, 0);
+      backend.stage(frames.data() + from, to - from);
+      staged_early = 1;
+    }
+    // The slice's take has read every staged block once it is collected (on several
+    // threads the convert stage runs it, piece by piece).
     run.slices.emplace_back(backend.collect(), bdm_count);
+    EXPECT_TRUE(backend.staged(ticket));
   }
   if (const HistogramSet* h = backend.histograms())
     run.histogram_bins.assign(h->bins(), h->bins() + h->layout().bytes);
@@ -490,6 +506,10 @@ TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
                                             c.min_parallel, deferred, 3);
         expect_same(one, many);
         EXPECT_GT(many.stats.convert_calls, 0u);
+        // A block staged between a slice's submit and its collect goes to the next slice.
+        SCOPED_TRACE("a block staged before the collect");
+        expect_same(one, run_backend(s, scanner.calibration, frames, 9, c.lag_ticks,
+                                     c.min_parallel, deferred, 3, true));
       }
   }
 }
