@@ -269,21 +269,15 @@ struct CpuBackend::Impl {
   }
 
   // take() on the engine's threads when everything staged fits in a slice (the common case):
-  // one pass over the store's frames and then the deferred blocks', cut in T pieces. Each
-  // piece copies the frames the slice takes to its own place in `input` (its first index:
-  // no piece can overrun another) and the rest to its own place in the store, closed up
-  // (frame i of the sequence lies at store index i or later); the convert stage reads
-  // `input` piece by piece, gaps and all (ParallelEngine::convert_pieces). The deferred
-  // blocks are thereby staged without a copy of their own.
-  void take_in_one_pass(std::uint64_t requested) {
-    plan_one_pass(requested);
-    engine->pool().run(piece_taken.size(), [&](std::size_t j) { take_piece(j); });
-    finish_one_pass();
-  }
-
-  // The one-pass take in three steps, so that the convert stage can run each piece's take
-  // right before converting it (take_pending, below): the pieces' bounds, one piece's
-  // split, and what follows once every piece is split.
+  // one pass over the store's frames and then the deferred blocks', cut in pieces (a few per
+  // thread). Each piece copies the frames the slice takes to its own place in `input` (its
+  // first index: no piece can overrun another) and the rest to its own place in the store,
+  // closed up (frame i of the sequence lies at store index i or later); the convert stage
+  // reads `input` piece by piece, gaps and all (ParallelEngine::convert_pieces). The
+  // deferred blocks are thereby staged without a copy of their own. It runs in three steps,
+  // so that the convert stage can run each piece's take right before converting it
+  // (take_pending, below): the pieces' bounds, one piece's split, and what follows once
+  // every piece is split.
   void plan_one_pass(std::uint64_t requested) {
     const std::size_t pieces = piece_taken.size();
     const std::size_t total = store_count + deferred_count;
