@@ -581,6 +581,10 @@ std::size_t CpuBackend::max_slice_frames() const { return impl_->max_slice_frame
 
 std::size_t CpuBackend::max_staged_frames() const { return impl_->max_staged_frames; }
 
+std::size_t CpuBackend::preferred_slice_frames() const {
+  return std::min<std::size_t>(impl_->max_slice_frames / 2, kCacheSliceFrames * threads());
+}
+
 std::uint64_t CpuBackend::stage(const RawFrame* frames, std::size_t count) {
   Impl& m = *impl_;
   m.complete_take();

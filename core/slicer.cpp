@@ -215,6 +215,7 @@ struct Slicer::Impl {
   const Clock::duration max_slice;
   const Clock::duration reset_confirm;
   const std::size_t slice_capacity;  // frames staged between two cuts
+  const std::size_t cut_frames;      // a cut once this many are staged (<= slice_capacity)
   const std::size_t stage_capacity;  // frames the backend holds
 
   SourceClocks clocks;
@@ -265,6 +266,7 @@ struct Slicer::Impl {
         // Half a slice of new frames per cut leaves room for the frames an earlier cut left
         // staged, so that a slice rarely needs the backend's split.
         slice_capacity(std::max<std::size_t>(1, b.max_slice_frames() / 2)),
+        cut_frames(std::clamp<std::size_t>(b.preferred_slice_frames(), 1, slice_capacity)),
         stage_capacity(b.max_staged_frames()),
         clocks(bdm_count),
         held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
@@ -340,7 +342,7 @@ struct Slicer::Impl {
   // Cuts (and waits) until `n` more frames may be staged, as far as the horizon allows;
   // returns how many may.
   std::size_t make_room(std::size_t n) {
-    if (stage.since_cut > 0 && stage.since_cut + n > slice_capacity) cut(h_cur, false);
+    if (stage.since_cut > 0 && stage.since_cut + n > cut_frames) cut(h_cur, false);
     while (stage.held_upper + n > stage_capacity) {
       if (stage.blocked && h_cur == stage.blocked_at && !split_seen) break;
       const std::size_t before = stage.held_upper;
@@ -600,6 +602,9 @@ struct Slicer::Impl {
         clocks.took(src, sum.sources[src].max_time, now);
       }
       update_horizon();
+      // Enough for a slice: cut now, at the horizon this block moved, rather than when the
+      // next block comes.
+      if (stage.since_cut >= cut_frames) cut(h_cur, false);
       return;
     }
     stream_delta[Counter::stream_exact_blocks] += 1;

@@ -21,6 +21,8 @@ class TimedBackend final : public Backend {
   std::size_t max_slice_frames() const override { return inner_.max_slice_frames(); }
   std::size_t max_staged_frames() const override { return inner_.max_staged_frames(); }
   std::size_t max_in_flight() const override { return inner_.max_in_flight(); }
+  bool works_in_collect() const override { return inner_.works_in_collect(); }
+  std::size_t preferred_slice_frames() const override { return inner_.preferred_slice_frames(); }
   std::size_t in_flight() const override { return inner_.in_flight(); }
 
   std::uint64_t stage(const RawFrame* frames, std::size_t count) override {

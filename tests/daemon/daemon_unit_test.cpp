@@ -39,7 +39,10 @@
 #include "daemon/rates.h"
 #include "daemon/receiver.h"
 #include "daemon/sequence_tracker.h"
+#include "core/cpu_backend.h"
 #include "daemon/source_filter.h"
+#include "daemon/timed_backend.h"
+#include "tests/core/test_scanner.h"
 #include "daemon/worker.h"
 #include "tests/support/wait.h"
 #include "proto/datagram.h"
@@ -781,6 +784,28 @@ TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
   // rx.bytes counts what was sent, the oversize datagram's real length included.
   const std::size_t oversize = (kDatagramSlotBytes + 64) / kFrameBytes * kFrameBytes;
   EXPECT_EQ(counters.get(Counter::rx_bytes), oversize + 2 * kFrameBytes);
+}
+
+// The worker's timing wrapper answers the slicer's questions as the backend inside would:
+// the CPU backend's slices are collected at once and cut to its cache-sized preference.
+TEST(TimedBackend, ForwardsWhatTheSlicerAsksTheBackend) {
+  test::TestScanner scanner;
+  Settings s = scanner.settings;
+  s.stream.max_slice_frames = 1u << 20;
+  for (const unsigned threads : {1u, 3u}) {
+    s.backend_threads = threads;
+    CpuBackend cpu(s, scanner.calibration);
+    PhaseTimer timer;
+    TimedBackend timed(cpu, timer);
+    EXPECT_STREQ(timed.name(), cpu.name());
+    EXPECT_TRUE(timed.works_in_collect());
+    EXPECT_EQ(timed.preferred_slice_frames(), cpu.preferred_slice_frames());
+    EXPECT_EQ(cpu.preferred_slice_frames(), CpuBackend::kCacheSliceFrames * threads);
+    EXPECT_LT(timed.preferred_slice_frames(), timed.max_slice_frames() / 2);
+    EXPECT_EQ(timed.max_slice_frames(), cpu.max_slice_frames());
+    EXPECT_EQ(timed.max_staged_frames(), cpu.max_staged_frames());
+    EXPECT_EQ(timed.max_in_flight(), cpu.max_in_flight());
+  }
 }
 
 }  // namespace
