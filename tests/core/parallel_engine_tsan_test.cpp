@@ -1,12 +1,15 @@
 // The threaded CPU backend under ThreadSanitizer: a streamed acquisition with histograms
 // and the singles topic on 3 threads, pieces made small so every stage splits; the records,
-// singles, counters and histograms must equal one thread's, and TSan must see no race; and
-// the thread pool's hand-over on its own.
+// singles, counters and histograms must equal one thread's (also with blocks staged between
+// a submit and its collect), and TSan must see no race; and the thread pool's hand-over on
+// its own.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "core/cpu_backend.h"
@@ -25,8 +28,10 @@ struct Collected {
   ParallelStats stats;
 };
 
+// `early`: each slice's first block is staged between the submit and the collect of the
+// slice before (the planned take runs first, on the pool).
 Collected run(const test::TestScanner& scanner, const std::vector<RawFrame>& frames,
-              unsigned threads, bool deferred = false) {
+              unsigned threads, bool deferred = false, bool early = false) {
   Settings s = scanner.settings;
   s.stream.max_slice_frames = frames.size();
   s.coincidence.policy = Policy::take_all_goods;
@@ -40,18 +45,25 @@ Collected run(const test::TestScanner& scanner, const std::vector<RawFrame>& fra
   Collected c;
   c.counters.assign(kCounterCount, 0);
   constexpr std::size_t kSlices = 6;
-  for (std::size_t k = 0; k < kSlices; ++k) {
+  const auto bounds = [&](std::size_t k) {
     const std::size_t first = frames.size() * k / kSlices;
     const std::size_t last = frames.size() * (k + 1) / kSlices;
     // Two blocks, so that a deferred copy crosses from one to the next.
-    const std::size_t middle = first + (last - first) / 3;
-    backend.stage(frames.data() + first, middle - first);
+    return std::array<std::size_t, 3>{first, first + (last - first) / 3, last};
+  };
+  for (std::size_t k = 0; k < kSlices; ++k) {
+    const auto [first, middle, last] = bounds(k);
+    if (!early || k == 0) backend.stage(frames.data() + first, middle - first);
     backend.stage(frames.data() + middle, last - middle);
     SliceRequest r;
     r.run_start = k == 0;
     r.final = k + 1 == kSlices;
     r.bound = last < frames.size() ? frame_time(frames[last].bytes) : 0;
     backend.submit(r);
+    if (early && k + 1 < kSlices) {
+      const auto next = bounds(k + 1);
+      backend.stage(frames.data() + next[0], next[1] - next[0]);
+    }
     const SliceResult& out = backend.collect();
     c.prompts.insert(c.prompts.end(), out.prompts, out.prompts + out.prompt_count);
     c.delayed.insert(c.delayed.end(), out.delayed, out.delayed + out.delayed_count);
@@ -71,9 +83,11 @@ TEST(ParallelEngineTsan, ThreeThreadsEqualOneWithoutRaces) {
   o.events = 1500;
   const std::vector<RawFrame> frames = test::random_acquisition(scanner, rng, o);
   const Collected one = run(scanner, frames, 1);
+  for (const bool early : {false, true})
   for (const bool deferred : {false, true}) {
-  SCOPED_TRACE(deferred ? "deferred staging" : "staging at once");
-  const Collected three = run(scanner, frames, 3, deferred);
+  SCOPED_TRACE(std::string(deferred ? "deferred staging" : "staging at once") +
+               (early ? ", blocks staged before the collect" : ""));
+  const Collected three = run(scanner, frames, 3, deferred, early);
   ASSERT_GT(one.prompts.size(), 100u);
   ASSERT_EQ(one.prompts.size(), three.prompts.size());
   EXPECT_EQ(std::memcmp(one.prompts.data(), three.prompts.data(), one.prompts.size() * sizeof(CoincRecord)), 0);
