@@ -91,10 +91,10 @@ class Backend {
   // Frames one slice may take (its buffers are sized from it, stream.max_slice_frames);
   // also the most frames that may be staged between two submits.
   virtual std::size_t max_slice_frames() const = 0;
-  // New frames after which the slicer cuts a slice when the horizon allows (it also cuts
-  // every stream.max_slice_ms): at most half of max_slice_frames(), which leaves room for
-  // what a cut leaves staged. The CPU backend asks for fewer, so that a slice's arrays stay
-  // in its cores' caches.
+  // New frames after which petdaqd's slicer cuts a slice when the horizon allows (it also
+  // cuts every stream.max_slice_ms; core/slicer.h): at most half of max_slice_frames(),
+  // which leaves room for what a cut leaves staged. The CPU backend asks for fewer, so that
+  // a slice's arrays stay in its cores' caches.
   virtual std::size_t preferred_slice_frames() const { return max_slice_frames() / 2; }
   // Frames the backend can hold staged at once (stream.max_pending_frames).
   virtual std::size_t max_staged_frames() const = 0;

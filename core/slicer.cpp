@@ -249,7 +249,7 @@ struct Slicer::Impl {
   std::uint64_t final_slice_id = kNoLimit;
   CounterDelta stream_delta;
 
-  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c)
+  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut)
       : backend(b),
         sink(out),
         counters(c),
@@ -266,7 +266,7 @@ struct Slicer::Impl {
         // Half a slice of new frames per cut leaves room for the frames an earlier cut left
         // staged, so that a slice rarely needs the backend's split.
         slice_capacity(std::max<std::size_t>(1, b.max_slice_frames() / 2)),
-        cut_frames(std::clamp<std::size_t>(b.preferred_slice_frames(), 1, slice_capacity)),
+        cut_frames(cut == 0 ? slice_capacity : std::clamp<std::size_t>(cut, 1, slice_capacity)),
         stage_capacity(b.max_staged_frames()),
         clocks(bdm_count),
         held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
@@ -649,8 +649,9 @@ struct Slicer::Impl {
   }
 };
 
-Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters)
-    : impl_(std::make_unique<Impl>(settings, backend, sink, counters)) {}
+Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters,
+               std::size_t cut_frames)
+    : impl_(std::make_unique<Impl>(settings, backend, sink, counters, cut_frames)) {}
 
 Slicer::~Slicer() = default;
 

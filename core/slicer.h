@@ -88,7 +88,12 @@ class Slicer {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters);
+  // `cut_frames`: new frames after which a slice is cut once the horizon allows (at most half
+  // of the backend's max_slice_frames, which leaves room for what a cut leaves staged). 0:
+  // that half, so that the slices, and petdaq-offline's files, are the same whatever the
+  // backend and its threads. petdaqd passes the backend's preferred_slice_frames().
+  Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters,
+         std::size_t cut_frames = 0);
   ~Slicer();
   Slicer(const Slicer&) = delete;
   Slicer& operator=(const Slicer&) = delete;

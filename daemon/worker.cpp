@@ -42,7 +42,10 @@ struct Worker::Engine {
     backend = make_backend(kind, settings, calibration, explanation);
     timed = std::make_unique<TimedBackend>(*backend, phases);
     timed->set_result_memory(memory);
-    slicer = std::make_unique<Slicer>(settings, *timed, sink, counters);
+    // Live slices at the backend's preferred size (the CPU backend's fit its caches); the
+    // records do not depend on it.
+    slicer = std::make_unique<Slicer>(settings, *timed, sink, counters,
+                                      timed->preferred_slice_frames());
     max_future_ticks = petdaq::max_future_ticks(settings);
   }
 };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -191,6 +192,47 @@ TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
     EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
     EXPECT_EQ(slicer.pending_frames(), 0u);
   }
+}
+
+// Left to itself the slicer cuts at half of max_slice_frames whatever the backend and its
+// threads, so petdaq-offline writes the same slices (and file) on 1 thread as on 3; asked
+// for the CPU backend's preferred size (petdaqd), it cuts more often, with the same records.
+TEST(Slicer, SlicesDependOnTheBackendOnlyWhenAsked) {
+  std::mt19937_64 rng(99);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  s.stream.max_slice_frames = 1u << 19;
+  s.stream.max_pending_frames = 1u << 21;
+  s.stream.max_carry_singles = 1u << 18;
+  AcquisitionOptions o;
+  o.events = 180000;
+  o.mean_gap_ticks = 200;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  ASSERT_GT(frames.size(), 4 * CpuBackend::kCacheSliceFrames);
+  const auto run = [&](unsigned threads, bool preferred) {
+    Settings t = s;
+    t.backend_threads = threads;
+    auto sink = std::make_unique<RecordingSink>();
+    Counters counters(scanner.geometry().bdm_count());
+    CpuBackend backend(t, scanner.calibration);
+    Slicer slicer(t, backend, *sink, counters, preferred ? backend.preferred_slice_frames() : 0);
+    const Slicer::Clock::time_point now{};  // no time cuts
+    for (std::size_t i = 0; i < frames.size(); i += 8192)
+      slicer.push(frames.data() + i, std::min<std::size_t>(8192, frames.size() - i), now);
+    slicer.finish();
+    expect_run_equals_batch(*sink, 0, want);
+    return sink;
+  };
+  const auto one = run(1, false);
+  const auto three = run(3, false);
+  ASSERT_EQ(one->batches.size(), three->batches.size());
+  for (std::size_t i = 0; i < one->batches.size(); ++i) {
+    EXPECT_EQ(one->batches[i].t_begin, three->batches[i].t_begin) << i;
+    EXPECT_EQ(one->batches[i].t_end, three->batches[i].t_end) << i;
+  }
+  const auto asked = run(1, true);
+  EXPECT_GE(asked->batches.size(), 2 * one->batches.size());
 }
 
 TEST(Slicer, LateFramesAreCountedAndDropped) {
