@@ -15,8 +15,12 @@ namespace petdaq {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
+// Seconds since `since`, which moves on to now (the start of the next step).
+double lap(Clock::time_point& since) {
+  const Clock::time_point now = Clock::now();
+  const double seconds = std::chrono::duration<double>(now - since).count();
+  since = now;
+  return seconds;
 }
 
 // Time ranges per thread in the sort: a few, so that a range of denser time does not leave
@@ -24,6 +28,9 @@ double seconds_since(Clock::time_point t) {
 constexpr std::size_t kRangesPerThread = 4;
 // Convert pieces per thread (ParallelEngine::pieces()).
 constexpr std::size_t kPiecesPerThread = 4;
+// A cache line between the rows of per-piece range counts, which different threads write.
+constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
+__extension__ typedef unsigned __int128 uint128;
 
 // One coincidence segment's walk: its results, and where its records lie in its thread's
 // buffers ([0] prompts, [1] delayed) and go in the caller's.
@@ -37,9 +44,6 @@ struct Segment {
   std::size_t copy_to[2] = {};
   std::size_t copy_count[2] = {};
 };
-// A cache line between the rows of per-piece range counts, which different threads write.
-constexpr std::size_t kSlotPad = 64 / sizeof(std::size_t);
-__extension__ typedef unsigned __int128 uint128;
 
 }  // namespace
 
@@ -226,7 +230,7 @@ void ParallelEngine::sort(Single* out, Single* staging) {
     return static_cast<std::size_t>((static_cast<uint128>(t - min_time) * scale) >> 64);
   };
 
-  const Clock::time_point start = Clock::now();
+  Clock::time_point step = Clock::now();
   pool_.run(pieces, [&](std::size_t j) {
     std::size_t* count = b.range_slot.data() + j * stride;
     std::fill(count, count + ranges, 0);
@@ -251,15 +255,14 @@ void ParallelEngine::sort(Single* out, Single* staging) {
     const Single* s = staging + b.piece_first[j];
     for (std::size_t i = 0; i < b.piece_accepted[j]; ++i) out[slot[range_of(s[i].time)]++] = s[i];
   });
-  const Clock::time_point scattered = Clock::now();
-  stats_.sort_partition_seconds += std::chrono::duration<double>(scattered - start).count();
+  stats_.sort_partition_seconds += lap(step);
   // (time, crystal, energy) is a total order on every field of a single, so sorting each
   // range by it gives the bytes any other correct sort of the whole gives.
   pool_.run(ranges, [&](std::size_t r) {
     const std::size_t first = b.range_begin[r];
     sort_singles(out + first, b.range_begin[r + 1] - first, staging + first);
   });
-  stats_.sort_range_seconds += seconds_since(scattered);
+  stats_.sort_range_seconds += lap(step);
   stats_.sort_ranges += ranges;
 }
 
@@ -281,7 +284,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
   if (!splits(n) || empty_windows)
     return petdaq::find_coincidences(singles, n, p, horizon, final, prompts, delayed, counts);
   Buffers& b = *buffers_;
-  const Clock::time_point start = Clock::now();
+  Clock::time_point step = Clock::now();
   const std::size_t resolved_end = resolvable_end(singles, n, p, horizon, final);
   const std::size_t parts = segments_;
 
@@ -331,8 +334,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
     b.thread_delayed[thread] = sd;
   });
 
-  const Clock::time_point walked = Clock::now();
-  stats_.coincidence_walk_seconds += std::chrono::duration<double>(walked - start).count();
+  stats_.coincidence_walk_seconds += lap(step);
   // Records in segment order: the first `capacity` kept, the rest counted as overflow, as
   // RecordBuffer::push does on one thread.
   for (std::size_t s = 0; s < segments; ++s) {
@@ -362,7 +364,7 @@ std::size_t ParallelEngine::find_coincidences(const Single* singles, std::size_t
     std::memcpy(out[k]->data + seg.copy_to[k], from.data + seg.first[k],
                 seg.copy_count[k] * sizeof(CoincRecord));
   });
-  stats_.coincidence_join_seconds += seconds_since(walked);
+  stats_.coincidence_join_seconds += lap(step);
   ++stats_.coincidence_calls;
   stats_.coincidence_seams += segments - 1;
   // The last segment holds the resolvable end (see above); with nothing resolvable there is
