@@ -100,7 +100,23 @@ inline constexpr std::uint16_t kMessageVersion = 1;
 inline constexpr std::size_t kMessageHeaderBytes = 64;
 
 // histograms: the body is a histogram file (proto/histogram_file.h), record_count 1.
-enum class MessageKind : std::uint16_t { prompts = 1, delayed = 2, singles = 3, histograms = 4 };
+// deadtime: the body is DeadInterval records (DESIGN section 6, "Overload").
+enum class MessageKind : std::uint16_t {
+  prompts = 1,
+  delayed = 2,
+  singles = 3,
+  histograms = 4,
+  deadtime = 5,
+};
+
+// An interval of acquisition time in which the daemon kept no frame of any source (an
+// overload shed as scanner-wide dead time), 24 bytes little-endian.
+struct DeadInterval {
+  std::uint64_t t_begin;          // ticks, raw time, inclusive
+  std::uint64_t t_end;            // ticks, raw time, exclusive
+  std::uint64_t frames_dropped;   // frames of every source with a time in [t_begin, t_end)
+};
+static_assert(sizeof(DeadInterval) == 24);
 
 struct MessageHeader {
   std::uint32_t magic = kMessageMagic;

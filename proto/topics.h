@@ -13,7 +13,8 @@ inline constexpr std::string_view delayed = "coinc.delayed";
 inline constexpr std::string_view rates = "rates";
 inline constexpr std::string_view singles = "singles";
 inline constexpr std::string_view histograms = "histograms";
-inline constexpr std::array<std::string_view, 5> all = {prompts, delayed, rates, singles,
-                                                        histograms};
+inline constexpr std::string_view deadtime = "deadtime";
+inline constexpr std::array<std::string_view, 6> all = {prompts, delayed, rates, singles,
+                                                        histograms, deadtime};
 
 }  // namespace petdaq::topic
