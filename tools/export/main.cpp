@@ -25,6 +25,7 @@
 #include "tools/common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
+#include "tools/export/petsird_writer.h"
 #include "tools/stop_signal.h"
 #ifdef PETDAQ_HAVE_HDF5
 #include "tools/export/hdf5_writer.h"
@@ -43,6 +44,7 @@ struct Options {
   std::uint64_t messages = 0;
   std::string format = "hdf5";
   int compression = 4;
+  exporter::PetsirdOptions petsird;
   bool quiet = false;
 };
 
@@ -51,8 +53,9 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   cli::App app(kProgram,
                "Exports a list-mode (.plm) file, also one still being written (up to its last "
                "complete message), to HDF5 (prompts, delayed, messages, settings, counts and "
-               "the scanner geometry) or to CASToR list-mode (OUTPUT.cdh, .cdf and the scanner "
-               "LUT OUTPUT.hscan, .lut).");
+               "the scanner geometry), to CASToR list-mode (OUTPUT.cdh, .cdf and the scanner "
+               "LUT OUTPUT.hscan, .lut) or to PETSIRD 0.9.1 (yardl binary: geometry, prompts "
+               "and delayed with TOF, dead time).");
   CLI::Option* input = cli::add_input(app, o.input, "the .plm file");
   cli::add_output(app, o.output, "the HDF5 file, or the CASToR files' common path (no extension)")
       ->required();
@@ -60,7 +63,7 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                   "the configuration the file was made with (scanner dimensions, settings; "
                   "default: config/petdaq.yaml's defaults)");
   app.add_option("--format", o.format, "output format")
-      ->check(CLI::IsMember({"hdf5", "castor"}))
+      ->check(CLI::IsMember({"hdf5", "castor", "petsird"}))
       ->type_name("FORMAT");
   app.add_option("--compression", o.compression, "HDF5 deflate level (0: none)")
       ->check(CLI::Range(0, 9))
@@ -70,6 +73,14 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "petdaq-offline --histograms); live, the `histograms` topic is exported too")
       ->check(CLI::ExistingFile)
       ->type_name("FILE.pdh");
+  app.add_option("--time-block-ms", o.petsird.time_block_ms,
+                 "PETSIRD: duration of each event time block (the events' time resolution)")
+      ->check(CLI::Range(1u, 3600000u))
+      ->type_name("MS");
+  app.add_option("--tof-bin-ticks", o.petsird.tof_bin_ticks,
+                 "PETSIRD: width of a TOF bin in ticks (1: the signed Δt exactly)")
+      ->check(CLI::Range(1u, 1000000u))
+      ->type_name("N");
   cli::add_quiet(app, o.quiet);
   const char* live = "Live (instead of --input; needs petdaq built with ZeroMQ)";
   app.add_option("--endpoint", o.endpoint,
@@ -301,6 +312,43 @@ int main(int argc, char** argv) {
       w.finish();
       written = std::to_string(w.events()) + " prompts to " + o.output.string() +
                 ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
+    }
+    if (o.format == "petsird") {
+      exporter::PetsirdWriter w(o.output, settings, h.tick_ps, o.petsird);
+      if (reader) {
+        // Every kind of message: the dead intervals (kind 5) too, which PlmReader refuses.
+        const auto c = exporter::petsird_from_plm(
+            o.input, w, [&](double fraction, const exporter::PetsirdFileCounts& n) {
+              progress.update(fraction, std::to_string(n.messages) + " messages, " +
+                                            std::to_string(n.records) + " records");
+            });
+        messages = c.messages;
+        record_count = c.records;
+        if (c.skipped_messages)
+          std::fprintf(stderr, "%s: %llu messages of kinds PETSIRD does not carry skipped\n",
+                       kProgram, static_cast<unsigned long long>(c.skipped_messages));
+        if (c.partial_tail_bytes)
+          std::fprintf(stderr,
+                       "%s: %s: read up to the last complete message; %llu bytes of a partial "
+                       "message follow (file still being written, or truncated)\n",
+                       kProgram, o.input.c_str(),
+                       static_cast<unsigned long long>(c.partial_tail_bytes));
+      } else {
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+      }
+      w.finish();
+      if (w.refused_crystal() || w.refused_tof())
+        std::fprintf(stderr,
+                     "%s: refused (not written): %llu records with a crystal id outside the "
+                     "scanner, %llu with a Δt outside the TOF bins\n",
+                     kProgram, static_cast<unsigned long long>(w.refused_crystal()),
+                     static_cast<unsigned long long>(w.refused_tof()));
+      if (w.dead_intervals_unplaced())
+        std::fprintf(stderr, "%s: %llu dead intervals of runs with no coincidence message left out\n",
+                     kProgram, static_cast<unsigned long long>(w.dead_intervals_unplaced()));
+      written = std::to_string(w.prompts()) + " prompts, " + std::to_string(w.delayed()) +
+                " delayed in " + std::to_string(w.event_blocks()) + " event time blocks, " +
+                std::to_string(w.dead_time_blocks()) + " dead-time blocks to " + o.output.string();
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {
