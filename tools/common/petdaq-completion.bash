@@ -6,7 +6,7 @@ _petdaq_complete() {
     -c|--config|-i|--input|-o|--output|--output-dir|--work-dir)
       COMPREPLY=($(compgen -f -- "$cur")); compopt -o filenames 2>/dev/null; return ;;
     --backend) COMPREPLY=($(compgen -W "cpu gpu auto" -- "$cur")); return ;;
-    --format) COMPREPLY=($(compgen -W "frames pcap hdf5 castor" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "frames pcap hdf5 castor petsird" -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then
     local opts
