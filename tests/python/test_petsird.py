@@ -167,6 +167,11 @@ class PetsirdHeader(unittest.TestCase):
                                    [g.crystal_depth_mm, g.crystal_pitch_transaxial_mm,
                                     g.crystal_pitch_axial_mm], rtol=1e-6)
         np.testing.assert_allclose(corners.mean(0), 0, atol=1e-6)
+        # Each face a loop (the release generator's order): consecutive corners share an edge.
+        for face in (corners[:4], corners[4:]):
+            for i in range(4):
+                self.assertEqual(np.count_nonzero(face[i] != face[(i + 1) % 4]), 1)
+        np.testing.assert_allclose(corners[4:] - corners[:4], [[g.crystal_depth_mm, 0, 0]] * 4, rtol=1e-6)
         self.assertEqual(module["object"]["nonDetectingElements"], [])
         self.assertIsNone(scanner["scannerGeometry"]["nonDetectingVolumes"])
         materials = scanner["bulkMaterials"]

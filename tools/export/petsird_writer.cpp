@@ -155,11 +155,15 @@ void PetsirdWriter::write_header() {
     const float dx = static_cast<float>(0.5 * s.crystal_depth_mm);
     const float dy = static_cast<float>(0.5 * s.crystal_pitch_transaxial_mm);
     const float dz = static_cast<float>(0.5 * s.crystal_pitch_axial_mm);
-    for (int corner = 0; corner < 8; ++corner) {
-      out_.f32(corner & 4 ? dx : -dx);
-      out_.f32(corner & 2 ? dy : -dy);
-      out_.f32(corner & 1 ? dz : -dz);
-    }
+    // The model leaves the corner order open; this is its generator's: the inner face (x < 0,
+    // towards the axis) as a loop, then the outer face in the same order.
+    constexpr int loop_y[4] = {-1, -1, 1, 1}, loop_z[4] = {-1, 1, 1, -1};
+    for (float x : {-dx, dx})
+      for (int i = 0; i < 4; ++i) {
+        out_.f32(x);
+        out_.f32(static_cast<float>(loop_y[i]) * dy);
+        out_.f32(static_cast<float>(loop_z[i]) * dz);
+      }
     out_.varuint(0);  // materialId: bulkMaterials[0]
     out_.varuint(layout_.elements_per_module());
     for (std::uint32_t e = 0; e < layout_.elements_per_module(); ++e)
