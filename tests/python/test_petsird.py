@@ -307,6 +307,45 @@ class PetsirdEvents(unittest.TestCase):
                          len(dump(d.plm)["prompt"]) - 1)
 
 
+class PetsirdSingles(unittest.TestCase):
+    def test_the_histogram_files_crystal_singles_become_a_singles_histogram_block(self):
+        d = Data.get()
+        plm, pdh = os.path.join(d.dir, "h.plm"), os.path.join(d.dir, "h.pdh")
+        subprocess.run([tool("petdaq-offline"), "--config", d.config, "--input",
+                        os.path.join(d.dir, "frames.bin"), "--output", plm, "--histograms", pdh,
+                        "--quiet"], check=True, capture_output=True)
+        out = os.path.join(d.dir, "h.petsird")
+        r = export(plm, out, "--histograms", pdh)
+        self.assertIn("1 singles-histogram blocks", r.stderr)
+        _, steps = yardl_reader.read(out)
+        scanner, blocks = steps["header"]["scanner"], steps["timeBlocks"]
+        self.assertEqual(scanner["singlesHistogramLevel"], 2)  # all: per detection bin
+        self.assertEqual(scanner["singlesHistogramEnergyBinEdges"], scanner["eventEnergyBinEdges"])
+        singles = [b for tag, b in blocks if tag == "SinglesHistogramTimeBlock"]
+        self.assertEqual(len(singles), 1)
+        n_event = sum(1 for tag, _ in blocks if tag == "EventTimeBlock")
+        self.assertEqual(singles[0]["timeInterval"], {"start": 0, "stop": n_event})
+        g = petdaq.Geometry.from_config(d.config)
+        to_crystal, _ = bin_to_crystal(scanner, g)
+        got = np.zeros(g.crystal_count, dtype=np.uint64)
+        got[to_crystal] = singles[0]["singlesHistograms"][0]
+        want = petdaq.read_histograms(pdh)["crystal_singles"].counts
+        self.assertGreater(int(want.sum()), 1000)
+        np.testing.assert_array_equal(got, want)
+        # The events are those of the export without histograms.
+        self.assertEqual(events(blocks, "promptEvents"), events(Data.blocks, "promptEvents"))
+
+    def test_a_file_that_is_not_a_histogram_file_is_refused_before_writing(self):
+        d = Data.get()
+        out = os.path.join(d.dir, "refused.petsird")
+        r = subprocess.run([tool("petdaq-export"), "--config", d.config, "--input", d.plm,
+                            "--output", out, "--format", "petsird", "--histograms", d.plm],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not a petdaq histogram file", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
+
 class PetsirdDeadTime(unittest.TestCase):
     def test_dead_intervals_become_dead_time_blocks_and_unknown_kinds_are_skipped(self):
         d = Data.get()

@@ -70,7 +70,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->type_name("N");
   app.add_option("--histograms", o.histograms,
                  "HDF5: also export this histogram file (petdaqd's .pdh beside the .plm, or "
-                 "petdaq-offline --histograms); live, the `histograms` topic is exported too")
+                 "petdaq-offline --histograms); live, the `histograms` topic is exported too. "
+                 "PETSIRD: its per-crystal singles as a singles-histogram block")
       ->check(CLI::ExistingFile)
       ->type_name("FILE.pdh");
   app.add_option("--time-block-ms", o.petsird.time_block_ms,
@@ -98,8 +99,11 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (o.input.empty() && o.endpoint.empty())
     return app.usage_error("--input FILE or --endpoint EP is required");
-  if (!o.histograms.empty() && o.format != "hdf5")
-    return app.usage_error("--histograms: only the hdf5 format carries histograms");
+  if (!o.histograms.empty() && o.format == "castor")
+    return app.usage_error("--histograms: the castor format carries no histograms");
+  if (!o.histograms.empty() && o.format == "petsird" && !o.endpoint.empty())
+    return app.usage_error("--histograms with --format petsird: a file export only (--input)");
+  o.petsird.singles_histograms = !o.histograms.empty();
   return std::nullopt;
 }
 
@@ -314,7 +318,22 @@ int main(int argc, char** argv) {
                 ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
     }
     if (o.format == "petsird") {
+      // The histogram file's per-crystal singles, checked before anything is written.
+      std::uint64_t singles_run = 0;
+      std::vector<std::uint64_t> singles;
+      if (!histogram_bytes.empty()) {
+        const HistogramFile hf = parse_histogram_file(histogram_bytes.data(), histogram_bytes.size());
+        const HistDescriptor* d = hf.find("crystal_singles");
+        if (!d || d->rank != 1 || d->shape[0] != g.crystal_count()) {
+          std::fprintf(stderr, "%s: %s: no crystal_singles histogram of %u crystals\n", kProgram,
+                       o.histograms.c_str(), g.crystal_count());
+          return cli::kExitUsage;
+        }
+        singles_run = hf.header.run_id;
+        for (std::uint32_t c = 0; c < d->shape[0]; ++c) singles.push_back(hf.value(*d, c));
+      }
       exporter::PetsirdWriter w(o.output, settings, h.tick_ps, o.petsird);
+      if (o.petsird.singles_histograms) w.add_singles(singles_run, std::move(singles));
       if (reader) {
         // Every kind of message: the dead intervals (kind 5) too, which PlmReader refuses.
         const auto c = exporter::petsird_from_plm(
@@ -343,12 +362,17 @@ int main(int argc, char** argv) {
                      "scanner, %llu with a Δt outside the TOF bins\n",
                      kProgram, static_cast<unsigned long long>(w.refused_crystal()),
                      static_cast<unsigned long long>(w.refused_tof()));
+      if (w.singles_unplaced())
+        std::fprintf(stderr, "%s: %s: its run has no coincidence message: singles left out\n",
+                     kProgram, o.histograms.c_str());
       if (w.dead_intervals_unplaced())
         std::fprintf(stderr, "%s: %llu dead intervals of runs with no coincidence message left out\n",
                      kProgram, static_cast<unsigned long long>(w.dead_intervals_unplaced()));
       written = std::to_string(w.prompts()) + " prompts, " + std::to_string(w.delayed()) +
                 " delayed in " + std::to_string(w.event_blocks()) + " event time blocks, " +
-                std::to_string(w.dead_time_blocks()) + " dead-time blocks to " + o.output.string();
+                std::to_string(w.dead_time_blocks()) + " dead-time blocks, " +
+                std::to_string(w.singles_blocks()) + " singles-histogram blocks to " +
+                o.output.string();
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {

@@ -23,6 +23,7 @@ constexpr double kLightMmPerPs = 0.299792458;
 // PETSIRD 0.9.1's enums, by their position in the model (their values in the schema).
 namespace petsird_enum {
 constexpr std::int64_t singles_histogram_none = 0;
+constexpr std::int64_t singles_histogram_all = 2;
 constexpr std::int64_t single_event_other = 2;
 constexpr std::int64_t coincidence_reject_higher_multiples = 0;
 constexpr std::int64_t coincidence_multiples_as_all_coincidences = 1;
@@ -31,7 +32,7 @@ constexpr std::int64_t higher_reject_higher_multiples = 0;
 }  // namespace petsird_enum
 
 // The TimeBlock union's cases, in the model's order.
-enum class TimeBlockCase : std::uint64_t { event = 0, dead_time = 4 };
+enum class TimeBlockCase : std::uint64_t { event = 0, dead_time = 4, singles_histogram = 5 };
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   const std::int64_t q = a / b;
@@ -202,8 +203,16 @@ void PetsirdWriter::write_header() {
   // energyResolutionAt511[1]: not in petdaq's configuration (0: unknown).
   out_.varuint(1);
   out_.f32(0.0f);
-  out_.varint(petsird_enum::singles_histogram_none);  // singlesHistogramLevel
-  out_.varuint(0);                                    // singlesHistogramEnergyBinEdges
+  if (options_.singles_histograms) {
+    out_.varint(petsird_enum::singles_histogram_all);  // singlesHistogramLevel
+    out_.varuint(1);  // singlesHistogramEnergyBinEdges[1]: the energy window
+    out_.varuint(2);
+    out_.f32(static_cast<float>(settings_.energy_window.low_keV));
+    out_.f32(static_cast<float>(settings_.energy_window.high_keV));
+  } else {
+    out_.varint(petsird_enum::singles_histogram_none);
+    out_.varuint(0);
+  }
   out_.varint(petsird_enum::single_event_other);      // singleEventPolicy (none stored)
   // promptEventPolicy: kill_multiples keeps no window of 3 or more; take_all_goods with
   // first_open windows keeps every good pair of a multiple; the others keep chosen pairs.
@@ -291,6 +300,16 @@ void PetsirdWriter::add_dead(const MessageHeader& m, const DeadInterval* interva
   for (std::size_t i = 0; i < n; ++i)
     if (intervals[i].t_end > intervals[i].t_begin)
       dead_.push_back({m.run_id, intervals[i].t_begin, intervals[i].t_end});
+}
+
+void PetsirdWriter::add_singles(std::uint64_t run_id, std::vector<std::uint64_t> per_crystal) {
+  if (!options_.singles_histograms)
+    throw std::logic_error("singles histograms not announced in the PETSIRD header");
+  if (per_crystal.size() != layout_.detection_bins())
+    throw std::invalid_argument("crystal_singles has " + std::to_string(per_crystal.size()) +
+                                " crystals, the scanner " +
+                                std::to_string(layout_.detection_bins()));
+  singles_[run_id] = std::move(per_crystal);
 }
 
 void PetsirdWriter::write_time_interval(std::uint64_t first_block, std::uint64_t end_block) {
@@ -394,6 +413,28 @@ void PetsirdWriter::finish() {
       k = block + 1;
     }
     if (k < next_block_) write_dead_block(k, next_block_, 1.0f);
+  }
+  // Singles histograms: one block per run, over the run's time blocks.
+  for (const auto& [run_id, counts] : singles_) {
+    const auto run = runs_.find(run_id);
+    if (run == runs_.end()) {
+      ++singles_unplaced_;
+      continue;
+    }
+    const auto first = static_cast<std::uint64_t>(run->second.offset_ms / block_ms);
+    std::uint64_t end = next_block_;
+    for (const auto& [other_id, other] : runs_)
+      if (other.offset_ms > run->second.offset_ms)
+        end = std::min(end, static_cast<std::uint64_t>(other.offset_ms / block_ms));
+    out_.varuint(1);
+    out_.union_index(static_cast<std::uint64_t>(TimeBlockCase::singles_histogram));
+    write_time_interval(first, std::max(end, first + 1));
+    out_.varuint(1);  // singlesHistograms[1]: uint64[singlesDetectionBin], by detection bin
+    out_.varuint(counts.size());
+    std::vector<std::uint64_t> by_bin(counts.size());
+    for (std::uint32_t c = 0; c < counts.size(); ++c) by_bin[layout_.detection_bin(c)] = counts[c];
+    for (std::uint64_t n : by_bin) out_.varuint(n);
+    ++singles_blocks_;
   }
   out_.varuint(0);  // end of the timeBlocks stream
   out_.close();

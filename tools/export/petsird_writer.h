@@ -29,6 +29,9 @@ namespace petdaq::exporter {
 struct PetsirdOptions {
   std::uint32_t time_block_ms = 1;  // duration of each event time block (PETSIRD's unit is ms)
   std::uint32_t tof_bin_ticks = 1;  // width of a TOF bin in ticks (1: Δt kept exactly)
+  // Singles histograms will be given (add_singles): the header says so (level `all`, the
+  // energy window as the one singles energy bin).
+  bool singles_histograms = false;
 };
 
 // Where petdaq's crystals are in the PETSIRD geometry written (one module type).
@@ -82,6 +85,10 @@ class PetsirdWriter {
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
   // A deadtime message (kind 5): scanner-wide dead intervals, written as dead-time blocks.
   void add_dead(const MessageHeader& m, const DeadInterval* intervals, std::size_t n);
+  // A run's accepted singles per crystal (the histogram file's `crystal_singles`, in the
+  // energy window), written as one singles-histogram block over the run's time blocks.
+  // Needs options.singles_histograms; `per_crystal` has one count per crystal.
+  void add_singles(std::uint64_t run_id, std::vector<std::uint64_t> per_crystal);
   // Writes the remaining time blocks, the dead-time blocks and the end of the stream; closes.
   void finish();
 
@@ -94,6 +101,9 @@ class PetsirdWriter {
   std::uint64_t refused_tof() const { return refused_tof_; }
   // Dead intervals of a run that had no coincidence message (no place on the time line).
   std::uint64_t dead_intervals_unplaced() const { return dead_unplaced_; }
+  std::uint64_t singles_blocks() const { return singles_blocks_; }
+  // Singles histograms of a run that had no coincidence message.
+  std::uint64_t singles_unplaced() const { return singles_unplaced_; }
   std::uint64_t bytes_written() const { return out_.bytes_written(); }
 
  private:
@@ -140,10 +150,12 @@ class PetsirdWriter {
 
   bool dead_seen_ = false;
   std::vector<DeadSpan> dead_;
+  std::map<std::uint64_t, std::vector<std::uint64_t>> singles_;  // by run
 
   std::uint64_t written_[2] = {0, 0};
   std::uint64_t event_blocks_ = 0, dead_blocks_ = 0;
   std::uint64_t refused_crystal_ = 0, refused_tof_ = 0, dead_unplaced_ = 0;
+  std::uint64_t singles_blocks_ = 0, singles_unplaced_ = 0;
 };
 
 // What petsird_from_plm() read.
