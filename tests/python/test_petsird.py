@@ -307,6 +307,33 @@ class PetsirdEvents(unittest.TestCase):
                          len(dump(d.plm)["prompt"]) - 1)
 
 
+class PetsirdRuns(unittest.TestCase):
+    def test_a_second_run_continues_after_the_first_runs_last_block(self):
+        d = Data.get()
+        with open(d.plm, "rb") as f:
+            data = f.read()
+        # The same messages again as run 7: header, then each message with run_id replaced.
+        second, pos = bytearray(), 64
+        while pos < len(data):
+            count, size = struct.unpack_from("<II", data, pos + 48)
+            msg = bytearray(data[pos:pos + 64 + count * size])
+            struct.pack_into("<Q", msg, 16, 7)
+            second += msg
+            pos += 64 + count * size
+        plm = os.path.join(d.dir, "two-runs.plm")
+        with open(plm, "wb") as f:
+            f.write(data + bytes(second))
+        out = os.path.join(d.dir, "two-runs.petsird")
+        export(plm, out)
+        _, steps = yardl_reader.read(out)
+        one = events(Data.blocks, "promptEvents")
+        n = sum(1 for tag, _ in Data.blocks if tag == "EventTimeBlock")
+        both = events(steps["timeBlocks"], "promptEvents")
+        self.assertEqual(both, one + [(t + n, b0, b1, tof) for t, b0, b1, tof in one])
+        starts = [b["timeInterval"]["start"] for tag, b in steps["timeBlocks"] if tag == "EventTimeBlock"]
+        self.assertEqual(starts, list(range(2 * n)))
+
+
 class PetsirdSingles(unittest.TestCase):
     def test_the_histogram_files_crystal_singles_become_a_singles_histogram_block(self):
         d = Data.get()

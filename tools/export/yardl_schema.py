@@ -3,7 +3,11 @@
 package directory (model/*.yml) by yardl's rules: types resolved (built-in aliases to their
 primitive, others to Namespace.Name), comments and computed fields left out, the transitive
 closure of named types sorted by qualified name, compact JSON in the field order of yardl's
-definitions. Usage: yardl_schema.py MODEL_DIR [PROTOCOL]"""
+definitions. Usage: yardl_schema.py MODEL_DIR [PROTOCOL]
+
+One namespace, no imports (PETSIRD's case). tests/export/data/README.md says what it was
+checked against and what it produced.
+"""
 import json
 import os
 import re
@@ -154,7 +158,7 @@ def parse_yaml_type(v):
     if v.tag == "!stream":
         return {"cases": cases_of(v.value["items"]), "stream": True}
     if v.tag == "!union":
-        return {"cases": [dict(parse_yaml_type(t) or {"null": True}, tag=k) if t is not None else None
+        return {"cases": [dict(parse_yaml_type(t), tag=k) if t is not None else None
                           for k, t in v.value.items()], "union": True}
     raise ValueError(v.tag)
 
