@@ -57,7 +57,8 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                "LUT OUTPUT.hscan, .lut) or to PETSIRD 0.9.1 (yardl binary: geometry, prompts "
                "and delayed with TOF, dead time).");
   CLI::Option* input = cli::add_input(app, o.input, "the .plm file");
-  cli::add_output(app, o.output, "the HDF5 file, or the CASToR files' common path (no extension)")
+  cli::add_output(app, o.output,
+                  "the HDF5 or PETSIRD file, or the CASToR files' common path (no extension)")
       ->required();
   cli::add_config(app, o.config,
                   "the configuration the file was made with (scanner dimensions, settings; "
@@ -318,22 +319,17 @@ int main(int argc, char** argv) {
                 ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
     }
     if (o.format == "petsird") {
-      // The histogram file's per-crystal singles, checked before anything is written.
-      std::uint64_t singles_run = 0;
-      std::vector<std::uint64_t> singles;
+      exporter::RunSingles singles;  // checked before anything is written
       if (!histogram_bytes.empty()) {
-        const HistogramFile hf = parse_histogram_file(histogram_bytes.data(), histogram_bytes.size());
-        const HistDescriptor* d = hf.find("crystal_singles");
-        if (!d || d->rank != 1 || d->shape[0] != g.crystal_count()) {
-          std::fprintf(stderr, "%s: %s: no crystal_singles histogram of %u crystals\n", kProgram,
-                       o.histograms.c_str(), g.crystal_count());
+        try {
+          singles = exporter::crystal_singles(histogram_bytes, g.crystal_count());
+        } catch (const std::invalid_argument& e) {
+          std::fprintf(stderr, "%s: %s: %s\n", kProgram, o.histograms.c_str(), e.what());
           return cli::kExitUsage;
         }
-        singles_run = hf.header.run_id;
-        for (std::uint32_t c = 0; c < d->shape[0]; ++c) singles.push_back(hf.value(*d, c));
       }
       exporter::PetsirdWriter w(o.output, settings, h.tick_ps, o.petsird);
-      if (o.petsird.singles_histograms) w.add_singles(singles_run, std::move(singles));
+      if (o.petsird.singles_histograms) w.add_singles(singles.run_id, std::move(singles.counts));
       if (reader) {
         // Every kind of message: the dead intervals (kind 5) too, which PlmReader refuses.
         const auto c = exporter::petsird_from_plm(
@@ -356,23 +352,8 @@ int main(int argc, char** argv) {
         each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
       }
       w.finish();
-      if (w.refused_crystal() || w.refused_tof())
-        std::fprintf(stderr,
-                     "%s: refused (not written): %llu records with a crystal id outside the "
-                     "scanner, %llu with a Δt outside the TOF bins\n",
-                     kProgram, static_cast<unsigned long long>(w.refused_crystal()),
-                     static_cast<unsigned long long>(w.refused_tof()));
-      if (w.singles_unplaced())
-        std::fprintf(stderr, "%s: %s: its run has no coincidence message: singles left out\n",
-                     kProgram, o.histograms.c_str());
-      if (w.dead_intervals_unplaced())
-        std::fprintf(stderr, "%s: %llu dead intervals of runs with no coincidence message left out\n",
-                     kProgram, static_cast<unsigned long long>(w.dead_intervals_unplaced()));
-      written = std::to_string(w.prompts()) + " prompts, " + std::to_string(w.delayed()) +
-                " delayed in " + std::to_string(w.event_blocks()) + " event time blocks, " +
-                std::to_string(w.dead_time_blocks()) + " dead-time blocks, " +
-                std::to_string(w.singles_blocks()) + " singles-histogram blocks to " +
-                o.output.string();
+      for (const std::string& line : w.losses()) std::fprintf(stderr, "%s: %s\n", kProgram, line.c_str());
+      written = w.summary() + " to " + o.output.string();
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "core/geometry.h"
+#include "core/histograms.h"
 #include "core/plm_file.h"
 #include "proto/bytes.h"
 #include "proto/signed_tof.h"
@@ -438,6 +439,38 @@ void PetsirdWriter::finish() {
   }
   out_.varuint(0);  // end of the timeBlocks stream
   out_.close();
+}
+
+std::string PetsirdWriter::summary() const {
+  return std::to_string(prompts()) + " prompts, " + std::to_string(delayed()) + " delayed in " +
+         std::to_string(event_blocks_) + " event time blocks, " + std::to_string(dead_blocks_) +
+         " dead-time blocks, " + std::to_string(singles_blocks_) + " singles-histogram blocks";
+}
+
+std::vector<std::string> PetsirdWriter::losses() const {
+  std::vector<std::string> lines;
+  if (refused_crystal_ || refused_tof_)
+    lines.push_back("refused (not written): " + std::to_string(refused_crystal_) +
+                    " records with a crystal id outside the scanner, " +
+                    std::to_string(refused_tof_) + " with a Δt outside the TOF bins");
+  if (dead_unplaced_)
+    lines.push_back(std::to_string(dead_unplaced_) +
+                    " dead intervals of runs with no coincidence message left out");
+  if (singles_unplaced_)
+    lines.push_back("singles histograms of " + std::to_string(singles_unplaced_) +
+                    " run(s) with no coincidence message left out");
+  return lines;
+}
+
+RunSingles crystal_singles(const std::vector<std::uint8_t>& histogram_file, std::uint32_t crystals) {
+  const HistogramFile hf = parse_histogram_file(histogram_file.data(), histogram_file.size());
+  const HistDescriptor* d = hf.find("crystal_singles");
+  if (!d || d->rank != 1 || d->shape[0] != crystals)
+    throw std::invalid_argument("no crystal_singles histogram of " + std::to_string(crystals) +
+                                " crystals");
+  RunSingles out{hf.header.run_id, {}};
+  for (std::uint32_t c = 0; c < crystals; ++c) out.counts.push_back(hf.value(*d, c));
+  return out;
 }
 
 PetsirdFileCounts petsird_from_plm(

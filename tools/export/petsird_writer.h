@@ -105,6 +105,10 @@ class PetsirdWriter {
   // Singles histograms of a run that had no coincidence message.
   std::uint64_t singles_unplaced() const { return singles_unplaced_; }
   std::uint64_t bytes_written() const { return out_.bytes_written(); }
+  // What was written ("N prompts, N delayed in N event time blocks, ..."), and a line for
+  // each kind of record or block refused or left out (none: empty).
+  std::string summary() const;
+  std::vector<std::string> losses() const;
 
  private:
   struct Event {
@@ -157,6 +161,15 @@ class PetsirdWriter {
   std::uint64_t refused_crystal_ = 0, refused_tof_ = 0, dead_unplaced_ = 0;
   std::uint64_t singles_blocks_ = 0, singles_unplaced_ = 0;
 };
+
+// A histogram file's accepted singles per crystal (`crystal_singles`) and its run.
+struct RunSingles {
+  std::uint64_t run_id = 0;
+  std::vector<std::uint64_t> counts;
+};
+// From a histogram file's bytes (already checked by parse_histogram_file); throws
+// std::invalid_argument when it has no `crystal_singles` of `crystals` crystals.
+RunSingles crystal_singles(const std::vector<std::uint8_t>& histogram_file, std::uint32_t crystals);
 
 // What petsird_from_plm() read.
 struct PetsirdFileCounts {
