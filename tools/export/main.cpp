@@ -55,7 +55,7 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                "complete message), to HDF5 (prompts, delayed, messages, settings, counts and "
                "the scanner geometry), to CASToR list-mode (OUTPUT.cdh, .cdf and the scanner "
                "LUT OUTPUT.hscan, .lut) or to PETSIRD 0.9.1 (yardl binary: geometry, prompts "
-               "and delayed with TOF, dead time).");
+               "and delayed with TOF, dead time, singles).");
   CLI::Option* input = cli::add_input(app, o.input, "the .plm file");
   cli::add_output(app, o.output,
                   "the HDF5 or PETSIRD file, or the CASToR files' common path (no extension)")
