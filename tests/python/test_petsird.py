@@ -307,6 +307,25 @@ class PetsirdEvents(unittest.TestCase):
                          len(dump(d.plm)["prompt"]) - 1)
 
 
+class PetsirdPartialFile(unittest.TestCase):
+    def test_a_file_being_written_is_exported_up_to_its_last_complete_message(self):
+        d = Data.get()
+        with open(d.plm, "rb") as f:
+            data = f.read()
+        count, size = struct.unpack_from("<II", data, 64 + 48)
+        first_end = 64 + 64 + count * size
+        self.assertLess(first_end, len(data))
+        cut = os.path.join(d.dir, "growing.plm")
+        with open(cut, "wb") as f:
+            f.write(data[:first_end + 10])  # 10 bytes into the second message's header
+        out = os.path.join(d.dir, "growing.petsird")
+        r = export(cut, out)
+        self.assertIn("10 bytes of a partial message follow", r.stderr)
+        _, steps = yardl_reader.read(out)
+        got = events(steps["timeBlocks"], "promptEvents")
+        self.assertEqual(len(got), count)  # the first message holds the prompts
+
+
 class PetsirdRuns(unittest.TestCase):
     def test_a_second_run_continues_after_the_first_runs_last_block(self):
         d = Data.get()

@@ -44,7 +44,7 @@ bool PlmMessageReader::next(MessageHeader& header, std::vector<std::uint8_t>& bo
   const std::string where = path_.string() + ": message at byte " + std::to_string(at);
   header = decode_message_header(bytes);
   if (header.magic != kMessageMagic) throw PlmError(where + ": bad message magic");
-  if (header.version != kMessageVersion)
+  if (header.version == 0 || header.version > kMessageVersion)
     throw PlmError(where + ": message version " + std::to_string(header.version) +
                    " is not supported");
   const std::uint64_t want = std::uint64_t{header.record_count} * header.record_size;
