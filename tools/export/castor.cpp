@@ -8,6 +8,7 @@
 
 #include "core/geometry.h"
 #include "proto/bytes.h"
+#include "proto/signed_tof.h"
 #include "tools/export/crystal_position.h"
 
 namespace petdaq::exporter {
@@ -27,8 +28,12 @@ void write_or_throw(std::FILE* f, const void* data, std::size_t bytes,
 }  // namespace
 
 CastorWriter::CastorWriter(const std::filesystem::path& base, const Settings& settings,
-                           double tick_ps)
-    : base_(base), settings_(settings), tick_ps_(tick_ps) {
+                           double tick_ps, const Corrections& corrections)
+    : base_(base),
+      settings_(settings),
+      tick_ps_(tick_ps),
+      corrections_(corrections),
+      crystal_count_(Geometry::from(settings.scanner).crystal_count()) {
   const auto cdf = with_suffix(base_, ".cdf");
   cdf_ = std::fopen(cdf.c_str(), "wb");
   if (!cdf_) throw std::runtime_error(cdf.string() + ": cannot create: " + std::strerror(errno));
@@ -49,14 +54,37 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
   }
   const double ms_per_tick = tick_ps_ * 1e-9;
   run_end_ms_ = run_offset_ms_ + double(m.t_end - run_start_ticks_) * ms_per_tick;
-  std::uint8_t event[12];
+  const bool randoms = writes_randoms(), norm = writes_normalization();
+  const double live = corrections_.live.live_fraction();
+  std::uint8_t event[24];
+  const std::size_t size = event_bytes();
+  auto store_float = [](std::uint8_t* p, float v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    bytes::store_le32(p, bits);
+  };
   for (std::size_t i = 0; i < n; ++i) {
     const CoincRecord& r = records[i];
+    check_crystals(r, crystal_count_, m, i);
+    const std::uint32_t id1 = tof_lower_crystal(r), id2 = tof_higher_crystal(r);
     const double ms = run_offset_ms_ + std::floor(double(r.time_a - run_start_ticks_) * ms_per_tick);
-    bytes::store_le32(event + 0, static_cast<std::uint32_t>(ms));
-    bytes::store_le32(event + 4, r.crystal_a);
-    bytes::store_le32(event + 8, r.crystal_b);
-    write_or_throw(cdf_, event, sizeof event, with_suffix(base_, ".cdf"));
+    std::uint8_t* p = event;
+    bytes::store_le32(p, static_cast<std::uint32_t>(ms));
+    p += 4;
+    if (randoms) {
+      store_float(p, float(corrections_.randoms->per_s(id1, id2)));
+      p += 4;
+    }
+    if (norm) {
+      // CASToR divides the forward projection by this factor: 1 / (LOR efficiency · live).
+      const double eff = corrections_.normalization ? corrections_.normalization->efficiency(id1, id2) : 1.0;
+      store_float(p, float(1.0 / (eff * live)));
+      p += 4;
+    }
+    store_float(p, float(double(signed_dt_ticks(r)) * tick_ps_));
+    bytes::store_le32(p + 4, id1);
+    bytes::store_le32(p + 8, id2);
+    write_or_throw(cdf_, event, size, with_suffix(base_, ".cdf"));
   }
   events_ += n;
 }
@@ -125,11 +153,28 @@ void CastorWriter::finish() {
       << "Duration (s): " << run_end_ms_ * 1e-3 << "\n"
       << "Calibration factor: 1\n"
       << "Isotope: unknown\n"
-      << "TOF information flag: 0\n"
+      // TOF: Δt = t(crystal 1) − t(crystal 2) in ps, over ±window; quantised by the tick.
+      << "TOF information flag: 1\n"
+      << "TOF resolution (ps): " << settings_.coincidence.time_resolution_ps << "\n"
+      << "List TOF measurement range (ps): " << 2.0 * settings_.coincidence.window_ps << "\n"
+      << "List TOF quantization bin size (ps): " << tick_ps_ << "\n"
       << "Attenuation correction flag: 0\n"
-      << "Normalization correction flag: 0\n"
+      << "Normalization correction flag: " << writes_normalization() << "\n"
       << "Scatter correction flag: 0\n"
-      << "Random correction flag: 0\n";
+      << "Random correction flag: " << writes_randoms() << "\n";
+    // Provenance of the corrections (keys CASToR does not read).
+    const LiveTime& live = corrections_.live;
+    if (corrections_.live_known)
+      h << "petdaq live-time fraction: " << live.live_fraction() << "\n"
+        << "petdaq dead time (s): " << live.dead_s << "\n";
+    if (corrections_.normalization)
+      h << "petdaq normalization: component-based table (petdaq-calibrate normalization)\n";
+    if (corrections_.randoms)
+      h << "petdaq randoms: "
+        << (corrections_.randoms->model() == PairRandoms::Model::singles_prompts
+                ? "singles-rate per crystal pair scaled to the singles-prompts model"
+                : "singles-rate per crystal pair")
+        << ", " << corrections_.randoms->total_per_s() << " per s in all\n";
     if (!h) throw std::runtime_error(with_suffix(base_, ".cdh").string() + ": write failed");
   }
 }

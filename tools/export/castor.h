@@ -1,6 +1,9 @@
-// CASToR list-mode output (docs/export.md): a .cdh header, .cdf records (uint32 time in ms,
-// uint32 crystal 1, uint32 crystal 2, little-endian) and the scanner as a user-defined LUT
-// (.hscan header + .lut of 6 float32 per crystal, indexed by petdaq's crystal id).
+// CASToR list-mode output (docs/export.md): a .cdh header, .cdf events (little-endian:
+// uint32 time in ms, then the float32 randoms rate and normalisation factor where known, the
+// float32 TOF difference in ps, uint32 crystal 1, uint32 crystal 2) and the scanner as a
+// user-defined LUT (.hscan header + .lut of 6 float32 per crystal, indexed by petdaq's
+// crystal id). Crystal 1 is the lower id, so CASToR's Δt = t(crystal 1) − t(crystal 2) is
+// petdaq's signed Δt (proto/signed_tof.h).
 #pragma once
 
 #include <cstdint>
@@ -10,27 +13,38 @@
 
 #include "core/settings.h"
 #include "proto/records.h"
+#include "tools/export/corrections.h"
 
 namespace petdaq::exporter {
 
 class CastorWriter {
  public:
   // `base` is the output path without extension: base.cdh, base.cdf, base.hscan, base.lut.
-  CastorWriter(const std::filesystem::path& base, const Settings& settings, double tick_ps);
+  // `corrections` (kept by reference) gives the optional per-event randoms and normalisation.
+  CastorWriter(const std::filesystem::path& base, const Settings& settings, double tick_ps,
+               const Corrections& corrections);
   ~CastorWriter();
   CastorWriter(const CastorWriter&) = delete;
   CastorWriter& operator=(const CastorWriter&) = delete;
 
   // Prompts only (CASToR's list-mode is the prompts); a new run continues the time line.
+  // Throws BadRecord (nothing of the record written) for a crystal id out of range.
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
   // Writes the headers and closes; throws on a write error.
   void finish();
   std::uint64_t events() const { return events_; }
+  bool writes_randoms() const { return corrections_.randoms.has_value(); }
+  bool writes_normalization() const {
+    return corrections_.normalization.has_value() || corrections_.live.live_fraction() < 1.0;
+  }
+  std::size_t event_bytes() const { return 16 + 4 * (writes_randoms() + writes_normalization()); }
 
  private:
   std::filesystem::path base_;
   const Settings& settings_;
   double tick_ps_;
+  const Corrections& corrections_;
+  std::uint32_t crystal_count_;
   std::FILE* cdf_ = nullptr;
   std::uint64_t events_ = 0;
   bool have_run_ = false;
