@@ -204,7 +204,8 @@ Hdf5Writer::Hdf5Writer(const std::filesystem::path& file, const PlmHeader& heade
   }
   corrections_group_ = H5Handle(H5Gcreate2(root, "corrections", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                                 H5Gclose, "corrections");
-  if (corrections.normalization) prompts_norm_ = make_column(corrections_group_.get(), "prompts_normalization");
+  if (corrections.normalization || corrections.live.live_fraction() < 1.0)
+    prompts_norm_ = make_column(corrections_group_.get(), "prompts_normalization");
   if (corrections.randoms) prompts_randoms_ = make_column(corrections_group_.get(), "prompts_randoms_per_s");
 
   H5Handle group(H5Gcreate2(root, "settings", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
@@ -277,9 +278,10 @@ void Hdf5Writer::add(const MessageHeader& m, const CoincRecord* records, std::si
     dt.buffer.push_back(float(double(signed_dt_ticks(r)) * tick_ps_));
     if (!delayed) {
       const std::uint32_t lo = tof_lower_crystal(r), hi = tof_higher_crystal(r);
-      if (corrections_.normalization)
-        prompts_norm_.buffer.push_back(
-            float(1.0 / (corrections_.normalization->efficiency(lo, hi) * live)));
+      if (prompts_norm_.dataset.get() >= 0) {
+        const double eff = corrections_.normalization ? corrections_.normalization->efficiency(lo, hi) : 1.0;
+        prompts_norm_.buffer.push_back(float(1.0 / (eff * live)));
+      }
       if (corrections_.randoms) prompts_randoms_.buffer.push_back(float(corrections_.randoms->per_s(lo, hi)));
     }
     if (s.buffer.size() == kChunkRecords) {
@@ -313,9 +315,10 @@ void Hdf5Writer::finish(const std::string& source) {
     attr(g, "dead_time_s", live.dead_s);
     attr(g, "dead_intervals", live.dead_intervals);
     attr(g, "normalization_factor",
-         std::string(corrections_.normalization
-                         ? "1 / (LOR efficiency * live_fraction), CASToR's convention"
-                         : "none (no normalisation table given)"));
+         std::string(corrections_.normalization ? "1 / (LOR efficiency * live_fraction), CASToR's convention"
+                     : corrections_.live.live_fraction() < 1.0
+                         ? "1 / live_fraction (no normalisation table given)"
+                         : "none (no normalisation table given, no dead time)"));
     attr(g, "randoms_model",
          std::string(!corrections_.randoms ? "none (no histogram file given)"
                      : corrections_.randoms->model() == PairRandoms::Model::singles_prompts
