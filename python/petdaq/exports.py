@@ -2,7 +2,7 @@
 header and .cdf events, with TOF and the per-event corrections) and the HDF5 file's signed
 time differences, corrections and live time.
 
-    hdr, ev = petdaq.read_castor("scan")             # scan.cdh + scan.cdf
+    hdr, ev = petdaq.read_castor("scan")             # scan.cdh + scan.cdf (or scan_norm)
     ev["tof_ps"], ev["id1"], ev.dtype.names           # id1 < id2; tof = t(id1) - t(id2)
     x = petdaq.read_export_hdf5("scan.h5")            # needs h5py (python3-h5py)
     x.prompts, x.prompts_signed_dt_ps, x.normalization, x.randoms_per_s, x.live_fraction
@@ -25,7 +25,13 @@ def read_castor_header(path):
 
 def castor_event_dtype(header):
     """The .cdf event of this header: uint32 time (ms), then in CASToR's order the optional
-    float32 random rate, normalisation factor and TOF difference (ps), and the two crystals."""
+    float32 random rate, normalisation factor and TOF difference (ps), and the two crystals;
+    in normalisation mode (the sensitivity's lines) only the factors and the crystals."""
+    flag = lambda key: header.get(key, "0") == "1"  # noqa: E731
+    if header.get("Data mode", "").lower().startswith("norm"):
+        fields = [("attenuation", "<f4")] if flag("Attenuation correction flag") else []
+        fields += [("normalization", "<f4")] if flag("Normalization correction flag") else []
+        return np.dtype(fields + [("id1", "<u4"), ("id2", "<u4")])
     fields = [("time_ms", "<u4")]
     if header.get("Attenuation correction flag", "0") == "1":
         fields.append(("attenuation", "<f4"))

@@ -205,6 +205,18 @@ def castor(a):
     expected = pair_sum / pair_sum.sum() * fan_delayed.sum()
     chi2 = float(np.sum((fan_delayed - expected) ** 2 / expected) / (n - 1))
     check(f"per-crystal randoms shape vs {delayed.size} delayed: chi2/dof {chi2:.3f} (limit 1.3)", chi2 < 1.3)
+    # CASToR's normalisation data file (for the sensitivity image): every pair the sorter can
+    # form, with the events' factor.
+    nhdr, lines = petdaq.read_castor(base + "_norm")
+    min_sectors = int((doc.get("coincidence") or {}).get("min_sector_difference", 0))
+    check(f"normalisation file: {lines.size} lines, every pair (min_sector_difference {min_sectors})",
+          nhdr["Data mode"] == "normalization" and min_sectors == 0 and lines.size == n * (n - 1) // 2
+          and bool(np.all(lines["id1"] < lines["id2"])))
+    layout = nz.Layout(scanner_of(a))
+    tables = nz.load_tables(os.path.join(a.work, "norm"), scanner_of(a))
+    want = 1.0 / nz.lor_efficiency(layout, tables, lines["id1"].astype(np.int64), lines["id2"].astype(np.int64))
+    check("normalisation file factors = 1 / the table's LOR efficiency",
+          bool(np.max(np.abs(lines["normalization"] / want - 1.0)) < 1e-5))
     total = float(hdr["petdaq randoms"].split(",")[1].split()[0])
     duration = float(hdr["Duration (s)"])
     print(f"randoms {total:.0f} per s in all, {total * duration:.0f} over the acquisition; "

@@ -233,6 +233,43 @@ TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiv
   EXPECT_NE(head.find("Normalization correction flag: 1\n"), std::string::npos) << head;
   EXPECT_NE(head.find("Random correction flag: 0\n"), std::string::npos) << head;
   EXPECT_NE(head.find("petdaq live-time fraction: 0.75\n"), std::string::npos) << head;
+  // The normalisation data file: every pair i < j (min_sector_difference 0), in order, with
+  // the events' factor; its header in CASToR's normalisation mode.
+  EXPECT_EQ(w.normalization_lines(), 16u * 15u / 2u);
+  const auto n = read_all(fs::path(base.string() + "_norm.cdf"));
+  ASSERT_EQ(n.size(), 12u * 120u);
+  std::size_t at = 0;
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    for (std::uint32_t j = i + 1; j < 16; ++j, at += 12) {
+      ASSERT_EQ(bytes::load_le32(n.data() + at + 4), i);
+      ASSERT_EQ(bytes::load_le32(n.data() + at + 8), j);
+      if (i == 1 && j == 12) {
+        EXPECT_NEAR(float_at(n, at), 1.0 / (0.8 * 0.75), 1e-5);
+      }
+      if (i == 3 && j == 13) {
+        EXPECT_NEAR(float_at(n, at), 1.0 / (0.75 * 0.75), 1e-5);
+      }
+    }
+  }
+  std::ifstream norm_cdh(base.string() + "_norm.cdh");
+  const std::string norm_head{std::istreambuf_iterator<char>(norm_cdh), {}};
+  EXPECT_NE(norm_head.find("Data mode: normalization\n"), std::string::npos) << norm_head;
+  EXPECT_NE(norm_head.find("Number of events: 120\n"), std::string::npos) << norm_head;
+}
+
+TEST(CastorWriter, TheNormalisationFileLeavesOutPairsTheSorterCannotForm) {
+  Settings s = small();
+  s.coincidence.min_sector_difference = 2;  // 4 sectors: only opposite panels pair
+  exporter::Corrections c;
+  const fs::path dir = scratch("norm_sectors");
+  write_tables(dir);
+  c.normalization.emplace(dir, Geometry::from(s.scanner));
+  const fs::path base = scratch("castor_sectors");
+  exporter::CastorWriter w(base, s, 15.625, c);
+  w.finish();
+  // Each crystal pairs with the 4 crystals (2 per ring, 2 rings) of the opposite panel.
+  EXPECT_EQ(w.normalization_lines(), 16u * 4u / 2u);
+  EXPECT_EQ(fs::file_size(base.string() + "_norm.cdf"), 12u * 32u);
 }
 
 TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
@@ -241,6 +278,7 @@ TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
   const fs::path base = scratch("castor_bad");
   exporter::CastorWriter w(base, s, 15.625, c);
   EXPECT_EQ(w.event_bytes(), 16u);  // time, TOF, two ids: no correction known
+  std::filesystem::remove(base.string() + "_norm.cdf");
   MessageHeader m;
   m.kind = static_cast<std::uint16_t>(MessageKind::prompts);
   m.message_id = 42;
@@ -256,6 +294,7 @@ TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
   }
   w.finish();
   EXPECT_EQ(fs::file_size(base.string() + ".cdf"), 16u);  // the good event only
+  EXPECT_FALSE(fs::exists(base.string() + "_norm.cdf"));  // no table, no normalisation file
 }
 
 }  // namespace

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
+#include <vector>
 
 #include "core/geometry.h"
 #include "proto/bytes.h"
@@ -89,6 +91,52 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
   events_ += n;
 }
 
+void CastorWriter::write_normalization_file(const Geometry& g, const std::string& scanner) {
+  // Every pair of crystals the sorter can pair (different crystals, sectors at least
+  // min_sector_difference apart), crystal 1 the lower id, with the events' factor.
+  const std::filesystem::path norm_base(base_.string() + "_norm");
+  const auto cdf = with_suffix(norm_base, ".cdf");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(cdf.c_str(), "wb"), &std::fclose);
+  if (!f) throw std::runtime_error(cdf.string() + ": cannot create: " + std::strerror(errno));
+  const double live = corrections_.live.live_fraction();
+  const std::uint32_t n = g.crystal_count(), sectors = g.bdm_transaxial;
+  const std::uint32_t min_sectors = settings_.coincidence.min_sector_difference;
+  std::vector<std::uint8_t> buffer;
+  buffer.reserve(1 << 20);
+  norm_lines_ = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t j = i + 1; j < n; ++j) {
+      if (min_sectors && sector_distance(g.sector_of(i), g.sector_of(j), sectors) < min_sectors)
+        continue;
+      const float factor = float(1.0 / (corrections_.normalization->efficiency(i, j) * live));
+      std::uint32_t bits;
+      std::memcpy(&bits, &factor, 4);
+      std::uint8_t entry[12];
+      bytes::store_le32(entry, bits);
+      bytes::store_le32(entry + 4, i);
+      bytes::store_le32(entry + 8, j);
+      buffer.insert(buffer.end(), entry, entry + sizeof entry);
+      ++norm_lines_;
+      if (buffer.size() >= (1u << 20) - sizeof entry) {
+        write_or_throw(f.get(), buffer.data(), buffer.size(), cdf);
+        buffer.clear();
+      }
+    }
+  }
+  write_or_throw(f.get(), buffer.data(), buffer.size(), cdf);
+  if (std::fclose(f.release()) != 0)
+    throw std::runtime_error(cdf.string() + ": write failed: " + std::strerror(errno));
+  std::ofstream h(with_suffix(norm_base, ".cdh"));
+  h << "Scanner name: " << scanner << "\n"
+    << "Data filename: " << cdf.filename().string() << "\n"
+    << "Number of events: " << norm_lines_ << "\n"
+    << "Data mode: normalization\n"
+    << "Data type: PET\n"
+    << "Normalization correction flag: 1\n"
+    << "Attenuation correction flag: 0\n";
+  if (!h) throw std::runtime_error(with_suffix(norm_base, ".cdh").string() + ": write failed");
+}
+
 void CastorWriter::finish() {
   const auto cdf = with_suffix(base_, ".cdf");
   if (std::fclose(cdf_) != 0) {
@@ -100,6 +148,7 @@ void CastorWriter::finish() {
   const ScannerSettings& s = settings_.scanner;
   const Geometry g = Geometry::from(s);
   const std::string scanner = base_.filename().string();
+  if (corrections_.normalization) write_normalization_file(g, scanner);
   const auto lut_path = with_suffix(base_, ".lut");
   {
     std::FILE* lut = std::fopen(lut_path.c_str(), "wb");

@@ -3,7 +3,9 @@
 // float32 TOF difference in ps, uint32 crystal 1, uint32 crystal 2) and the scanner as a
 // user-defined LUT (.hscan header + .lut of 6 float32 per crystal, indexed by petdaq's
 // crystal id). Crystal 1 is the lower id, so CASToR's Δt = t(crystal 1) − t(crystal 2) is
-// petdaq's signed Δt (proto/signed_tof.h).
+// petdaq's signed Δt (proto/signed_tof.h). With a normalisation table, also CASToR's
+// normalisation data file (base_norm.cdh/.cdf: f32 factor, u32 crystal 1, u32 crystal 2 for
+// every line of response), which its list-mode sensitivity image needs.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +13,7 @@
 #include <filesystem>
 #include <string>
 
+#include "core/geometry.h"
 #include "core/settings.h"
 #include "proto/records.h"
 #include "tools/export/corrections.h"
@@ -30,8 +33,11 @@ class CastorWriter {
   // Prompts only (CASToR's list-mode is the prompts); a new run continues the time line.
   // Throws BadRecord (nothing of the record written) for a crystal id out of range.
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
-  // Writes the headers and closes; throws on a write error.
+  // Writes the headers and closes; with a normalisation table also the CASToR normalisation
+  // data file base_norm.cdh/.cdf (every line the sorter can form, for the sensitivity image);
+  // throws on a write error.
   void finish();
+  std::uint64_t normalization_lines() const { return norm_lines_; }
   std::uint64_t events() const { return events_; }
   bool writes_randoms() const { return corrections_.randoms.has_value(); }
   bool writes_normalization() const {
@@ -40,6 +46,8 @@ class CastorWriter {
   std::size_t event_bytes() const { return 16 + 4 * (writes_randoms() + writes_normalization()); }
 
  private:
+  void write_normalization_file(const Geometry& g, const std::string& scanner);
+
   std::filesystem::path base_;
   const Settings& settings_;
   double tick_ps_;
@@ -47,6 +55,7 @@ class CastorWriter {
   std::uint32_t crystal_count_;
   std::FILE* cdf_ = nullptr;
   std::uint64_t events_ = 0;
+  std::uint64_t norm_lines_ = 0;
   bool have_run_ = false;
   std::uint64_t run_ = 0;
   std::uint64_t run_start_ticks_ = 0;

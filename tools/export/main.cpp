@@ -348,7 +348,11 @@ int main(int argc, char** argv) {
       written = std::to_string(w.events()) + " prompts (TOF" +
                 (w.writes_randoms() ? ", randoms" : "") +
                 (w.writes_normalization() ? ", normalisation" : "") + ") to " +
-                o.output.string() + ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
+                o.output.string() + ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut" +
+                (w.normalization_lines()
+                     ? ", " + std::to_string(w.normalization_lines()) + " lines' normalisation to " +
+                           o.output.string() + "_norm.cdh/.cdf"
+                     : std::string());
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {
