@@ -129,8 +129,8 @@ def flat(a):
     text = open(os.path.join(a.work, "norm_half", "normalization.txt"), encoding="utf-8").read()
     print(text, end="")
     rows = re.findall(r"^  (.+): ([0-9.]+)  ([0-9.]+)  (\d+)  ([0-9.]+)  ([0-9.]+)$", text, re.M)
-    if len(rows) != 3:
-        print(f"expected 3 flatness rows in the report, found {len(rows)}")
+    if len(rows) != 4:
+        print(f"expected 4 flatness rows in the report, found {len(rows)}")
         return 1
     bad = 0
     for name, with_t, without, groups, expected, limit in rows:
