@@ -15,6 +15,8 @@ to CASToR (TOF, randoms, normalisation) and HDF5. One step per invocation:
   refused  a record with an out-of-range crystal: exit 2, a clear message, no file left
   dead     the same acquisition with dead-interval messages (kind 5) between its messages
            gives the same normalisation table byte for byte (other kinds are skipped)
+  calibrate_refusals  too short an acquisition, a cylinder wider than the ring, another
+           scanner's file, a negative attenuation: refused with the reason, no table written
 
 Exit 77 (skip) when numpy, scipy, matplotlib or yaml (or h5py for hdf5) is missing."""
 import argparse
@@ -313,15 +315,46 @@ def dead(a):
     return 0 if len(same) == 4 and inserted > 0 else 1
 
 
+def calibrate_refusals(a):
+    plm = os.path.join(a.work, "acq", "cylinder.plm")
+    short = os.path.join(a.work, "short.plm")
+    data = np.fromfile(plm, dtype=np.uint8)
+    head = int(data[6:8].view("<u2")[0])
+    # The file header and the first 2 000 prompts of the first message: too few per crystal.
+    first = data[:head + 64 + 2000 * 32].copy()
+    first[head + 48:head + 52] = np.frombuffer(np.uint32(2000).tobytes(), np.uint8)
+    first.tofile(short)
+    default_config = os.path.join(SOURCE, "config", "petdaq.yaml")
+    cases = [
+        ("a short acquisition", [short], a.config, 1, "acquire longer"),
+        ("a cylinder wider than the ring", [plm, "--source-radius-mm", "25"], a.config, 1, "not inside the ring"),
+        ("another scanner's file", [plm], default_config, 1, "512 crystals, the configuration 16224"),
+        ("a negative attenuation", [plm, "--attenuation-per-mm", "-1"], a.config, 2, "must be >= 0"),
+    ]
+    failures = 0
+    for name, args, config, want_rc, want_text in cases:
+        out = os.path.join(a.work, "refused_norm")
+        shutil.rmtree(out, ignore_errors=True)
+        done = subprocess.run([os.path.join(a.bin, "petdaq-calibrate"), "normalization", "--config", config,
+                               "--output-dir", out, "--listmode"] + args, capture_output=True, text=True)
+        wrote = os.path.exists(os.path.join(out, nz.CRYSTAL_FILE))
+        good = done.returncode == want_rc and want_text in done.stderr and not wrote
+        print(f"{name}: exit {done.returncode}, {(done.stderr.strip().splitlines() or [''])[-1]!r}, table written: {wrote}: "
+              f"{'ok' if good else 'FAIL'}")
+        failures += not good
+    return 1 if failures else 0
+
+
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("step", choices=["setup", "truth", "flat", "castor", "hdf5", "refused", "dead"])
+    p.add_argument("step", choices=["setup", "truth", "flat", "castor", "hdf5", "refused", "dead",
+                                    "calibrate_refusals"])
     p.add_argument("--bin", required=True)
     p.add_argument("--config", required=True)
     p.add_argument("--work", required=True)
     a = p.parse_args()
     return {"setup": setup, "truth": truth, "flat": flat, "castor": castor, "hdf5": hdf5,
-            "refused": refused, "dead": dead}[a.step](a)
+            "refused": refused, "dead": dead, "calibrate_refusals": calibrate_refusals}[a.step](a)
 
 
 if __name__ == "__main__":

@@ -63,6 +63,16 @@ def _positive(kind):
     return parse
 
 
+def _non_negative(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
+
+
 def build_parser():
     p = argparse.ArgumentParser(prog="petdaq-calibrate", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -123,7 +133,7 @@ def build_parser():
                     help="a uniform cylinder of activity in water, centred on the axis")
     sp.add_argument("--source-radius-mm", type=_positive(float), default=15.0, help="cylinder radius (default 15)")
     sp.add_argument("--source-length-mm", type=_positive(float), default=70.0, help="cylinder length (default 70)")
-    sp.add_argument("--attenuation-per-mm", type=float, default=normalization.WATER_MU_PER_MM,
+    sp.add_argument("--attenuation-per-mm", type=_non_negative, default=normalization.WATER_MU_PER_MM,
                     help="the cylinder's linear attenuation at 511 keV (default water, 0.0096)")
     sp.add_argument("--iterations", type=_positive(int), default=30, help="fit iterations (default 30)")
     sp.add_argument("--min-counts-per-crystal", type=_positive(float), default=100.0,
