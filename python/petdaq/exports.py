@@ -26,11 +26,23 @@ def read_castor_header(path):
 def castor_event_dtype(header):
     """The .cdf event of this header: uint32 time (ms), then in CASToR's order the optional
     float32 random rate, normalisation factor and TOF difference (ps), and the two crystals;
-    in normalisation mode (the sensitivity's lines) only the factors and the crystals."""
+    in normalisation mode (the sensitivity's lines) only the factors and the crystals; in
+    histogram mode the time, the factors, the counts and the crystals."""
     flag = lambda key: header.get(key, "0") == "1"  # noqa: E731
     if header.get("Data mode", "").lower().startswith("norm"):
         fields = [("attenuation", "<f4")] if flag("Attenuation correction flag") else []
         fields += [("normalization", "<f4")] if flag("Normalization correction flag") else []
+        return np.dtype(fields + [("id1", "<u4"), ("id2", "<u4")])
+    if header.get("Data mode", "").lower().startswith("histo"):
+        # time, attenuation, randoms, normalisation, then the counts (per TOF bin), crystals.
+        fields = [("time_ms", "<u4")]
+        fields += [("attenuation", "<f4")] if flag("Attenuation correction flag") else []
+        fields += [("randoms_per_s", "<f4")] if flag("Random correction flag") else []
+        fields += [("normalization", "<f4")] if flag("Normalization correction flag") else []
+        if flag("Scatter correction flag"):
+            raise ValueError("histogram mode with scatter terms is not read here")
+        bins = int(header.get("Histo TOF number of bins", "1")) if flag("TOF information flag") else 1
+        fields += [("counts", "<f4", (bins,))] if bins > 1 else [("counts", "<f4")]
         return np.dtype(fields + [("id1", "<u4"), ("id2", "<u4")])
     fields = [("time_ms", "<u4")]
     if header.get("Attenuation correction flag", "0") == "1":

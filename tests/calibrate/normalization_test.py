@@ -219,6 +219,21 @@ def castor(a):
     want = 1.0 / nz.lor_efficiency(layout, tables, lines["id1"].astype(np.int64), lines["id2"].astype(np.int64))
     check("normalisation file factors = 1 / the table's LOR efficiency",
           bool(np.max(np.abs(lines["normalization"] / want - 1.0)) < 1e-5))
+    # Histogram mode: every line with its prompts and the same factors.
+    hist_base = os.path.join(a.work, "castor_histogram")
+    export(a, "castor", hist_base, ["--castor-mode", "histogram"])
+    hh, hist = petdaq.read_castor(hist_base)
+    counts = np.zeros(n * (n - 1) // 2)
+    np.add.at(counts, lo * (2 * n - lo - 1) // 2 + (hi - lo - 1), 1)
+    check(f"histogram: {hist.size} lines, their counts = the prompts per line ({int(hist['counts'].sum())} in all)",
+          hh["Data mode"] == "histogram" and hist.size == n * (n - 1) // 2
+          and not os.path.exists(hist_base + "_norm.cdh")
+          and np.array_equal(hist["counts"], counts.astype(np.float32))
+          and np.array_equal(hist["normalization"], lines["normalization"]))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k_hist = hist["randoms_per_s"] / (singles[hist["id1"]] * singles[hist["id2"]])
+    check("histogram randoms: the same per-pair rate as the list mode's",
+          bool(np.allclose(k_hist[np.isfinite(k_hist)], np.mean(k), rtol=1e-5)))
     total = float(hdr["petdaq randoms"].split(",")[1].split()[0])
     duration = float(hdr["Duration (s)"])
     print(f"randoms {total:.0f} per s in all, {total * duration:.0f} over the acquisition; "

@@ -297,5 +297,50 @@ TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
   EXPECT_FALSE(fs::exists(base.string() + "_norm.cdf"));  // no table, no normalisation file
 }
 
+TEST(CastorWriter, AHistogramListsEveryLineWithItsPromptsAndFactors) {
+  const Settings s = small();
+  exporter::Corrections c;
+  const fs::path dir = scratch("norm_histogram");
+  write_tables(dir);
+  c.normalization.emplace(dir, Geometry::from(s.scanner));
+  const fs::path base = scratch("castor_histogram");
+  exporter::CastorWriter w(base, s, 10.0, c, exporter::CastorMode::histogram);
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::prompts);
+  m.t_end = 100;
+  const CoincRecord r[3] = {{1, 2, 12, 1, 511, 511, 0}, {2, 3, 1, 12, 511, 511, 0}, {3, 1, 3, 13, 511, 511, 0}};
+  w.add(m, r, 3);
+  w.finish();
+  EXPECT_EQ(w.events(), 3u);
+  EXPECT_EQ(w.histogram_lines(), 120u);
+  // time, normalisation, count, crystal 1, crystal 2: 20 bytes a line, every pair in order.
+  const auto b = read_all(fs::path(base.string() + ".cdf"));
+  ASSERT_EQ(b.size(), 20u * 120u);
+  double total = 0;
+  std::size_t at = 0;
+  for (std::uint32_t i = 0; i < 16; ++i) {
+    for (std::uint32_t j = i + 1; j < 16; ++j, at += 20) {
+      ASSERT_EQ(bytes::load_le32(b.data() + at), 0u);
+      ASSERT_EQ(bytes::load_le32(b.data() + at + 12), i);
+      ASSERT_EQ(bytes::load_le32(b.data() + at + 16), j);
+      const float count = float_at(b, at + 8);
+      total += count;
+      if (i == 1 && j == 12) {
+        EXPECT_EQ(count, 2.0f);  // both orders of the pair
+        EXPECT_NEAR(float_at(b, at + 4), 1.0 / 0.8, 1e-5);
+      }
+      if (i == 3 && j == 13) {
+        EXPECT_EQ(count, 1.0f);
+      }
+    }
+  }
+  EXPECT_EQ(total, 3.0);
+  std::ifstream cdh(base.string() + ".cdh");
+  const std::string head{std::istreambuf_iterator<char>(cdh), {}};
+  EXPECT_NE(head.find("Data mode: histogram\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("Number of events: 120\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("TOF information flag: 0\n"), std::string::npos) << head;
+}
+
 }  // namespace
 }  // namespace petdaq

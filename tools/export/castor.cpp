@@ -30,12 +30,16 @@ void write_or_throw(std::FILE* f, const void* data, std::size_t bytes,
 }  // namespace
 
 CastorWriter::CastorWriter(const std::filesystem::path& base, const Settings& settings,
-                           double tick_ps, const Corrections& corrections)
+                           double tick_ps, const Corrections& corrections, CastorMode mode)
     : base_(base),
       settings_(settings),
       tick_ps_(tick_ps),
       corrections_(corrections),
-      crystal_count_(Geometry::from(settings.scanner).crystal_count()) {
+      crystal_count_(Geometry::from(settings.scanner).crystal_count()),
+      geometry_(Geometry::from(settings.scanner)),
+      mode_(mode) {
+  if (mode_ == CastorMode::histogram)
+    counts_.assign(std::uint64_t{crystal_count_} * (crystal_count_ - 1) / 2, 0);
   const auto cdf = with_suffix(base_, ".cdf");
   cdf_ = std::fopen(cdf.c_str(), "wb");
   if (!cdf_) throw std::runtime_error(cdf.string() + ": cannot create: " + std::strerror(errno));
@@ -65,6 +69,15 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
     std::memcpy(&bits, &v, 4);
     bytes::store_le32(p, bits);
   };
+  if (mode_ == CastorMode::histogram) {
+    for (std::size_t i = 0; i < n; ++i) check_crystals(records[i], crystal_count_, m, i);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t id1 = tof_lower_crystal(records[i]), id2 = tof_higher_crystal(records[i]);
+      if (id1 != id2) ++counts_[line_index(id1, id2)];
+    }
+    events_ += n;
+    return;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     const CoincRecord& r = records[i];
     check_crystals(r, crystal_count_, m, i);
@@ -91,41 +104,73 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
   events_ += n;
 }
 
-void CastorWriter::write_normalization_file(const Geometry& g, const std::string& scanner) {
-  // Every pair of crystals the sorter can pair (different crystals, sectors at least
-  // min_sector_difference apart), crystal 1 the lower id, with the events' factor.
+template <class Fn>
+void CastorWriter::for_each_line(Fn fn) const {
+  // Every pair of crystals the sorter can pair: different crystals, sectors at least
+  // min_sector_difference apart.
+  const std::uint32_t sectors = geometry_.bdm_transaxial;
+  const std::uint32_t min_sectors = settings_.coincidence.min_sector_difference;
+  for (std::uint32_t i = 0; i < crystal_count_; ++i)
+    for (std::uint32_t j = i + 1; j < crystal_count_; ++j)
+      if (!min_sectors ||
+          sector_distance(geometry_.sector_of(i), geometry_.sector_of(j), sectors) >= min_sectors)
+        fn(i, j);
+}
+
+namespace {
+
+// Events appended to a buffer and written a megabyte at a time.
+class EventFile {
+ public:
+  explicit EventFile(const std::filesystem::path& path)
+      : path_(path), file_(std::fopen(path.c_str(), "wb"), &std::fclose) {
+    if (!file_) throw std::runtime_error(path.string() + ": cannot create: " + std::strerror(errno));
+    buffer_.reserve(1 << 20);
+  }
+  void u32(std::uint32_t v) {
+    std::uint8_t b[4];
+    bytes::store_le32(b, v);
+    buffer_.insert(buffer_.end(), b, b + 4);
+  }
+  void f32(float v) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    u32(bits);
+  }
+  void end_event() {
+    if (buffer_.size() < (1u << 20) - 64) return;
+    write_or_throw(file_.get(), buffer_.data(), buffer_.size(), path_);
+    buffer_.clear();
+  }
+  void close() {
+    write_or_throw(file_.get(), buffer_.data(), buffer_.size(), path_);
+    if (std::fclose(file_.release()) != 0)
+      throw std::runtime_error(path_.string() + ": write failed: " + std::strerror(errno));
+  }
+
+ private:
+  std::filesystem::path path_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  std::vector<std::uint8_t> buffer_;
+};
+
+}  // namespace
+
+void CastorWriter::write_normalization_file(const std::string& scanner) {
+  // Every line, crystal 1 the lower id, with the events' factor.
   const std::filesystem::path norm_base(base_.string() + "_norm");
   const auto cdf = with_suffix(norm_base, ".cdf");
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(cdf.c_str(), "wb"), &std::fclose);
-  if (!f) throw std::runtime_error(cdf.string() + ": cannot create: " + std::strerror(errno));
+  EventFile f(cdf);
   const double live = corrections_.live.live_fraction();
-  const std::uint32_t n = g.crystal_count(), sectors = g.bdm_transaxial;
-  const std::uint32_t min_sectors = settings_.coincidence.min_sector_difference;
-  std::vector<std::uint8_t> buffer;
-  buffer.reserve(1 << 20);
   norm_lines_ = 0;
-  for (std::uint32_t i = 0; i < n; ++i) {
-    for (std::uint32_t j = i + 1; j < n; ++j) {
-      if (min_sectors && sector_distance(g.sector_of(i), g.sector_of(j), sectors) < min_sectors)
-        continue;
-      const float factor = float(1.0 / (corrections_.normalization->efficiency(i, j) * live));
-      std::uint32_t bits;
-      std::memcpy(&bits, &factor, 4);
-      std::uint8_t entry[12];
-      bytes::store_le32(entry, bits);
-      bytes::store_le32(entry + 4, i);
-      bytes::store_le32(entry + 8, j);
-      buffer.insert(buffer.end(), entry, entry + sizeof entry);
-      ++norm_lines_;
-      if (buffer.size() >= (1u << 20) - sizeof entry) {
-        write_or_throw(f.get(), buffer.data(), buffer.size(), cdf);
-        buffer.clear();
-      }
-    }
-  }
-  write_or_throw(f.get(), buffer.data(), buffer.size(), cdf);
-  if (std::fclose(f.release()) != 0)
-    throw std::runtime_error(cdf.string() + ": write failed: " + std::strerror(errno));
+  for_each_line([&](std::uint32_t i, std::uint32_t j) {
+    f.f32(float(1.0 / (corrections_.normalization->efficiency(i, j) * live)));
+    f.u32(i);
+    f.u32(j);
+    f.end_event();
+    ++norm_lines_;
+  });
+  f.close();
   std::ofstream h(with_suffix(norm_base, ".cdh"));
   h << "Scanner name: " << scanner << "\n"
     << "Data filename: " << cdf.filename().string() << "\n"
@@ -137,9 +182,36 @@ void CastorWriter::write_normalization_file(const Geometry& g, const std::string
   if (!h) throw std::runtime_error(with_suffix(norm_base, ".cdh").string() + ": write failed");
 }
 
+void CastorWriter::write_histogram() {
+  // Every line the sorter can form, empty ones too: CASToR's histogram mode takes its
+  // sensitivity from the lines listed.
+  const auto cdf = with_suffix(base_, ".cdf");
+  std::fclose(cdf_);
+  cdf_ = nullptr;
+  EventFile f(cdf);
+  const bool randoms = writes_randoms(), norm = writes_normalization();
+  const double live = corrections_.live.live_fraction();
+  histogram_lines_ = 0;
+  for_each_line([&](std::uint32_t i, std::uint32_t j) {
+    f.u32(0);
+    if (randoms) f.f32(float(corrections_.randoms->per_s(i, j)));
+    if (norm) {
+      const double eff = corrections_.normalization ? corrections_.normalization->efficiency(i, j) : 1.0;
+      f.f32(float(1.0 / (eff * live)));
+    }
+    f.f32(float(counts_[line_index(i, j)]));
+    f.u32(i);
+    f.u32(j);
+    f.end_event();
+    ++histogram_lines_;
+  });
+  f.close();
+}
+
 void CastorWriter::finish() {
   const auto cdf = with_suffix(base_, ".cdf");
-  if (std::fclose(cdf_) != 0) {
+  if (mode_ == CastorMode::histogram) write_histogram();
+  if (cdf_ && std::fclose(cdf_) != 0) {
     cdf_ = nullptr;
     throw std::runtime_error(cdf.string() + ": write failed: " + std::strerror(errno));
   }
@@ -148,7 +220,8 @@ void CastorWriter::finish() {
   const ScannerSettings& s = settings_.scanner;
   const Geometry g = Geometry::from(s);
   const std::string scanner = base_.filename().string();
-  if (corrections_.normalization) write_normalization_file(g, scanner);
+  // The list mode's sensitivity needs every line's factor; a histogram lists them itself.
+  if (corrections_.normalization && mode_ == CastorMode::list) write_normalization_file(scanner);
   const auto lut_path = with_suffix(base_, ".lut");
   {
     std::FILE* lut = std::fopen(lut_path.c_str(), "wb");
@@ -193,21 +266,25 @@ void CastorWriter::finish() {
   }
   {
     std::ofstream h(with_suffix(base_, ".cdh"));
+    const bool list = mode_ == CastorMode::list;
     h << "Scanner name: " << scanner << "\n"
       << "Data filename: " << cdf.filename().string() << "\n"
-      << "Number of events: " << events_ << "\n"
-      << "Data mode: list-mode\n"
+      << "Number of events: " << (list ? events_ : histogram_lines_) << "\n"
+      << "Data mode: " << (list ? "list-mode" : "histogram") << "\n"
       << "Data type: PET\n"
       << "Start time (s): 0\n"
       << "Duration (s): " << run_end_ms_ * 1e-3 << "\n"
       << "Calibration factor: 1\n"
-      << "Isotope: unknown\n"
-      // TOF: Δt = t(crystal 1) − t(crystal 2) in ps, over ±window; quantised by the tick.
-      << "TOF information flag: 1\n"
-      << "TOF resolution (ps): " << settings_.coincidence.time_resolution_ps << "\n"
-      << "List TOF measurement range (ps): " << 2.0 * settings_.coincidence.window_ps << "\n"
-      << "List TOF quantization bin size (ps): " << tick_ps_ << "\n"
-      << "Attenuation correction flag: 0\n"
+      << "Isotope: unknown\n";
+    if (list)  // TOF: Δt = t(crystal 1) − t(crystal 2) in ps, over ±window; quantised by the tick.
+      h << "TOF information flag: 1\n"
+        << "TOF resolution (ps): " << settings_.coincidence.time_resolution_ps << "\n"
+        << "List TOF measurement range (ps): " << 2.0 * settings_.coincidence.window_ps << "\n"
+        << "List TOF quantization bin size (ps): " << tick_ps_ << "\n";
+    else
+      h << "TOF information flag: 0\n"
+        << "petdaq prompts: " << events_ << "\n";
+    h << "Attenuation correction flag: 0\n"
       << "Normalization correction flag: " << writes_normalization() << "\n"
       << "Scatter correction flag: 0\n"
       << "Random correction flag: " << writes_randoms() << "\n";

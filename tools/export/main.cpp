@@ -45,6 +45,7 @@ struct Options {
   std::string format = "hdf5";
   std::filesystem::path normalization;  // petdaq-calibrate normalization's output directory
   std::string randoms = "auto";         // with --histograms: the randoms model
+  std::string castor_mode = "list";
   int compression = 4;
   bool quiet = false;
 };
@@ -84,6 +85,11 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "to the singles-prompts model's total (auto: where it covers the policy), or not")
       ->check(CLI::IsMember({"auto", "singles-rate", "singles-prompts", "none"}))
       ->type_name("MODEL");
+  app.add_option("--castor-mode", o.castor_mode,
+                 "CASToR: list-mode events with TOF, or a histogram (prompts per line of "
+                 "response, every line the sorter can form, no TOF)")
+      ->check(CLI::IsMember({"list", "histogram"}))
+      ->type_name("MODE");
   cli::add_quiet(app, o.quiet);
   const char* live = "Live (instead of --input; needs petdaq built with ZeroMQ)";
   app.add_option("--endpoint", o.endpoint,
@@ -101,6 +107,10 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (o.input.empty() && o.endpoint.empty())
     return app.usage_error("--input FILE or --endpoint EP is required");
+  if (o.castor_mode != "list" && o.format != "castor")
+    return app.usage_error("--castor-mode: only with --format castor");
+  if (o.castor_mode != "list" && !o.endpoint.empty())
+    return app.usage_error("--castor-mode histogram: from a file only");
   if ((o.randoms == "singles-rate" || o.randoms == "singles-prompts") && o.histograms.empty())
     return app.usage_error("--randoms " + o.randoms + " needs --histograms (per-crystal singles)");
   return std::nullopt;
@@ -335,7 +345,9 @@ int main(int argc, char** argv) {
     };
     std::string written;
     if (o.format == "castor") {
-      exporter::CastorWriter w(o.output, settings, h.tick_ps, corrections);
+      exporter::CastorWriter w(o.output, settings, h.tick_ps, corrections,
+                               o.castor_mode == "histogram" ? exporter::CastorMode::histogram
+                                                            : exporter::CastorMode::list);
       try {
         each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
       } catch (const exporter::BadRecord& e) {
@@ -345,7 +357,9 @@ int main(int argc, char** argv) {
         return cli::kExitUsage;
       }
       w.finish();
-      written = std::to_string(w.events()) + " prompts (TOF" +
+      written = std::to_string(w.events()) + " prompts (" +
+                (w.histogram_lines() ? "a histogram of " + std::to_string(w.histogram_lines()) + " lines"
+                                     : std::string("TOF")) +
                 (w.writes_randoms() ? ", randoms" : "") +
                 (w.writes_normalization() ? ", normalisation" : "") + ") to " +
                 o.output.string() + ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut" +
