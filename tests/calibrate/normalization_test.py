@@ -221,6 +221,9 @@ def castor(a):
           bool(np.max(np.abs(lines["normalization"] / want - 1.0)) < 1e-5))
     # Histogram mode: every line with its prompts and the same factors.
     hist_base = os.path.join(a.work, "castor_histogram")
+    for old in (hist_base + "_norm.cdh", hist_base + "_norm.cdf"):
+        if os.path.exists(old):
+            os.remove(old)
     export(a, "castor", hist_base, ["--castor-mode", "histogram"])
     hh, hist = petdaq.read_castor(hist_base)
     counts = np.zeros(n * (n - 1) // 2)
