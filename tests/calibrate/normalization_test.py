@@ -299,6 +299,12 @@ def refused(a):
         print(f"{fmt}: exit {done.returncode}, {done.stderr.strip()!r}, output left: {os.path.exists(left)}: "
               f"{'ok' if good else 'FAIL'}")
         failures += not good
+    done = subprocess.run([os.path.join(a.bin, "petdaq-export"), "--input", bad, "--config",
+                           os.path.join(acq, "petdaq.yaml"), "--format", "hdf5", "--castor-mode", "histogram",
+                           "--output", os.path.join(a.work, "usage.h5")], capture_output=True, text=True)
+    good = done.returncode == 2 and "--castor-mode" in done.stderr
+    print(f"--castor-mode with hdf5: exit {done.returncode}: {'ok' if good else 'FAIL'}")
+    failures += not good
     return 1 if failures else 0
 
 
