@@ -23,6 +23,7 @@ class no such line belongs to is 1 (the report counts them); use a cylinder as w
 field of view to be imaged.
 """
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -308,7 +309,6 @@ def check_flatness(plm, scanner, opts, tables, calibration_prompts):
 
 
 def save_tables(out_dir, result):
-    import os
     paths = []
     for name, table in ((CRYSTAL_FILE, result.efficiency), (BLOCK_FILE, result.block),
                         (GEOMETRIC_FILE, result.geometric), (AXIAL_FILE, result.axial)):
@@ -319,7 +319,6 @@ def save_tables(out_dir, result):
 
 
 def load_tables(directory, scanner):
-    import os
     layout = Layout(scanner)
     want = {CRYSTAL_FILE: (layout.n,), BLOCK_FILE: (layout.rings, layout.per_panel),
             GEOMETRIC_FILE: (layout.panels, layout.per_panel, layout.per_panel),
