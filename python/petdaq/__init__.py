@@ -9,6 +9,8 @@
     h["energy_keV"].counts, h["energy_keV"].edges, h["energy_keV"].unit, h.meta["counters"]
     g = petdaq.Geometry.from_config("petdaq.yaml")
     g.ring(crystal), g.sector(crystal), g.position_mm(crystal)
+    hdr, ev = petdaq.read_castor("scan")       # petdaq-export's CASToR files, TOF, corrections
+    x = petdaq.read_export_hdf5("scan.h5")     # its HDF5: signed Δt, corrections, live time
 
 The formats are those of docs/DESIGN.md (sections 3, 5 and 7).
 """
@@ -21,3 +23,4 @@ from .plm import PlmFile, read_plm  # noqa: F401
 from .histograms import HistogramFileError, read_histograms  # noqa: F401
 from .live import Batch, subscribe  # noqa: F401
 from .geometry import Geometry  # noqa: F401
+from .exports import ExportedHdf5, read_castor, read_export_hdf5, signed_dt_ticks  # noqa: F401

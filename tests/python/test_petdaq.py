@@ -173,18 +173,34 @@ class Export(unittest.TestCase):
             np.testing.assert_array_equal(f["geometry/ring"][:], g.ring(np.arange(g.crystal_count)))
             np.testing.assert_array_equal(f["geometry/sector"][:], g.sector(np.arange(g.crystal_count)))
             self.assertIn("scanner:", f["settings"].attrs["config_yaml"].decode())
+        # The signed Δt row for row, and no corrections without a table or histograms.
+        x = petdaq.read_export_hdf5(out)
+        for records, dt in ((x.prompts, x.prompts_signed_dt_ps), (x.delayed, x.delayed_signed_dt_ps)):
+            np.testing.assert_array_equal(dt, (petdaq.signed_dt_ticks(records) * plm.tick_ps).astype(np.float32))
+        self.assertIsNone(x.normalization)
+        self.assertIsNone(x.randoms_per_s)
+        self.assertEqual(x.live_fraction, 1.0)
+        self.assertEqual(x.attributes["randoms_model"], "none (no histogram file given)")
 
     def test_castor_records_equal_the_plm(self):
         acq = Acquisition.get()
         base = os.path.join(acq, "scan")
         self.export("castor", base)
         plm = petdaq.read_plm(os.path.join(acq, "out.plm"))
-        events = np.fromfile(base + ".cdf", dtype=np.dtype([("time_ms", "<u4"), ("crystal_1", "<u4"),
-                                                           ("crystal_2", "<u4")]))
+        header, events = petdaq.read_castor(base)
+        # No correction known: time, TOF, crystal 1, crystal 2 (16 bytes).
+        self.assertEqual(events.dtype.names, ("time_ms", "tof_ps", "id1", "id2"))
+        self.assertEqual(os.path.getsize(base + ".cdf"), 16 * len(events))
         p = plm.prompts
         self.assertGreater(len(p), 100)
-        np.testing.assert_array_equal(events["crystal_1"], p["crystal_a"])
-        np.testing.assert_array_equal(events["crystal_2"], p["crystal_b"])
+        np.testing.assert_array_equal(events["id1"], np.minimum(p["crystal_a"], p["crystal_b"]))
+        np.testing.assert_array_equal(events["id2"], np.maximum(p["crystal_a"], p["crystal_b"]))
+        # CASToR's Δt = t(crystal 1) − t(crystal 2): petdaq's signed Δt, in ps.
+        want_tof = np.where(p["crystal_a"] <= p["crystal_b"], -p["dt"], p["dt"]) * plm.tick_ps
+        np.testing.assert_array_equal(events["tof_ps"], want_tof.astype(np.float32))
+        self.assertEqual(header["TOF information flag"], "1")
+        self.assertEqual(header["Normalization correction flag"], "0")
+        self.assertEqual(header["Random correction flag"], "0")
         t0 = plm.messages[0]["t_begin"]
         want_ms = np.floor((p["time_a"] - t0).astype(np.float64) * plm.tick_ps * 1e-9)
         np.testing.assert_array_equal(events["time_ms"], want_ms.astype(np.uint32))
@@ -451,10 +467,17 @@ class HistogramExport(unittest.TestCase):
         self.assertIn("cut.pdh", r.stderr)
         self.assertIn("truncated or padded", r.stderr)
         self.assertFalse(os.path.exists(out))
-        r = self.export("--histograms", HistogramAcquisition.path("run.pdh"), "--format", "castor",
+        r = self.export("--randoms", "singles-rate", "--format", "castor",
                         "--output", HistogramAcquisition.path("scan"))
         self.assertEqual(r.returncode, 2)
         self.assertIn("--histograms", r.stderr)
+        # With histograms, CASToR events carry each pair's randoms rate.
+        r = self.export("--histograms", HistogramAcquisition.path("run.pdh"), "--format", "castor",
+                        "--output", HistogramAcquisition.path("scan"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        header, events = petdaq.read_castor(HistogramAcquisition.path("scan"))
+        self.assertEqual(header["Random correction flag"], "1")
+        self.assertTrue(np.all(events["randoms_per_s"] > 0))
 
 
 class LiveHistogramExport(unittest.TestCase):

@@ -9,6 +9,7 @@
 
 #include "core/geometry.h"
 #include "core/histograms.h"
+#include "proto/signed_tof.h"
 #include "tools/export/crystal_position.h"
 
 namespace petdaq::exporter {
@@ -152,8 +153,13 @@ void H5Handle::reset() {
 
 Hdf5Writer::Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header,
                        const Settings& settings, const std::string& config_text,
-                       int compression_level)
-    : path_(file), settings_(settings), compression_level_(compression_level) {
+                       int compression_level, const Corrections& corrections)
+    : path_(file),
+      settings_(settings),
+      corrections_(corrections),
+      crystal_count_(header.crystal_count),
+      tick_ps_(header.tick_ps),
+      compression_level_(compression_level) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);  // errors become exceptions naming the step
   // The 1.8 file format (read by every HDF5 since 2008): dense attribute storage for the
   // histograms' bin edges.
@@ -187,6 +193,21 @@ Hdf5Writer::Hdf5Writer(const std::filesystem::path& file, const PlmHeader& heade
     stream->buffer.reserve(kChunkRecords);
   }
 
+  // Per record, row for row with `prompts` and `delayed`: the signed Δt, and for prompts the
+  // corrections where known (docs/export.md, "Corrections").
+  prompts_dt_ = make_column(root, "prompts_signed_dt_ps");
+  delayed_dt_ = make_column(root, "delayed_signed_dt_ps");
+  for (const char* name : {"prompts_signed_dt_ps", "delayed_signed_dt_ps"}) {
+    H5Handle d(H5Dopen2(root, name, H5P_DEFAULT), H5Dclose, name);
+    attr(d.get(), "convention",
+         std::string("t(lower crystal id) - t(higher crystal id), ps (DESIGN section 5)"));
+  }
+  corrections_group_ = H5Handle(H5Gcreate2(root, "corrections", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                H5Gclose, "corrections");
+  if (corrections.normalization || corrections.live.live_fraction() < 1.0)
+    prompts_norm_ = make_column(corrections_group_.get(), "prompts_normalization");
+  if (corrections.randoms) prompts_randoms_ = make_column(corrections_group_.get(), "prompts_randoms_per_s");
+
   H5Handle group(H5Gcreate2(root, "settings", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
                  "settings");
   attr(group.get(), "config_yaml", config_text);
@@ -211,14 +232,66 @@ void Hdf5Writer::flush(Stream& s) {
   s.buffer.clear();
 }
 
+Hdf5Writer::Column Hdf5Writer::make_column(hid_t on, const char* name) {
+  H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
+  const hsize_t chunk = kChunkRecords, zero = 0, unlimited = H5S_UNLIMITED;
+  check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "chunking");
+  if (compression_level_ > 0) {
+    check_status(H5Pset_shuffle(dcpl.get()), "shuffle filter");
+    check_status(H5Pset_deflate(dcpl.get(), unsigned(compression_level_)), "deflate filter");
+  }
+  H5Handle space(H5Screate_simple(1, &zero, &unlimited), H5Sclose, name);
+  Column c;
+  c.dataset = H5Handle(H5Dcreate2(on, name, H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, dcpl.get(),
+                                  H5P_DEFAULT),
+                       H5Dclose, name);
+  c.buffer.reserve(kChunkRecords);
+  return c;
+}
+
+void Hdf5Writer::flush(Column& c) {
+  if (c.buffer.empty() || c.dataset.get() < 0) return;
+  const hsize_t n = c.buffer.size(), total = c.written + n, start = c.written;
+  check_status(H5Dset_extent(c.dataset.get(), &total), "extend");
+  H5Handle file_space(H5Dget_space(c.dataset.get()), H5Sclose, "file space");
+  check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr),
+               "select");
+  H5Handle mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose, "memory space");
+  check_status(H5Dwrite(c.dataset.get(), H5T_NATIVE_FLOAT, mem_space.get(), file_space.get(),
+                        H5P_DEFAULT, c.buffer.data()),
+               "write " + path_.string());
+  c.written = total;
+  c.buffer.clear();
+}
+
 void Hdf5Writer::add(const MessageHeader& m, const CoincRecord* records, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) check_crystals(records[i], crystal_count_, m, i);
   messages_.push_back(m);
   const bool delayed = m.kind == static_cast<std::uint16_t>(MessageKind::delayed);
   Stream& s = delayed ? delayed_ : prompts_;
+  Column& dt = delayed ? delayed_dt_ : prompts_dt_;
+  const double live = corrections_.live.live_fraction();
   for (std::size_t i = 0; i < n; ++i) {
-    s.buffer.push_back(records[i]);
-    from_multiple_[delayed] += (records[i].flags & coinc_flag::from_multiple) != 0;
-    if (s.buffer.size() == kChunkRecords) flush(s);
+    const CoincRecord& r = records[i];
+    s.buffer.push_back(r);
+    from_multiple_[delayed] += (r.flags & coinc_flag::from_multiple) != 0;
+    dt.buffer.push_back(float(double(signed_dt_ticks(r)) * tick_ps_));
+    if (!delayed) {
+      const std::uint32_t lo = tof_lower_crystal(r), hi = tof_higher_crystal(r);
+      if (prompts_norm_.dataset.get() >= 0) {
+        const double eff = corrections_.normalization ? corrections_.normalization->efficiency(lo, hi) : 1.0;
+        prompts_norm_.buffer.push_back(float(1.0 / (eff * live)));
+      }
+      if (corrections_.randoms) prompts_randoms_.buffer.push_back(float(corrections_.randoms->per_s(lo, hi)));
+    }
+    if (s.buffer.size() == kChunkRecords) {
+      flush(s);
+      flush(dt);
+      if (!delayed) {
+        flush(prompts_norm_);
+        flush(prompts_randoms_);
+      }
+    }
   }
 }
 
@@ -231,7 +304,28 @@ void Hdf5Writer::add_histograms(std::vector<std::uint8_t> bytes) {
 void Hdf5Writer::finish(const std::string& source) {
   flush(prompts_);
   flush(delayed_);
+  for (Column* c : {&prompts_dt_, &delayed_dt_, &prompts_norm_, &prompts_randoms_}) flush(*c);
   const hid_t root = file_.get();
+  {
+    const hid_t g = corrections_group_.get();
+    const LiveTime& live = corrections_.live;
+    attr(g, "live_fraction", live.live_fraction());
+    attr(g, "live_time_known", std::uint64_t{corrections_.live_known});
+    attr(g, "acquisition_s", live.acquisition_s);
+    attr(g, "dead_time_s", live.dead_s);
+    attr(g, "dead_intervals", live.dead_intervals);
+    attr(g, "normalization_factor",
+         std::string(corrections_.normalization ? "1 / (LOR efficiency * live_fraction), CASToR's convention"
+                     : corrections_.live.live_fraction() < 1.0
+                         ? "1 / live_fraction (no normalisation table given)"
+                         : "none (no normalisation table given, no dead time)"));
+    attr(g, "randoms_model",
+         std::string(!corrections_.randoms ? "none (no histogram file given)"
+                     : corrections_.randoms->model() == PairRandoms::Model::singles_prompts
+                         ? "singles_rate_scaled_to_singles_prompts"
+                         : "singles_rate"));
+    if (corrections_.randoms) attr(g, "randoms_total_per_s", corrections_.randoms->total_per_s());
+  }
   attr(root, "source", source);
   // The last run's histograms are `histograms`; an earlier run's, `histograms_run<run_id>`.
   for (const auto& [run_id, bytes] : histograms_)
@@ -316,6 +410,8 @@ void Hdf5Writer::finish(const std::string& source) {
     attr(geo.get(), name, v);
   prompts_.dataset.reset();
   delayed_.dataset.reset();
+  for (Column* c : {&prompts_dt_, &delayed_dt_, &prompts_norm_, &prompts_randoms_}) c->dataset.reset();
+  corrections_group_.reset();
   record_mem_type_.reset();
   record_file_type_.reset();
   counts.reset();

@@ -2,7 +2,9 @@
 // (the 32-byte record of DESIGN section 5), the message headers, the file header and settings
 // as attributes, counts from the file, and the scanner geometry (crystal id -> ring, sector,
 // position in mm), and histogram files or `histograms` messages (DESIGN section 7) as one
-// dataset per histogram with its unit and bin edges as attributes.
+// dataset per histogram with its unit and bin edges as attributes; per record the signed Δt
+// (proto/signed_tof.h) and, for prompts, the normalisation factor and randoms rate of its
+// crystal pair where known, with the live time (tools/export/corrections.h).
 #pragma once
 
 #include <hdf5.h>
@@ -15,6 +17,7 @@
 
 #include "core/settings.h"
 #include "proto/records.h"
+#include "tools/export/corrections.h"
 
 namespace petdaq::exporter {
 
@@ -40,7 +43,9 @@ class H5Handle {
 class Hdf5Writer {
  public:
   Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header, const Settings& settings,
-             const std::string& config_text, int compression_level);
+             const std::string& config_text, int compression_level,
+             const Corrections& corrections);
+  // Throws BadRecord (nothing of the message written) for a crystal id out of range.
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
   // A histogram file's bytes (or a `histograms` message body); the latest per run is written
   // by finish(). Throws HistogramFileError (what() says why) and keeps nothing if refused.
@@ -55,13 +60,26 @@ class Hdf5Writer {
     std::vector<CoincRecord> buffer;
     std::uint64_t written = 0;
   };
+  // A float32 dataset with one value per record of a stream, written with it.
+  struct Column {
+    H5Handle dataset;
+    std::vector<float> buffer;
+    std::uint64_t written = 0;
+  };
   void flush(Stream& s);
+  void flush(Column& c);
+  Column make_column(hid_t on, const char* name);
 
   std::filesystem::path path_;
   Settings settings_;
   H5Handle file_;
   H5Handle record_mem_type_, record_file_type_;
   Stream prompts_, delayed_;
+  const Corrections& corrections_;
+  std::uint32_t crystal_count_;
+  double tick_ps_;
+  H5Handle corrections_group_;
+  Column prompts_dt_, delayed_dt_, prompts_norm_, prompts_randoms_;
   std::vector<MessageHeader> messages_;
   std::uint64_t from_multiple_[2] = {};
   std::map<std::uint64_t, std::vector<std::uint8_t>> histograms_;  // by run_id

@@ -26,6 +26,7 @@
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
 #include "tools/export/petsird_writer.h"
+#include "tools/export/corrections.h"
 #include "tools/stop_signal.h"
 #ifdef PETDAQ_HAVE_HDF5
 #include "tools/export/hdf5_writer.h"
@@ -43,6 +44,9 @@ struct Options {
   double duration_s = 0;
   std::uint64_t messages = 0;
   std::string format = "hdf5";
+  std::filesystem::path normalization;  // petdaq-calibrate normalization's output directory
+  std::string randoms = "auto";         // with --histograms: the randoms model
+  std::string castor_mode = "list";
   int compression = 4;
   exporter::PetsirdOptions petsird;
   bool quiet = false;
@@ -70,9 +74,10 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->check(CLI::Range(0, 9))
       ->type_name("N");
   app.add_option("--histograms", o.histograms,
-                 "HDF5: also export this histogram file (petdaqd's .pdh beside the .plm, or "
-                 "petdaq-offline --histograms); live, the `histograms` topic is exported too. "
-                 "PETSIRD: its per-crystal singles as a singles-histogram block")
+                 "the run's histogram file (petdaqd's .pdh beside the .plm, or petdaq-offline "
+                 "--histograms): its per-crystal singles give each prompt's randoms rate (CASToR, "
+                 "HDF5) and PETSIRD's singles-histogram block; HDF5 also exports the histograms "
+                 "(live, the `histograms` topic too)")
       ->check(CLI::ExistingFile)
       ->type_name("FILE.pdh");
   app.add_option("--time-block-ms", o.petsird.time_block_ms,
@@ -83,6 +88,21 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "PETSIRD: width of a TOF bin in ticks (1: the signed Δt exactly)")
       ->check(CLI::Range(1u, 1000000u))
       ->type_name("N");
+  app.add_option("--normalization", o.normalization,
+                 "directory of the normalisation table (petdaq-calibrate normalization): each "
+                 "prompt gets its normalisation factor")
+      ->check(CLI::ExistingDirectory)
+      ->type_name("DIR");
+  app.add_option("--randoms", o.randoms,
+                 "randoms per crystal pair (needs --histograms): singles-rate 2τ·s_i·s_j, scaled "
+                 "to the singles-prompts model's total (auto: where it covers the policy), or not")
+      ->check(CLI::IsMember({"auto", "singles-rate", "singles-prompts", "none"}))
+      ->type_name("MODEL");
+  app.add_option("--castor-mode", o.castor_mode,
+                 "CASToR: list-mode events with TOF, or a histogram (prompts per line of "
+                 "response, every line the sorter can form, no TOF)")
+      ->check(CLI::IsMember({"list", "histogram"}))
+      ->type_name("MODE");
   cli::add_quiet(app, o.quiet);
   const char* live = "Live (instead of --input; needs petdaq built with ZeroMQ)";
   app.add_option("--endpoint", o.endpoint,
@@ -100,11 +120,15 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (o.input.empty() && o.endpoint.empty())
     return app.usage_error("--input FILE or --endpoint EP is required");
-  if (!o.histograms.empty() && o.format == "castor")
-    return app.usage_error("--histograms: the castor format carries no histograms");
   if (!o.histograms.empty() && o.format == "petsird" && !o.endpoint.empty())
     return app.usage_error("--histograms with --format petsird: a file export only (--input)");
   o.petsird.singles_histograms = !o.histograms.empty();
+  if (o.castor_mode != "list" && o.format != "castor")
+    return app.usage_error("--castor-mode: only with --format castor");
+  if (o.castor_mode != "list" && !o.endpoint.empty())
+    return app.usage_error("--castor-mode histogram: from a file only");
+  if ((o.randoms == "singles-rate" || o.randoms == "singles-prompts") && o.histograms.empty())
+    return app.usage_error("--randoms " + o.randoms + " needs --histograms (per-crystal singles)");
   return std::nullopt;
 }
 
@@ -294,6 +318,31 @@ int main(int argc, char** argv) {
                    g.crystal_count(), g.crystals_per_ring());
       return cli::kExitUsage;
     }
+    // Corrections: the live time from the file's dead intervals, the normalisation table, the
+    // randoms per crystal pair from the histograms' singles. Refused tables are input errors.
+    exporter::Corrections corrections;
+    try {
+      if (reader) {
+        corrections.live = exporter::scan_live_time(o.input, h.tick_ps);
+        corrections.live_known = true;
+      }
+      if (!o.normalization.empty()) corrections.normalization.emplace(o.normalization, g);
+      if (!histogram_bytes.empty() && o.randoms != "none" && (reader || o.randoms != "auto")) {
+        if (!reader)
+          throw std::runtime_error("--randoms with --endpoint: randoms need a file's live time");
+        const RandomsSettings rs = RandomsSettings::from(settings);
+        const bool prompts_model = o.randoms == "singles-prompts" ||
+                                   (o.randoms == "auto" && window_model_covers(rs));
+        corrections.randoms.emplace(
+            settings, g, exporter::crystal_singles_of(histogram_bytes, g.crystal_count()),
+            corrections.live,
+            prompts_model ? exporter::PairRandoms::Model::singles_prompts
+                          : exporter::PairRandoms::Model::singles_rate);
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s: %s\n", kProgram, e.what());
+      return cli::kExitUsage;
+    }
     std::error_code ec;
     const auto input_bytes = reader ? std::filesystem::file_size(o.input, ec) : 0;
     cli::Progress progress(kProgram, !o.quiet);
@@ -312,11 +361,28 @@ int main(int argc, char** argv) {
     };
     std::string written;
     if (o.format == "castor") {
-      exporter::CastorWriter w(o.output, settings, h.tick_ps);
-      each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+      exporter::CastorWriter w(o.output, settings, h.tick_ps, corrections,
+                               o.castor_mode == "histogram" ? exporter::CastorMode::histogram
+                                                            : exporter::CastorMode::list);
+      try {
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+      } catch (const exporter::BadRecord& e) {
+        // Nothing half-written is left for a reconstruction to read.
+        std::filesystem::remove(o.output.string() + ".cdf", ec);
+        std::fprintf(stderr, "%s: %s: %s\n", kProgram, source.c_str(), e.what());
+        return cli::kExitUsage;
+      }
       w.finish();
-      written = std::to_string(w.events()) + " prompts to " + o.output.string() +
-                ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
+      written = std::to_string(w.events()) + " prompts (" +
+                (w.histogram_lines() ? "a histogram of " + std::to_string(w.histogram_lines()) + " lines"
+                                     : std::string("TOF")) +
+                (w.writes_randoms() ? ", randoms" : "") +
+                (w.writes_normalization() ? ", normalisation" : "") + ") to " +
+                o.output.string() + ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut" +
+                (w.normalization_lines()
+                     ? ", " + std::to_string(w.normalization_lines()) + " lines' normalisation to " +
+                           o.output.string() + "_norm.cdh/.cdf"
+                     : std::string());
     }
     if (o.format == "petsird") {
       exporter::RunSingles singles;  // checked before anything is written
@@ -357,13 +423,19 @@ int main(int argc, char** argv) {
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {
-      exporter::Hdf5Writer w(o.output, h, settings, config_text, o.compression);
+      exporter::Hdf5Writer w(o.output, h, settings, config_text, o.compression, corrections);
       if (!histogram_bytes.empty()) w.add_histograms(std::move(histogram_bytes));
       if (live)
         live->on_histograms = [&w](std::vector<std::uint8_t> bytes) {
           w.add_histograms(std::move(bytes));
         };
-      each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+      try {
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+      } catch (const exporter::BadRecord& e) {
+        std::filesystem::remove(o.output, ec);
+        std::fprintf(stderr, "%s: %s: %s\n", kProgram, source.c_str(), e.what());
+        return cli::kExitUsage;
+      }
       w.finish(source);
       written = std::to_string(record_count) + " records" +
                 (w.histogram_runs() ? ", histograms of " + std::to_string(w.histogram_runs()) +
@@ -373,6 +445,17 @@ int main(int argc, char** argv) {
     }
 #endif
     progress.done();
+    if (corrections.live_known)
+      std::fprintf(stderr, "%s: live time %.6g of %.6g s (fraction %.6f, %llu dead intervals)\n",
+                   kProgram, corrections.live.live_s(), corrections.live.acquisition_s,
+                   corrections.live.live_fraction(),
+                   static_cast<unsigned long long>(corrections.live.dead_intervals));
+    if (corrections.randoms)
+      std::fprintf(stderr, "%s: randoms %.6g per s (%s)\n", kProgram,
+                   corrections.randoms->total_per_s(),
+                   corrections.randoms->model() == exporter::PairRandoms::Model::singles_prompts
+                       ? "singles-rate per pair scaled to the singles-prompts model"
+                       : "singles-rate per pair");
     if (reader && reader->partial_tail_bytes())
       std::fprintf(stderr,
                    "%s: %s: read up to the last complete message; %llu bytes of a partial "

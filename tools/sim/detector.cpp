@@ -20,6 +20,7 @@ namespace {
 constexpr std::uint64_t kGainStream = 0x6761'696E;
 constexpr std::uint64_t kDelayStream = 0x6465'6C61;
 constexpr std::uint64_t kFloodStream = 0x666C'6F6F;
+constexpr std::uint64_t kEfficiencyStream = 0x6566'6669;
 
 double clipped_gauss(Rng& rng, double limit) {
   return std::clamp(rng.gauss(), -limit, limit);
@@ -82,6 +83,15 @@ DetectorModel::DetectorModel(const Settings& settings, const SimOptions& options
     const double delay_ps = options.delay_spread_ps * clipped_gauss(delay_rng, 4);
     response_[c].delay_ticks = static_cast<std::int32_t>(std::llround(delay_ps / sc.tick_ps));
     max_abs_delay_ticks_ = std::max(max_abs_delay_ticks_, std::abs(response_[c].delay_ticks));
+  }
+  efficiency_.assign(n_crystals, 1.0f);
+  if (options.crystal_efficiency_spread > 0) {
+    keep_scale_ = 1.0 / (1.0 + 3.0 * options.crystal_efficiency_spread);
+    for (std::uint32_t c = 0; c < n_crystals; ++c) {
+      Rng efficiency_rng(mix_seed(options.detector_seed, kEfficiencyStream, c));
+      efficiency_[c] = static_cast<float>(
+          1.0 + options.crystal_efficiency_spread * clipped_gauss(efficiency_rng, 3));
+    }
   }
   build_flood_maps(options.detector_seed);
 }

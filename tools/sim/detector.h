@@ -65,6 +65,11 @@ class DetectorModel {
   float adc_per_keV(std::uint32_t crystal) const { return response_[crystal].adc_per_keV; }
   std::int32_t delay_ticks(std::uint32_t crystal) const { return response_[crystal].delay_ticks; }
   double saturation_keV() const { return saturation_keV_; }
+  // Per global crystal: the relative detection efficiency e_c (mean about 1; all 1 with no
+  // spread), and the probability that an interaction there is kept, e_c / (1 + 3 sigma).
+  const std::vector<float>& crystal_efficiency() const { return efficiency_; }
+  bool has_efficiency_spread() const { return keep_scale_ < 1.0; }
+  double keep_probability(std::uint32_t crystal) const { return efficiency_[crystal] * keep_scale_; }
   std::int32_t max_abs_delay_ticks() const { return max_abs_delay_ticks_; }
 
   // Flood-map peak of a label in DU (bdm, du), and the distance to its nearest neighbour.
@@ -119,6 +124,8 @@ class DetectorModel {
          inv_bdm_step_a_ = 0;
   std::vector<CrystalResponse> response_;
   std::int32_t max_abs_delay_ticks_ = 0;
+  std::vector<float> efficiency_;
+  double keep_scale_ = 1.0;
   double saturation_keV_ = 0;
   std::vector<Peak> peaks_;
   // Read at random for every frame: in huge pages where the kernel offers them.

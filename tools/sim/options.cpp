@@ -40,6 +40,9 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
   number("--time-resolution-ps", o.time_resolution_fwhm_ps, "FWHM per single", "PS");
   number("--position-blur", o.position_blur,
          "light-centroid sigma / peak spacing at 511 keV", "F");
+  number("--crystal-efficiency-spread", o.crystal_efficiency_spread,
+         "sigma of the per-crystal relative detection efficiency (0: none; truth in "
+         "crystal_efficiency.npy)", "F");
   number("--disorder-ps", o.disorder_ps,
          "per-BDM disorder bound (< 0: stream.max_disorder_ps / 10)", "PS");
   app.add_option("--packet-frames", o.packet_frames, "frames per datagram")
@@ -67,10 +70,12 @@ void finish_sim_options(const SimOptionText& text, SimOptions& o) {
   if (o.phantom_radius_mm <= 0 || o.phantom_length_mm <= 0)
     throw std::invalid_argument("--phantom-radius-mm and --phantom-length-mm must be > 0");
   if (o.energy_resolution_fwhm < 0 || o.time_resolution_fwhm_ps < 0 || o.position_blur < 0 ||
-      o.acollinearity_fwhm_deg < 0 || o.background_Bq_per_cc < 0 || o.link_jitter_us < 0)
+      o.acollinearity_fwhm_deg < 0 || o.crystal_efficiency_spread < 0 ||
+      o.crystal_efficiency_spread >= 1.0 / 3.0 || o.background_Bq_per_cc < 0 || o.link_jitter_us < 0)
     throw std::invalid_argument(
         "--energy-resolution, --time-resolution-ps, --position-blur, --acollinearity-deg, "
-        "--background-Bq-per-cc and --link-jitter-us must be >= 0");
+        "--background-Bq-per-cc and --link-jitter-us must be >= 0, and "
+        "--crystal-efficiency-spread in [0, 1/3)");
 }
 
 }  // namespace petdaq::sim

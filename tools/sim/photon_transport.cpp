@@ -212,6 +212,10 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
     bool interacts = rng.standard_exponential() * s.hit[k].cos_incidence < mu_lyso * depth_mm_;
     if (options_.detector_efficiency < 1)
       interacts = interacts && rng.uniform() < options_.detector_efficiency;
+    // Per-crystal efficiency (normalisation's truth): a draw only when there is a spread,
+    // so that acquisitions without one are unchanged.
+    if (model_.has_efficiency_spread())
+      interacts = interacts && rng.uniform() < model_.keep_probability(s.hit[k].crystal);
     // The frame stage reads the crystal's response and flood-map peak: fetch them now.
     __builtin_prefetch(&model_.response(s.hit[k].crystal));
     __builtin_prefetch(&model_.peak(s.hit[k].bdm * du_per_bdm_ + s.hit[k].du,

@@ -39,6 +39,10 @@ struct SimOptions {
   double position_blur = 0.2;            // sigma of the light centroid / peak spacing, at 511 keV
   double photofraction_511 = 0.65;       // of the DU block (Anger logic sums inter-crystal scatter)
   double detector_efficiency = 1.0;      // extra factor on the interaction probability
+  // Sigma of the per-crystal relative detection efficiency e_c = 1 + sigma * g (g a standard
+  // Gaussian clipped at 3): a photon interacting in crystal c is kept with probability
+  // e_c / (1 + 3 sigma). The truth is crystal_efficiency.npy (docs/simulator.md). 0: none.
+  double crystal_efficiency_spread = 0.0;
   double trigger_threshold_keV = 50.0;   // the BDM sends no frame below this
   double adc_per_keV = 6.6;              // nominal gain before saturation
   double gain_spread = 0.12;             // sigma of the per-crystal log gain

@@ -65,6 +65,8 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
               {g.bdm_count(), g.du_per_bdm(), g.crystals_per_du(), options.energy_bins},
               model.energy_correction(options.energy_bins, settings.calibration.energy_bin_width));
     write_npy(output_dir / "time_offsets.npy", {g.crystal_count()}, model.time_offsets());
+    if (model.has_efficiency_spread())
+      write_npy(output_dir / "crystal_efficiency.npy", {g.crystal_count()}, model.crystal_efficiency());
     std::ofstream yaml(output_dir / "petdaq.yaml");
     yaml << yaml_text;
     if (!yaml) throw std::runtime_error("petdaq-sim: cannot write " + (output_dir / "petdaq.yaml").string());

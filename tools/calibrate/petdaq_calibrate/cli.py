@@ -11,7 +11,7 @@ import numpy as np
 import yaml
 
 from . import CalibrationError
-from . import crystal_map, energy, report, timing
+from . import crystal_map, energy, normalization, report, timing
 from .frames import FrameFile
 from .scanner import Scanner, load_config
 
@@ -23,8 +23,12 @@ usable alone, each writing its .npy table, a text report and PNG plots into --ou
   energy        flood acquisition + position_lut -> energy_correction.npy
   time-offsets  coincidence acquisition + both tables -> time_offsets.npy (uses petdaq-offline)
   all           the three in turn, and a petdaq.yaml naming the tables
+  normalization uniform-cylinder list-mode (.plm) -> the normalisation table
+                (norm_*.npy: crystal efficiencies, block profile, geometric and axial
+                factors; petdaq-export --normalization DIR uses them)
 
-Acquisitions are files of 16-byte raw frames (petdaq-sim's frames.bin, or a raw capture).
+Acquisitions are files of 16-byte raw frames (petdaq-sim's frames.bin, or a raw capture),
+except for normalization, which reads coincidences (petdaq-offline's or petdaqd's .plm).
 Exit status: 0 done; 1 the input cannot give a table (the message names the file, DU or
 crystal); 2 a usage error."""
 
@@ -57,6 +61,16 @@ def _positive(kind):
             raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
         return v
     return parse
+
+
+def _non_negative(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if not v >= 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return v
 
 
 def build_parser():
@@ -111,6 +125,22 @@ def build_parser():
     map_options(sp)
     energy_options(sp)
     timing_options(sp)
+    sp = sub.add_parser("normalization", help="uniform cylinder list-mode -> the normalisation table")
+    sp.add_argument("--config", required=True, help="petdaq YAML (scanner geometry)")
+    sp.add_argument("--listmode", required=True, help="the cylinder's coincidences (.plm)")
+    sp.add_argument("--output-dir", required=True, help="where the table (norm_*.npy) and report go")
+    sp.add_argument("--source", choices=["cylinder"], default="cylinder",
+                    help="a uniform cylinder of activity in water, centred on the axis")
+    sp.add_argument("--source-radius-mm", type=_positive(float), default=15.0, help="cylinder radius (default 15)")
+    sp.add_argument("--source-length-mm", type=_positive(float), default=70.0, help="cylinder length (default 70)")
+    sp.add_argument("--attenuation-per-mm", type=_non_negative, default=normalization.WATER_MU_PER_MM,
+                    help="the cylinder's linear attenuation at 511 keV (default water, 0.0096)")
+    sp.add_argument("--iterations", type=_positive(int), default=30, help="fit iterations (default 30)")
+    sp.add_argument("--min-counts-per-crystal", type=_positive(float), default=100.0,
+                    help="prompts on lines through the source each crystal needs (default 100)")
+    sp.add_argument("--check-listmode", default=None,
+                    help="another acquisition of the same cylinder whose normalised counts are "
+                         "tested for flatness (chi2 per degree of freedom, in the report)")
     return p
 
 
@@ -212,6 +242,32 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
     return path
 
 
+def step_normalization(args, scanner, out):
+    start = time.monotonic()
+    opts = normalization.NormOptions(radius_mm=args.source_radius_mm, length_mm=args.source_length_mm,
+                                     mu_per_mm=args.attenuation_per_mm, iterations=args.iterations,
+                                     min_counts_per_crystal=args.min_counts_per_crystal)
+    if opts.radius_mm >= scanner.ring_radius_mm:
+        raise CalibrationError(f"--source-radius-mm {opts.radius_mm:g}: not inside the ring "
+                               f"({scanner.ring_radius_mm:g} mm)")
+    result = normalization.make_normalization(args.listmode, scanner, opts)
+    paths = normalization.save_tables(out, result)
+    flat = None
+    if args.check_listmode:
+        tables = normalization.load_tables(out, scanner)
+        flat = normalization.check_flatness(args.check_listmode, scanner, opts, tables, result.used)
+    with open(os.path.join(out, "normalization.txt"), "w", encoding="utf-8") as f:
+        f.write(normalization.report_text(args.listmode, result, opts, flat))
+    print(f"normalization: {', '.join(paths)}: {result.used} prompts on {result.lines} lines; "
+          f"crystal efficiencies rms {np.std(result.efficiency) * 100:.2f} % (statistical precision "
+          f"{result.predicted_sigma * 100:.2f} %) ({time.monotonic() - start:.1f} s)")
+    if flat:
+        for name, (with_t, without, groups, expected, limit) in flat.groups.items():
+            print(f"  flatness, {name}: chi2/dof {with_t:.3f} with the table (expected {expected:.3f}, "
+                  f"limit {limit:.3f}), {without:.3f} without ({groups} groups)")
+    return paths
+
+
 def write_config(doc, out):
     doc = dict(doc)
     cal = dict(doc.get("calibration") or {})
@@ -234,7 +290,9 @@ def run(argv):
         os.makedirs(out, exist_ok=True)
     except OSError as e:
         raise CalibrationError(f"{out}: cannot create the output directory: {e.strerror}") from e
-    if args.step == "crystal-map":
+    if args.step == "normalization":
+        step_normalization(args, scanner, out)
+    elif args.step == "crystal-map":
         step_crystal_map(args, scanner, out)
     elif args.step == "energy":
         step_energy(args, scanner, out, args.position_lut)
