@@ -6,6 +6,7 @@
 #include <cub/device/device_select.cuh>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/iterator/discard_iterator.h>
+#include <thrust/iterator/transform_iterator.h>
 
 namespace petdaq::gpu {
 
@@ -30,11 +31,13 @@ cudaError_t select_segments_async(void* temp, std::size_t& bytes, SegmentStart s
                                out_count, count, start, stream);
 }
 
-cudaError_t partition_async(void* temp, std::size_t& bytes, const uint4* in, uint4* taken,
+cudaError_t partition_async(void* temp, std::size_t& bytes, StagedInput in, uint4* taken,
                             uint4* kept, unsigned long long* counts, std::int64_t count,
                             TakenBy take, DroppedAt drop, cudaStream_t stream) {
-  return cub::DevicePartition::If(temp, bytes, in, taken, thrust::make_discard_iterator(), kept,
-                                  counts, count, take, drop, stream);
+  const auto frames =
+      thrust::make_transform_iterator(thrust::counting_iterator<std::int64_t>(0), in);
+  return cub::DevicePartition::If(temp, bytes, frames, taken, thrust::make_discard_iterator(),
+                                  kept, counts, count, take, drop, stream);
 }
 
 }  // namespace petdaq::gpu

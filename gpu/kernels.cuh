@@ -119,30 +119,71 @@ __global__ void place_carry_kernel(Single* singles, const Single* carry, const C
 }
 
 
+// Keys of the slice's new singles (after the carry-over in `singles`), at [0, range): the
+// carry-over is in order already and is merged in afterwards (merge_*_kernel).
 __global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
-                                 SortKeyLayout layout, std::uint64_t sort_count,
-                                 unsigned long long* keys, std::uint32_t* index) {
-  const std::uint64_t n = counts->singles;
+                                 const CarryState* state, SortKeyLayout layout,
+                                 std::uint64_t range, unsigned long long* keys,
+                                 std::uint32_t* index) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
   const bool relative = relative_keys_fit(*counts, layout);
   const unsigned long long t_min = counts->t_min;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < sort_count;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < range;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
-    unsigned long long key = kPaddingKey;
-    if (i < n) {
-      const Single s = singles[i];
-      key = relative ? ((s.time - t_min) << layout.crystal_bits) | s.crystal : s.time;
-    }
-    keys[i] = key;
+    keys[i] = i < m ? sort_key(singles[c + i], relative, t_min, layout) : kPaddingKey;
     index[i] = static_cast<std::uint32_t>(i);
   }
 }
 
-__global__ void gather_kernel(const Single* unsorted, const std::uint32_t* index,
-                              const SliceCounts* counts, Single* sorted) {
-  const std::uint64_t n = counts->singles;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::uint64_t{gridDim.x} * blockDim.x)
-    sorted[i] = unsorted[index[i]];
+// The merge of the sorted new singles with the carry-over (sorted, first in `singles`):
+// each lands at its rank in its own list plus the number of the other list's keys before
+// it, the carry-over first among equal keys, as a stable sort of carry-over + new singles
+// would put them. Each also writes its key beside it for the tie pass.
+__global__ void merge_new_kernel(const Single* singles, const unsigned long long* new_keys,
+                                 const std::uint32_t* new_index, const SliceCounts* counts,
+                                 const CarryState* state, SortKeyLayout layout, Single* sorted,
+                                 unsigned long long* sorted_keys) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
+  const bool relative = relative_keys_fit(*counts, layout);
+  const unsigned long long t_min = counts->t_min;
+  for (std::uint64_t j = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < m;
+       j += std::uint64_t{gridDim.x} * blockDim.x) {
+    const unsigned long long key = new_keys[j];
+    // Carry-over keys <= key.
+    std::uint64_t lo = 0, hi = c;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (sort_key(singles[mid], relative, t_min, layout) <= key) lo = mid + 1; else hi = mid;
+    }
+    const std::uint64_t at = j + lo;
+    sorted[at] = singles[c + new_index[j]];
+    sorted_keys[at] = key;
+  }
+}
+
+__global__ void merge_carry_kernel(const Single* singles, const unsigned long long* new_keys,
+                                   const SliceCounts* counts, const CarryState* state,
+                                   SortKeyLayout layout, Single* sorted,
+                                   unsigned long long* sorted_keys) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
+  const bool relative = relative_keys_fit(*counts, layout);
+  const unsigned long long t_min = counts->t_min;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c;
+       i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const Single s = singles[i];
+    const unsigned long long key = sort_key(s, relative, t_min, layout);
+    // New keys < key.
+    std::uint64_t lo = 0, hi = m;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (new_keys[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    sorted[i + lo] = s;
+    sorted_keys[i + lo] = key;
+  }
 }
 
 // Equal keys are the same time and crystal (or the same time, for long slices): the first
