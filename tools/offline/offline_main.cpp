@@ -42,9 +42,13 @@ namespace petdaq {
 namespace {
 
 constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
-// Threads that read a regular file, each at its own offsets: one alone reads and cuts a frame
-// in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main thread").
-constexpr unsigned kReaderThreads = 2;
+// Threads that read a regular file, each at its own offsets (--readers 0): one alone reads
+// and cuts a frame in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main
+// thread"). The CPU backend needs the other cores; the GPU backend leaves them to the readers,
+// which then set the pace (docs/offline.md, "The GPU backend's path").
+constexpr unsigned kReaderThreadsCpu = 2;
+constexpr unsigned kReaderThreadsGpu = 6;
+constexpr unsigned kMaxReaderThreads = 64;
 constexpr std::size_t kClockSamples = 63;
 
 constexpr const char* kProgram = "petdaq-offline";
@@ -56,6 +60,7 @@ struct Options {
   std::string backend;  // empty: from the config
   std::filesystem::path histograms;  // the live histograms' file (empty: none)
   long long threads = -1;            // backend_threads override (-1: from the config)
+  unsigned readers = 0;              // reader threads (0: by backend)
   bool quiet = false;
 };
 
@@ -84,6 +89,13 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "output does not depend on it; the GPU backend ignores it")
       ->type_name("N")
       ->check(CLI::Range(0LL, static_cast<long long>(kMaxBackendThreads)));
+  app.add_option("--readers", o.readers,
+                 "threads that read a regular file (0 = automatic: " +
+                     std::to_string(kReaderThreadsCpu) + " with the CPU backend, " +
+                     std::to_string(kReaderThreadsGpu) +
+                     " with the GPU backend); the output does not depend on it")
+      ->type_name("N")
+      ->check(CLI::Range(0u, kMaxReaderThreads));
   cli::add_quiet(app, o.quiet);
   return app.parse_or_exit(argc, argv);
 }
@@ -274,19 +286,24 @@ int run(const Options& o) {
   // Read buffers in the memory the backend copies from fastest (page-locked for the GPU
   // backend): the reader threads read into one each while this thread pushes one and the
   // backend may still take from the one before.
-  constexpr std::size_t kReadBuffers = 2 * kReaderThreads;
+  const bool cpu_backend = dynamic_cast<CpuBackend*>(backend.get()) != nullptr;
+  const unsigned reader_threads =
+      o.readers > 0 ? o.readers : (cpu_backend ? kReaderThreadsCpu : kReaderThreadsGpu);
+  // Two buffers per reader (three at least: BatchReader).
+  const std::size_t read_buffers = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
   const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(*backend);
-  std::vector<RawFrame> plain(pinned ? 0 : kReadBuffers * kChunkFrames);
+  std::vector<RawFrame> plain(pinned ? 0 : read_buffers * kChunkFrames);
   RawFrame* const buffers =
-      pinned ? static_cast<RawFrame*>(pinned->allocate(kReadBuffers * kChunkFrames * kFrameBytes))
+      pinned ? static_cast<RawFrame*>(pinned->allocate(read_buffers * kChunkFrames * kFrameBytes))
              : plain.data();
   struct Release {
     HostAllocator* a;
     void* p;
+    std::size_t bytes;
     ~Release() {
-      if (a) a->deallocate(p, kReadBuffers * kChunkFrames * kFrameBytes);
+      if (a) a->deallocate(p, bytes);
     }
-  } release{pinned.get(), buffers};
+  } release{pinned.get(), buffers, read_buffers * kChunkFrames * kFrameBytes};
   const SourceRule rule = make_source_rule(settings);
   // Blocks as the receivers fill ring chunks: at most half a slice, and at most
   // max_chunk_span_ticks of acquisition time each.
@@ -349,8 +366,8 @@ int run(const Options& o) {
       slicer.wait_staged(push(captured.data() + at, std::min(kChunkFrames, captured.size() - at)));
   }
   if (!capture) {
-    BatchReader reader(input.get(), buffers, kReadBuffers, kChunkFrames, block_frames, span_ticks,
-                       rule, kReaderThreads);
+    BatchReader reader(input.get(), buffers, read_buffers, kChunkFrames, block_frames, span_ticks,
+                       rule, reader_threads);
     readers = reader.readers();
     // A batch goes back to the reader once the batch after it is pushed and its own frames
     // are staged (with the GPU backend its copy may still run while the next is pushed).
