@@ -24,6 +24,7 @@
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
+#include "core/phase_timer.h"
 #include "core/plm_file.h"
 #include "same_file.h"
 #include "core/settings.h"
@@ -322,6 +323,10 @@ int run(const Options& o) {
   const auto epoch = Slicer::Clock::time_point{};
   cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
+  // This thread's waits: for the reader, for the backend's copies of a batch, and (the GPU
+  // backend marks them) for the device.
+  PhaseTimer phases(processing_start);
+  backend->set_phase_timer(&phases);
   double read_s = 0;
   unsigned readers = 1;
   // One batch of frames into the slicer, its clock at the batch's acquisition time, in
@@ -376,6 +381,7 @@ int run(const Options& o) {
     for (;;) {
       BatchReader::Batch* b = nullptr;
       try {
+        PhaseScope wait(&phases, Phase::wait_chunk);
         b = reader.next();
       } catch (const std::exception& e) {
         throw std::runtime_error(o.input.string() + ": " + e.what());
@@ -384,7 +390,10 @@ int run(const Options& o) {
       const std::uint64_t ticket = b->n > 0 ? push(b->frames, b->n, b) : 0;
       bytes_read += b->bytes;
       if (held) {
-        slicer.wait_staged(held_ticket);
+        {
+          PhaseScope wait(&phases, Phase::stage_wait);
+          slicer.wait_staged(held_ticket);
+        }
         reader.release(held);
       }
       held = b;
@@ -471,6 +480,14 @@ int run(const Options& o) {
                     ? 100.0 * (1.0 - ps.pool.task_seconds / (ps.pool.run_seconds * threads))
                     : 0.0);
   }
+  auto waited = [&](Phase p) { return static_cast<double>(phases.stats(p).total_ns) * 1e-9; };
+  std::printf("waits            reader %.3f s, staged copies %.3f s", waited(Phase::wait_chunk),
+              waited(Phase::stage_wait));
+  if (!cpu)
+    std::printf(", device: partition %.3f s, count %.3f s, slice %.3f s, records %.3f s",
+                waited(Phase::partition_wait), waited(Phase::count_wait),
+                waited(Phase::collect_wait), waited(Phase::copy_out_wait));
+  std::printf(" (this thread)\n");
   std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
               per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
   // A file with no valid frame (an empty file, or one that is not frames at all, such as
