@@ -24,17 +24,20 @@
 
 namespace petdaq::gpu {
 
-// ---- convert: pass 1 counts per tile and per reason, pass 2 converts again and compacts ----
+// ---- convert: one pass converts, counts per tile and per reason, and compacts each tile's
+// singles in place (staging); a copy puts every tile's singles at its scanned offset ----
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
-    convert_count_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
-                         std::uint32_t* tile_accepted, SliceCounts* counts,
-                         unsigned long long* bdm_singles, unsigned long long* bdm_rejected,
-                         std::uint32_t bdm_count) {
-  using Reduce = cub::BlockReduce<std::uint32_t, ConvertPolicy::threads_per_block>;
+    convert_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
+                   std::uint32_t* tile_accepted, SliceCounts* counts,
+                   unsigned long long* bdm_singles, unsigned long long* bdm_rejected,
+                   std::uint32_t bdm_count, Single* staging) {
+  using Scan = cub::BlockScan<std::uint32_t, ConvertPolicy::threads_per_block>;
+  using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
   __shared__ union {
     typename FrameLoad::TempStorage load;
-    typename Reduce::TempStorage reduce;
+    typename Scan::TempStorage scan;
+    typename Bound::TempStorage bound;
   } temp;
   __shared__ std::uint32_t status_tally[kFrameStatusCount];
   __shared__ std::uint32_t accepted_tally[kMaxFrameBdms];
@@ -49,16 +52,21 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   const int valid = load_tile(temp.load, frames, frame_count, raw);
   __syncthreads();
 
-  const ThreadCount mine =
-      count_thread_frames(raw, valid, tables, status_tally, accepted_tally, rejected_tally);
-  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(mine.accepted);
+  Single out[ConvertPolicy::items_per_thread];
+  bool keep[ConvertPolicy::items_per_thread];
+  const ThreadCount mine = convert_thread_frames(raw, valid, tables, status_tally,
+                                                 accepted_tally, rejected_tally, out, keep);
+  std::uint32_t offset = 0, tile_total = 0;
+  Scan(temp.scan).ExclusiveSum(mine.accepted, offset, tile_total);
+  Single* dst = staging + std::uint64_t{blockIdx.x} * ConvertPolicy::tile_frames + offset;
+#pragma unroll
+  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k)
+    if (keep[k]) *dst++ = out[k];
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
   __syncthreads();
-  using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
-  __shared__ typename Bound::TempStorage bound;
-  const unsigned long long block_min = Bound(bound).Reduce(mine.t_min, ::cuda::minimum<>{});
+  const unsigned long long block_min = Bound(temp.bound).Reduce(mine.t_min, ::cuda::minimum<>{});
   __syncthreads();
-  const unsigned long long block_max = Bound(bound).Reduce(mine.t_max, ::cuda::maximum<>{});
+  const unsigned long long block_max = Bound(temp.bound).Reduce(mine.t_max, ::cuda::maximum<>{});
   if (threadIdx.x == 0 && tile_total > 0) {
     atomicMin(&counts->t_min, block_min);
     atomicMax(&counts->t_max, block_max);
@@ -72,29 +80,15 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   }
 }
 
-// Writes the accepted singles of each tile, in frame order, after the carry-over.
-__global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
-    convert_scatter_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
-                           const std::uint32_t* tile_offset, const CarryState* state,
-                           Single* singles) {
-  using Scan = cub::BlockScan<std::uint32_t, ConvertPolicy::threads_per_block>;
-  __shared__ union {
-    typename FrameLoad::TempStorage load;
-    typename Scan::TempStorage scan;
-  } temp;
-  uint4 raw[ConvertPolicy::items_per_thread];
-  const int valid = load_tile(temp.load, frames, frame_count, raw);
-  __syncthreads();
-
-  Single out[ConvertPolicy::items_per_thread];
-  bool keep[ConvertPolicy::items_per_thread];
-  const std::uint32_t kept = convert_thread_frames(raw, valid, tables, out, keep);
-  std::uint32_t offset = 0;
-  Scan(temp.scan).ExclusiveSum(kept, offset);
-  Single* dst = singles + state->carry_count + tile_offset[blockIdx.x] + offset;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k)
-    if (keep[k]) *dst++ = out[k];
+// Each tile's singles (one block per tile) to their place after the carry-over, in frame
+// order.
+__global__ void compact_tiles_kernel(const Single* staging, const std::uint32_t* tile_accepted,
+                                     const std::uint32_t* tile_offset, const CarryState* state,
+                                     Single* singles) {
+  const std::uint32_t n = tile_accepted[blockIdx.x];
+  const Single* src = staging + std::uint64_t{blockIdx.x} * ConvertPolicy::tile_frames;
+  Single* dst = singles + state->carry_count + tile_offset[blockIdx.x];
+  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 
 // Puts the carry-over in front of the new singles.

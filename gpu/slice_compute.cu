@@ -45,22 +45,24 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
 
-  // Convert: count per tile, scan the tile counts, convert again and compact in order.
+  // Convert: one pass converts, counts and compacts each tile's singles into a staging
+  // area (the sort's output buffer, free until the merge), the tile counts are scanned, and
+  // a copy puts the tiles' singles in order after the carry-over.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
-    gpu::convert_count_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+    gpu::convert_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
         frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_accepted.get(), counts,
-        bdm, bdm + bdm_count_, bdm_count_);
-    PETDAQ_CUDA_CHECK_LAUNCH("convert_count_kernel");
+        bdm, bdm + bdm_count_, bdm_count_, ws.d_singles_b.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_kernel");
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
                                        ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
                                        stream));
-    gpu::convert_scatter_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_offset.get(), state,
+    gpu::compact_tiles_kernel<<<tiles, ElementwisePolicy::threads_per_block, 0, stream>>>(
+        ws.d_singles_b.get(), ws.d_tile_accepted.get(), ws.d_tile_offset.get(), state,
         ws.d_singles_a.get());
-    PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+    PETDAQ_CUDA_CHECK_LAUNCH("compact_tiles_kernel");
     if (d_histograms_) {  // histograms of the frames
       gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                          gpu::HistogramPolicy::max_blocks,
