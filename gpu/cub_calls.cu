@@ -13,8 +13,8 @@ namespace petdaq::gpu {
 cudaError_t sort_keys_async(void* temp, std::size_t& bytes,
                             cub::DoubleBuffer<unsigned long long>& keys,
                             cub::DoubleBuffer<std::uint32_t>& index, std::int64_t count,
-                            cudaStream_t stream) {
-  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys, index, count, 0, 64, stream);
+                            int end_bit, cudaStream_t stream) {
+  return cub::DeviceRadixSort::SortPairs(temp, bytes, keys, index, count, 0, end_bit, stream);
 }
 cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
                              std::uint32_t* out, std::int64_t count, cudaStream_t stream) {

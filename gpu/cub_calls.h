@@ -18,7 +18,7 @@ namespace petdaq::gpu {
 cudaError_t sort_keys_async(void* temp, std::size_t& bytes,
                             cub::DoubleBuffer<unsigned long long>& keys,
                             cub::DoubleBuffer<std::uint32_t>& index, std::int64_t count,
-                            cudaStream_t stream);
+                            int end_bit, cudaStream_t stream);
 cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
                              std::uint32_t* out, std::int64_t count, cudaStream_t stream);
 cudaError_t scan_units_async(void* temp, std::size_t& bytes, const unsigned long long* in,

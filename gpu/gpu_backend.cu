@@ -30,6 +30,10 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
       max_carry_(s.stream.max_carry_singles),
       params_(CoincidenceParams::from(s)) {
   if (max_slice_frames_ == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+  if (!cal.time_offsets.empty()) {
+    const auto [lo, hi] = std::minmax_element(cal.time_offsets.begin(), cal.time_offsets.end());
+    time_offset_range_ = static_cast<std::uint64_t>(std::int64_t{*hi} - std::int64_t{*lo});
+  }
   sort_capacity_ = std::uint64_t{max_carry_} + max_slice_frames_;
   // Segment starts and frame indices are 32-bit on the device.
   if (sort_capacity_ >= std::numeric_limits<std::uint32_t>::max())

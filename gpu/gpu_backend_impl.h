@@ -60,6 +60,9 @@ struct Work {
   std::uint64_t horizon = 0;  // corrected time
   bool final = false;
   bool run_start = false;
+  // Low bits of the sort keys that the radix sort orders (64: all, and keys as before);
+  // below 64, keys saturate (gpu/device/sort_keys.cuh).
+  unsigned key_bits = 64;
 };
 
 // One slice in flight: its pinned input, its device copy of the frames, its records on
@@ -131,6 +134,7 @@ class GpuBackend final : public Backend {
   void consolidate_stage();
   std::uint64_t stage_probe(std::uint64_t ticket) const;
   std::uint64_t staged_bound() const { return kept_count_ + arrivals_count_; }
+  unsigned key_bits_for(std::uint64_t bound) const;
 
   // collect() copies a slice's records and singles into pieces lent from here when it can.
   ResultMemory* result_memory_ = nullptr;
@@ -138,6 +142,10 @@ class GpuBackend final : public Backend {
   std::size_t max_staged_;
   SourceRule rule_;
   std::int64_t min_time_offset_ = 0;
+  std::uint64_t time_offset_range_ = 0;  // largest minus smallest calibration time offset
+  // The bound the last slice of this run took (kNoBound: none yet), below which no frame
+  // staged since comes (core/backend.h): the span of the next slice's new singles.
+  std::uint64_t previous_bound_ = kNoBound;
   std::size_t max_carry_;
   std::uint64_t sort_capacity_;  // carry-over + new singles
   std::uint64_t tile_capacity_;

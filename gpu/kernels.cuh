@@ -117,7 +117,7 @@ __global__ void place_carry_kernel(Single* singles, const Single* carry, const C
 // carry-over is in order already and is merged in afterwards (merge_*_kernel).
 __global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
                                  const CarryState* state, SortKeyLayout layout,
-                                 std::uint64_t range, unsigned long long* keys,
+                                 unsigned key_bits, std::uint64_t range, unsigned long long* keys,
                                  std::uint32_t* index) {
   const std::uint64_t m = counts->accepted;
   const std::uint64_t c = state->carry_count;
@@ -125,7 +125,7 @@ __global__ void make_keys_kernel(const Single* singles, const SliceCounts* count
   const unsigned long long t_min = counts->t_min;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < range;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
-    keys[i] = i < m ? sort_key(singles[c + i], relative, t_min, layout) : kPaddingKey;
+    keys[i] = i < m ? sort_key(singles[c + i], relative, t_min, layout, key_bits) : kPaddingKey;
     index[i] = static_cast<std::uint32_t>(i);
   }
 }
@@ -136,7 +136,8 @@ __global__ void make_keys_kernel(const Single* singles, const SliceCounts* count
 // would put them. Each also writes its key beside it for the tie pass.
 __global__ void merge_new_kernel(const Single* singles, const unsigned long long* new_keys,
                                  const std::uint32_t* new_index, const SliceCounts* counts,
-                                 const CarryState* state, SortKeyLayout layout, Single* sorted,
+                                 const CarryState* state, SortKeyLayout layout,
+                                 unsigned key_bits, Single* sorted,
                                  unsigned long long* sorted_keys) {
   const std::uint64_t m = counts->accepted;
   const std::uint64_t c = state->carry_count;
@@ -149,7 +150,7 @@ __global__ void merge_new_kernel(const Single* singles, const unsigned long long
     std::uint64_t lo = 0, hi = c;
     while (lo < hi) {
       const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (sort_key(singles[mid], relative, t_min, layout) <= key) lo = mid + 1; else hi = mid;
+      if (sort_key(singles[mid], relative, t_min, layout, key_bits) <= key) lo = mid + 1; else hi = mid;
     }
     const std::uint64_t at = j + lo;
     sorted[at] = singles[c + new_index[j]];
@@ -159,7 +160,7 @@ __global__ void merge_new_kernel(const Single* singles, const unsigned long long
 
 __global__ void merge_carry_kernel(const Single* singles, const unsigned long long* new_keys,
                                    const SliceCounts* counts, const CarryState* state,
-                                   SortKeyLayout layout, Single* sorted,
+                                   SortKeyLayout layout, unsigned key_bits, Single* sorted,
                                    unsigned long long* sorted_keys) {
   const std::uint64_t m = counts->accepted;
   const std::uint64_t c = state->carry_count;
@@ -168,7 +169,7 @@ __global__ void merge_carry_kernel(const Single* singles, const unsigned long lo
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
     const Single s = singles[i];
-    const unsigned long long key = sort_key(s, relative, t_min, layout);
+    const unsigned long long key = sort_key(s, relative, t_min, layout, key_bits);
     // New keys < key.
     std::uint64_t lo = 0, hi = m;
     while (lo < hi) {

@@ -94,7 +94,8 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
       static_cast<std::uint32_t>(tiles), counts);
   PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
   gpu::make_keys_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), counts, state, ws.key_layout, key_count, ws.d_keys_a.get(),
+      ws.d_singles_a.get(), counts, state, ws.key_layout, request.key_bits, key_count,
+      ws.d_keys_a.get(),
       ws.d_index_a.get());
   PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
   cub::DoubleBuffer<unsigned long long> keys(ws.d_keys_a.get(), ws.d_keys_b.get());
@@ -102,16 +103,18 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   if (key_count > 1) {
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(sort_keys_async(ws.d_temp.get(), bytes, keys, index,
-                                      static_cast<std::int64_t>(key_count), stream));
+                                      static_cast<std::int64_t>(key_count),
+                                      static_cast<int>(request.key_bits), stream));
   }
   Single* sorted = ws.d_singles_b.get();
   unsigned long long* sorted_keys = keys.Alternate();
   gpu::merge_new_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), keys.Current(), index.Current(), counts, state, ws.key_layout, sorted,
-      sorted_keys);
+      ws.d_singles_a.get(), keys.Current(), index.Current(), counts, state, ws.key_layout,
+      request.key_bits, sorted, sorted_keys);
   PETDAQ_CUDA_CHECK_LAUNCH("merge_new_kernel");
   gpu::merge_carry_kernel<<<carry_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), keys.Current(), counts, state, ws.key_layout, sorted, sorted_keys);
+      ws.d_singles_a.get(), keys.Current(), counts, state, ws.key_layout, request.key_bits, sorted,
+      sorted_keys);
   PETDAQ_CUDA_CHECK_LAUNCH("merge_carry_kernel");
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       sorted_keys, counts, sorted);

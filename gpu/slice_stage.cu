@@ -4,6 +4,7 @@
 // call here waits for the device: the count of frames a slice took comes back with the
 // partition and is read once it is there, at the latest at the next submit() or collect().
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 
@@ -121,6 +122,22 @@ bool GpuBackend::complete_partition(bool wait) {
   return true;
 }
 
+// The sort key bits a slice needs when its frames keep to the contract of core/backend.h:
+// every frame staged since the slice before has a raw time at or after that slice's bound,
+// so the new singles span less than the bounds' difference plus the calibration's offsets.
+// Twice that, and room for a carry-over that reaches back a little, rounded up to whole
+// radix passes of 8 bits. A slice that breaks the contract stays exact: its keys saturate
+// and the tie pass orders the saturated run (gpu/device/sort_keys.cuh).
+unsigned GpuBackend::key_bits_for(std::uint64_t bound) const {
+  if (previous_bound_ == kNoBound || bound == kNoBound || bound < previous_bound_) return 64;
+  const std::uint64_t span = bound - previous_bound_;
+  if (span > (std::uint64_t{1} << 40)) return 64;
+  const std::uint64_t reach = 2 * span + time_offset_range_ + (std::uint64_t{1} << 20);
+  const unsigned time_bits = static_cast<unsigned>(std::bit_width(reach));
+  const unsigned bits = (ws_->key_layout.crystal_bits + time_bits + 7) / 8 * 8;
+  return std::min(bits, 64u);
+}
+
 void GpuBackend::submit(const SliceRequest& request) {
   if (in_flight() >= kSlicesInFlight)
     throw std::logic_error("GpuBackend::submit: " + std::to_string(kSlicesInFlight) +
@@ -172,8 +189,10 @@ void GpuBackend::submit(const SliceRequest& request) {
   slot.partition_items = staged_bound();
   slot.bound = bound;
   slot.split = split;
+  if (request.run_start) previous_bound_ = kNoBound;
   slot.work = Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
-                   request.run_start};
+                   request.run_start, key_bits_for(bound)};
+  previous_bound_ = slot.work.final ? kNoBound : bound;
   if (slot.partition_items > 0) enqueue_partition(slot, bound, drop);
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
   // The copies staged after this submit go to the other arrivals buffer, once the partition
