@@ -18,7 +18,7 @@ namespace petdaq::gpu {
 cudaError_t sort_keys_async(void* temp, std::size_t& bytes,
                             cub::DoubleBuffer<unsigned long long>& keys,
                             cub::DoubleBuffer<std::uint32_t>& index, std::int64_t count,
-                            cudaStream_t stream);
+                            int end_bit, cudaStream_t stream);
 cudaError_t scan_tiles_async(void* temp, std::size_t& bytes, const std::uint32_t* in,
                              std::uint32_t* out, std::int64_t count, cudaStream_t stream);
 cudaError_t scan_units_async(void* temp, std::size_t& bytes, const unsigned long long* in,
@@ -27,8 +27,9 @@ cudaError_t select_segments_async(void* temp, std::size_t& bytes, SegmentStart s
                                   std::uint32_t* out, std::uint32_t* out_count,
                                   std::int64_t count, cudaStream_t stream);
 
-// Staged frames -> the slice's frames (taken), dropped, and the frames kept staged.
-cudaError_t partition_async(void* temp, std::size_t& bytes, const uint4* in, uint4* taken,
+// Staged frames (kept, then arrivals) -> the slice's frames (taken), dropped, and the frames
+// kept staged.
+cudaError_t partition_async(void* temp, std::size_t& bytes, StagedInput in, uint4* taken,
                             uint4* kept, unsigned long long* counts, std::int64_t count,
                             TakenBy take, DroppedAt drop, cudaStream_t stream);
 

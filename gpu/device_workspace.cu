@@ -41,7 +41,7 @@ DeviceWorkspace::DeviceWorkspace(const WorkspaceSizes& sizes) {
   cub::DoubleBuffer<unsigned long long> keys(d_keys_a.get(), d_keys_b.get());
   cub::DoubleBuffer<std::uint32_t> index(d_index_a.get(), d_index_b.get());
   PETDAQ_CUDA_CHECK(sort_keys_async(nullptr, bytes, keys, index,
-                                    static_cast<std::int64_t>(sort_capacity), nullptr));
+                                    static_cast<std::int64_t>(sort_capacity), 64, nullptr));
   need = std::max(need, bytes);
   PETDAQ_CUDA_CHECK(scan_tiles_async(nullptr, bytes, nullptr, nullptr,
                                      static_cast<std::int64_t>(tile_capacity), nullptr));

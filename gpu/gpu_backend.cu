@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -29,6 +30,10 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
       max_carry_(s.stream.max_carry_singles),
       params_(CoincidenceParams::from(s)) {
   if (max_slice_frames_ == 0) throw std::invalid_argument("stream.max_slice_frames must be > 0");
+  if (!cal.time_offsets.empty()) {
+    const auto [lo, hi] = std::minmax_element(cal.time_offsets.begin(), cal.time_offsets.end());
+    time_offset_range_ = static_cast<std::uint64_t>(std::int64_t{*hi} - std::int64_t{*lo});
+  }
   sort_capacity_ = std::uint64_t{max_carry_} + max_slice_frames_;
   // Segment starts and frame indices are 32-bit on the device.
   if (sort_capacity_ >= std::numeric_limits<std::uint32_t>::max())
@@ -65,13 +70,14 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
       sort_capacity_, max_carry_, tile_capacity_, bdm_count_,
       host_tables.geometry.crystal_count()});
 
-  d_stage_[0] = make_device<RawFrame>(max_staged_);
-  d_stage_[1] = make_device<RawFrame>(max_staged_);
-  d_partition_counts_ = make_device<unsigned long long>(2);
+  for (int i = 0; i < 2; ++i) {
+    d_kept_[i] = make_device<RawFrame>(max_staged_);
+    d_arrivals_[i] = make_device<RawFrame>(max_staged_);
+  }
   d_taken_ = make_device<unsigned long long>(1);
   h_taken_ = make_pinned<unsigned long long>(1);
-  PETDAQ_CUDA_CHECK(partition_async(nullptr, partition_temp_bytes_, nullptr, nullptr, nullptr,
-                                    nullptr, static_cast<std::int64_t>(max_staged_),
+  PETDAQ_CUDA_CHECK(partition_async(nullptr, partition_temp_bytes_, gpu::StagedInput{}, nullptr,
+                                    nullptr, nullptr, static_cast<std::int64_t>(max_staged_),
                                     gpu::TakenBy{}, gpu::DroppedAt{}, nullptr));
   d_partition_temp_ = make_device<std::uint8_t>(partition_temp_bytes_);
 
@@ -90,6 +96,8 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
       slot.d_resolved = cuda::device_address(slot.h_resolved);
     }
     slot.d_frames = make_device<RawFrame>(max_slice_frames_);
+    slot.d_partition_counts = make_device<unsigned long long>(2);
+    slot.h_partition_counts = make_pinned<unsigned long long>(2);
     slot.h_prompts = make_pinned<CoincRecord>(prompt_capacity_);
     slot.h_delayed = make_pinned<CoincRecord>(delayed_capacity_);
     slot.d_prompts = make_device<CoincRecord>(prompt_capacity_);
@@ -112,12 +120,13 @@ GpuBackend::~GpuBackend() {
 }
 
 // Polls rather than blocks forever: a lost device must surface as an error, not a hang.
-void wait_for(cudaEvent_t event, std::uint64_t slice_id) {
+void wait_for(cudaEvent_t event, std::uint64_t slice_id, const std::function<void()>& meanwhile) {
   const auto deadline = std::chrono::steady_clock::now() + kSliceTimeout;
   for (;;) {
     const cudaError_t e = cudaEventQuery(event);
     if (e == cudaSuccess) return;
     if (e != cudaErrorNotReady) PETDAQ_CUDA_CHECK(e);
+    if (meanwhile) meanwhile();
     if (std::chrono::steady_clock::now() > deadline)
       throw std::runtime_error("GpuBackend: slice " + std::to_string(slice_id) +
                                " did not finish within " +
@@ -129,6 +138,7 @@ void wait_for(cudaEvent_t event, std::uint64_t slice_id) {
 // The bins of every slice submitted so far: the copy is queued behind them.
 const HistogramSet* GpuBackend::histograms() {
   if (!d_histograms_) return nullptr;
+  complete_partition(true);  // every submitted slice's compute queued
   cudaStream_t stream = compute_stream_.get();
   PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_histograms_->bins(), d_histograms_.get(),
                                     histogram_layout_.bytes, cudaMemcpyDeviceToHost, stream));
@@ -139,9 +149,12 @@ const HistogramSet* GpuBackend::histograms() {
 const SliceResult& GpuBackend::collect() {
   if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
   Slot& slot = slots_[next_collect_ % kSlicesInFlight];
+  // The slice's compute is queued once its partition's count is in (slice_stage.cu); until
+  // then this waits for that count.
+  if (pending_ && pending_slice_ == next_collect_) complete_partition(true);
   {
     PhaseScope wait(phases_, Phase::collect_wait);
-    wait_for(slot.done.get(), slot.slice_id);
+    wait_for(slot.done.get(), slot.slice_id, [this] { complete_partition(false); });
   }
   // Only now is the number of records known on the host: copy exactly those, on a stream
   // of their own, while the compute stream goes on with the slices behind this one.
@@ -168,7 +181,7 @@ const SliceResult& GpuBackend::collect() {
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
   {
     PhaseScope wait(phases_, Phase::copy_out_wait);
-    wait_for(slot.out_end.get(), slot.slice_id);
+    wait_for(slot.out_end.get(), slot.slice_id, [this] { complete_partition(false); });
   }
   ++next_collect_;
 

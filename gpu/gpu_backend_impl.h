@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "core/calibration.h"
@@ -54,6 +55,16 @@ inline std::uint64_t blocks_for(std::uint64_t items, int threads) {
 // A grid-stride kernel needs no more blocks than this to fill the device.
 constexpr std::uint64_t kMaxStrideBlocks = 4096;
 
+// What a slice's compute needs besides its frames.
+struct Work {
+  std::uint64_t horizon = 0;  // corrected time
+  bool final = false;
+  bool run_start = false;
+  // Low bits of the sort keys that the radix sort orders (64: all, and keys as before);
+  // below 64, keys saturate (gpu/device/sort_keys.cuh).
+  unsigned key_bits = 64;
+};
+
 // One slice in flight: its pinned input, its device copy of the frames, its records on
 // the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
 // writes it directly) and its events.
@@ -69,6 +80,13 @@ struct Slot {
   std::uint64_t* d_bdm_out = nullptr;
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
   std::uint64_t slice_id = 0;
+  // The partition's counts (taken, dropped) on the device and, once `counted` has passed,
+  // in pinned host memory; the frames the partition read; the slice's compute as submitted.
+  device_unique_ptr<unsigned long long> d_partition_counts;
+  pinned_unique_ptr<unsigned long long> h_partition_counts;
+  cuda::Event counted{false};
+  std::uint64_t partition_items = 0;
+  Work work{};
   // What the slice took from the stage (core/backend.h).
   std::size_t frames_taken = 0;
   std::size_t frames_dropped = 0;
@@ -103,16 +121,20 @@ class GpuBackend final : public Backend {
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
 
  private:
-  struct Work {
-    std::uint64_t horizon;  // corrected time
-    bool final;
-    bool run_start;
-  };
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
   std::uint64_t count_taken(std::uint64_t bound);
   void enqueue_partition(Slot& slot, std::uint64_t bound, bool drop);
-  std::uint64_t read_partition_count();
+  // The slice whose partition count is not yet on the host (at most one, the last
+  // submitted): once its count is in (at once when `wait`, else only if it already is),
+  // the stage's count is exact and the slice's compute is queued. Returns whether none is
+  // left pending.
+  bool complete_partition(bool wait);
+  void finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped);
+  // The arrivals after the kept frames, in one buffer (the backlog path counts on it).
+  void consolidate_stage();
   std::uint64_t stage_probe(std::uint64_t ticket) const;
+  std::uint64_t staged_bound() const { return kept_count_ + arrivals_count_; }
+  unsigned key_bits_for(std::uint64_t bound) const;
 
   // collect() copies a slice's records and singles into pieces lent from here when it can.
   ResultMemory* result_memory_ = nullptr;
@@ -120,6 +142,10 @@ class GpuBackend final : public Backend {
   std::size_t max_staged_;
   SourceRule rule_;
   std::int64_t min_time_offset_ = 0;
+  std::uint64_t time_offset_range_ = 0;  // largest minus smallest calibration time offset
+  // The bound the last slice of this run took (kNoBound: none yet), below which no frame
+  // staged since comes (core/backend.h): the span of the next slice's new singles.
+  std::uint64_t previous_bound_ = kNoBound;
   std::size_t max_carry_;
   std::uint64_t sort_capacity_;  // carry-over + new singles
   std::uint64_t tile_capacity_;
@@ -136,28 +162,41 @@ class GpuBackend final : public Backend {
   // Every buffer a slice works in (gpu/device_workspace.h).
   std::unique_ptr<gpu::DeviceWorkspace> ws_;
 
-  // The stage: staged frames at [0, stage_count_) of d_stage_[stage_current_]; a slice's
-  // partition moves the frames it leaves to the other buffer.
-  device_unique_ptr<RawFrame> d_stage_[2];
-  int stage_current_ = 0;
-  std::size_t stage_count_ = 0;
+  // The stage, in two parts, so that stage() never needs a count only the device has:
+  // * the frames earlier slices left (kept), at [0, kept_count_) of d_kept_[kept_current_];
+  //   each partition writes the frames it leaves to the other kept buffer;
+  // * the frames staged since the last submit (arrivals), at [0, arrivals_count_) of
+  //   d_arrivals_[arrivals_current_], where stage() copies them; the two arrival buffers
+  //   alternate from submit to submit, so that a slice's copies never wait for the
+  //   partition of the slice before.
+  // A partition reads kept + arrivals in that order (the frames' arrival order). Until the
+  // last partition's count is on the host (pending_), kept_count_ is that partition's
+  // input size: an upper bound.
+  device_unique_ptr<RawFrame> d_kept_[2];
+  device_unique_ptr<RawFrame> d_arrivals_[2];
+  int kept_current_ = 0;
+  int arrivals_current_ = 0;
+  std::size_t kept_count_ = 0;
+  std::size_t arrivals_count_ = 0;
+  bool pending_ = false;
+  std::uint64_t pending_slice_ = 0;  // its index (next_submit_ numbering)
   device_unique_ptr<std::uint8_t> d_partition_temp_;
   std::size_t partition_temp_bytes_ = 0;
-  device_unique_ptr<unsigned long long> d_partition_counts_;
-  // count_taken_kernel's result, or the partition's count of the frames it took: counted in
-  // device memory (atomics to mapped host memory would cross the bus once per block), then
-  // copied to pinned host memory.
+  // count_taken_kernel's result: counted in device memory (atomics to mapped host memory
+  // would cross the bus once per block), then copied to pinned host memory.
   device_unique_ptr<unsigned long long> d_taken_;
   pinned_unique_ptr<unsigned long long> h_taken_;
   cuda::Event staged_event_[kStageEvents];
   std::uint64_t tickets_ = 0;
   std::uint64_t staged_through_ = 0;
-  // counted_: the count is on the host. partitioned_: the last submit's partition has read
-  // its input buffer, which the stage copies after the next submit overwrite.
-  cuda::Event counted_, partitioned_;
+  // counted_: count_taken's count is on the host. arrivals_read_[i]: the last partition
+  // that read d_arrivals_[i] has run (the copies that refill it wait for it).
+  cuda::Event counted_{false};
+  cuda::Event arrivals_read_[2] = {cuda::Event{false}, cuda::Event{false}};
 
   cuda::Stream copy_stream_, compute_stream_, out_stream_;
-  // The count the worker thread waits on, and the partition, go before the slices' kernels.
+  // The partition (and, on the backlog path, the counts the worker thread waits on) go
+  // before the slices' kernels.
   cuda::Stream partition_stream_{cuda::Stream::HighPriority{}};
   Slot slots_[kSlicesInFlight];
   std::uint64_t next_submit_ = 0;
@@ -174,6 +213,8 @@ class GpuBackend final : public Backend {
 };
 
 // Polls rather than blocks forever: a lost device must surface as an error, not a hang.
-void wait_for(cudaEvent_t event, std::uint64_t slice_id);
+// `meanwhile` runs between polls (the backend's work that needs no wait).
+void wait_for(cudaEvent_t event, std::uint64_t slice_id,
+              const std::function<void()>& meanwhile = {});
 
 }  // namespace petdaq::gpu_impl

@@ -24,17 +24,20 @@
 
 namespace petdaq::gpu {
 
-// ---- convert: pass 1 counts per tile and per reason, pass 2 converts again and compacts ----
+// ---- convert: one pass converts, counts per tile and per reason, and compacts each tile's
+// singles in place (staging); a copy puts every tile's singles at its scanned offset ----
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
-    convert_count_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
-                         std::uint32_t* tile_accepted, SliceCounts* counts,
-                         unsigned long long* bdm_singles, unsigned long long* bdm_rejected,
-                         std::uint32_t bdm_count) {
-  using Reduce = cub::BlockReduce<std::uint32_t, ConvertPolicy::threads_per_block>;
+    convert_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
+                   std::uint32_t* tile_accepted, SliceCounts* counts,
+                   unsigned long long* bdm_singles, unsigned long long* bdm_rejected,
+                   std::uint32_t bdm_count, Single* staging) {
+  using Scan = cub::BlockScan<std::uint32_t, ConvertPolicy::threads_per_block>;
+  using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
   __shared__ union {
     typename FrameLoad::TempStorage load;
-    typename Reduce::TempStorage reduce;
+    typename Scan::TempStorage scan;
+    typename Bound::TempStorage bound;
   } temp;
   __shared__ std::uint32_t status_tally[kFrameStatusCount];
   __shared__ std::uint32_t accepted_tally[kMaxFrameBdms];
@@ -49,16 +52,21 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   const int valid = load_tile(temp.load, frames, frame_count, raw);
   __syncthreads();
 
-  const ThreadCount mine =
-      count_thread_frames(raw, valid, tables, status_tally, accepted_tally, rejected_tally);
-  const std::uint32_t tile_total = Reduce(temp.reduce).Sum(mine.accepted);
+  Single out[ConvertPolicy::items_per_thread];
+  bool keep[ConvertPolicy::items_per_thread];
+  const ThreadCount mine = convert_thread_frames(raw, valid, tables, status_tally,
+                                                 accepted_tally, rejected_tally, out, keep);
+  std::uint32_t offset = 0, tile_total = 0;
+  Scan(temp.scan).ExclusiveSum(mine.accepted, offset, tile_total);
+  Single* dst = staging + std::uint64_t{blockIdx.x} * ConvertPolicy::tile_frames + offset;
+#pragma unroll
+  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k)
+    if (keep[k]) *dst++ = out[k];
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
   __syncthreads();
-  using Bound = cub::BlockReduce<unsigned long long, ConvertPolicy::threads_per_block>;
-  __shared__ typename Bound::TempStorage bound;
-  const unsigned long long block_min = Bound(bound).Reduce(mine.t_min, ::cuda::minimum<>{});
+  const unsigned long long block_min = Bound(temp.bound).Reduce(mine.t_min, ::cuda::minimum<>{});
   __syncthreads();
-  const unsigned long long block_max = Bound(bound).Reduce(mine.t_max, ::cuda::maximum<>{});
+  const unsigned long long block_max = Bound(temp.bound).Reduce(mine.t_max, ::cuda::maximum<>{});
   if (threadIdx.x == 0 && tile_total > 0) {
     atomicMin(&counts->t_min, block_min);
     atomicMax(&counts->t_max, block_max);
@@ -72,29 +80,15 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   }
 }
 
-// Writes the accepted singles of each tile, in frame order, after the carry-over.
-__global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
-    convert_scatter_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
-                           const std::uint32_t* tile_offset, const CarryState* state,
-                           Single* singles) {
-  using Scan = cub::BlockScan<std::uint32_t, ConvertPolicy::threads_per_block>;
-  __shared__ union {
-    typename FrameLoad::TempStorage load;
-    typename Scan::TempStorage scan;
-  } temp;
-  uint4 raw[ConvertPolicy::items_per_thread];
-  const int valid = load_tile(temp.load, frames, frame_count, raw);
-  __syncthreads();
-
-  Single out[ConvertPolicy::items_per_thread];
-  bool keep[ConvertPolicy::items_per_thread];
-  const std::uint32_t kept = convert_thread_frames(raw, valid, tables, out, keep);
-  std::uint32_t offset = 0;
-  Scan(temp.scan).ExclusiveSum(kept, offset);
-  Single* dst = singles + state->carry_count + tile_offset[blockIdx.x] + offset;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k)
-    if (keep[k]) *dst++ = out[k];
+// Each tile's singles (one block per tile) to their place after the carry-over, in frame
+// order.
+__global__ void compact_tiles_kernel(const Single* staging, const std::uint32_t* tile_accepted,
+                                     const std::uint32_t* tile_offset, const CarryState* state,
+                                     Single* singles) {
+  const std::uint32_t n = tile_accepted[blockIdx.x];
+  const Single* src = staging + std::uint64_t{blockIdx.x} * ConvertPolicy::tile_frames;
+  Single* dst = singles + state->carry_count + tile_offset[blockIdx.x];
+  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
 }
 
 // Puts the carry-over in front of the new singles.
@@ -119,30 +113,72 @@ __global__ void place_carry_kernel(Single* singles, const Single* carry, const C
 }
 
 
+// Keys of the slice's new singles (after the carry-over in `singles`), at [0, range): the
+// carry-over is in order already and is merged in afterwards (merge_*_kernel).
 __global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
-                                 SortKeyLayout layout, std::uint64_t sort_count,
-                                 unsigned long long* keys, std::uint32_t* index) {
-  const std::uint64_t n = counts->singles;
+                                 const CarryState* state, SortKeyLayout layout,
+                                 unsigned key_bits, std::uint64_t range, unsigned long long* keys,
+                                 std::uint32_t* index) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
   const bool relative = relative_keys_fit(*counts, layout);
   const unsigned long long t_min = counts->t_min;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < sort_count;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < range;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
-    unsigned long long key = kPaddingKey;
-    if (i < n) {
-      const Single s = singles[i];
-      key = relative ? ((s.time - t_min) << layout.crystal_bits) | s.crystal : s.time;
-    }
-    keys[i] = key;
+    keys[i] = i < m ? sort_key(singles[c + i], relative, t_min, layout, key_bits) : kPaddingKey;
     index[i] = static_cast<std::uint32_t>(i);
   }
 }
 
-__global__ void gather_kernel(const Single* unsorted, const std::uint32_t* index,
-                              const SliceCounts* counts, Single* sorted) {
-  const std::uint64_t n = counts->singles;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::uint64_t{gridDim.x} * blockDim.x)
-    sorted[i] = unsorted[index[i]];
+// The merge of the sorted new singles with the carry-over (sorted, first in `singles`):
+// each lands at its rank in its own list plus the number of the other list's keys before
+// it, the carry-over first among equal keys, as a stable sort of carry-over + new singles
+// would put them. Each also writes its key beside it for the tie pass.
+__global__ void merge_new_kernel(const Single* singles, const unsigned long long* new_keys,
+                                 const std::uint32_t* new_index, const SliceCounts* counts,
+                                 const CarryState* state, SortKeyLayout layout,
+                                 unsigned key_bits, Single* sorted,
+                                 unsigned long long* sorted_keys) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
+  const bool relative = relative_keys_fit(*counts, layout);
+  const unsigned long long t_min = counts->t_min;
+  for (std::uint64_t j = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; j < m;
+       j += std::uint64_t{gridDim.x} * blockDim.x) {
+    const unsigned long long key = new_keys[j];
+    // Carry-over keys <= key.
+    std::uint64_t lo = 0, hi = c;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (sort_key(singles[mid], relative, t_min, layout, key_bits) <= key) lo = mid + 1; else hi = mid;
+    }
+    const std::uint64_t at = j + lo;
+    sorted[at] = singles[c + new_index[j]];
+    sorted_keys[at] = key;
+  }
+}
+
+__global__ void merge_carry_kernel(const Single* singles, const unsigned long long* new_keys,
+                                   const SliceCounts* counts, const CarryState* state,
+                                   SortKeyLayout layout, unsigned key_bits, Single* sorted,
+                                   unsigned long long* sorted_keys) {
+  const std::uint64_t m = counts->accepted;
+  const std::uint64_t c = state->carry_count;
+  const bool relative = relative_keys_fit(*counts, layout);
+  const unsigned long long t_min = counts->t_min;
+  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c;
+       i += std::uint64_t{gridDim.x} * blockDim.x) {
+    const Single s = singles[i];
+    const unsigned long long key = sort_key(s, relative, t_min, layout, key_bits);
+    // New keys < key.
+    std::uint64_t lo = 0, hi = m;
+    while (lo < hi) {
+      const std::uint64_t mid = lo + (hi - lo) / 2;
+      if (new_keys[mid] < key) lo = mid + 1; else hi = mid;
+    }
+    sorted[i + lo] = s;
+    sorted_keys[i + lo] = key;
+  }
 }
 
 // Equal keys are the same time and crystal (or the same time, for long slices): the first

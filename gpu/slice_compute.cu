@@ -12,15 +12,16 @@
 namespace petdaq {
 namespace gpu_impl {
 
-// The staged frames a slice with this bound takes (the partition stream waits for it).
+// The staged frames a slice with this bound takes (the partition stream waits for it). The
+// stage is one buffer here (consolidate_stage()).
 std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
   cudaStream_t stream = partition_stream_.get();
-  if (stage_count_ == 0) return 0;
+  if (kept_count_ == 0) return 0;
   PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_taken_.get(), 0, sizeof(unsigned long long), stream));
   const unsigned blocks = static_cast<unsigned>(
-      std::min(kMaxStrideBlocks, blocks_for(stage_count_, ElementwisePolicy::threads_per_block)));
+      std::min(kMaxStrideBlocks, blocks_for(kept_count_, ElementwisePolicy::threads_per_block)));
   gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()), stage_count_,
+      reinterpret_cast<const uint4*>(d_kept_[kept_current_].get()), kept_count_,
       gpu::TakenBy{rule_, bound}, d_taken_.get());
   PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
   PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_taken_.get(), sizeof(unsigned long long),
@@ -44,22 +45,24 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
 
-  // Convert: count per tile, scan the tile counts, convert again and compact in order.
+  // Convert: one pass converts, counts and compacts each tile's singles into a staging
+  // area (the sort's output buffer, free until the merge), the tile counts are scanned, and
+  // a copy puts the tiles' singles in order after the carry-over.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
-    gpu::convert_count_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
+    gpu::convert_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
         frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_accepted.get(), counts,
-        bdm, bdm + bdm_count_, bdm_count_);
-    PETDAQ_CUDA_CHECK_LAUNCH("convert_count_kernel");
+        bdm, bdm + bdm_count_, bdm_count_, ws.d_singles_b.get());
+    PETDAQ_CUDA_CHECK_LAUNCH("convert_kernel");
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
                                        ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
                                        stream));
-    gpu::convert_scatter_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_offset.get(), state,
+    gpu::compact_tiles_kernel<<<tiles, ElementwisePolicy::threads_per_block, 0, stream>>>(
+        ws.d_singles_b.get(), ws.d_tile_accepted.get(), ws.d_tile_offset.get(), state,
         ws.d_singles_a.get());
-    PETDAQ_CUDA_CHECK_LAUNCH("convert_scatter_kernel");
+    PETDAQ_CUDA_CHECK_LAUNCH("compact_tiles_kernel");
     if (d_histograms_) {  // histograms of the frames
       gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                          gpu::HistogramPolicy::max_blocks,
@@ -72,34 +75,49 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
 
-  // Order: 64-bit keys with the singles' positions, one radix sort, a gather, and the
-  // rare runs of equal keys put in energy order. The sort range is padded to a size the
-  // host knows without waiting for the device.
+  // Order: 64-bit keys of the new singles with their positions, one radix sort over the
+  // slice's frame count (a size the host knows: the new singles are at most that many,
+  // padding keys after them), a merge with the carry-over (in order already) that writes
+  // each single with its key, and the rare runs of equal keys put in energy order. The
+  // windows' passes run over a range padded to the largest carry-over.
   const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  const std::uint64_t key_count = std::max<std::uint64_t>(1, frame_count);
   const unsigned elementwise_blocks = static_cast<unsigned>(
       std::min(kMaxStrideBlocks, blocks_for(sort_count, ElementwisePolicy::threads_per_block)));
-  gpu::place_carry_kernel<<<std::min(kMaxStrideBlocks,
-                                     blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
-                            ElementwisePolicy::threads_per_block, 0, stream>>>(
+  const unsigned key_blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(key_count, ElementwisePolicy::threads_per_block)));
+  const unsigned carry_blocks = static_cast<unsigned>(std::min(
+      kMaxStrideBlocks,
+      blocks_for(std::max<std::uint64_t>(1, max_carry_), ElementwisePolicy::threads_per_block)));
+  gpu::place_carry_kernel<<<carry_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       ws.d_singles_a.get(), ws.d_carry.get(), state, ws.d_tile_accepted.get(), ws.d_tile_offset.get(),
       static_cast<std::uint32_t>(tiles), counts);
   PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
-  gpu::make_keys_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), counts, ws.key_layout, sort_count, ws.d_keys_a.get(), ws.d_index_a.get());
+  gpu::make_keys_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), counts, state, ws.key_layout, request.key_bits, key_count,
+      ws.d_keys_a.get(),
+      ws.d_index_a.get());
   PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
   cub::DoubleBuffer<unsigned long long> keys(ws.d_keys_a.get(), ws.d_keys_b.get());
   cub::DoubleBuffer<std::uint32_t> index(ws.d_index_a.get(), ws.d_index_b.get());
-  if (sort_count > 1) {
+  if (key_count > 1) {
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(sort_keys_async(ws.d_temp.get(), bytes, keys, index,
-                                      static_cast<std::int64_t>(sort_count), stream));
+                                      static_cast<std::int64_t>(key_count),
+                                      static_cast<int>(request.key_bits), stream));
   }
   Single* sorted = ws.d_singles_b.get();
-  gpu::gather_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), index.Current(), counts, sorted);
-  PETDAQ_CUDA_CHECK_LAUNCH("gather_kernel");
+  unsigned long long* sorted_keys = keys.Alternate();
+  gpu::merge_new_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), keys.Current(), index.Current(), counts, state, ws.key_layout,
+      request.key_bits, sorted, sorted_keys);
+  PETDAQ_CUDA_CHECK_LAUNCH("merge_new_kernel");
+  gpu::merge_carry_kernel<<<carry_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
+      ws.d_singles_a.get(), keys.Current(), counts, state, ws.key_layout, request.key_bits, sorted,
+      sorted_keys);
+  PETDAQ_CUDA_CHECK_LAUNCH("merge_carry_kernel");
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      keys.Current(), counts, sorted);
+      sorted_keys, counts, sorted);
   PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
 

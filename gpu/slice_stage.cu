@@ -1,7 +1,10 @@
 // The GPU backend's stage (DESIGN section 6, docs/gpu.md "One slice"): frames copied to the
 // device ahead of their slice, and submit(): which staged frames a slice takes (the partition,
-// the split), before the slice's compute is queued (slice_compute.cu).
+// the split), before the slice's compute is queued (slice_compute.cu). On the common path no
+// call here waits for the device: the count of frames a slice took comes back with the
+// partition and is read once it is there, at the latest at the next submit() or collect().
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 
@@ -10,17 +13,22 @@
 namespace petdaq::gpu_impl {
 
 std::uint64_t GpuBackend::stage(const RawFrame* frames, std::size_t count) {
+  complete_partition(false);
+  // kept_count_ may still be a bound: the count of the last partition settles it.
+  if (staged_bound() + count > max_staged_ && pending_) complete_partition(true);
   // The slicer never stages more; a caller that does has a bug, not bad data.
-  if (count > max_staged_ - stage_count_)
+  if (staged_bound() + count > max_staged_)
     throw std::invalid_argument("GpuBackend::stage: " + std::to_string(count) +
-                                " frames do not fit beside the " + std::to_string(stage_count_) +
+                                " frames do not fit beside the " +
+                                std::to_string(staged_bound()) +
                                 " staged (stream.max_pending_frames = " +
                                 std::to_string(max_staged_) + ")");
   cudaStream_t copy = copy_stream_.get();
   if (count > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_stage_[stage_current_].get() + stage_count_, frames,
-                                      count * sizeof(RawFrame), cudaMemcpyHostToDevice, copy));
-  stage_count_ += count;
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_arrivals_[arrivals_current_].get() + arrivals_count_,
+                                      frames, count * sizeof(RawFrame), cudaMemcpyHostToDevice,
+                                      copy));
+  arrivals_count_ += count;
   const std::uint64_t ticket = ++tickets_;
   PETDAQ_CUDA_CHECK(cudaEventRecord(staged_event_[ticket % kStageEvents].get(), copy));
   return ticket;
@@ -33,6 +41,7 @@ std::uint64_t GpuBackend::stage_probe(std::uint64_t ticket) const {
 }
 
 bool GpuBackend::staged(std::uint64_t ticket) {
+  complete_partition(false);
   if (ticket <= staged_through_) return true;
   const std::uint64_t probe = stage_probe(ticket);
   const cudaError_t e = cudaEventQuery(staged_event_[probe % kStageEvents].get());
@@ -43,6 +52,7 @@ bool GpuBackend::staged(std::uint64_t ticket) {
 }
 
 void GpuBackend::wait_staged(std::uint64_t ticket) {
+  complete_partition(false);
   if (ticket <= staged_through_) return;
   const std::uint64_t probe = stage_probe(ticket);
   wait_for(staged_event_[probe % kStageEvents].get(), next_submit_);
@@ -50,102 +60,159 @@ void GpuBackend::wait_staged(std::uint64_t ticket) {
 }
 
 // The stage's frames below `bound` (and those with no source) to the slot, those at `bound`
-// dropped when `drop`, the rest to the other stage buffer, in order (the input buffer is
-// only read).
+// dropped when `drop`, the rest to the other kept buffer, in order (the input buffers are
+// only read); then the counts to pinned host memory.
 void GpuBackend::enqueue_partition(Slot& slot, std::uint64_t bound, bool drop) {
+  cudaStream_t stream = partition_stream_.get();
   std::size_t bytes = partition_temp_bytes_;
+  const gpu::StagedInput input{reinterpret_cast<const uint4*>(d_kept_[kept_current_].get()),
+                               kept_count_,
+                               reinterpret_cast<const uint4*>(d_arrivals_[arrivals_current_].get())};
   PETDAQ_CUDA_CHECK(partition_async(
-      d_partition_temp_.get(), bytes, reinterpret_cast<const uint4*>(d_stage_[stage_current_].get()),
-      reinterpret_cast<uint4*>(slot.d_frames.get()),
-      reinterpret_cast<uint4*>(d_stage_[1 - stage_current_].get()), d_partition_counts_.get(),
-      static_cast<std::int64_t>(stage_count_), gpu::TakenBy{rule_, bound},
-      gpu::DroppedAt{rule_, bound, drop}, partition_stream_.get()));
+      d_partition_temp_.get(), bytes, input, reinterpret_cast<uint4*>(slot.d_frames.get()),
+      reinterpret_cast<uint4*>(d_kept_[1 - kept_current_].get()), slot.d_partition_counts.get(),
+      static_cast<std::int64_t>(staged_bound()), gpu::TakenBy{rule_, bound},
+      gpu::DroppedAt{rule_, bound, drop}, stream));
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_partition_counts.get(), slot.d_partition_counts.get(),
+                                    2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
+                                    stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.counted.get(), stream));
 }
 
-// The count of frames the partition just queued took (its first output count).
-std::uint64_t GpuBackend::read_partition_count() {
-  cudaStream_t stream = partition_stream_.get();
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_partition_counts_.get(),
-                                    sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
-  PhaseScope wait(phases_, Phase::partition_wait);
-  wait_for(counted_.get(), next_submit_);
-  return h_taken_[0];
+// The arrivals copied behind the kept frames (device to device, on the partition stream), so
+// that the kept buffer holds the whole stage; the counts are exact (no partition pending).
+void GpuBackend::consolidate_stage() {
+  if (arrivals_count_ == 0) return;
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_kept_[kept_current_].get() + kept_count_,
+                                    d_arrivals_[arrivals_current_].get(),
+                                    arrivals_count_ * sizeof(RawFrame), cudaMemcpyDeviceToDevice,
+                                    partition_stream_.get()));
+  kept_count_ += arrivals_count_;
+  arrivals_count_ = 0;
+}
+
+// The slice's counts are known: the stage's count is exact again, and the slice's compute
+// goes on the compute stream behind the partition.
+void GpuBackend::finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped) {
+  if (taken + dropped > slot.partition_items || taken > max_slice_frames_)
+    throw std::logic_error("GpuBackend: the partition of slice " + std::to_string(slot.slice_id) +
+                           " counted " + std::to_string(taken) + " taken and " +
+                           std::to_string(dropped) + " dropped of " +
+                           std::to_string(slot.partition_items) + " frames");
+  kept_count_ = slot.partition_items - taken - dropped;
+  slot.frames_taken = taken;
+  slot.frames_dropped = dropped;
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.get(), slot.copy_end.get(), 0));
+  enqueue_compute(slot, slot.work, taken);
+}
+
+bool GpuBackend::complete_partition(bool wait) {
+  if (!pending_) return true;
+  Slot& slot = slots_[pending_slice_ % kSlicesInFlight];
+  if (wait) {
+    PhaseScope scope(phases_, Phase::partition_wait);
+    wait_for(slot.counted.get(), slot.slice_id);
+  } else {
+    const cudaError_t e = cudaEventQuery(slot.counted.get());
+    if (e == cudaErrorNotReady) return false;
+    PETDAQ_CUDA_CHECK(e);
+  }
+  pending_ = false;
+  finish_slot_partition(slot, slot.h_partition_counts[0], slot.h_partition_counts[1]);
+  return true;
+}
+
+// The sort key bits a slice needs when its frames keep to the contract of core/backend.h:
+// every frame staged since the slice before has a raw time at or after that slice's bound,
+// so the new singles span less than the bounds' difference plus the calibration's offsets.
+// Twice that, and room for a carry-over that reaches back a little, rounded up to whole
+// radix passes of 8 bits. A slice that breaks the contract stays exact: its keys saturate
+// and the tie pass orders the saturated run (gpu/device/sort_keys.cuh).
+unsigned GpuBackend::key_bits_for(std::uint64_t bound) const {
+  if (previous_bound_ == kNoBound || bound == kNoBound || bound < previous_bound_) return 64;
+  const std::uint64_t span = bound - previous_bound_;
+  if (span > (std::uint64_t{1} << 40)) return 64;
+  const std::uint64_t reach = 2 * span + time_offset_range_ + (std::uint64_t{1} << 20);
+  const unsigned time_bits = static_cast<unsigned>(std::bit_width(reach));
+  const unsigned bits = (ws_->key_layout.crystal_bits + time_bits + 7) / 8 * 8;
+  return std::min(bits, 64u);
 }
 
 void GpuBackend::submit(const SliceRequest& request) {
   if (in_flight() >= kSlicesInFlight)
     throw std::logic_error("GpuBackend::submit: " + std::to_string(kSlicesInFlight) +
                            " slices already in flight; collect one first");
+  // The slice before: its count is nearly always in by now (its partition ran while this
+  // slice's frames were copied); it makes the stage's count exact for this one.
+  complete_partition(true);
   Slot& slot = slots_[next_submit_ % kSlicesInFlight];
   slot.slice_id = request.slice_id;
   cudaStream_t partition = partition_stream_.get();
 
-  // Every staged copy is in before the stage is counted and partitioned.
+  // Every staged copy is in before the stage is partitioned.
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy_stream_.get()));
   PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.copy_begin.get(), 0));
 
-  // The stage copies queued after this submit write into the buffer the last partition read.
-  if (next_submit_ > 0)
-    PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), partitioned_.get(), 0));
-
-  // The host needs the count of frames the slice takes before it can queue the compute. The
-  // fewest waits for it:
-  // * no bound (a final slice): every staged frame, known without the device;
-  // * at most max_slice_frames staged: no split is possible and the slot holds whatever the
-  //   partition takes, so the partition runs at once and its own count is the one waited for;
-  // * more staged (a backlog; rare): counted first, since the partition's output must fit the
-  //   slot.
-  // Then the split of core/backend.h when more frames are below the bound than a slice
-  // holds: the largest bound below which at most max_slice_frames are taken (the (m+1)-th
-  // smallest raw time), found by bisection on counts.
+  // Which frames the slice takes:
+  // * at most max_slice_frames staged (the common case): no split is possible and the
+  //   slot holds whatever the partition takes, so the partition runs at once and its count
+  //   comes back with it; nothing here waits;
+  // * more staged (a backlog, or a final slice behind one; rare): the stage is made one
+  //   buffer and counted first, since the partition's output must fit the slot; above
+  //   max_slice_frames the bound is lowered by bisection on such counts (core/backend.h's
+  //   split), one wait per count.
   std::uint64_t bound = request.final ? kNoBound : request.bound;
-  bool partitioned = false;
-  std::uint64_t taken = 0;
-  if (bound == kNoBound) {
-    taken = stage_count_;
-  } else if (stage_count_ <= max_slice_frames_) {
-    if (stage_count_ > 0) {
-      enqueue_partition(slot, bound, false);
-      partitioned = true;
-      taken = read_partition_count();
-    }
-  } else {
-    taken = count_taken(bound);
-  }
   bool split = false;
   bool drop = false;
-  std::uint64_t dropped = 0;
-  if (taken > max_slice_frames_) {
-    split = true;
-    std::uint64_t lo = 0, hi = bound;  // count_taken(lo) <= max_slice_frames < count_taken(hi)
-    while (hi - lo > 1) {
-      const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (count_taken(mid) <= max_slice_frames_) lo = mid; else hi = mid;
-    }
-    bound = lo;
+  bool counted = false;
+  std::uint64_t taken = 0, dropped = 0;
+  if (staged_bound() > max_slice_frames_) {
+    consolidate_stage();
+    counted = true;
     taken = count_taken(bound);
-    if (taken == 0) {
-      // More frames share the earliest time than a slice holds: they are dropped.
-      drop = true;
-      dropped = count_taken(bound + 1);
+    if (taken > max_slice_frames_) {
+      split = true;
+      std::uint64_t lo = 0, hi = bound;  // count_taken(lo) <= max_slice_frames < count_taken(hi)
+      while (hi - lo > 1) {
+        const std::uint64_t mid = lo + (hi - lo) / 2;
+        if (count_taken(mid) <= max_slice_frames_) lo = mid; else hi = mid;
+      }
+      bound = lo;
+      taken = count_taken(bound);
+      if (taken == 0) {
+        // More frames share the earliest time than a slice holds: they are dropped.
+        drop = true;
+        dropped = count_taken(bound + 1);
+      }
     }
   }
-  if (stage_count_ > 0 && !partitioned) enqueue_partition(slot, bound, drop);
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(partitioned_.get(), partition));
-  stage_count_ -= taken + dropped;
-  stage_current_ = 1 - stage_current_;
-  slot.frames_taken = taken;
-  slot.frames_dropped = dropped;
+  slot.partition_items = staged_bound();
   slot.bound = bound;
   slot.split = split;
-
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.get(), slot.copy_end.get(), 0));
-  enqueue_compute(slot, Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
-                             request.run_start},
-                  taken);
+  if (request.run_start) previous_bound_ = kNoBound;
+  slot.work = Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
+                   request.run_start, key_bits_for(bound)};
+  previous_bound_ = slot.work.final ? kNoBound : bound;
+  if (slot.partition_items > 0) enqueue_partition(slot, bound, drop);
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
+  // The copies staged after this submit go to the other arrivals buffer, once the partition
+  // that read it last (the slice before's) has run.
+  PETDAQ_CUDA_CHECK(cudaEventRecord(arrivals_read_[arrivals_current_].get(), partition));
+  arrivals_current_ = 1 - arrivals_current_;
+  arrivals_count_ = 0;
+  PETDAQ_CUDA_CHECK(
+      cudaStreamWaitEvent(copy_stream_.get(), arrivals_read_[arrivals_current_].get(), 0));
+  if (slot.partition_items > 0) kept_current_ = 1 - kept_current_;
+  // kept_count_ is now the bound slot.partition_items until the counts are in.
+  kept_count_ = slot.partition_items;
   ++next_submit_;
+  if (slot.partition_items == 0 || counted) {
+    finish_slot_partition(slot, taken, dropped);  // the counts are known already
+  } else {
+    pending_ = true;
+    pending_slice_ = next_submit_ - 1;
+    complete_partition(false);
+  }
 }
 
 }  // namespace petdaq::gpu_impl

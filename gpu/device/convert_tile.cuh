@@ -1,6 +1,6 @@
 // A convert tile's frames: loaded by one block (ConvertPolicy), unpacked per thread into the
 // 16 wire bytes that convert_frame() (core/convert.h) reads, and one thread's share of the
-// tile's work in each convert pass (convert_count_kernel, convert_scatter_kernel).
+// tile's work (convert_kernel).
 #pragma once
 
 #include <cub/block/block_load.cuh>
@@ -34,57 +34,41 @@ __device__ __forceinline__ int load_tile(FrameLoad::TempStorage& storage, const 
   return valid;
 }
 
-// What one thread's frames of a tile add up to in the count pass.
+// What one thread's frames of a tile add up to.
 struct ThreadCount {
   std::uint32_t accepted = 0;
   unsigned long long t_min = ~0ull;
   unsigned long long t_max = 0;
 };
 
-// Pass 1, one thread: converts its frames of the tile (the first `valid` of the tile are
-// frames) and counts them, per reason and per BDM into the block's shared tallies.
-__device__ __forceinline__ ThreadCount count_thread_frames(
+// One thread: converts its frames of the tile once (the first `valid` of the tile are
+// frames), counts them per reason and per BDM into the block's shared tallies, and keeps
+// the singles (keep[k] marks those in out[k]) for the tile's compaction.
+__device__ __forceinline__ ThreadCount convert_thread_frames(
     const uint4 (&raw)[ConvertPolicy::items_per_thread], int valid, const ConvertTables& tables,
-    std::uint32_t* status_tally, std::uint32_t* accepted_tally, std::uint32_t* rejected_tally) {
+    std::uint32_t* status_tally, std::uint32_t* accepted_tally, std::uint32_t* rejected_tally,
+    Single (&out)[ConvertPolicy::items_per_thread], bool (&keep)[ConvertPolicy::items_per_thread]) {
   ThreadCount c;
 #pragma unroll
   for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
+    keep[k] = false;
     const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
     if (index >= valid) continue;
     std::uint8_t bytes[16];
     load_frame(raw[k], bytes);
-    Single s;
-    const FrameStatus status = convert_frame(bytes, tables, s);
+    const FrameStatus status = convert_frame(bytes, tables, out[k]);
     atomicAdd(&status_tally[static_cast<int>(status)], 1u);
     if (status == FrameStatus::single) {
+      keep[k] = true;
       ++c.accepted;
-      c.t_min = min_of<unsigned long long>(c.t_min, s.time);
-      c.t_max = max_of<unsigned long long>(c.t_max, s.time);
+      c.t_min = min_of<unsigned long long>(c.t_min, out[k].time);
+      c.t_max = max_of<unsigned long long>(c.t_max, out[k].time);
       atomicAdd(&accepted_tally[bytes[frame_offset::bdm]], 1u);
     } else if (status == FrameStatus::energy_rejected) {
       atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
     }
   }
   return c;
-}
-
-// Pass 2, one thread: converts its frames again; keep[k] marks the singles in out[k].
-// Returns how many there are.
-__device__ __forceinline__ std::uint32_t convert_thread_frames(
-    const uint4 (&raw)[ConvertPolicy::items_per_thread], int valid, const ConvertTables& tables,
-    Single (&out)[ConvertPolicy::items_per_thread], bool (&keep)[ConvertPolicy::items_per_thread]) {
-  std::uint32_t kept = 0;
-#pragma unroll
-  for (int k = 0; k < ConvertPolicy::items_per_thread; ++k) {
-    const int index = threadIdx.x * ConvertPolicy::items_per_thread + k;
-    keep[k] = false;
-    if (index >= valid) continue;
-    std::uint8_t bytes[16];
-    load_frame(raw[k], bytes);
-    keep[k] = convert_frame(bytes, tables, out[k]) == FrameStatus::single;
-    kept += keep[k] ? 1u : 0u;
-  }
-  return kept;
 }
 
 }  // namespace petdaq::gpu

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "gpu/device/slice_state.cuh"
+#include "proto/records.h"
 
 namespace petdaq::gpu {
 
@@ -22,6 +23,21 @@ __device__ inline bool relative_keys_fit(const SliceCounts& c, SortKeyLayout lay
   const unsigned long long span = c.t_max - c.t_min;
   // Strictly below the largest value, so that no real key equals the padding key.
   return span < (1ull << (64 - layout.crystal_bits)) - 1;
+}
+
+// The key of one single (the slice's t_min and whether relative keys fit, as above). With
+// key_bits below 64 (the radix sort orders only those bits), a single too late for them
+// gets the largest key, 2^key_bits - 1: all such singles come last, in one run of equal
+// keys, which the tie pass puts in (time, crystal, energy) order like any other.
+__device__ inline unsigned long long sort_key(const Single& s, bool relative,
+                                              unsigned long long t_min, SortKeyLayout layout,
+                                              unsigned key_bits) {
+  if (key_bits < 64) {
+    const unsigned long long rel = s.time - t_min;
+    if (rel >> (key_bits - layout.crystal_bits)) return (1ull << key_bits) - 1;
+    return (rel << layout.crystal_bits) | s.crystal;
+  }
+  return relative ? ((s.time - t_min) << layout.crystal_bits) | s.crystal : s.time;
 }
 
 }  // namespace petdaq::gpu

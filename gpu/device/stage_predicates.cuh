@@ -9,6 +9,18 @@
 
 namespace petdaq::gpu {
 
+// The partition's input: the frames earlier slices left (kept), then those staged since
+// (arrivals), as one sequence. Both counts are known on the host when it is queued.
+struct StagedInput {
+  const uint4* kept;
+  std::uint64_t kept_count;
+  const uint4* arrivals;
+  __host__ __device__ uint4 operator()(std::int64_t i) const {
+    const std::uint64_t k = static_cast<std::uint64_t>(i);
+    return k < kept_count ? kept[k] : arrivals[k - kept_count];
+  }
+};
+
 // Staged frames are read 16 bytes at a time.
 struct TakenBy {
   SourceRule rule;

@@ -208,11 +208,32 @@ TEST(Offline, ThreadsDoNotChangeTheOutput) {
   EXPECT_TRUE(piped_file.substr(kPlmHeaderBytes) == files[0].substr(kPlmHeaderBytes))
       << "a pipe gives other records than the file";
 
+  // --readers: one reader thread and five read the same frames.
+  for (const char* readers : {"1", "5"}) {
+    const auto output = scanner.dir / ("readers-" + std::string(readers) + ".plm");
+    const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                         {"--config", config.string(), "--input", input.string(), "--output",
+                          output.string(), "--backend", "cpu", "--threads", "1", "--readers",
+                          readers, "--quiet"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("on ") + readers + " reader thread"), std::string::npos)
+        << r.out;
+    const std::string file = read_text(output);
+    ASSERT_EQ(file.size(), files[0].size());
+    EXPECT_TRUE(file.substr(kPlmHeaderBytes) == files[0].substr(kPlmHeaderBytes))
+        << readers << " readers give other records";
+  }
+
   const Result bad = run(scanner.dir, PETDAQ_OFFLINE_BIN,
                          {"--config", config.string(), "--input", input.string(), "--output",
                           (scanner.dir / "x.plm").string(), "--threads", "999"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--threads"), std::string::npos) << bad.err;
+  const Result bad_readers = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                                 {"--config", config.string(), "--input", input.string(),
+                                  "--output", (scanner.dir / "x.plm").string(), "--readers", "65"});
+  EXPECT_EQ(bad_readers.exit_code, 2);
+  EXPECT_NE(bad_readers.err.find("--readers"), std::string::npos) << bad_readers.err;
 }
 
 // A classic pcap file (microsecond times, Ethernet) of IPv4/UDP datagrams, written byte by

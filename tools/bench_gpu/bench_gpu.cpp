@@ -217,6 +217,38 @@ double measure_copy_rate() {
   return median(rates);
 }
 
+// The same host -> device copy while a device -> host copy of half its size runs beside it
+// on another stream (a slice's records go back while the next frames come in): the host
+// -> device rate in bytes/s, median of repeats.
+double measure_duplex_rate() {
+  const std::size_t bytes = std::size_t{256} << 20;
+  auto host_in = cuda::make_pinned<std::uint8_t>(bytes);
+  auto host_out = cuda::make_pinned<std::uint8_t>(bytes / 2);
+  auto device_in = cuda::make_device<std::uint8_t>(bytes);
+  auto device_out = cuda::make_device<std::uint8_t>(bytes / 2);
+  std::fill(host_in.get(), host_in.get() + bytes, std::uint8_t{0x5A});
+  PETDAQ_CUDA_CHECK(cudaMemset(device_out.get(), 0x3C, bytes / 2));
+  cuda::Stream in, out;
+  cuda::Event begin, end, out_end;
+  std::vector<double> rates;
+  for (int i = 0; i < 12; ++i) {
+    PETDAQ_CUDA_CHECK(cudaEventRecord(begin.get(), in.get()));
+    PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(out.get(), begin.get(), 0));
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(host_out.get(), device_out.get(), bytes / 2,
+                                      cudaMemcpyDeviceToHost, out.get()));
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(device_in.get(), host_in.get(), bytes,
+                                      cudaMemcpyHostToDevice, in.get()));
+    PETDAQ_CUDA_CHECK(cudaEventRecord(end.get(), in.get()));
+    PETDAQ_CUDA_CHECK(cudaEventRecord(out_end.get(), out.get()));
+    PETDAQ_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    PETDAQ_CUDA_CHECK(cudaEventSynchronize(out_end.get()));
+    float ms = 0;
+    PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&ms, begin.get(), end.get()));
+    if (i >= 2) rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  return median(rates);
+}
+
 int bench(const Options& o) {
   std::string device;
   if (!gpu_device_usable(device)) {
@@ -243,6 +275,9 @@ int bench(const Options& o) {
   const double copy_frames_per_s = copy_bytes_per_s / sizeof(RawFrame);
   std::printf("pinned host->device copy: %.1f GB/s = %.3f G frames/s\n", copy_bytes_per_s / 1e9,
               copy_frames_per_s / 1e9);
+  const double duplex_bytes_per_s = measure_duplex_rate();
+  std::printf("  with a device->host copy of half its size beside it: %.1f GB/s = %.3f G frames/s\n",
+              duplex_bytes_per_s / 1e9, duplex_bytes_per_s / sizeof(RawFrame) / 1e9);
 
   // CPU backend on the first cpu_frames of the same stream, slices of 1 M frames, on each
   // thread count; the first count's rate is the one the GPU is compared with.

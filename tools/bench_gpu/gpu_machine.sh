@@ -26,7 +26,7 @@ echo "== 2. offline, cpu and gpu, on a simulated acquisition of $frames frames"
 for b in cpu gpu; do
   "$bin/petdaq-offline" --config "$work/acq/petdaq.yaml" --input "$work/acq/frames.bin" \
       --output "$work/$b.plm" --backend "$b" > "$out/offline_$b.log" 2>&1 || status=1
-  grep -E 'backend|frames  |prompts|delayed  |wall time|stages|throughput' "$out/offline_$b.log" | sed "s/^/  $b: /"
+  grep -E 'backend|frames  |prompts|delayed  |wall time|stages|waits|throughput' "$out/offline_$b.log" | sed "s/^/  $b: /"
 done
 if cmp -s <(tail -c +65 "$work/cpu.plm") <(tail -c +65 "$work/gpu.plm"); then
   echo "  cpu and gpu .plm identical after the header ($(stat -c %s "$work/cpu.plm") bytes)"

@@ -24,6 +24,7 @@
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
+#include "core/phase_timer.h"
 #include "core/plm_file.h"
 #include "same_file.h"
 #include "core/settings.h"
@@ -42,9 +43,13 @@ namespace petdaq {
 namespace {
 
 constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
-// Threads that read a regular file, each at its own offsets: one alone reads and cuts a frame
-// in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main thread").
-constexpr unsigned kReaderThreads = 2;
+// Threads that read a regular file, each at its own offsets (--readers 0): one alone reads
+// and cuts a frame in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main
+// thread"). The CPU backend needs the other cores; the GPU backend leaves them to the readers,
+// which then set the pace (docs/offline.md, "The GPU backend's path").
+constexpr unsigned kReaderThreadsCpu = 2;
+constexpr unsigned kReaderThreadsGpu = 6;
+constexpr unsigned kMaxReaderThreads = 64;
 constexpr std::size_t kClockSamples = 63;
 
 constexpr const char* kProgram = "petdaq-offline";
@@ -56,6 +61,7 @@ struct Options {
   std::string backend;  // empty: from the config
   std::filesystem::path histograms;  // the live histograms' file (empty: none)
   long long threads = -1;            // backend_threads override (-1: from the config)
+  unsigned readers = 0;              // reader threads (0: by backend)
   bool quiet = false;
 };
 
@@ -84,6 +90,13 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "output does not depend on it; the GPU backend ignores it")
       ->type_name("N")
       ->check(CLI::Range(0LL, static_cast<long long>(kMaxBackendThreads)));
+  app.add_option("--readers", o.readers,
+                 "threads that read a regular file (0 = automatic: " +
+                     std::to_string(kReaderThreadsCpu) + " with the CPU backend, " +
+                     std::to_string(kReaderThreadsGpu) +
+                     " with the GPU backend); the output does not depend on it")
+      ->type_name("N")
+      ->check(CLI::Range(0u, kMaxReaderThreads));
   cli::add_quiet(app, o.quiet);
   return app.parse_or_exit(argc, argv);
 }
@@ -274,19 +287,24 @@ int run(const Options& o) {
   // Read buffers in the memory the backend copies from fastest (page-locked for the GPU
   // backend): the reader threads read into one each while this thread pushes one and the
   // backend may still take from the one before.
-  constexpr std::size_t kReadBuffers = 2 * kReaderThreads;
+  const bool cpu_backend = dynamic_cast<CpuBackend*>(backend.get()) != nullptr;
+  const unsigned reader_threads =
+      o.readers > 0 ? o.readers : (cpu_backend ? kReaderThreadsCpu : kReaderThreadsGpu);
+  // Two buffers per reader (three at least: BatchReader).
+  const std::size_t read_buffers = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
   const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(*backend);
-  std::vector<RawFrame> plain(pinned ? 0 : kReadBuffers * kChunkFrames);
+  std::vector<RawFrame> plain(pinned ? 0 : read_buffers * kChunkFrames);
   RawFrame* const buffers =
-      pinned ? static_cast<RawFrame*>(pinned->allocate(kReadBuffers * kChunkFrames * kFrameBytes))
+      pinned ? static_cast<RawFrame*>(pinned->allocate(read_buffers * kChunkFrames * kFrameBytes))
              : plain.data();
   struct Release {
     HostAllocator* a;
     void* p;
+    std::size_t bytes;
     ~Release() {
-      if (a) a->deallocate(p, kReadBuffers * kChunkFrames * kFrameBytes);
+      if (a) a->deallocate(p, bytes);
     }
-  } release{pinned.get(), buffers};
+  } release{pinned.get(), buffers, read_buffers * kChunkFrames * kFrameBytes};
   const SourceRule rule = make_source_rule(settings);
   // Blocks as the receivers fill ring chunks: at most half a slice, and at most
   // max_chunk_span_ticks of acquisition time each.
@@ -305,6 +323,10 @@ int run(const Options& o) {
   const auto epoch = Slicer::Clock::time_point{};
   cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
+  // This thread's waits: for the reader, for the backend's copies of a batch, and (the GPU
+  // backend marks them) for the device.
+  PhaseTimer phases(processing_start);
+  backend->set_phase_timer(&phases);
   double read_s = 0;
   unsigned readers = 1;
   // One batch of frames into the slicer, its clock at the batch's acquisition time, in
@@ -349,8 +371,8 @@ int run(const Options& o) {
       slicer.wait_staged(push(captured.data() + at, std::min(kChunkFrames, captured.size() - at)));
   }
   if (!capture) {
-    BatchReader reader(input.get(), buffers, kReadBuffers, kChunkFrames, block_frames, span_ticks,
-                       rule, kReaderThreads);
+    BatchReader reader(input.get(), buffers, read_buffers, kChunkFrames, block_frames, span_ticks,
+                       rule, reader_threads);
     readers = reader.readers();
     // A batch goes back to the reader once the batch after it is pushed and its own frames
     // are staged (with the GPU backend its copy may still run while the next is pushed).
@@ -359,6 +381,7 @@ int run(const Options& o) {
     for (;;) {
       BatchReader::Batch* b = nullptr;
       try {
+        PhaseScope wait(&phases, Phase::wait_chunk);
         b = reader.next();
       } catch (const std::exception& e) {
         throw std::runtime_error(o.input.string() + ": " + e.what());
@@ -367,7 +390,10 @@ int run(const Options& o) {
       const std::uint64_t ticket = b->n > 0 ? push(b->frames, b->n, b) : 0;
       bytes_read += b->bytes;
       if (held) {
-        slicer.wait_staged(held_ticket);
+        {
+          PhaseScope wait(&phases, Phase::stage_wait);
+          slicer.wait_staged(held_ticket);
+        }
         reader.release(held);
       }
       held = b;
@@ -454,6 +480,14 @@ int run(const Options& o) {
                     ? 100.0 * (1.0 - ps.pool.task_seconds / (ps.pool.run_seconds * threads))
                     : 0.0);
   }
+  auto waited = [&](Phase p) { return static_cast<double>(phases.stats(p).total_ns) * 1e-9; };
+  std::printf("waits            reader %.3f s, staged copies %.3f s", waited(Phase::wait_chunk),
+              waited(Phase::stage_wait));
+  if (!cpu)
+    std::printf(", device: partition %.3f s, count %.3f s, slice %.3f s, records %.3f s",
+                waited(Phase::partition_wait), waited(Phase::count_wait),
+                waited(Phase::collect_wait), waited(Phase::copy_out_wait));
+  std::printf(" (this thread)\n");
   std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
               per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
   // A file with no valid frame (an empty file, or one that is not frames at all, such as

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# petdaq-offline on a large simulated acquisition next to the rate at which the same machine
+# reads the file (docs/offline.md, "Large files"): the file's read rate with one `dd` stream
+# and with six at once, then the GPU backend and the CPU backend on 16 threads, each .plm
+# compared with the first after the header. Logs under OUT_DIR.
+# Usage: offline_rate.sh BIN_DIR OUT_DIR [FRAMES] [WORK_DIR]   (FRAMES: 400000000)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bin=${1:?usage: offline_rate.sh BIN_DIR OUT_DIR [FRAMES] [WORK_DIR]}
+out=${2:?usage: offline_rate.sh BIN_DIR OUT_DIR [FRAMES] [WORK_DIR]}
+frames=${3:-400000000}
+work=${4:-$(mktemp -d)}
+mkdir -p "$out" "$work"
+status=0
+
+"$bin/petdaq-sim" --config "$root/config/petdaq.yaml" --output-dir "$work/acq" --frames "$frames" \
+    --activity-MBq 20 --seed 1 --quiet 2>&1 | tail -1 | tee "$out/sim.log"
+rm -f "$work/acq/truth.bin"  # not needed here, and twice the frames' size
+input=$work/acq/frames.bin
+size=$(stat -c %s "$input")
+
+echo "== read rate of $input ($size bytes), page cache"
+for i in 1 2; do dd if="$input" of=/dev/null bs=16M 2>&1 | tail -1; done
+part=$(( size / 6 / 16777216 + 1 ))
+start=$(date +%s.%N)
+for k in 0 1 2 3 4 5; do
+  dd if="$input" of=/dev/null bs=16M skip=$((k * part)) count=$part 2>/dev/null &
+done
+wait
+end=$(date +%s.%N)
+awk -v b="$size" -v s="$start" -v e="$end" 'BEGIN { printf "six streams: %.2f GB/s\n", b / (e - s) / 1e9 }'
+
+run() {  # tag, then petdaq-offline's options
+  local tag=$1
+  shift
+  "$bin/petdaq-offline" --config "$work/acq/petdaq.yaml" --input "$input" \
+      --output "$work/$tag.plm" --quiet "$@" > "$out/offline_$tag.log" 2>&1 ||
+    { status=1; tail -2 "$out/offline_$tag.log"; }
+  grep -E 'wall time|waits|throughput' "$out/offline_$tag.log" | sed "s/^/  $tag: /"
+}
+run gpu --backend gpu
+run cpu16 --backend cpu --threads 16
+if cmp -s <(tail -c +65 "$work/gpu.plm") <(tail -c +65 "$work/cpu16.plm"); then
+  echo "  gpu and cpu .plm identical after the header ($(stat -c %s "$work/gpu.plm") bytes)"
+else
+  echo "  gpu and cpu .plm DIFFER"
+  status=1
+fi
+rm -f "$work/gpu.plm" "$work/cpu16.plm"
+exit $status
