@@ -10,6 +10,12 @@ namespace petdaq::sim {
 
 namespace {
 constexpr std::uint64_t kAcquisitionStream = 0x6163'7175;
+// The phantom's electron density relative to water's (Compton scattering only).
+double phantom_electron_ratio(const SimOptions& o) {
+  return o.phantom == PhantomKind::polyethylene_cylinder
+             ? kPolyethyleneElectronsPerMm3 / kWaterElectronsPerMm3
+             : 1.0;
+}
 }  // namespace
 
 BlockGenerator::BlockGenerator(const Settings& settings, const SimOptions& options,
@@ -18,14 +24,17 @@ BlockGenerator::BlockGenerator(const Settings& settings, const SimOptions& optio
       model_(model),
       g_(model.geometry()),
       plan_(plan),
-      water_mean_free_path_mm_([](double e) { return 1.0 / water_mu_per_mm(e); }),
+      water_mean_free_path_mm_([density = phantom_electron_ratio(options)](double e) {
+        return 1.0 / (density * water_mu_per_mm(e));
+      }),
       lyso_mu_per_mm_([](double e) {
         return kLysoMu511PerMm * std::pow(kAnnihilationKeV / e, kLysoMuExponent);
       }) {
   phantom_ = has_phantom(options);
   phantom_r2_ = options.phantom_radius_mm * options.phantom_radius_mm;
   phantom_half_mm_ = 0.5 * options.phantom_length_mm;
-  water_mean_free_path511_mm_ = 1.0 / water_mu_per_mm(kAnnihilationKeV);
+  water_mean_free_path511_mm_ =
+      1.0 / (phantom_electron_ratio(options) * water_mu_per_mm(kAnnihilationKeV));
   phantom_max_chord_mm_ = std::hypot(2 * options.phantom_radius_mm, options.phantom_length_mm);
   acollinearity_sigma_rad_ =
       options.acollinearity_fwhm_deg * std::numbers::pi / 180.0 / kFwhmPerSigma;

@@ -17,8 +17,10 @@ namespace petdaq::sim {
 // finish_sim_options() turns them into the options' enums.
 struct SimOptionText {
   std::string source = "cylinder";
-  std::string phantom = "auto";
+  std::string phantom = "auto";  // auto, none, water, nema-mouse, nema-rat
   bool no_background = false;
+  std::string dead_time_model = "non-paralysable";
+  std::string dead_time_unit = "du";
 };
 void add_sim_options(CLI::App& app, SimOptions& options, SimOptionText& text);
 
