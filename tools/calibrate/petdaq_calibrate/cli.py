@@ -11,7 +11,7 @@ import numpy as np
 import yaml
 
 from . import CalibrationError
-from . import crystal_map, energy, report, timing
+from . import crystal_map, dead_time, energy, report, timing
 from .frames import FrameFile
 from .scanner import Scanner, load_config
 
@@ -23,6 +23,7 @@ usable alone, each writing its .npy table, a text report and PNG plots into --ou
   energy        flood acquisition + position_lut -> energy_correction.npy
   time-offsets  coincidence acquisition + both tables -> time_offsets.npy (uses petdaq-offline)
   all           the three in turn, and a petdaq.yaml naming the tables
+  dead-time     acquisitions at 3+ activities + both tables -> dead_time.yaml (docs/dead_time.md)
 
 Acquisitions are files of 16-byte raw frames (petdaq-sim's frames.bin, or a raw capture).
 Exit status: 0 done; 1 the input cannot give a table (the message names the file, DU or
@@ -45,6 +46,17 @@ def _du(text):
         return b, d
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not BDM,DU") from None
+
+
+def _acquisition(text):
+    path, sep, activity = text.rpartition("=")
+    try:
+        a = float(activity)
+    except ValueError:
+        a = float("nan")
+    if not sep or not path or not a > 0 or not math.isfinite(a):
+        raise argparse.ArgumentTypeError(f"'{text}' is not FRAMES=ACTIVITY_MBq")
+    return path, a
 
 
 def _positive(kind):
@@ -111,6 +123,15 @@ def build_parser():
     map_options(sp)
     energy_options(sp)
     timing_options(sp)
+    sp = sub.add_parser("dead-time", help="singles rates at 3+ activities -> dead_time.yaml")
+    sp.add_argument("--config", required=True, help="petdaq YAML (scanner, energy window, energy bin width)")
+    sp.add_argument("--acquisition", type=_acquisition, action="append", required=True,
+                    metavar="FRAMES=MBQ", help="a frame file and its source activity in MBq (3 or more)")
+    sp.add_argument("--position-lut", required=True)
+    sp.add_argument("--energy-correction", required=True)
+    sp.add_argument("--model", choices=dead_time.MODELS, default="non-paralysable",
+                    help="dead-time model (default non-paralysable)")
+    sp.add_argument("--output-dir", required=True, help="where dead_time.yaml, its report and plot go")
     return p
 
 
@@ -212,6 +233,33 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
     return path
 
 
+def step_dead_time(args, scanner, out):
+    start = time.monotonic()
+    n = scanner.position_size
+    lut = _load_table(args.position_lut, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
+    try:
+        table = np.load(args.energy_correction)
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{args.energy_correction}: cannot read the energy table: {err}") from err
+    if table.dtype != np.float32 or table.ndim != 4 or table.shape[:3] != (
+            scanner.bdm_count, scanner.du_per_bdm, scanner.crystals_per_du):
+        raise CalibrationError(f"{args.energy_correction}: energy table is {table.dtype}{list(table.shape)}")
+    acqs = []
+    for frames, activity in args.acquisition:
+        ff = FrameFile(frames, scanner)
+        acqs.append(dead_time.measure(dead_time.Acquisition(frames, activity), ff, scanner, lut, table))
+    result = dead_time.make_dead_time(acqs, scanner, args.model)
+    path = dead_time.write_table(os.path.join(out, "dead_time.yaml"), result)
+    text = dead_time.report_text(result)
+    with open(os.path.join(out, "dead_time.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+    dead_time.plots(os.path.join(out, "dead_time.png"), result)
+    print(f"dead time: {path}: {args.model}, tau median {np.median(result['tau']) * 1e9:.1f} ns over "
+          f"{scanner.bdm_count} BDMs ({time.monotonic() - start:.1f} s)")
+    print(text, end="")
+    return path
+
+
 def write_config(doc, out):
     doc = dict(doc)
     cal = dict(doc.get("calibration") or {})
@@ -238,6 +286,8 @@ def run(argv):
         step_crystal_map(args, scanner, out)
     elif args.step == "energy":
         step_energy(args, scanner, out, args.position_lut)
+    elif args.step == "dead-time":
+        step_dead_time(args, scanner, out)
     elif args.step == "time-offsets":
         step_time_offsets(args, scanner, doc, out, args.frames, args.position_lut, args.energy_correction)
     else:
