@@ -244,6 +244,10 @@ def step_dead_time(args, scanner, out):
     if table.dtype != np.float32 or table.ndim != 4 or table.shape[:3] != (
             scanner.bdm_count, scanner.du_per_bdm, scanner.crystals_per_du):
         raise CalibrationError(f"{args.energy_correction}: energy table is {table.dtype}{list(table.shape)}")
+    if len(args.acquisition) < 3:
+        raise CalibrationError("dead-time needs acquisitions at 3 or more activities")
+    if len({activity for _, activity in args.acquisition}) < 3:
+        raise CalibrationError("dead-time needs 3 or more different activities")
     acqs = []
     for frames, activity in args.acquisition:
         ff = FrameFile(frames, scanner)
