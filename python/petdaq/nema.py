@@ -179,6 +179,8 @@ def analyse(files, geom, opt):
                 sf_low = pt.counts_rs / pt.counts_total if pt.counts_total else 0.0
             pt.R_s = sf_low / (1 - sf_low) * pt.R_t if sf_low < 1 else 0.0
             pt.R_r = pt.counts_rs / T - pt.R_s
+            if abs(pt.R_r) < 1e-9 * pt.R_tot:  # the lowest activity: 0 by construction
+                pt.R_r = 0.0
         pt.SF = pt.R_s / (pt.R_t + pt.R_s) if pt.R_t + pt.R_s > 0 else 0.0
         pt.NECR = pt.R_t ** 2 / pt.R_tot if pt.R_tot > 0 else 0.0
     return points
