@@ -1,5 +1,6 @@
 #include "tools/sim/options.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "tools/common/cli.h"
@@ -29,15 +30,20 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
       ->group(group);
   app.add_option("--phantom", text.phantom,
                  "water cylinder around the source (auto: for a cylinder), or a NEMA NU 4-2008 "
-                 "count-rate phantom (polyethylene, with its line source)")
+                 "count-rate phantom (polyethylene; sets the phantom's size and the line source)")
       ->check(CLI::IsMember({"auto", "none", "water", "nema-mouse", "nema-rat"}))
       ->type_name("KIND")
       ->group(group);
   number("--phantom-radius-mm", o.phantom_radius_mm, "phantom radius (mouse: 15)", "MM");
   number("--phantom-length-mm", o.phantom_length_mm, "phantom length", "MM");
-  number("--line-offset-mm", o.line_offset_mm, "line source: distance from the axis", "MM");
-  number("--line-length-mm", o.line_length_mm, "line source: active length", "MM");
-  number("--line-radius-mm", o.line_radius_mm, "line source: radius", "MM");
+  app.add_option("--line-offset-mm", text.line_offset_mm,
+                 "line source: distance from the axis (default 10; NEMA rat 17.5)")
+      ->type_name("MM")->group(group);
+  app.add_option("--line-length-mm", text.line_length_mm,
+                 "line source: active length (default 60; NEMA rat 140)")
+      ->type_name("MM")->group(group);
+  app.add_option("--line-radius-mm", text.line_radius_mm, "line source: radius (default 1.6)")
+      ->type_name("MM")->group(group);
   app.add_flag("--no-background", text.no_background, "no intrinsic LYSO (176Lu) background")
       ->group(group);
   number("--background-Bq-per-cc", o.background_Bq_per_cc, "intrinsic background activity", "B");
@@ -96,6 +102,9 @@ void finish_sim_options(const SimOptionText& text, SimOptions& o) {
     o.line_length_mm = mouse ? 60.0 : 140.0;
     o.line_radius_mm = 1.6;
   }
+  if (!std::isnan(text.line_offset_mm)) o.line_offset_mm = text.line_offset_mm;
+  if (!std::isnan(text.line_length_mm)) o.line_length_mm = text.line_length_mm;
+  if (!std::isnan(text.line_radius_mm)) o.line_radius_mm = text.line_radius_mm;
   if (text.no_background) o.background = false;
   o.dead_time_paralysable = text.dead_time_model == "paralysable";
   o.dead_time_per_board = text.dead_time_unit == "bdm";
