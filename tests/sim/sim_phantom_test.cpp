@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
+
 #include "tests/sim/sim_fixture.h"
 #include "tools/sim/options.h"
 
@@ -65,6 +68,39 @@ TEST(SimNemaPhantom, TruthNamesThePhantomAndTheRatScattersMore) {
   EXPECT_LT(scattered_share[0], 0.12);
   EXPECT_GT(scattered_share[1], 2 * scattered_share[0]);
   EXPECT_LT(scattered_share[1], 0.35);
+}
+
+// A decaying source: the decays follow A0 2^(−t / T½), in total and over time.
+TEST(SimDecayingSource, DecaysFollowTheHalfLife) {
+  ScratchDir dir;
+  SimOptions o;
+  o.activity_MBq = 20;
+  o.half_life_s = 0.01;
+  o.duration_s = 0.03;  // three half-lives
+  o.background = false;
+  o.threads = 2;
+  const SimSummary s = simulate(testing::write_small_config(dir.path()), dir.path(), o);
+  const double expected = o.activity_MBq * 1e6 * o.half_life_s / std::log(2.0) * (1 - 0.125);
+  EXPECT_NEAR(double(s.decays), expected, 5 * std::sqrt(expected));
+  // The frames of the first half-life outnumber those of the third by about four.
+  const auto frames = testing::read_frames(dir.path() / "frames.bin");
+  const double tick_s = 15.625e-12;
+  std::uint64_t t0 = ~0ull;
+  for (const auto& f : frames) t0 = std::min(t0, f.time_ticks);
+  double first = 0, third = 0;
+  for (const auto& f : frames) {
+    const double t = double(f.time_ticks - t0) * tick_s;
+    first += t < 0.01;
+    third += t >= 0.02;
+  }
+  ASSERT_GT(third, 1000);
+  EXPECT_NEAR(first / third, 4.0, 0.2);
+  const auto truth = nlohmann::json::parse(read_text(dir.path() / "truth.json"));
+  EXPECT_DOUBLE_EQ(truth["half_life_s"].get<double>(), 0.01);
+  SimOptionText text;
+  SimOptions bad;
+  bad.half_life_s = -1;
+  EXPECT_THROW(finish_sim_options(text, bad), std::invalid_argument);
 }
 
 }  // namespace

@@ -81,9 +81,20 @@ void BlockGenerator::generate(std::uint64_t index, Block& out) const {
 
   out.decay_ps.clear();
   if (std::isfinite(plan_.decay_mean_ps)) {
-    for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
-         t += rng.exponential(plan_.decay_mean_ps))
-      out.decay_ps.push_back(t);
+    if (options_.half_life_s > 0) {
+      // A decaying source: the Poisson process of the starting activity, each decay kept
+      // with probability 2^(−t / T½) (thinning gives the Poisson process of the decaying
+      // activity).
+      const double decay_per_ps = std::numbers::ln2 / (options_.half_life_s * 1e12);
+      const double start_ps = double(start) * plan_.tick_ps;
+      for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.decay_mean_ps))
+        if (rng.uniform() < std::exp(-decay_per_ps * (start_ps + t))) out.decay_ps.push_back(t);
+    } else {
+      for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.decay_mean_ps))
+        out.decay_ps.push_back(t);
+    }
   }
   for (std::size_t first = 0; first < out.decay_ps.size(); first += kChunkDecays)
     decay_chunk(ctx, first, std::min<std::size_t>(kChunkDecays, out.decay_ps.size() - first));

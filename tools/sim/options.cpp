@@ -22,7 +22,8 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
                  "stop at the first block boundary with at least N frames instead (0: off)")
       ->type_name("N")
       ->group(group);
-  number("--activity-MBq", o.activity_MBq, "source activity", "MBq");
+  number("--activity-MBq", o.activity_MBq, "source activity (at the start, with --half-life-s)", "MBq");
+  number("--half-life-s", o.half_life_s, "the source decays with this half-life (0: constant activity)", "S");
   app.add_option("--source", text.source,
                  "point source at the centre, a uniform cylinder, or a line source parallel to the axis")
       ->check(CLI::IsMember({"point", "cylinder", "line"}))
@@ -110,6 +111,8 @@ void finish_sim_options(const SimOptionText& text, SimOptions& o) {
   o.dead_time_per_board = text.dead_time_unit == "bdm";
   if (!(o.dead_time_ns >= 0 && o.dead_time_ns <= 1e6) || !(o.pile_up_ns >= 0 && o.pile_up_ns <= 1e6))
     throw std::invalid_argument("--dead-time-ns and --pile-up-ns must lie in [0, 1e6]");
+  if (!(o.half_life_s >= 0) || !std::isfinite(o.half_life_s))
+    throw std::invalid_argument("--half-life-s must be a finite number >= 0");
   if (o.phantom_radius_mm <= 0 || o.phantom_length_mm <= 0)
     throw std::invalid_argument("--phantom-radius-mm and --phantom-length-mm must be > 0");
   if (o.source == SourceShape::line &&

@@ -27,7 +27,8 @@ struct SimOptions {
   std::uint64_t detector_seed = 1;
   double duration_s = 0.01;
   std::uint64_t frames = 0;  // > 0: stop at the first block boundary with at least this many
-  double activity_MBq = 1.0;
+  double activity_MBq = 1.0;          // at the start of the acquisition
+  double half_life_s = 0.0;            // > 0: the source decays (18F: 6586 s); 0: constant
   SourceShape source = SourceShape::cylinder;
   PhantomKind phantom = PhantomKind::automatic;  // automatic: water cylinder for a cylinder source
   double phantom_radius_mm = 15.0;  // mouse-sized

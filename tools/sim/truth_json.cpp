@@ -19,6 +19,7 @@ void write_truth_json(const std::filesystem::path& file, const SimSummary& s,
       {"seed", o.seed},
       {"detector_seed", o.detector_seed},
       {"activity_MBq", o.activity_MBq},
+      {"half_life_s", o.half_life_s},
       {"source", o.source == SourceShape::point  ? "point"
                  : o.source == SourceShape::line ? "line"
                                                  : "cylinder"},

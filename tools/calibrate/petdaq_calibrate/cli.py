@@ -125,8 +125,15 @@ def build_parser():
     timing_options(sp)
     sp = sub.add_parser("dead-time", help="singles rates at 3+ activities -> dead_time.yaml")
     sp.add_argument("--config", required=True, help="petdaq YAML (scanner, energy window, energy bin width)")
-    sp.add_argument("--acquisition", type=_acquisition, action="append", required=True,
+    sp.add_argument("--acquisition", type=_acquisition, action="append", default=[],
                     metavar="FRAMES=MBQ", help="a frame file and its source activity in MBq (3 or more)")
+    sp.add_argument("--decaying", type=_acquisition, action="append", default=[], metavar="FRAMES=MBQ",
+                    help="a frame file of a decaying source and its activity at the first frame; "
+                         "cut into --intervals acquisitions")
+    sp.add_argument("--half-life-s", type=_positive(float), default=6586.2,
+                    help="the decaying source's half-life (default 6586.2: 18F)")
+    sp.add_argument("--intervals", type=_positive(int), default=8,
+                    help="time intervals a decaying acquisition is cut into (default 8)")
     sp.add_argument("--position-lut", required=True)
     sp.add_argument("--energy-correction", required=True)
     sp.add_argument("--model", choices=dead_time.MODELS, default="non-paralysable",
@@ -244,14 +251,19 @@ def step_dead_time(args, scanner, out):
     if table.dtype != np.float32 or table.ndim != 4 or table.shape[:3] != (
             scanner.bdm_count, scanner.du_per_bdm, scanner.crystals_per_du):
         raise CalibrationError(f"{args.energy_correction}: energy table is {table.dtype}{list(table.shape)}")
-    if len(args.acquisition) < 3:
+    points = len(args.acquisition) + args.intervals * len(args.decaying)
+    if points < 3:
         raise CalibrationError("dead-time needs acquisitions at 3 or more activities")
-    if len({activity for _, activity in args.acquisition}) < 3:
+    if not args.decaying and len({activity for _, activity in args.acquisition}) < 3:
         raise CalibrationError("dead-time needs 3 or more different activities")
     acqs = []
     for frames, activity in args.acquisition:
         ff = FrameFile(frames, scanner)
         acqs.append(dead_time.measure(dead_time.Acquisition(frames, activity), ff, scanner, lut, table))
+    for frames, activity in args.decaying:
+        ff = FrameFile(frames, scanner)
+        acqs += dead_time.measure_decaying(frames, activity, args.half_life_s, args.intervals, ff, scanner,
+                                           lut, table)
     result = dead_time.make_dead_time(acqs, scanner, args.model)
     path = dead_time.write_table(os.path.join(out, "dead_time.yaml"), result)
     text = dead_time.report_text(result)

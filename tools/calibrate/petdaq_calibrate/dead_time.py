@@ -58,6 +58,46 @@ def measure(acq, frame_file, scanner, lut, energy_table):
     return acq
 
 
+def measure_decaying(path, a0_MBq, half_life_s, intervals, frame_file, scanner, lut, energy_table):
+    """A decaying source: the file cut into equal time intervals, each an acquisition at the
+    interval's mean activity A0 2^(-t / T_half), t from the first frame."""
+    t_min, t_max = None, None
+    for *_, t in frame_file.chunks(with_time=True):
+        if t.size:
+            lo, hi = int(t.min()), int(t.max())
+            t_min = lo if t_min is None else min(t_min, lo)
+            t_max = hi if t_max is None else max(t_max, hi)
+    if t_min is None or t_max <= t_min:
+        raise CalibrationError(f"{path}: no frames with a time span")
+    n = scanner.position_size
+    per_du = scanner.crystals_per_du
+    flat_lut = lut.reshape(scanner.du_count, n * n)
+    bins = energy_table.shape[-1]
+    gains = energy_table.reshape(scanner.crystal_count, bins)
+    low, high = scanner.energy_window_keV
+    span = t_max - t_min + 1
+    counts = np.zeros((intervals, scanner.bdm_count), dtype=np.int64)
+    for du, x, y, raw, t in frame_file.chunks(with_time=True):
+        label = flat_lut[du, y * n + x].astype(np.int64)
+        keep = label < per_du
+        local = scanner.label_to_local(label[keep])
+        gain = gains[du[keep] * per_du + local, np.minimum(raw[keep] // scanner.energy_bin_width, bins - 1)]
+        e = (raw[keep] * gain).astype(np.float32)
+        good = (e >= np.float32(low)) & (e <= np.float32(high))
+        k = ((t[keep][good] - np.uint64(t_min)).astype(np.float64) * intervals / span).astype(np.int64)
+        np.add.at(counts, (np.minimum(k, intervals - 1), du[keep][good] // scanner.du_per_bdm), 1)
+    tick_s = scanner.tick_ps * 1e-12
+    width_s = span * tick_s / intervals
+    lam = math.log(2) / half_life_s
+    out = []
+    for i in range(intervals):
+        t1, t2 = i * width_s, (i + 1) * width_s
+        mean = a0_MBq * (math.exp(-lam * t1) - math.exp(-lam * t2)) / (lam * width_s)
+        acq = Acquisition(f"{path} [{t1:.4g}, {t2:.4g}) s", mean, width_s, counts[i], 0)
+        out.append(acq)
+    return out
+
+
 def model_rate(model, n, tau):
     return n / (1 + n * tau) if model == "non-paralysable" else n * np.exp(-n * tau)
 
