@@ -166,6 +166,9 @@ def analyse(files, geom, opt):
                    total, rs, float(sino.delayed.sum()), profile=prof)
         points.append(pt)
     points.sort(key=lambda p: p.activity_MBq)
+    if opt.randoms == "delayed" and not any(p.delayed for p in points):
+        raise ValueError("no delayed coincidences in any file (coincidence.delayed.enabled off?): "
+                         "use --randoms scatter-fraction")
     sf_low = None
     for pt in points:
         T = pt.duration_s
