@@ -235,6 +235,7 @@ Calibration load_calibration(const Settings& settings) {
     cal.min_time_offset = std::min<std::int32_t>(0, *lo);
     cal.max_time_offset = std::max<std::int32_t>(0, *hi);
   }
+  if (!paths.dead_time.empty()) cal.dead_time = load_dead_time_model(paths.dead_time, g.bdm_count());
   return cal;
 }
 

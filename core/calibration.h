@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/dead_time.h"
 #include "core/geometry.h"
 
 namespace petdaq {
@@ -68,6 +69,7 @@ struct Calibration {
   std::vector<std::int32_t> time_offsets;  // [crystal], ticks; empty when not configured
   std::int32_t min_time_offset = 0;        // over the table (0 when none)
   std::int32_t max_time_offset = 0;
+  DeadTimeModel dead_time;                 // kind none when not configured
 };
 
 // Loads the tables the settings name and checks them against the geometry.

@@ -50,6 +50,7 @@ struct CalibrationSettings {
   std::filesystem::path energy_correction;  // required
   std::uint32_t energy_bin_width = 10;      // ADC units per table bin
   std::filesystem::path time_offsets;       // optional; empty = none
+  std::filesystem::path dead_time;          // optional dead-time table (YAML); empty = none
 
   bool operator==(const CalibrationSettings&) const = default;
 };

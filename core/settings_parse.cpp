@@ -73,14 +73,17 @@ void parse_calibration(Reader& r, const YAML::Node& top, const std::filesystem::
                        CalibrationSettings& cal) {
   const std::string P = "calibration";
   auto n = r.section(top, "", "calibration",
-                     {"position_lut", "energy_correction", "energy_bin_width", "time_offsets"});
-  std::string lut, energy, offsets;
+                     {"position_lut", "energy_correction", "energy_bin_width", "time_offsets",
+                      "dead_time"});
+  std::string lut, energy, offsets, dead_time;
   r.string(n, P, "position_lut", lut);
   r.string(n, P, "energy_correction", energy);
   r.string(n, P, "time_offsets", offsets);
   cal.position_lut = resolve(lut, base_dir);
   cal.energy_correction = resolve(energy, base_dir);
   cal.time_offsets = resolve(offsets, base_dir);
+  r.string(n, P, "dead_time", dead_time);
+  cal.dead_time = resolve(dead_time, base_dir);
   r.integer(n, P, "energy_bin_width", cal.energy_bin_width, 1, 65535);
 }
 

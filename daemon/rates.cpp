@@ -105,6 +105,19 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
       randoms.singles_prompts.modelled
           ? nlohmann::ordered_json(finite(randoms.singles_prompts.randoms_per_s / to_acq))
           : nlohmann::ordered_json(nullptr);
+  // Live time from the per-BDM singles on the acquisition's clock and the calibrated model.
+  static const DeadTimeModel kNoModel;
+  const DeadTimeModel& dead = s.dead_time ? *s.dead_time : kNoModel;
+  const LiveTime live = live_time(dead, bdm_rate_);
+  nlohmann::ordered_json live_bdm = nlohmann::ordered_json::array();
+  for (const double f : live.bdm) live_bdm.push_back(f);
+  doc["live_time_model"] = {
+      {"model", dead_time_kind_name(dead.kind)},
+      {"bdm_live_fraction", std::move(live_bdm)},
+      {"singles_live_fraction", live.singles},
+      {"coincidence_live_fraction", live.coincidences},
+      {"trues_corrected", finite(trues / live.coincidences)},
+      {"saturated_bdms", live.saturated_bdms}};
   nlohmann::ordered_json singles = nlohmann::ordered_json::array();
   nlohmann::ordered_json temperatures = nlohmann::ordered_json::array();
   for (std::uint32_t b = 0; b < bdm_count; ++b) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/counters.h"
+#include "core/dead_time.h"
 #include "core/phase_timer.h"
 #include "core/randoms.h"
 
@@ -58,6 +59,8 @@ struct RatesSnapshot {
   // need the acquisition's own rates, which differ when data are replayed faster.
   const RandomsSettings* randoms = nullptr;
   double acquisition_s = 0;
+  // The calibrated dead-time model (docs/dead_time.md); null or kind none: live fractions 1.
+  const DeadTimeModel* dead_time = nullptr;
   // The worker thread's phases (docs/daemon.md, "Worker phases") and its wall time; without
   // a timer the `worker.phases` object is empty.
   const PhaseTimer* phases = nullptr;

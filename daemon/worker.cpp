@@ -395,6 +395,7 @@ void Worker::publish_rates(Clock::time_point now) {
   s.latency = latency_.take();
   const RandomsSettings randoms = RandomsSettings::from(engine_->settings);
   s.randoms = &randoms;
+  s.dead_time = &engine_->calibration.dead_time;
   const std::uint64_t horizon = engine_->slicer->horizon();
   const std::uint64_t from = rates_horizon_ ? rates_horizon_ : run_first_prompt_.value_or(0);
   if (from != 0 && horizon > from)

@@ -94,6 +94,18 @@ def main():
                                  "--position-lut", "x", "--energy-correction", "y", "--source", "sphere"],
            2, "--source")
     expect("a negative radius", cmap(few) + ["--max-radius", "-1"], 2, "--max-radius")
+    # dead-time: three activities at least, each as FRAMES=MBQ.
+    dead = [tool, "dead-time", "--config", a.config, "--output-dir", out,
+            "--position-lut", os.path.join(cal, "position_lut.npy"),
+            "--energy-correction", os.path.join(cal, "energy_correction.npy")]
+    acq = os.path.join(a.work, "acq", "frames.bin")
+    expect("dead time from two activities", dead + ["--acquisition", f"{acq}=1", "--acquisition", f"{acq}=2"],
+           1, "3 or more", no_file=os.path.join(out, "dead_time.yaml"))
+    expect("dead time from one activity three times",
+           dead + ["--acquisition", f"{acq}=1", "--acquisition", f"{acq}=1", "--acquisition", f"{acq}=1"],
+           1, "3 or more different", no_file=os.path.join(out, "dead_time.yaml"))
+    expect("dead time without an activity", dead + ["--acquisition", acq], 2, "FRAMES=ACTIVITY_MBq")
+    expect("dead time with a negative activity", dead + ["--acquisition", f"{acq}=-5"], 2, "FRAMES=ACTIVITY_MBq")
     print(f"{len(failures)} failed" if failures else "all refused as they should be")
     return 1 if failures else 0
 

@@ -515,6 +515,41 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   EXPECT_EQ(doc["queues"]["ring_free"], 60);
 }
 
+// The live time of a calibrated dead-time model from the per-BDM singles rates; without a
+// model every fraction is 1 and the model is named "none".
+TEST(RatesDocument, LiveTimeFromTheDeadTimeModel) {
+  Counters counters(2);
+  counters.add(Counter::coinc_prompts, 200);
+  counters.add_bdm_singles(0, 200'000);  // 100 000 /s over 2 s
+  counters.add_bdm_singles(1, 400'000);  // 200 000 /s
+  RatesSnapshot snap;
+  snap.interval_s = 2;
+  snap.bdm_transaxial = 2;
+  snap.bdm_axial = 1;
+  {
+    RatesReporter reporter(counters);
+    const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
+    EXPECT_EQ(doc["live_time_model"]["model"], "none");
+    EXPECT_DOUBLE_EQ(doc["live_time_model"]["coincidence_live_fraction"].get<double>(), 1.0);
+    EXPECT_DOUBLE_EQ(doc["live_time_model"]["trues_corrected"].get<double>(),
+                     doc["rates"]["trues"].get<double>());
+  }
+  const DeadTimeModel model{DeadTimeKind::non_paralysable, {1e-6, 1e-6}};
+  snap.dead_time = &model;
+  RatesReporter reporter(counters);
+  const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
+  const auto& live = doc["live_time_model"];
+  EXPECT_EQ(live["model"], "non_paralysable");
+  EXPECT_NEAR(live["bdm_live_fraction"][0].get<double>(), 0.9, 1e-12);  // 1 − m τ
+  EXPECT_NEAR(live["bdm_live_fraction"][1].get<double>(), 0.8, 1e-12);
+  const double singles = 3e5 / (1e5 / 0.9 + 2e5 / 0.8);
+  EXPECT_NEAR(live["singles_live_fraction"].get<double>(), singles, 1e-12);
+  EXPECT_NEAR(live["coincidence_live_fraction"].get<double>(), singles * singles, 1e-12);
+  EXPECT_NEAR(live["trues_corrected"].get<double>(),
+              doc["rates"]["trues"].get<double>() / (singles * singles), 1e-9);
+  EXPECT_EQ(live["saturated_bdms"], 0);
+}
+
 TEST(Logging, StderrIsTheJournalOnlyWhenJournalStreamNamesIt) {
   char path[] = "/tmp/petdaq-journal-XXXXXX";
   const int fd = mkstemp(path);

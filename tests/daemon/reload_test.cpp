@@ -127,6 +127,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(CalibrationSettings, calibration.energy_correction, "calibration", false),
     PETDAQ_FIELD(CalibrationSettings, calibration.energy_bin_width, "calibration", true),
     PETDAQ_FIELD(CalibrationSettings, calibration.time_offsets, "calibration", false),
+    PETDAQ_FIELD(CalibrationSettings, calibration.dead_time, "calibration", false),
 
     PETDAQ_FIELD(FrameSettings, frame.check_markers, "frame", true),
     PETDAQ_FIELD(FrameSettings, frame.head_marker, "frame", true),

@@ -10,6 +10,7 @@ DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1;
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
          "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" "$bindir/petdaq-export" \
          "$bindir/petdaq-qa" "$prefix/share/petdaq/python/petdaq/histograms.py" \
+         "$bindir/petdaq-nema" "$prefix/share/petdaq/python/petdaq/nema.py" \
          "$bindir/petdaq-calibrate" "$prefix/share/petdaq/python/petdaq_calibrate/cli.py" \
          "$prefix/share/bash-completion/completions/petdaq-sim" \
          "$prefix/share/bash-completion/completions/petdaqd" \
@@ -26,6 +27,14 @@ if /usr/bin/python3 -c "import numpy" 2> /dev/null; then  # petdaq-qa runs with 
   rm -f "$log.pdh"
   [ "$rc" = 2 ] && grep -q "truncated" "$log" \
     || { echo "installed petdaq-qa does not read histograms (exit $rc):"; cat "$log"; exit 1; }
+fi
+# The installed petdaq-nema finds the petdaq package too: a missing list-mode file is an
+# input error (exit 1, naming it), not an ImportError.
+if /usr/bin/python3 -c "import numpy, yaml" 2> /dev/null; then
+  if "$dest/$bindir/petdaq-nema" count-rate --config "$dest/$sysconfdir/petdaq/petdaq.yaml" \
+       --acquisition "$dest/none.plm=1" --output "$dest/nema" > "$log" 2>&1; then rc=0; else rc=$?; fi
+  [ "$rc" = 1 ] && grep -q "none.plm" "$log" \
+    || { echo "installed petdaq-nema does not run (exit $rc):"; cat "$log"; exit 1; }
 fi
 # Man pages, generated at build time when help2man is there.
 if command -v help2man > /dev/null; then

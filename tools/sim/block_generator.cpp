@@ -10,6 +10,12 @@ namespace petdaq::sim {
 
 namespace {
 constexpr std::uint64_t kAcquisitionStream = 0x6163'7175;
+// The phantom's electron density relative to water's (Compton scattering only).
+double phantom_electron_ratio(const SimOptions& o) {
+  return o.phantom == PhantomKind::polyethylene_cylinder
+             ? kPolyethyleneElectronsPerMm3 / kWaterElectronsPerMm3
+             : 1.0;
+}
 }  // namespace
 
 BlockGenerator::BlockGenerator(const Settings& settings, const SimOptions& options,
@@ -18,14 +24,17 @@ BlockGenerator::BlockGenerator(const Settings& settings, const SimOptions& optio
       model_(model),
       g_(model.geometry()),
       plan_(plan),
-      water_mean_free_path_mm_([](double e) { return 1.0 / water_mu_per_mm(e); }),
+      water_mean_free_path_mm_([density = phantom_electron_ratio(options)](double e) {
+        return 1.0 / (density * water_mu_per_mm(e));
+      }),
       lyso_mu_per_mm_([](double e) {
         return kLysoMu511PerMm * std::pow(kAnnihilationKeV / e, kLysoMuExponent);
       }) {
   phantom_ = has_phantom(options);
   phantom_r2_ = options.phantom_radius_mm * options.phantom_radius_mm;
   phantom_half_mm_ = 0.5 * options.phantom_length_mm;
-  water_mean_free_path511_mm_ = 1.0 / water_mu_per_mm(kAnnihilationKeV);
+  water_mean_free_path511_mm_ =
+      1.0 / (phantom_electron_ratio(options) * water_mu_per_mm(kAnnihilationKeV));
   phantom_max_chord_mm_ = std::hypot(2 * options.phantom_radius_mm, options.phantom_length_mm);
   acollinearity_sigma_rad_ =
       options.acollinearity_fwhm_deg * std::numbers::pi / 180.0 / kFwhmPerSigma;
@@ -72,9 +81,20 @@ void BlockGenerator::generate(std::uint64_t index, Block& out) const {
 
   out.decay_ps.clear();
   if (std::isfinite(plan_.decay_mean_ps)) {
-    for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
-         t += rng.exponential(plan_.decay_mean_ps))
-      out.decay_ps.push_back(t);
+    if (options_.half_life_s > 0) {
+      // A decaying source: the Poisson process of the starting activity, each decay kept
+      // with probability 2^(−t / T½) (thinning gives the Poisson process of the decaying
+      // activity).
+      const double decay_per_ps = std::numbers::ln2 / (options_.half_life_s * 1e12);
+      const double start_ps = double(start) * plan_.tick_ps;
+      for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.decay_mean_ps))
+        if (rng.uniform() < std::exp(-decay_per_ps * (start_ps + t))) out.decay_ps.push_back(t);
+    } else {
+      for (double t = rng.exponential(plan_.decay_mean_ps); t < length_ps;
+           t += rng.exponential(plan_.decay_mean_ps))
+        out.decay_ps.push_back(t);
+    }
   }
   for (std::size_t first = 0; first < out.decay_ps.size(); first += kChunkDecays)
     decay_chunk(ctx, first, std::min<std::size_t>(kChunkDecays, out.decay_ps.size() - first));

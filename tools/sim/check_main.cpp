@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/dead_time.h"
+#include "core/geometry.h"
 #include "tools/common/cli.h"
 #include "tools/sim/check.h"
 #include "tools/sim/options.h"
@@ -123,6 +125,11 @@ int main(int argc, char** argv) {
       ->type_name("P");
   app.add_option("--window-mode", mode, "coincidence.window_mode (default: the config's)")
       ->type_name("M");
+  std::filesystem::path dead_time_table;
+  app.add_option("--dead-time-table", dead_time_table,
+                 "a dead-time table (petdaq-calibrate dead-time): print the trues corrected by "
+                 "the live time it gives from the per-BDM singles rates (docs/dead_time.md)")
+      ->type_name("FILE");
   add_sim_options(app, options, text);
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   std::vector<double> activities;
@@ -177,6 +184,42 @@ int main(int argc, char** argv) {
           const CheckResult r = check_acquisition(dir, &c);
           print_randoms_row(activities[i], o.background, policies[k], r);
         }
+        if (!keep) std::filesystem::remove_all(dir);
+      }
+      return 0;
+    }
+
+    if (!dead_time_table.empty()) {
+      const Settings base = load_settings(config);
+      const DeadTimeModel model =
+          load_dead_time_model(dead_time_table, Geometry::from(base.scanner).bdm_count());
+      std::printf("| activity MBq | duration s | singles/s | trues/s | NECR/s | coincidence live "
+                  "fraction (model) | trues/s per MBq | corrected trues/s per MBq | corrected / "
+                  "first row | σ |\n");
+      std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+      double first = 0;
+      for (std::size_t i = 0; i < activities.size(); ++i) {
+        SimOptions o = options;
+        o.activity_MBq = activities[i];
+        if (!durations.empty()) o.duration_s = durations[i];
+        std::ostringstream name;
+        name << activities[i] << "MBq";
+        const std::filesystem::path dir = work / name.str();
+        simulate(config, dir, o);
+        const CoincidenceSettings coincidence =
+            with_policy(load_settings(dir / "petdaq.yaml").coincidence, policy, mode, dir);
+        const CheckResult r = check_acquisition(dir, &coincidence);
+        std::vector<double> bdm_rate(r.bdm_singles.size());
+        for (std::size_t b = 0; b < bdm_rate.size(); ++b) bdm_rate[b] = r.rate(r.bdm_singles[b]);
+        const LiveTime live = live_time(model, bdm_rate);
+        const double a = activities[i];
+        const double corrected = a > 0 ? r.rate(r.trues) / live.coincidences / a : NAN;
+        if (i == 0) first = corrected;
+        std::printf("| %g | %g | %.4g | %.4g | %.4g | %.4f | %.5g | %.5g | %.4f | %.4f |\n", a,
+                    r.duration_s, r.rate(r.singles), r.rate(r.trues), r.necr_per_s(),
+                    live.coincidences, a > 0 ? r.rate(r.trues) / a : NAN, corrected,
+                    corrected / first, r.trues ? 1.0 / std::sqrt(double(r.trues)) : NAN);
+        std::fflush(stdout);
         if (!keep) std::filesystem::remove_all(dir);
       }
       return 0;

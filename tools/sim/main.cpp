@@ -58,6 +58,15 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(s.frames_background),
         static_cast<unsigned long long>(s.frames_in_window),
         static_cast<unsigned long long>(s.packets));
+    if (s.photons_detected != s.frames)
+      std::printf(
+          "petdaq-sim: front end: %llu photons detected (the counts in brackets), %llu lost to "
+          "dead time, %llu summed by pile-up into %llu frames (%llu of them out of the window)\n",
+          static_cast<unsigned long long>(s.photons_detected),
+          static_cast<unsigned long long>(s.lost_dead_time),
+          static_cast<unsigned long long>(s.merged_pile_up),
+          static_cast<unsigned long long>(s.frames_piled_up),
+          static_cast<unsigned long long>(s.piled_out_of_window));
     std::printf("petdaq-sim: generated in %.3f s: %.2f M frames/s (%s)\n", s.generate_seconds,
                 s.frames / s.generate_seconds / 1e6,
                 options.write_files ? "including writing the files" : "no files written");

@@ -1,5 +1,6 @@
 #include "tools/sim/options.h"
 
+#include <cmath>
 #include <stdexcept>
 
 #include "tools/common/cli.h"
@@ -21,17 +22,29 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
                  "stop at the first block boundary with at least N frames instead (0: off)")
       ->type_name("N")
       ->group(group);
-  number("--activity-MBq", o.activity_MBq, "source activity", "MBq");
-  app.add_option("--source", text.source, "point source at the centre, or a uniform cylinder")
-      ->check(CLI::IsMember({"point", "cylinder"}))
+  number("--activity-MBq", o.activity_MBq, "source activity (at the start, with --half-life-s)", "MBq");
+  number("--half-life-s", o.half_life_s, "the source decays with this half-life (0: constant activity)", "S");
+  app.add_option("--source", text.source,
+                 "point source at the centre, a uniform cylinder, or a line source parallel to the axis")
+      ->check(CLI::IsMember({"point", "cylinder", "line"}))
       ->type_name("SHAPE")
       ->group(group);
-  app.add_option("--phantom", text.phantom, "water cylinder around the source (auto: for a cylinder)")
-      ->check(CLI::IsMember({"auto", "none", "water"}))
+  app.add_option("--phantom", text.phantom,
+                 "water cylinder around the source (auto: for a cylinder), or a NEMA NU 4-2008 "
+                 "count-rate phantom (polyethylene; sets the phantom's size and the line source)")
+      ->check(CLI::IsMember({"auto", "none", "water", "nema-mouse", "nema-rat"}))
       ->type_name("KIND")
       ->group(group);
   number("--phantom-radius-mm", o.phantom_radius_mm, "phantom radius (mouse: 15)", "MM");
   number("--phantom-length-mm", o.phantom_length_mm, "phantom length", "MM");
+  app.add_option("--line-offset-mm", text.line_offset_mm,
+                 "line source: distance from the axis (default 10; NEMA rat 17.5)")
+      ->type_name("MM")->group(group);
+  app.add_option("--line-length-mm", text.line_length_mm,
+                 "line source: active length (default 60; NEMA rat 140)")
+      ->type_name("MM")->group(group);
+  app.add_option("--line-radius-mm", text.line_radius_mm, "line source: radius (default 1.6)")
+      ->type_name("MM")->group(group);
   app.add_flag("--no-background", text.no_background, "no intrinsic LYSO (176Lu) background")
       ->group(group);
   number("--background-Bq-per-cc", o.background_Bq_per_cc, "intrinsic background activity", "B");
@@ -43,6 +56,19 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
   number("--crystal-efficiency-spread", o.crystal_efficiency_spread,
          "sigma of the per-crystal relative detection efficiency (0: none; truth in "
          "crystal_efficiency.npy)", "F");
+  number("--dead-time-ns", o.dead_time_ns,
+         "front-end dead time after each pulse (0: none)", "NS");
+  app.add_option("--dead-time-model", text.dead_time_model,
+                 "non-paralysable, or paralysable (every photon while dead restarts it)")
+      ->check(CLI::IsMember({"non-paralysable", "paralysable"}))
+      ->type_name("MODEL")
+      ->group(group);
+  app.add_option("--dead-time-unit", text.dead_time_unit, "what a pulse makes dead: its DU or its whole BDM")
+      ->check(CLI::IsMember({"du", "bdm"}))
+      ->type_name("UNIT")
+      ->group(group);
+  number("--pile-up-ns", o.pile_up_ns,
+         "shaping time: photons in one DU this close to a pulse's first add to it (0: none)", "NS");
   number("--disorder-ps", o.disorder_ps,
          "per-BDM disorder bound (< 0: stream.max_disorder_ps / 10)", "PS");
   app.add_option("--packet-frames", o.packet_frames, "frames per datagram")
@@ -62,13 +88,39 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
 }
 
 void finish_sim_options(const SimOptionText& text, SimOptions& o) {
-  o.source = text.source == "point" ? SourceShape::point : SourceShape::cylinder;
+  o.source = text.source == "point"  ? SourceShape::point
+             : text.source == "line" ? SourceShape::line
+                                     : SourceShape::cylinder;
   o.phantom = text.phantom == "none"    ? PhantomKind::none
               : text.phantom == "water" ? PhantomKind::water_cylinder
                                         : PhantomKind::automatic;
+  // NEMA NU 4-2008, section 4 (docs/nema.md): high-density polyethylene cylinders with a
+  // 3.2 mm hole parallel to the axis holding the line source.
+  if (text.phantom == "nema-mouse" || text.phantom == "nema-rat") {
+    const bool mouse = text.phantom == "nema-mouse";
+    o.phantom = PhantomKind::polyethylene_cylinder;
+    o.source = SourceShape::line;
+    o.phantom_radius_mm = mouse ? 12.5 : 25.0;
+    o.phantom_length_mm = mouse ? 70.0 : 150.0;
+    o.line_offset_mm = mouse ? 10.0 : 17.5;
+    o.line_length_mm = mouse ? 60.0 : 140.0;
+    o.line_radius_mm = 1.6;
+  }
+  if (!std::isnan(text.line_offset_mm)) o.line_offset_mm = text.line_offset_mm;
+  if (!std::isnan(text.line_length_mm)) o.line_length_mm = text.line_length_mm;
+  if (!std::isnan(text.line_radius_mm)) o.line_radius_mm = text.line_radius_mm;
   if (text.no_background) o.background = false;
+  o.dead_time_paralysable = text.dead_time_model == "paralysable";
+  o.dead_time_per_board = text.dead_time_unit == "bdm";
+  if (!(o.dead_time_ns >= 0 && o.dead_time_ns <= 1e6) || !(o.pile_up_ns >= 0 && o.pile_up_ns <= 1e6))
+    throw std::invalid_argument("--dead-time-ns and --pile-up-ns must lie in [0, 1e6]");
+  if (!(o.half_life_s >= 0) || !std::isfinite(o.half_life_s))
+    throw std::invalid_argument("--half-life-s must be a finite number >= 0");
   if (o.phantom_radius_mm <= 0 || o.phantom_length_mm <= 0)
     throw std::invalid_argument("--phantom-radius-mm and --phantom-length-mm must be > 0");
+  if (o.source == SourceShape::line &&
+      !(o.line_radius_mm > 0 && o.line_length_mm > 0 && o.line_offset_mm >= 0))
+    throw std::invalid_argument("--line-radius-mm and --line-length-mm must be > 0, --line-offset-mm >= 0");
   if (o.energy_resolution_fwhm < 0 || o.time_resolution_fwhm_ps < 0 || o.position_blur < 0 ||
       o.acollinearity_fwhm_deg < 0 || o.crystal_efficiency_spread < 0 ||
       o.crystal_efficiency_spread >= 1.0 / 3.0 || o.background_Bq_per_cc < 0 || o.link_jitter_us < 0)

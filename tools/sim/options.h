@@ -2,6 +2,7 @@
 // command line (tools/common/cli.h).
 #pragma once
 
+#include <limits>
 #include <string>
 
 #include "tools/sim/sim.h"
@@ -17,8 +18,14 @@ namespace petdaq::sim {
 // finish_sim_options() turns them into the options' enums.
 struct SimOptionText {
   std::string source = "cylinder";
-  std::string phantom = "auto";
+  std::string phantom = "auto";  // auto, none, water, nema-mouse, nema-rat
   bool no_background = false;
+  // The line source's settings as given (NaN: not given, the phantom's or the default).
+  double line_offset_mm = std::numeric_limits<double>::quiet_NaN();
+  double line_length_mm = std::numeric_limits<double>::quiet_NaN();
+  double line_radius_mm = std::numeric_limits<double>::quiet_NaN();
+  std::string dead_time_model = "non-paralysable";
+  std::string dead_time_unit = "du";
 };
 void add_sim_options(CLI::App& app, SimOptions& options, SimOptionText& text);
 

@@ -112,6 +112,16 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.py[i] = s.py[K + i] = py;
       s.pz[i] = s.pz[K + i] = pz;
     }
+  } else if (options_.source == SourceShape::line) {
+    fill_disk(s.disk_a, s.disk_b, n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      const double px = options_.line_offset_mm + s.disk_a[i] * options_.line_radius_mm;
+      const double py = s.disk_b[i] * options_.line_radius_mm;
+      const double pz = (rng.uniform32() - 0.5) * options_.line_length_mm;
+      s.px[i] = s.px[K + i] = px;
+      s.py[i] = s.py[K + i] = py;
+      s.pz[i] = s.pz[K + i] = pz;
+    }
   } else {
     for (std::uint32_t i = 0; i < n; ++i) {
       s.px[i] = s.px[K + i] = 0;

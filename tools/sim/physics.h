@@ -18,6 +18,9 @@ inline constexpr double kInvLightMmPerPs = 1 / 0.299792458;  // ps per mm
 // Water: 3.343e23 electrons per cm^3; with the Klein-Nishina cross-section this gives
 // mu(511 keV) = 0.0096 / mm, photoelectric absorption being negligible above 100 keV.
 inline constexpr double kWaterElectronsPerMm3 = 3.3428e20;
+// High-density polyethylene (CH2)n at 0.96 g/cm^3: 8 electrons per 14.027 g/mol, i.e.
+// 3.297e23 electrons per cm^3, 0.986 of water's.
+inline constexpr double kPolyethyleneElectronsPerMm3 = 0.96 * 8.0 / 14.027 * 6.02214076e20;
 inline constexpr double kElectronRadiusMm = 2.8179403262e-12;
 // LYSO: mu(511 keV) = 0.86 / cm; between 200 and 511 keV mu grows roughly as E^-1.4.
 inline constexpr double kLysoMu511PerMm = 0.086;

@@ -22,6 +22,7 @@ std::uint64_t Plan::block_limit() const {
 
 bool has_phantom(const SimOptions& options) {
   return options.phantom == PhantomKind::water_cylinder ||
+         options.phantom == PhantomKind::polyethylene_cylinder ||
          (options.phantom == PhantomKind::automatic && options.source == SourceShape::cylinder);
 }
 
@@ -34,6 +35,13 @@ Plan make_plan(const Settings& settings, const SimOptions& options, const Detect
   if ((has_phantom(options) || options.source == SourceShape::cylinder) &&
       options.phantom_radius_mm >= model.ring_radius_mm())
     throw std::invalid_argument("the phantom does not fit inside the ring");
+  if (options.source == SourceShape::line &&
+      options.line_offset_mm + options.line_radius_mm >= model.ring_radius_mm())
+    throw std::invalid_argument("the line source does not fit inside the ring");
+  if (options.source == SourceShape::line && has_phantom(options) &&
+      (options.line_offset_mm + options.line_radius_mm > options.phantom_radius_mm ||
+       options.line_length_mm > options.phantom_length_mm))
+    throw std::invalid_argument("the line source must lie inside the phantom");
 
   Plan plan;
   plan.tick_ps = settings.scanner.tick_ps;

@@ -13,8 +13,10 @@
 
 namespace petdaq::sim {
 
-enum class SourceShape : std::uint8_t { point, cylinder };
-enum class PhantomKind : std::uint8_t { automatic, none, water_cylinder };
+// line: a thin cylinder parallel to the axis (the NEMA NU 4 line source).
+enum class SourceShape : std::uint8_t { point, cylinder, line };
+// polyethylene_cylinder: the NEMA NU 4-2008 count-rate phantoms (high-density polyethylene).
+enum class PhantomKind : std::uint8_t { automatic, none, water_cylinder, polyethylene_cylinder };
 
 struct SimSummary;
 
@@ -25,11 +27,17 @@ struct SimOptions {
   std::uint64_t detector_seed = 1;
   double duration_s = 0.01;
   std::uint64_t frames = 0;  // > 0: stop at the first block boundary with at least this many
-  double activity_MBq = 1.0;
+  double activity_MBq = 1.0;          // at the start of the acquisition
+  double half_life_s = 0.0;            // > 0: the source decays (18F: 6586 s); 0: constant
   SourceShape source = SourceShape::cylinder;
   PhantomKind phantom = PhantomKind::automatic;  // automatic: water cylinder for a cylinder source
   double phantom_radius_mm = 15.0;  // mouse-sized
   double phantom_length_mm = 70.0;
+  // The line source (SourceShape::line): radius, active length, and its distance from the
+  // axis (along +x). --phantom nema-mouse|nema-rat sets the standard's values.
+  double line_radius_mm = 1.6;
+  double line_length_mm = 60.0;
+  double line_offset_mm = 10.0;
   bool background = true;
   double background_Bq_per_cc = 280.0;  // intrinsic 176Lu activity of LYSO
 
@@ -48,6 +56,11 @@ struct SimOptions {
   double gain_spread = 0.12;             // sigma of the per-crystal log gain
   double saturation_keV = 4000.0;        // raw = k E / (1 + E / saturation)
   double delay_spread_ps = 150.0;        // sigma of the per-crystal delay
+  // The boards' front end (docs/simulator.md, "Dead time and pile-up"); 0 = off.
+  double dead_time_ns = 0.0;             // after a pulse starts, its unit takes no other
+  bool dead_time_paralysable = false;    // true: every photon while dead restarts the dead time
+  bool dead_time_per_board = false;      // the unit: false a DU, true a whole BDM
+  double pile_up_ns = 0.0;               // shaping time: later photons in the DU add to the pulse
 
   // Arrival order (DESIGN sections 2 and 6).
   double disorder_ps = -1;        // per-BDM disorder bound; < 0: stream.max_disorder_ps / 10
@@ -82,6 +95,15 @@ struct SimSummary {
   std::uint64_t pairs_in_window = 0;    // both in a crystal, inside the window, crystals differ
   std::uint64_t pairs_in_window_scattered = 0;
   std::uint64_t packets = 0;
+  // The front end (dead time and pile-up): `frames` above counts the frames sent, the other
+  // frame counts the photons detected before the front end.
+  std::uint64_t photons_detected = 0;
+  std::uint64_t lost_dead_time = 0;
+  std::uint64_t lost_dead_time_by_kind[3] = {};  // annihilation, scattered, background
+  std::uint64_t merged_pile_up = 0;
+  std::uint64_t merged_pile_up_by_kind[3] = {};
+  std::uint64_t frames_piled_up = 0;
+  std::uint64_t piled_out_of_window = 0;
   std::uint64_t time_origin_ticks = 0;
   std::uint64_t disorder_ticks = 0;
   double generate_seconds = 0;          // wall clock of the generation and ordering

@@ -18,6 +18,7 @@
 #include "tools/sim/block_pipeline.h"
 #include "tools/sim/detector.h"
 #include "tools/sim/frame_files.h"
+#include "tools/sim/front_end.h"
 #include "tools/sim/packetizer.h"
 #include "tools/sim/plan.h"
 #include "tools/sim/truth_json.h"
@@ -83,6 +84,9 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
     sink = file_sink.get();
   }
   Packetizer packetizer(g.bdm_count(), options, plan.tick_ps, *sink);
+  FrontEnd front_end(model, options, plan, settings.energy_window.low_keV,
+                     settings.energy_window.high_keV);
+  const auto to_packetizer = [&](std::uint32_t b, const SimFrame& f) { packetizer.add(b, f); };
 
   SimSummary summary;
   summary.time_origin_ticks = plan.origin_ticks;
@@ -109,14 +113,16 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
         // Merge the carry-over and the new run (ties: the earlier block first).
         while (old != old_end || run != run_end) {
           const SimFrame& f = (run == run_end || (old != old_end && !(run->key < old->key))) ? *old++ : *run++;
-          if (f.key < cut)
-            packetizer.add(b, f);
-          else
+          if (f.key >= cut)
             next_carry[b].push_back(f);
+          else if (front_end.active())
+            front_end.add(b, f);
+          else
+            packetizer.add(b, f);
         }
         std::swap(carry[b], next_carry[b]);
       }
-      packetizer.advance(cut);
+      packetizer.advance(front_end.active() ? front_end.advance(cut, to_packetizer) : cut);
       summary.duration_s = double(block.end_ticks) * plan.tick_ps * 1e-12;
       pipeline.release(k);
       if (options.progress)
@@ -125,6 +131,17 @@ SimSummary simulate(const std::filesystem::path& config, const std::filesystem::
     }
   }
   packetizer.finish();
+  const FrontEndStats& fe = front_end.stats();
+  summary.photons_detected = summary.frames;
+  summary.lost_dead_time = fe.lost_dead_time;
+  summary.merged_pile_up = fe.merged_pile_up;
+  for (int k = 0; k < 3; ++k) {
+    summary.lost_dead_time_by_kind[k] = fe.lost_dead_time_by_kind[k + 1];
+    summary.merged_pile_up_by_kind[k] = fe.merged_pile_up_by_kind[k + 1];
+  }
+  summary.frames_piled_up = fe.frames_piled_up;
+  summary.piled_out_of_window = fe.piled_out_of_window;
+  summary.frames -= fe.lost_dead_time + fe.merged_pile_up;
   summary.packets = packetizer.packets_sent();
   summary.generate_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

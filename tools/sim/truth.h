@@ -32,7 +32,8 @@ struct TruthRecord {
   std::uint8_t photon = 0;        // 0 or 1: which photon of the decay
   std::uint8_t phantom_scatters = 0;
   std::uint8_t flags = 0;         // truth_flag bits
-  std::uint32_t reserved = 0;
+  std::uint8_t pile_up = 0;       // photons summed into this frame after the first (pile-up)
+  std::uint8_t reserved[3] = {};
 };
 
 inline void encode_truth(const TruthRecord& t, std::uint8_t* p) {
@@ -44,7 +45,10 @@ inline void encode_truth(const TruthRecord& t, std::uint8_t* p) {
   p[25] = t.photon;
   p[26] = t.phantom_scatters;
   p[27] = t.flags;
-  bytes::store_le32(p + 28, t.reserved);
+  p[28] = t.pile_up;
+  p[29] = t.reserved[0];
+  p[30] = t.reserved[1];
+  p[31] = t.reserved[2];
 }
 
 inline TruthRecord decode_truth(const std::uint8_t* p) {
@@ -57,7 +61,10 @@ inline TruthRecord decode_truth(const std::uint8_t* p) {
   t.photon = p[25];
   t.phantom_scatters = p[26];
   t.flags = p[27];
-  t.reserved = bytes::load_le32(p + 28);
+  t.pile_up = p[28];
+  t.reserved[0] = p[29];
+  t.reserved[1] = p[30];
+  t.reserved[2] = p[31];
   return t;
 }
 

@@ -11,7 +11,7 @@ import numpy as np
 import yaml
 
 from . import CalibrationError
-from . import crystal_map, energy, normalization, report, timing
+from . import crystal_map, dead_time, energy, normalization, report, timing
 from .frames import FrameFile
 from .scanner import Scanner, load_config
 
@@ -26,6 +26,7 @@ usable alone, each writing its .npy table, a text report and PNG plots into --ou
   normalization uniform-cylinder list-mode (.plm) -> the normalisation table
                 (norm_*.npy: crystal efficiencies, block profile, geometric and axial
                 factors; petdaq-export --normalization DIR uses them)
+  dead-time     acquisitions at 3+ activities + both tables -> dead_time.yaml (docs/dead_time.md)
 
 Acquisitions are files of 16-byte raw frames (petdaq-sim's frames.bin, or a raw capture),
 except for normalization, which reads coincidences (petdaq-offline's or petdaqd's .plm).
@@ -49,6 +50,17 @@ def _du(text):
         return b, d
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not BDM,DU") from None
+
+
+def _acquisition(text):
+    path, sep, activity = text.rpartition("=")
+    try:
+        a = float(activity)
+    except ValueError:
+        a = float("nan")
+    if not sep or not path or not a > 0 or not math.isfinite(a):
+        raise argparse.ArgumentTypeError(f"'{text}' is not FRAMES=ACTIVITY_MBq")
+    return path, a
 
 
 def _positive(kind):
@@ -141,6 +153,22 @@ def build_parser():
     sp.add_argument("--check-listmode", default=None,
                     help="another acquisition of the same cylinder whose normalised counts are "
                          "tested for flatness (chi2 per degree of freedom, in the report)")
+    sp = sub.add_parser("dead-time", help="singles rates at 3+ activities -> dead_time.yaml")
+    sp.add_argument("--config", required=True, help="petdaq YAML (scanner, energy window, energy bin width)")
+    sp.add_argument("--acquisition", type=_acquisition, action="append", default=[],
+                    metavar="FRAMES=MBQ", help="a frame file and its source activity in MBq (3 or more)")
+    sp.add_argument("--decaying", type=_acquisition, action="append", default=[], metavar="FRAMES=MBQ",
+                    help="a frame file of a decaying source and its activity at the first frame; "
+                         "cut into --intervals acquisitions")
+    sp.add_argument("--half-life-s", type=_positive(float), default=6586.2,
+                    help="the decaying source's half-life (default 6586.2: 18F)")
+    sp.add_argument("--intervals", type=_positive(int), default=8,
+                    help="time intervals a decaying acquisition is cut into (default 8)")
+    sp.add_argument("--position-lut", required=True)
+    sp.add_argument("--energy-correction", required=True)
+    sp.add_argument("--model", choices=dead_time.MODELS, default="non-paralysable",
+                    help="dead-time model (default non-paralysable)")
+    sp.add_argument("--output-dir", required=True, help="where dead_time.yaml, its report and plot go")
     return p
 
 
@@ -266,6 +294,40 @@ def step_normalization(args, scanner, out):
             print(f"  flatness, {name}: chi2/dof {with_t:.3f} with the table (expected {expected:.3f}, "
                   f"limit {limit:.3f}), {without:.3f} without ({groups} groups)")
     return paths
+def step_dead_time(args, scanner, out):
+    start = time.monotonic()
+    n = scanner.position_size
+    lut = _load_table(args.position_lut, np.uint8, (scanner.bdm_count, scanner.du_per_bdm, n, n), "position table")
+    try:
+        table = np.load(args.energy_correction)
+    except (OSError, ValueError) as err:
+        raise CalibrationError(f"{args.energy_correction}: cannot read the energy table: {err}") from err
+    if table.dtype != np.float32 or table.ndim != 4 or table.shape[:3] != (
+            scanner.bdm_count, scanner.du_per_bdm, scanner.crystals_per_du):
+        raise CalibrationError(f"{args.energy_correction}: energy table is {table.dtype}{list(table.shape)}")
+    points = len(args.acquisition) + args.intervals * len(args.decaying)
+    if points < 3:
+        raise CalibrationError("dead-time needs acquisitions at 3 or more activities")
+    if not args.decaying and len({activity for _, activity in args.acquisition}) < 3:
+        raise CalibrationError("dead-time needs 3 or more different activities")
+    acqs = []
+    for frames, activity in args.acquisition:
+        ff = FrameFile(frames, scanner)
+        acqs.append(dead_time.measure(dead_time.Acquisition(frames, activity), ff, scanner, lut, table))
+    for frames, activity in args.decaying:
+        ff = FrameFile(frames, scanner)
+        acqs += dead_time.measure_decaying(frames, activity, args.half_life_s, args.intervals, ff, scanner,
+                                           lut, table)
+    result = dead_time.make_dead_time(acqs, scanner, args.model)
+    path = dead_time.write_table(os.path.join(out, "dead_time.yaml"), result)
+    text = dead_time.report_text(result)
+    with open(os.path.join(out, "dead_time.txt"), "w", encoding="utf-8") as f:
+        f.write(text)
+    dead_time.plots(os.path.join(out, "dead_time.png"), result)
+    print(f"dead time: {path}: {args.model}, tau median {np.median(result['tau']) * 1e9:.1f} ns over "
+          f"{scanner.bdm_count} BDMs ({time.monotonic() - start:.1f} s)")
+    print(text, end="")
+    return path
 
 
 def write_config(doc, out):
@@ -296,6 +358,8 @@ def run(argv):
         step_crystal_map(args, scanner, out)
     elif args.step == "energy":
         step_energy(args, scanner, out, args.position_lut)
+    elif args.step == "dead-time":
+        step_dead_time(args, scanner, out)
     elif args.step == "time-offsets":
         step_time_offsets(args, scanner, doc, out, args.frames, args.position_lut, args.energy_correction)
     else:

@@ -32,7 +32,7 @@ class FrameFile:
         self.frame_count = size // FRAME.itemsize
         self.counts = {"frames": 0, "bad_marker": 0, "bad_bdm": 0, "bad_du": 0, "bad_position": 0}
 
-    def chunks(self):
+    def chunks(self, with_time=False):
         sc = self.scanner
         for k in self.counts:
             self.counts[k] = 0
@@ -64,8 +64,9 @@ class FrameFile:
                 self.counts["bad_position"] += int(bad.sum())
                 ok &= ~bad
                 fr = fr[ok]
-                yield (bdm[ok] * sc.du_per_bdm + du[ok], fr["x"].astype(np.int32),
+                out = (bdm[ok] * sc.du_per_bdm + du[ok], fr["x"].astype(np.int32),
                        fr["y"].astype(np.int32), fr["energy"].astype(np.int32))
+                yield out + (fr["time"].astype(np.uint64),) if with_time else out
 
     def summary(self):
         c = self.counts
