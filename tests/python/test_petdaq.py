@@ -375,7 +375,7 @@ class Histograms(unittest.TestCase):
             data = f.read()
         cases = {"truncated.pdh": (data[:len(data) // 2], "truncated or padded"),
                  "tiny.pdh": (data[:10], "shorter than the 64-byte header"),
-                 "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3, this reader knows versions 1 to 2"),
+                 "version4.pdh": (data[:4] + b"\x04\x00" + data[6:], "version 4, this reader knows versions 1 to 3"),
                  "frames.pdh": (b"\xa0" * 256, "bad magic"),
                  # The first descriptor's shape forged to 2^32 - 1 on each of 4 axes.
                  "shape.pdh": (data[:64 + 52] + np.array([4] + [2**32 - 1] * 4, "<u4").tobytes()

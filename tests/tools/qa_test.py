@@ -136,7 +136,7 @@ check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead"
 # Bad files: clear message, exit 2.
 data = open(pdh, "rb").read()
 bad = {"truncated.pdh": (data[: len(data) // 2], "truncated"),
-       "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3"),
+       "version4.pdh": (data[:4] + b"\x04\x00" + data[6:], "version 4"),
        "tiny.pdh": (data[:10], "truncated")}
 for name, (content, message) in bad.items():
     path = os.path.join(work, name)
