@@ -23,15 +23,32 @@ struct Problem {
   double lo, width;
   int params;     // 4: flat floor; 5: floor + slope about `pivot`
   double pivot;
+  const double* variance = nullptr;  // per bin from `first`; none: max(y, 1)
 
   double model(const Vec& p, std::size_t i) const {
-    const double a = lo + static_cast<double>(i) * width;
-    const double s = std::abs(p[2]) * std::sqrt(2.0);
-    const double g = 0.5 * p[0] * (std::erf((a + width - p[1]) / s) - std::erf((a - p[1]) / s));
-    const double x = a + 0.5 * width;
-    return g + p[3] + (params == 5 ? p[4] * (x - pivot) : 0.0);
+    Vec unused;
+    return model(p, i, unused);
   }
-  double weight(std::size_t i) const { return 1.0 / std::max(y[i], 1.0); }
+  // The model in bin i and its derivatives by each parameter (in J).
+  double model(const Vec& p, std::size_t i, Vec& J) const {
+    constexpr double kTwoOverSqrtPi = 1.1283791670955126;
+    const double a = lo + static_cast<double>(i) * width;
+    const double sigma = std::max(std::abs(p[2]), 1e-9 * width);
+    const double k = 1.0 / (std::sqrt(2.0) * sigma);
+    const double u0 = (a - p[1]) * k, u1 = (a + width - p[1]) * k;
+    const double e0 = std::exp(-u0 * u0), e1 = std::exp(-u1 * u1);
+    const double shape = 0.5 * (std::erf(u1) - std::erf(u0));
+    const double x = a + 0.5 * width - pivot;
+    J[0] = shape;
+    J[1] = 0.5 * p[0] * kTwoOverSqrtPi * (e0 - e1) * k;
+    J[2] = 0.5 * p[0] * kTwoOverSqrtPi * (e0 * u0 - e1 * u1) / sigma * (p[2] < 0 ? -1.0 : 1.0);
+    J[3] = 1;
+    J[4] = params == 5 ? x : 0.0;
+    return p[0] * shape + p[3] + (params == 5 ? p[4] * x : 0.0);
+  }
+  double weight(std::size_t i) const {
+    return variance ? 1.0 / variance[i - first] : 1.0 / std::max(y[i], 1.0);
+  }
   double chi2(const Vec& p) const {
     double c = 0;
     for (std::size_t i = first; i < last; ++i) {
@@ -72,18 +89,12 @@ bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
   double chi = pr.chi2(p);
   std::array<std::array<double, kMaxParams>, kMaxParams> JtJ{};
   bool converged = false;
-  for (int iter = 0; iter < 200 && !converged; ++iter) {
+  for (int iter = 0; iter < 100 && !converged; ++iter) {
     JtJ = {};
     Vec Jtr{};
     for (std::size_t i = pr.first; i < pr.last; ++i) {
       Vec J{};
-      const double m = pr.model(p, i);
-      for (int k = 0; k < n; ++k) {
-        Vec q = p;
-        const double h = 1e-6 * std::max(std::abs(p[k]), 1e-3 * pr.width);
-        q[k] += h;
-        J[k] = (pr.model(q, i) - m) / h;
-      }
+      const double m = pr.model(p, i, J);
       const double w = pr.weight(i), r = pr.y[i] - m;
       for (int a = 0; a < n; ++a) {
         Jtr[a] += w * J[a] * r;
@@ -91,7 +102,7 @@ bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
       }
     }
     bool improved = false;
-    for (int tries = 0; tries < 20 && !improved; ++tries) {
+    for (int tries = 0; tries < 10 && !improved; ++tries) {
       auto A = JtJ;
       Vec d = Jtr;
       for (int a = 0; a < n; ++a) A[a][a] *= 1.0 + lambda;
@@ -103,7 +114,7 @@ bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
       for (int a = 0; a < n; ++a) q[a] += d[a];
       const double c = pr.chi2(q);
       if (std::isfinite(c) && c <= chi) {
-        converged = chi - c < 1e-8 * std::max(chi, 1.0);
+        converged = chi - c < 1e-6 * std::max(chi, 1.0);
         p = q;
         chi = c;
         lambda = std::max(lambda / 10, 1e-12);
@@ -125,6 +136,21 @@ bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
   for (int k = 0; k < n; ++k)
     if (!std::isfinite(p[k])) return false;
   return p[0] > 0;
+}
+
+// Least squares with Poisson variances from the model: a first pass weighted by the counts,
+// then two weighted by the previous pass's model (max(m, 0.5)), which unlike the counts'
+// own weights does not pull the fit towards sparse bins.
+bool poisson_fit(Problem pr, Vec& p, Vec& err) {
+  if (!levenberg_marquardt(pr, p, err)) return false;
+  std::vector<double> variance(pr.last - pr.first);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::size_t i = pr.first; i < pr.last; ++i)
+      variance[i - pr.first] = std::max(pr.model(p, i), 0.5);
+    pr.variance = variance.data();
+    if (!levenberg_marquardt(pr, p, err)) return false;
+  }
+  return true;
 }
 
 GaussFit result(const Problem& pr, const Vec& p, const Vec& err) {
@@ -174,7 +200,7 @@ GaussFit fit_ctr(const double* y, std::size_t n, double lo, double width, double
   Vec p{std::max(area0, 1.0), lo + (static_cast<double>(peak) + 0.5) * width,
         std::max(static_cast<double>(b - a) * width / kFwhmPerSigma, width), floor0, 0};
   Vec err{};
-  if (!levenberg_marquardt(pr, p, err)) return {};
+  if (!poisson_fit(pr, p, err)) return {};
   return result(pr, p, err);
 }
 
@@ -215,7 +241,7 @@ GaussFit fit_photopeak(const double* y, std::size_t n, double lo, double width, 
     Problem pr{y, first, last, lo, width, 4, mu};
     Vec p{counts, mu, sigma, 0, 0};
     Vec err{};
-    if (!levenberg_marquardt(pr, p, err)) return {};
+    if (!poisson_fit(pr, p, err)) return {};
     if (p[1] < centre(first) || p[1] > centre(last - 1)) return {};
     fit = result(pr, p, err);
     mu = p[1];
@@ -224,7 +250,7 @@ GaussFit fit_photopeak(const double* y, std::size_t n, double lo, double width, 
   return fit;
 }
 
-ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal) {
+ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal, bool per_du_pair) {
   ScannerFigures s;
   std::vector<double> row;
   const auto load = [&](const HistDescriptor& d, std::uint64_t offset, std::uint64_t n) {
@@ -237,7 +263,7 @@ ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal) {
   if (s.has_signed_tof) {
     load(*tof, 0, tof->shape[0]);
     s.ctr = fit_ctr(row.data(), row.size(), tof->lo, tof->width);
-    if (per_crystal) {
+    if (per_du_pair) {
       std::vector<double> fwhm;
       const std::uint64_t bins = du->shape[2];
       for (std::uint64_t cell = 0; cell < std::uint64_t{du->shape[0]} * du->shape[1]; ++cell) {

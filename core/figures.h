@@ -4,9 +4,11 @@
 // package's SciPy fits (python/petdaq/figures.py), fitted here by Levenberg–Marquardt:
 //
 // * CTR: a Gaussian integrated over each bin plus a flat floor (the randoms), over the whole
-//   axis but its two end bins (they also hold what lies past the axis); Poisson weights.
+//   axis but its two end bins (they also hold what lies past the axis).
 // * Photopeak: a Gaussian integrated over each bin plus a flat background, over
 //   [μ − 2σ, μ + 3σ], refitted three times as μ and σ move; resolution = FWHM / μ.
+// Both: least squares with Poisson variances from the model (a first pass with the counts'
+// own), so that sparse bins bias nothing.
 #pragma once
 
 #include <cstddef>
@@ -55,7 +57,9 @@ struct ScannerFigures {
   double median_resolution_percent = 0;
   bool has_signed_tof = false;
 };
-// `per_crystal`: also fit every crystal's photopeak and every DU pair's CTR (slower).
-ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal = true);
+// `per_crystal`: also fit every crystal's photopeak; `per_du_pair`: every DU pair's CTR
+// (slower: thousands of fits on a large scanner).
+ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal = true,
+                               bool per_du_pair = false);
 
 }  // namespace petdaq

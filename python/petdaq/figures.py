@@ -14,7 +14,8 @@ Definitions:
 * CTR: the FWHM of the Gaussian fitted, with a flat floor (the randoms), to the signed Δt of
   the prompts (Δt = t(lower crystal id) − t(higher); DESIGN section 5), over the whole
   coincidence window but its two end bins. The model is the Gaussian integrated over each bin
-  (the bins are a tick or coarser), the weights Poisson (σ² = max(n, 1)).
+  (the bins are a tick or coarser); least squares with Poisson variances from the model
+  (after a first pass with the counts' own), so that sparse bins bias nothing.
 * Energy resolution: per crystal, the FWHM of a Gaussian (integrated over each bin) plus a
   flat background fitted to the photopeak of its corrected-energy spectrum over
   [μ − 2σ, μ + 3σ] (refitted twice as μ and σ move), divided by the peak's position, in %;
@@ -76,6 +77,20 @@ def _binned_gauss(edges, area, mu, sigma):
     return area * np.diff(cdf)
 
 
+def _poisson_fit(model, x, y, p0):
+    """Least squares with Poisson variances taken from the model (a first pass weighted by the
+    counts, then two passes weighted by the previous pass's model): unlike weights from the
+    counts alone, no bias towards low bins where counts are few."""
+    from scipy.optimize import curve_fit
+    p, cov = curve_fit(model, x, y, p0=p0, sigma=np.sqrt(np.maximum(y, 1.0)),
+                       absolute_sigma=True, maxfev=5000)
+    for _ in range(2):
+        m = model(x, *p)
+        p, cov = curve_fit(model, x, y, p0=p, sigma=np.sqrt(np.maximum(m, 0.5)),
+                           absolute_sigma=True, maxfev=5000)
+    return p, cov
+
+
 def fit_ctr(counts, edges, min_counts=CTR_MIN_COUNTS):
     """Gaussian plus a flat floor fitted to a signed Δt histogram (counts over bins with
     these edges, in ps); a CtrFit, or None with fewer than min_counts prompts or when the fit
@@ -110,8 +125,7 @@ def fit_ctr(counts, edges, min_counts=CTR_MIN_COUNTS):
         return _binned_gauss(e, area, mu, sigma) + floor
 
     try:
-        p, cov = curve_fit(model, x, y, p0=[area0, mu0, sigma0, floor0],
-                           sigma=np.sqrt(np.maximum(y, 1.0)), absolute_sigma=True, maxfev=5000)
+        p, cov = _poisson_fit(model, x, y, [area0, mu0, sigma0, floor0])
     except (RuntimeError, ValueError):
         return None
     if not np.all(np.isfinite(p)) or p[0] <= 0:
@@ -186,8 +200,7 @@ def fit_photopeak(counts, edges, search_keV=PHOTOPEAK_SEARCH_KEV, min_counts=PHO
             return _binned_gauss(e, area, m, s) + b0
 
         try:
-            p, cov = curve_fit(model, x, y, p0=[max(y.sum(), 1.0), mu, sigma, 0.0],
-                               sigma=np.sqrt(np.maximum(y, 1.0)), absolute_sigma=True, maxfev=5000)
+            p, cov = _poisson_fit(model, x, y, [max(y.sum(), 1.0), mu, sigma, 0.0])
         except (RuntimeError, ValueError):
             return None
         if not np.all(np.isfinite(p)) or p[0] <= 0 or not (x[0] <= p[1] <= x[-1]):
