@@ -346,13 +346,34 @@ class Histograms(unittest.TestCase):
         self.assertEqual(dt.unit, "ps")
         np.testing.assert_allclose(dt.edges, np.arange(n + 1) * bin_ticks * tick_ps)
 
+    def test_signed_tof_equals_a_count_of_the_records(self):
+        # Δt = t(lower crystal id) − t(higher) (DESIGN section 5), counted here from the .plm.
+        plm = petdaq.read_plm(HistogramAcquisition.path("run.plm"))
+        tick_ps = self.h.tick_ps
+        dt = self.h["dt_prompt"]
+        w = int(round(dt.width / tick_ps))
+        half = dt.shape[0]
+        p = plm.prompts
+        signed = np.where(p["crystal_a"] <= p["crystal_b"], -p["dt"].astype(np.int64), p["dt"])
+        tof = self.h["tof_prompt"]
+        self.assertEqual(tof.shape, (2 * half,))
+        want = np.bincount(np.clip((signed + half * w) // w, 0, 2 * half - 1), minlength=2 * half)
+        np.testing.assert_array_equal(tof.counts, want)
+        np.testing.assert_allclose(tof.edges[half], -0.5 * tick_ps)  # tick 0 inside bin `half`
+        self.assertTrue(0 < want[:half].sum() < want.sum(), "both signs occur")
+        du = self.h["du_pair_tof_prompt"]
+        dus = 8 * 4
+        self.assertEqual(du.shape[:2], (dus, dus))
+        np.testing.assert_array_equal(du.counts.sum(axis=(0, 1)).sum(), len(p))
+
     def test_names_shapes_units_and_edges(self):
         h = self.h
         self.assertEqual(h.names()[:2], ["crystal_singles", "crystal_energy_rejected"])
         self.assertEqual(set(h), {"crystal_singles", "crystal_energy_rejected", "energy_keV",
                                   "energy_raw", "flood", "dt_prompt", "dt_delayed", "bdm_pair_prompt",
                                   "bdm_pair_delayed", "bdm_pair_randoms_singles_rate", "rate_singles",
-                                  "rate_prompts", "rate_delayed"})
+                                  "rate_prompts", "rate_delayed", "tof_prompt", "tof_delayed",
+                                  "du_pair_tof_prompt", "du_pair_tof_delayed"})
         crystals = 8 * 4 * 64
         e = h["energy_keV"]
         self.assertEqual((e.shape, e.unit, e.counts.dtype), ((crystals, 100), "keV", np.dtype("<u4")))
