@@ -6,7 +6,8 @@ resolution and energy resolution; petdaq-offline --histograms writes its histogr
 the simulator's time-offset table, and again with a wrong one (the table's values given to
 other crystals); petdaq-qa writes figures.json. Checked:
 * the CTR fitted on all prompts equals √2 × the per-single FWHM within 3 %, and its median
-  over DU pairs within 5 %;
+  over DU pairs within 5 %; without the flood map's position blur (no frame corrected with a
+  neighbour's time offset) within 1.5 %;
 * with the wrong offset table the CTR is visibly wider (by more than 30 %);
 * the energy resolution, of all crystals summed and the median over crystals, within 0.5
   points of the simulated one, every crystal's photopeak fitted;
@@ -38,6 +39,7 @@ except ImportError as e:
 sim, offline, qa, work = sys.argv[1:5]
 table_mode = "--table" in sys.argv[5:]
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(qa)), "..", "..", "python"))
+from petdaq import figures  # noqa: E402
 from petdaq import histograms as ph  # noqa: E402
 
 SCANNER = ("scanner:\n  bdm_transaxial: 8\n  bdm_axial: 1\n  du_transaxial: 2\n  du_axial: 2\n"
@@ -58,13 +60,13 @@ def run(cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
-def acquire(name, time_ps, energy_res, duration_s, activity_MBq, seed=1):
+def acquire(name, time_ps, energy_res, duration_s, activity_MBq, seed=1, extra=()):
     """A point-source acquisition; its directory."""
     acq = os.path.join(work, name)
     config = os.path.join(work, "scanner.yaml")
     run([sim, "--config", config, "--output-dir", acq, "--duration-s", str(duration_s),
          "--activity-MBq", str(activity_MBq), "--source", "point", "--seed", str(seed),
-         "--time-resolution-ps", str(time_ps), "--energy-resolution", str(energy_res)])
+         "--time-resolution-ps", str(time_ps), "--energy-resolution", str(energy_res)] + list(extra))
     return acq
 
 
@@ -150,6 +152,13 @@ check(int(h["tof_prompt"].counts.sum()) == h.meta["counters"]["coinc.prompts"],
       "tof_prompt holds every prompt")
 check(abs(c["centre_ps"]) < 3 * h["tof_prompt"].width,
       f"a point source at the centre: Δt centred ({c['centre_ps']:.1f} ps)")
+
+# Without the flood map's position blur no frame is given a neighbour's crystal (and time
+# offset): the CTR is then the simulated one, to the fit's precision (docs/figures.md).
+sharp = figures.ctr(ph.read_histograms(histograms(
+    acquire("sharp", TIME_PS, ENERGY_RES, 0.5, 10, extra=["--position-blur", "0"]), "run")))
+print(f"      without position blur: CTR {sharp.fwhm_ps:.1f} ± {sharp.fwhm_err_ps:.1f} ps")
+check(abs(sharp.fwhm_ps / truth - 1) < 0.015, "without position blur, CTR within 1.5 % of the truth")
 
 bad, _ = report(histograms(acq, "wrong", wrong_offsets(acq)), "wrong")
 print(f"      wrong offsets: CTR {bad['ctr']['fwhm_ps']:.1f} ps")
