@@ -1,5 +1,5 @@
 // The CTR and energy-resolution fits (core/figures.h): a small Levenberg–Marquardt on a
-// Gaussian integrated over bins plus a polynomial background.
+// Gaussian integrated over bins plus a flat background.
 #include "core/figures.h"
 
 #include <algorithm>
@@ -13,16 +13,15 @@ namespace petdaq {
 
 namespace {
 
-constexpr int kMaxParams = 5;  // area, centre, sigma, b0, b1
-using Vec = std::array<double, kMaxParams>;
+constexpr int kParams = 4;  // area, centre, sigma, background per bin
+using Vec = std::array<double, kParams>;
+using Mat = std::array<Vec, kParams>;
 
 // The data and model of one fit: bins [first, last) of the histogram.
 struct Problem {
   const double* y;
   std::size_t first, last;
   double lo, width;
-  int params;     // 4: flat floor; 5: floor + slope about `pivot`
-  double pivot;
   const double* variance = nullptr;  // per bin from `first`; none: max(y, 1)
 
   double model(const Vec& p, std::size_t i) const {
@@ -38,13 +37,11 @@ struct Problem {
     const double u0 = (a - p[1]) * k, u1 = (a + width - p[1]) * k;
     const double e0 = std::exp(-u0 * u0), e1 = std::exp(-u1 * u1);
     const double shape = 0.5 * (std::erf(u1) - std::erf(u0));
-    const double x = a + 0.5 * width - pivot;
     J[0] = shape;
     J[1] = 0.5 * p[0] * kTwoOverSqrtPi * (e0 - e1) * k;
     J[2] = 0.5 * p[0] * kTwoOverSqrtPi * (e0 * u0 - e1 * u1) / sigma * (p[2] < 0 ? -1.0 : 1.0);
     J[3] = 1;
-    J[4] = params == 5 ? x : 0.0;
-    return p[0] * shape + p[3] + (params == 5 ? p[4] * x : 0.0);
+    return p[0] * shape + p[3];
   }
   double weight(std::size_t i) const {
     return variance ? 1.0 / variance[i - first] : 1.0 / std::max(y[i], 1.0);
@@ -61,7 +58,7 @@ struct Problem {
 
 // Solves A x = b (n x n, in place) by Gaussian elimination with partial pivoting; false when
 // singular.
-bool solve(std::array<std::array<double, kMaxParams>, kMaxParams>& A, Vec& b, int n) {
+bool solve(Mat& A, Vec& b, int n) {
   for (int c = 0; c < n; ++c) {
     int piv = c;
     for (int r = c + 1; r < n; ++r)
@@ -84,10 +81,10 @@ bool solve(std::array<std::array<double, kMaxParams>, kMaxParams>& A, Vec& b, in
 
 // Levenberg–Marquardt from p; on success p holds the fit and err the parameters' 1σ errors.
 bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
-  const int n = pr.params;
+  constexpr int n = kParams;
   double lambda = 1e-3;
   double chi = pr.chi2(p);
-  std::array<std::array<double, kMaxParams>, kMaxParams> JtJ{};
+  Mat JtJ{};
   bool converged = false;
   for (int iter = 0; iter < 100 && !converged; ++iter) {
     JtJ = {};
@@ -181,7 +178,7 @@ GaussFit fit_ctr(const double* y, std::size_t n, double lo, double width, double
   for (std::size_t i = 0; i < n; ++i) total += y[i];
   if (n < 8 || total < min_counts || !(width > 0)) return {};
   // The end bins also hold what lies past the axis: left out.
-  Problem pr{y, 1, n - 1, lo, width, 4, 0};
+  Problem pr{y, 1, n - 1, lo, width};
   const double span = static_cast<double>(n - 2) * width, mid = lo + 0.5 * static_cast<double>(n) * width;
   std::vector<double> outer;
   for (std::size_t i = pr.first; i < pr.last; ++i)
@@ -198,7 +195,7 @@ GaussFit fit_ctr(const double* y, std::size_t n, double lo, double width, double
   while (a > pr.first && y[a] - floor0 > half) --a;
   while (b + 1 < pr.last && y[b] - floor0 > half) ++b;
   Vec p{std::max(area0, 1.0), lo + (static_cast<double>(peak) + 0.5) * width,
-        std::max(static_cast<double>(b - a) * width / kFwhmPerSigma, width), floor0, 0};
+        std::max(static_cast<double>(b - a) * width / kFwhmPerSigma, width), floor0};
   Vec err{};
   if (!poisson_fit(pr, p, err)) return {};
   return result(pr, p, err);
@@ -238,8 +235,8 @@ GaussFit fit_photopeak(const double* y, std::size_t n, double lo, double width, 
     double counts = 0;
     for (std::size_t i = first; i < last; ++i) counts += y[i];
     if (counts < min_counts) return {};
-    Problem pr{y, first, last, lo, width, 4, mu};
-    Vec p{counts, mu, sigma, 0, 0};
+    Problem pr{y, first, last, lo, width};
+    Vec p{counts, mu, sigma, 0};
     Vec err{};
     if (!poisson_fit(pr, p, err)) return {};
     if (p[1] < centre(first) || p[1] > centre(last - 1)) return {};
