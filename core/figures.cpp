@@ -136,12 +136,12 @@ bool levenberg_marquardt(const Problem& pr, Vec& p, Vec& err) {
 }
 
 // Least squares with Poisson variances from the model: a first pass weighted by the counts,
-// then two weighted by the previous pass's model (max(m, 0.5)), which unlike the counts'
-// own weights does not pull the fit towards sparse bins.
-bool poisson_fit(Problem pr, Vec& p, Vec& err) {
+// then `model_passes` weighted by the previous pass's model (max(m, 0.5)), which unlike the
+// counts' own weights does not pull the fit towards sparse bins.
+bool poisson_fit(Problem pr, Vec& p, Vec& err, int model_passes = 2) {
   if (!levenberg_marquardt(pr, p, err)) return false;
   std::vector<double> variance(pr.last - pr.first);
-  for (int pass = 0; pass < 2; ++pass) {
+  for (int pass = 0; pass < model_passes; ++pass) {
     for (std::size_t i = pr.first; i < pr.last; ++i)
       variance[i - pr.first] = std::max(pr.model(p, i), 0.5);
     pr.variance = variance.data();
@@ -238,7 +238,8 @@ GaussFit fit_photopeak(const double* y, std::size_t n, double lo, double width, 
     Problem pr{y, first, last, lo, width};
     Vec p{counts, mu, sigma, 0};
     Vec err{};
-    if (!poisson_fit(pr, p, err)) return {};
+    // The first two rounds only place the range: weights from the counts will do.
+    if (!poisson_fit(pr, p, err, round == 2 ? 2 : 0)) return {};
     if (p[1] < centre(first) || p[1] > centre(last - 1)) return {};
     fit = result(pr, p, err);
     mu = p[1];

@@ -6,7 +6,7 @@
 // * CTR: a Gaussian integrated over each bin plus a flat floor (the randoms), over the whole
 //   axis but its two end bins (they also hold what lies past the axis).
 // * Photopeak: a Gaussian integrated over each bin plus a flat background, over
-//   [μ − 2σ, μ + 3σ], refitted three times as μ and σ move; resolution = FWHM / μ.
+//   [μ − 2σ, μ + 3σ], placed by two fits weighted by the counts; resolution = FWHM / μ.
 // Both: least squares with Poisson variances from the model (a first pass with the counts'
 // own), so that sparse bins bias nothing.
 #pragma once

@@ -18,7 +18,8 @@ Definitions:
   (after a first pass with the counts' own), so that sparse bins bias nothing.
 * Energy resolution: per crystal, the FWHM of a Gaussian (integrated over each bin) plus a
   flat background fitted to the photopeak of its corrected-energy spectrum over
-  [μ − 2σ, μ + 3σ] (refitted twice as μ and σ move), divided by the peak's position, in %;
+  [μ − 2σ, μ + 3σ] (the range placed by two fits weighted by the counts, then the fit as
+  for the CTR), divided by the peak's position, in %;
   the global figure fits the spectrum of all crystals summed.
 
 Needs SciPy (Debian: python3-scipy).
@@ -71,31 +72,49 @@ class EnergyResolution:
         return np.isfinite(self.resolution_percent)
 
 
-def _binned_gauss(edges, area, mu, sigma):
+def _gauss_floor(edges):
+    """The model on bins with these edges, A × (the Gaussian's share of each bin) + B, and
+    its derivatives by (A, μ, σ, B), as curve_fit takes them."""
     from scipy.special import erf
-    cdf = 0.5 * (1.0 + erf((edges - mu) / (math.sqrt(2.0) * abs(sigma))))
-    return area * np.diff(cdf)
+
+    def parts(mu, sigma):
+        s = max(abs(sigma), 1e-9 * (edges[1] - edges[0]))
+        k = 1.0 / (math.sqrt(2.0) * s)
+        u = (edges - mu) * k
+        return s, k, u, np.exp(-u * u), 0.5 * np.diff(erf(u))
+
+    def model(_, area, mu, sigma, floor):
+        return area * parts(mu, sigma)[4] + floor
+
+    def jac(_, area, mu, sigma, floor):
+        s, k, u, ex, shape = parts(mu, sigma)
+        d_mu = area * k / math.sqrt(math.pi) * (ex[:-1] - ex[1:])
+        d_sigma = area / (math.sqrt(math.pi) * s) * (ex[:-1] * u[:-1] - ex[1:] * u[1:])
+        return np.column_stack([shape, d_mu, d_sigma * (1.0 if sigma >= 0 else -1.0),
+                                np.ones_like(shape)])
+
+    return model, jac
 
 
-def _poisson_fit(model, x, y, p0):
+def _poisson_fit(edges, x, y, p0, model_passes=2):
     """Least squares with Poisson variances taken from the model (a first pass weighted by the
-    counts, then two passes weighted by the previous pass's model): unlike weights from the
-    counts alone, no bias towards low bins where counts are few."""
+    counts, then `model_passes` weighted by the previous pass's model): unlike weights from
+    the counts alone, no bias towards low bins where counts are few. (p, covariance, model)."""
     from scipy.optimize import curve_fit
+    model, jac = _gauss_floor(edges)
     p, cov = curve_fit(model, x, y, p0=p0, sigma=np.sqrt(np.maximum(y, 1.0)),
-                       absolute_sigma=True, maxfev=5000)
-    for _ in range(2):
+                       absolute_sigma=True, jac=jac, maxfev=5000)
+    for _ in range(model_passes):
         m = model(x, *p)
         p, cov = curve_fit(model, x, y, p0=p, sigma=np.sqrt(np.maximum(m, 0.5)),
-                           absolute_sigma=True, maxfev=5000)
-    return p, cov
+                           absolute_sigma=True, jac=jac, maxfev=5000)
+    return p, cov, model
 
 
 def fit_ctr(counts, edges, min_counts=CTR_MIN_COUNTS):
     """Gaussian plus a flat floor fitted to a signed Δt histogram (counts over bins with
     these edges, in ps); a CtrFit, or None with fewer than min_counts prompts or when the fit
     does not converge."""
-    from scipy.optimize import curve_fit
     y_all = np.asarray(counts, dtype=np.float64)
     edges = np.asarray(edges, dtype=np.float64)
     n = int(y_all.sum())
@@ -121,11 +140,8 @@ def fit_ctr(counts, edges, min_counts=CTR_MIN_COUNTS):
     mu0 = float(x[peak])
     area0 = max(float(net.sum()), 1.0)
 
-    def model(_, area, mu, sigma, floor):
-        return _binned_gauss(e, area, mu, sigma) + floor
-
     try:
-        p, cov = _poisson_fit(model, x, y, [area0, mu0, sigma0, floor0])
+        p, cov, model = _poisson_fit(e, x, y, [area0, mu0, sigma0, floor0])
     except (RuntimeError, ValueError):
         return None
     if not np.all(np.isfinite(p)) or p[0] <= 0:
@@ -171,7 +187,6 @@ def ctr_map(h, min_counts=CTR_MIN_COUNTS):
 def fit_photopeak(counts, edges, search_keV=PHOTOPEAK_SEARCH_KEV, min_counts=PHOTOPEAK_MIN_COUNTS):
     """Gaussian plus a flat background fitted to the photopeak of an energy spectrum (keV); a PeakFit or
     None."""
-    from scipy.optimize import curve_fit
     y_all = np.asarray(counts, dtype=np.float64)
     edges = np.asarray(edges, dtype=np.float64)
     x_all = 0.5 * (edges[1:] + edges[:-1])
@@ -188,19 +203,17 @@ def fit_photopeak(counts, edges, search_keV=PHOTOPEAK_SEARCH_KEV, min_counts=PHO
         hi += 1
     mu, sigma = float(x_all[peak]), max((x_all[hi] - x_all[peak]) / (FWHM_PER_SIGMA / 2.0), width)
     fit = None
-    for _ in range(3):
+    for rnd in range(3):
         sel = (x_all >= mu - 2.0 * sigma) & (x_all <= mu + 3.0 * sigma) & \
               (np.arange(y_all.size) < y_all.size - 1)
         if sel.sum() < 6 or y_all[sel].sum() < min_counts:
             return None
         x, y = x_all[sel], y_all[sel]
         e = np.append(edges[:-1][sel], edges[1:][sel][-1])
-
-        def model(_, area, m, s, b0):
-            return _binned_gauss(e, area, m, s) + b0
-
+        # The first two rounds only place the range: weights from the counts will do.
         try:
-            p, cov = _poisson_fit(model, x, y, [max(y.sum(), 1.0), mu, sigma, 0.0])
+            p, cov, _ = _poisson_fit(e, x, y, [max(y.sum(), 1.0), mu, sigma, 0.0],
+                                     model_passes=2 if rnd == 2 else 0)
         except (RuntimeError, ValueError):
             return None
         if not np.all(np.isfinite(p)) or p[0] <= 0 or not (x[0] <= p[1] <= x[-1]):

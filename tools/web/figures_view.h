@@ -18,7 +18,7 @@ namespace petdaq::web {
 // image of hundredths of a per cent, 0 where not fitted)}. The CTR per DU pair is
 // petdaq-qa's (thousands of fits on a large scanner, too slow for every message).
 //
-// The per-crystal fits take about 0.15 ms a crystal (over a second on a large scanner), so
+// The per-crystal fits take about 0.07 ms a crystal (most of a second on a large scanner), so
 // with a cache they are redone at most every FiguresCache::refit (and at each new run) and
 // reused in between; the global fits are redone on every message.
 struct FiguresCache {
