@@ -218,8 +218,8 @@ def step_energy_resolution(pdh, frames, out):
     """The energy resolution with the new crystal map and energy table, from the histograms of
     the time-offset step's petdaq-offline run (docs/figures.md): energy_resolution.txt and
     energy_resolution.png."""
-    er = report.energy_resolution_from_histograms(pdh)
-    report.energy_resolution_plots(os.path.join(out, "energy_resolution.png"), er)
+    er, per_ring = report.energy_resolution_from_histograms(pdh)
+    report.energy_resolution_plots(os.path.join(out, "energy_resolution.png"), er, per_ring)
     with open(os.path.join(out, "energy_resolution.txt"), "w", encoding="utf-8") as f:
         f.write(report.energy_resolution_text(frames, er))
     g = er.global_fit

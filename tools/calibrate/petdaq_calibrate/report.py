@@ -177,13 +177,16 @@ def _figures():
 
 
 def energy_resolution_from_histograms(pdh):
-    """Per-crystal photopeaks and the global energy resolution of a histogram file."""
+    """Per-crystal photopeaks and the global energy resolution of a histogram file, and its
+    crystals per ring (for the map)."""
     figures, histograms = _figures()
-    return figures.energy_resolution(histograms.read_histograms(pdh))
+    h = histograms.read_histograms(pdh)
+    sc = h.meta["scanner"]
+    return figures.energy_resolution(h), sc["bdm_transaxial"] * sc["du_transaxial"] * sc["crystal_transaxial"]
 
 
-def energy_resolution_plots(path, er):
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4))
+def energy_resolution_plots(path, er, crystals_per_ring):
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
     g = er.global_fit
     axes[0].step(0.5 * (er.edges[1:] + er.edges[:-1]), np.maximum(er.summed, 0.5), where="mid", lw=0.8)
     axes[0].set_yscale("log")
@@ -202,6 +205,12 @@ def energy_resolution_plots(path, er):
     axes[2].set_xlabel("photopeak position (keV)")
     axes[2].set_ylabel("crystals")
     axes[2].set_title("photopeaks with the new energy table")
+    im = axes[3].imshow(er.resolution_percent.reshape(-1, crystals_per_ring), cmap="viridis",
+                        aspect="auto", interpolation="nearest", origin="lower")
+    fig.colorbar(im, ax=axes[3], label="FWHM (%)")
+    axes[3].set_xlabel("crystal in ring (transaxial)")
+    axes[3].set_ylabel("ring (axial)")
+    axes[3].set_title("per crystal; blank: too few counts")
     _save(fig, path)
 
 
