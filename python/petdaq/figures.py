@@ -154,13 +154,14 @@ def fit_ctr(counts, edges, min_counts=CTR_MIN_COUNTS):
 
 
 def has_signed_tof(h):
-    """Whether the file carries the signed Δt histograms (version 3 on)."""
-    return "tof_prompt" in h and "du_pair_tof_prompt" in h
+    """Whether the file carries the signed Δt histograms (version 3 on), of their shapes."""
+    return ("tof_prompt" in h and h["tof_prompt"].counts.ndim == 1 and
+            "du_pair_tof_prompt" in h and h["du_pair_tof_prompt"].counts.ndim == 3)
 
 
 def ctr(h, min_counts=CTR_MIN_COUNTS):
     """The scanner's CTR: fit_ctr() of tof_prompt; None for a file without it."""
-    if "tof_prompt" not in h:
+    if not has_signed_tof(h):
         return None
     t = h["tof_prompt"]
     return fit_ctr(t.counts, t.edges, min_counts)
@@ -170,7 +171,7 @@ def ctr_map(h, min_counts=CTR_MIN_COUNTS):
     """CTR FWHM (ps) and Gaussian centre (ps) per cell of du_pair_tof_prompt ([DU of the lower
     crystal][DU of the higher crystal]); NaN where a cell has fewer than min_counts prompts or
     its fit fails. None for a file without it."""
-    if "du_pair_tof_prompt" not in h:
+    if not has_signed_tof(h):
         return None
     t = h["du_pair_tof_prompt"]
     c = t.counts
