@@ -248,7 +248,7 @@ GaussFit fit_photopeak(const double* y, std::size_t n, double lo, double width, 
   return fit;
 }
 
-ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal, bool per_du_pair) {
+ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal) {
   ScannerFigures s;
   std::vector<double> row;
   const auto load = [&](const HistDescriptor& d, std::uint64_t offset, std::uint64_t n) {
@@ -261,20 +261,6 @@ ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal, bool pe
   if (s.has_signed_tof) {
     load(*tof, 0, tof->shape[0]);
     s.ctr = fit_ctr(row.data(), row.size(), tof->lo, tof->width);
-    if (per_du_pair) {
-      std::vector<double> fwhm;
-      const std::uint64_t bins = du->shape[2];
-      for (std::uint64_t cell = 0; cell < std::uint64_t{du->shape[0]} * du->shape[1]; ++cell) {
-        load(*du, cell * bins, bins);
-        double total = 0;
-        for (const double v : row) total += v;
-        if (total < kCtrMinCounts) continue;
-        const GaussFit g = fit_ctr(row.data(), row.size(), du->lo, du->width);
-        if (g.ok) fwhm.push_back(g.fwhm);
-      }
-      s.du_pairs_fitted = static_cast<std::uint32_t>(fwhm.size());
-      s.du_pair_median_fwhm_ps = median(fwhm);
-    }
   }
   const HistDescriptor* e = f.find(hist_name(Hist::energy_keV));
   if (e && e->rank == 2) {

@@ -48,8 +48,6 @@ GaussFit fit_photopeak(const double* counts, std::size_t n, double lo, double wi
 // version 3) or too few counts leaves its fit not ok.
 struct ScannerFigures {
   GaussFit ctr;                       // tof_prompt, ps
-  std::uint32_t du_pairs_fitted = 0;  // cells of du_pair_tof_prompt fitted
-  double du_pair_median_fwhm_ps = 0;
   GaussFit energy;                    // energy_keV of all crystals summed, keV
   std::vector<double> resolution_percent;  // per crystal; NaN where not fitted
   std::vector<double> photopeak_keV;       // per crystal; NaN where not fitted
@@ -57,9 +55,8 @@ struct ScannerFigures {
   double median_resolution_percent = 0;
   bool has_signed_tof = false;
 };
-// `per_crystal`: also fit every crystal's photopeak; `per_du_pair`: every DU pair's CTR
-// (slower: thousands of fits on a large scanner).
-ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal = true,
-                               bool per_du_pair = false);
+// `per_crystal`: also fit every crystal's photopeak (slower: about 0.07 ms a crystal). The
+// CTR per DU pair is petdaq-qa's (python/petdaq/figures.py).
+ScannerFigures scanner_figures(const HistogramFile& f, bool per_crystal = true);
 
 }  // namespace petdaq

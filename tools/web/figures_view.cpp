@@ -22,7 +22,7 @@ json figures_view(const HistogramFile& f, std::uint64_t crystals_per_ring, std::
   const auto now = std::chrono::steady_clock::now();
   const bool per_crystal = !cache || !cache->valid || cache->run_id != f.header.run_id ||
                            now - cache->fitted_at >= cache->refit;
-  const ScannerFigures s = scanner_figures(f, per_crystal, /*per_du_pair=*/false);
+  const ScannerFigures s = scanner_figures(f, per_crystal);
   json out = json::object();
   out["signed_tof"] = s.has_signed_tof;
   if (s.ctr.ok)
