@@ -431,6 +431,53 @@ def assert_hdf5_histograms_equal(test, group, h):
     test.assertEqual(json.loads(group.attrs["metadata_json"]), h.meta)
 
 
+try:
+    import scipy  # noqa: F401
+    HAVE_SCIPY = True
+except ImportError:
+    HAVE_SCIPY = False
+
+
+@unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
+class Figures(unittest.TestCase):
+    """petdaq.figures on histograms drawn from known distributions (the fits against the
+    simulator: tests/tools/figures_test.py)."""
+
+    def test_ctr_of_a_gaussian_over_a_flat_floor(self):
+        from petdaq import figures
+        rng = np.random.default_rng(3)
+        tick, half = 15.625, 257
+        t = np.concatenate([rng.normal(-60, 400 / figures.FWHM_PER_SIGMA, 30000),
+                            rng.uniform(-4000, 4000, 20000)])
+        counts = np.bincount(np.clip(np.round(t / tick).astype(int) + half, 0, 2 * half - 1),
+                             minlength=2 * half)
+        edges = (np.arange(2 * half + 1) - half - 0.5) * tick
+        f = figures.fit_ctr(counts, edges)
+        self.assertAlmostEqual(f.fwhm_ps, 400, delta=4 * f.fwhm_err_ps)
+        self.assertAlmostEqual(f.centre_ps, -60, delta=4 * f.centre_err_ps + 1)
+        self.assertAlmostEqual(f.floor_per_bin, 20000 / (8000 / tick), delta=2)
+        self.assertIsNone(figures.fit_ctr(counts // 1000, edges))  # too few prompts
+
+    def test_photopeak_of_a_spectrum(self):
+        from petdaq import figures
+        rng = np.random.default_rng(4)
+        e = np.concatenate([rng.normal(511, 0.10 * 511 / figures.FWHM_PER_SIGMA, 40000),
+                            rng.uniform(0, 340, 40000), rng.exponential(150, 20000)])
+        edges = np.arange(201) * 5.0
+        f = figures.fit_photopeak(np.histogram(np.clip(e, 0, 999), edges)[0], edges)
+        self.assertAlmostEqual(f.position_keV, 511, delta=1)
+        self.assertAlmostEqual(f.resolution_percent, 10.0, delta=0.2)
+
+    def test_a_file_without_signed_dt_has_no_ctr(self):
+        from petdaq import figures
+        h = petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))
+        self.assertTrue(figures.has_signed_tof(h))
+        del h.histograms["tof_prompt"]
+        self.assertFalse(figures.has_signed_tof(h))
+        self.assertIsNone(figures.ctr(h))
+        self.assertIsNone(figures.ctr_map(h))
+
+
 class HistogramExport(unittest.TestCase):
     """petdaq-export --histograms: the HDF5 datasets read with h5py equal read_histograms."""
 
