@@ -28,6 +28,8 @@ namespace {
 
 // The Δt axis spans the window [0, W] in at most this many bins of whole ticks.
 constexpr std::uint64_t kMaxDtBins = 1024;
+// The per-DU-pair signed Δt axis has at most this many bins each side of 0.
+constexpr std::uint64_t kMaxDuTofHalfBins = 64;
 
 struct HistInfo {
   const char* name;
@@ -44,10 +46,14 @@ constexpr HistInfo kInfo[kHistCount] = {
     {"rate_singles", "s"},
     {"rate_prompts", "s"},
     {"rate_delayed", "s"},
+    {"tof_prompt", "ps"},
+    {"tof_delayed", "ps"},
     {"bdm_pair_randoms_singles_rate", "bdm"},
     {"energy_keV", "keV"},
     {"energy_raw", "ADC"},
     {"flood", "pixel"},
+    {"du_pair_tof_prompt", "ps"},
+    {"du_pair_tof_delayed", "ps"},
 };
 
 consteval bool names_fit() {
@@ -76,6 +82,22 @@ Shape shape_of(Hist h, const HistogramLayout& l, double tick_ps) {
     case Hist::dt_delayed:
       s.dims[0] = l.dt_bins;
       s.width = l.dt_bin_ticks * tick_ps;
+      break;
+    case Hist::tof_prompt:
+    case Hist::tof_delayed:
+      // Bin i holds the integer ticks [(i - half) w, (i - half + 1) w): its edges in ps lie
+      // half a tick below, so that a tick's value sits inside its bin, not on an edge.
+      s.dims[0] = l.tof_bins;
+      s.width = l.dt_bin_ticks * tick_ps;
+      s.lo = (-static_cast<double>(l.tof_half) * l.dt_bin_ticks - 0.5) * tick_ps;
+      break;
+    case Hist::du_pair_tof_prompt:
+    case Hist::du_pair_tof_delayed:
+      s.rank = 3;
+      s.dims[0] = s.dims[1] = l.du_count;
+      s.dims[2] = l.du_tof_bins;
+      s.width = l.du_tof_bin_ticks * tick_ps;
+      s.lo = (-static_cast<double>(l.du_tof_half) * l.du_tof_bin_ticks - 0.5) * tick_ps;
       break;
     case Hist::bdm_pair_prompt:
     case Hist::bdm_pair_delayed:
@@ -154,6 +176,13 @@ HistogramLayout make_histogram_layout(const Settings& s) {
   l.dt_bin_ticks = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (span + kMaxDtBins - 1) / kMaxDtBins));
   l.dt_bins = static_cast<std::uint32_t>((span + l.dt_bin_ticks - 1) / l.dt_bin_ticks);
   l.delayed_offset_ticks = static_cast<std::int64_t>(p.delayed_offset_ticks);
+  l.tof_half = l.dt_bins;  // dt_bins * dt_bin_ticks > W: [-W, W] inside
+  l.tof_bins = 2 * l.tof_half;
+  l.du_tof_bin_ticks = static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(1, (span + kMaxDuTofHalfBins - 1) / kMaxDuTofHalfBins));
+  l.du_tof_half = static_cast<std::uint32_t>((span + l.du_tof_bin_ticks - 1) / l.du_tof_bin_ticks);
+  l.du_tof_bins = 2 * l.du_tof_half;
+  l.du_count = l.bdm_count * l.geometry.du_per_bdm();
   l.rate_bins = hs.rate_bins;
   l.rate_bin_ticks = std::max<std::uint64_t>(1, ps_to_ticks(hs.rate_bin_ms * 1e9, s.scanner.tick_ps));
   std::uint64_t offset = 0;

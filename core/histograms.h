@@ -14,6 +14,7 @@
 #include "core/convert.h"
 #include "core/geometry.h"
 #include "proto/records.h"
+#include "proto/signed_tof.h"
 
 namespace petdaq {
 
@@ -30,12 +31,17 @@ enum class Hist : std::uint8_t {
   rate_singles,             // [rate_bins]: accepted singles by acquisition time
   rate_prompts,             // [rate_bins]: prompt records by time_a
   rate_delayed,             // [rate_bins]: delayed records by time_a
+  tof_prompt,               // [tof_bins]: signed Δt (proto/signed_tof.h) of prompt records
+  tof_delayed,              // [tof_bins]: signed Δt of delayed records, D taken off
   // Derived at publish time from the ones above (derive_histograms()); no backend fills it.
   bdm_pair_randoms_singles_rate,  // [bdm][bdm]: singles-rate randoms over the run (f64)
   // 32-bit bins
   energy_keV,               // [crystal][energy_bins]: every converted single with a number as energy
   energy_raw,               // [crystal][raw_bins]: the same singles' raw ADC value
   flood,                    // [bdm][du][y][x]: every frame whose position is valid
+  du_pair_tof_prompt,       // [du][du][du_tof_bins]: signed Δt of prompts by (DU of the lower
+                            //   crystal, DU of the higher crystal), DU = bdm * du_per_bdm + du
+  du_pair_tof_delayed,      // [du][du][du_tof_bins]: the same for delayed records
   count_
 };
 inline constexpr int kHistCount = static_cast<int>(Hist::count_);
@@ -56,6 +62,15 @@ struct HistogramLayout {
   std::uint32_t dt_bins = 1;
   std::uint32_t dt_bin_ticks = 1;
   std::int64_t delayed_offset_ticks = 0;  // D
+  // Signed Δt axes (DESIGN section 7): tof_bins bins of dt_bin_ticks from -tof_half *
+  // dt_bin_ticks, and du_tof_bins coarser bins of du_tof_bin_ticks from -du_tof_half *
+  // du_tof_bin_ticks; both cover [-W, W].
+  std::uint32_t tof_half = 1;
+  std::uint32_t tof_bins = 2;
+  std::uint32_t du_tof_half = 1;
+  std::uint32_t du_tof_bins = 2;
+  std::uint32_t du_tof_bin_ticks = 1;
+  std::uint32_t du_count = 1;  // DUs in the scanner
   std::uint32_t rate_bins = 1;
   std::uint64_t rate_bin_ticks = 1;
   std::uint64_t offset[kHistCount] = {};  // bytes from the start of the bins
@@ -89,6 +104,28 @@ struct HistogramLayout {
     if (dt_ticks < 0) return 0;
     const std::uint64_t b = static_cast<std::uint64_t>(dt_ticks) / dt_bin_ticks;
     return b < dt_bins ? static_cast<std::uint32_t>(b) : dt_bins - 1;
+  }
+  // Bin of a signed Δt in ticks on an axis of `half` bins of `w` ticks each side of 0 (bin
+  // half holds [0, w)); below the axis counts in the first bin, past it in the last.
+  PETDAQ_HD static std::uint32_t signed_bin(std::int64_t dt, std::uint32_t w, std::uint32_t half) {
+    const std::int64_t lo = -static_cast<std::int64_t>(half) * w;
+    if (dt < lo) return 0;
+    const std::uint64_t b = static_cast<std::uint64_t>(dt - lo) / w;
+    return b < 2u * half ? static_cast<std::uint32_t>(b) : 2 * half - 1;
+  }
+  PETDAQ_HD std::uint32_t tof_bin(std::int64_t dt) const { return signed_bin(dt, dt_bin_ticks, tof_half); }
+  PETDAQ_HD std::uint32_t du_tof_bin(std::int64_t dt) const {
+    return signed_bin(dt, du_tof_bin_ticks, du_tof_half);
+  }
+  // Global DU index (bdm * du_per_bdm + du) of a crystal.
+  PETDAQ_HD std::uint32_t du_of(std::uint32_t crystal) const {
+    const CrystalAddress a = geometry.address_of(crystal);
+    return a.bdm * geometry.du_per_bdm() + a.du;
+  }
+  // Bin of a signed Δt in du_pair_tof_*: [DU of the lower crystal][DU of the higher][Δt].
+  PETDAQ_HD std::size_t du_pair_tof_index(const CoincRecord& r, std::int64_t signed_dt) const {
+    return (std::size_t{du_of(tof_lower_crystal(r))} * du_count + du_of(tof_higher_crystal(r))) *
+               du_tof_bins + du_tof_bin(signed_dt);
   }
   // Bin of an acquisition time in ticks; the last bin also holds everything later.
   PETDAQ_HD std::uint32_t rate_bin(std::uint64_t time) const {
@@ -156,6 +193,12 @@ PETDAQ_HD void histogram_record(const CoincRecord& r, bool delayed, const Histog
   inc(l.u64(bins, delayed ? Hist::bdm_pair_delayed : Hist::bdm_pair_prompt) +
       l.bdm_pair(r.crystal_a, r.crystal_b));
   inc(l.u64(bins, delayed ? Hist::rate_delayed : Hist::rate_prompts) + l.rate_bin(r.time_a));
+  // Signed Δt (proto/signed_tof.h); a delayed record's is signed the same way, D taken off
+  // its dt first, so that its flat spread matches the prompts' randoms floor.
+  const std::int64_t sdt = sign_by_crystal_order(r, dt);
+  inc(l.u64(bins, delayed ? Hist::tof_delayed : Hist::tof_prompt) + l.tof_bin(sdt));
+  inc(l.u32(bins, delayed ? Hist::du_pair_tof_delayed : Hist::du_pair_tof_prompt) +
+      l.du_pair_tof_index(r, sdt));
 }
 
 }  // namespace petdaq

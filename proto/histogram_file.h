@@ -14,8 +14,9 @@
 namespace petdaq {
 
 inline constexpr std::uint32_t kHistMagic = 0x48514450;  // "PDQH"
-// Version 2 added the element type (version 1 files, all unsigned, read the same).
-inline constexpr std::uint16_t kHistVersion = 2;
+// Version 2 added the element type (version 1 files, all unsigned, read the same); version 3
+// the signed Δt histograms tof_* and du_pair_tof_* (older files lack them; the rest is alike).
+inline constexpr std::uint16_t kHistVersion = 3;
 inline constexpr std::uint16_t kHistOldestVersion = 1;
 inline constexpr std::size_t kHistHeaderBytes = 64;
 inline constexpr std::size_t kHistDescriptorBytes = 96;

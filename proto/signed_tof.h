@@ -23,9 +23,13 @@ PETDAQ_HD std::uint32_t tof_lower_crystal(const CoincRecord& r) {
 PETDAQ_HD std::uint32_t tof_higher_crystal(const CoincRecord& r) {
   return r.crystal_a <= r.crystal_b ? r.crystal_b : r.crystal_a;
 }
-PETDAQ_HD std::int64_t signed_dt_ticks(const CoincRecord& r) {
-  const std::int64_t dt = r.dt;
+// A time difference `dt` of r taken in arrival order (time_b − time_a, or for a delayed record
+// time_b − time_a − D), signed by crystal order instead.
+PETDAQ_HD std::int64_t sign_by_crystal_order(const CoincRecord& r, std::int64_t dt) {
   return r.crystal_a <= r.crystal_b ? -dt : dt;
+}
+PETDAQ_HD std::int64_t signed_dt_ticks(const CoincRecord& r) {
+  return sign_by_crystal_order(r, r.dt);
 }
 
 }  // namespace petdaq

@@ -7,6 +7,8 @@
         batch.records                           # one published batch, a structured array
     h = petdaq.read_histograms("run.pdh")      # histogram file (.pdh) of a run
     h["energy_keV"].counts, h["energy_keV"].edges, h["energy_keV"].unit, h.meta["counters"]
+    from petdaq import figures                  # CTR and energy resolution (SciPy; docs/figures.md)
+    figures.ctr(h).fwhm_ps, figures.energy_resolution(h).global_fit.resolution_percent
     g = petdaq.Geometry.from_config("petdaq.yaml")
     g.ring(crystal), g.sector(crystal), g.position_mm(crystal)
     hdr, ev = petdaq.read_castor("scan")       # petdaq-export's CASToR files, TOF, corrections

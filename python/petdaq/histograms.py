@@ -23,7 +23,7 @@ import struct
 import numpy as np
 
 MAGIC = 0x48514450  # "PDQH"
-VERSION = 2  # version 2 added the element type; version 1 files read the same
+VERSION = 3  # 2 added the element type, 3 the signed Δt histograms; older files read the same
 OLDEST_VERSION = 1
 HEADER = struct.Struct("<IHHIIQQQQQd")  # 64 bytes
 DESCRIPTOR = struct.Struct("<32s16sHHI4IddQ")  # 96 bytes

@@ -97,7 +97,7 @@ def main():
     run([tool, "energy", "--config", a.config, "--frames", os.path.join(point, "frames.bin"),
          "--output-dir", cal_point, "--position-lut", os.path.join(cal_point, "position_lut.npy")])
     for f in TABLES + ["crystal_map.png", "energy.png", "time_offsets.png", "crystal_map.txt",
-                       "energy.txt", "time_offsets.txt"]:
+                       "energy.txt", "time_offsets.txt", "energy_resolution.png", "energy_resolution.txt"]:
         if not os.path.getsize(os.path.join(cal, f)):
             print(f"{f} is empty")
             return 1

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -166,6 +167,11 @@ TEST_F(HistogramsTest, LayoutFollowsTheSettings) {
   EXPECT_EQ(l.crystal_count, sc.geometry().crystal_count());
   EXPECT_EQ(l.dt_bins, sc.ticks(4000) + 1);  // one bin per tick over [0, W]
   EXPECT_EQ(l.dt_bin_ticks, 1u);
+  EXPECT_EQ(l.tof_bins, 2 * (sc.ticks(4000) + 1));  // signed: [−W, W] and one tick more
+  EXPECT_EQ(l.du_count, 16u);
+  EXPECT_EQ(l.du_tof_bins * l.du_tof_bin_ticks, 2 * l.du_tof_half * l.du_tof_bin_ticks);
+  EXPECT_GT(l.du_tof_half * l.du_tof_bin_ticks, sc.ticks(4000));
+  EXPECT_LE(l.du_tof_half, 64u);
   EXPECT_EQ(l.delayed_offset_ticks, static_cast<std::int64_t>(sc.ticks(20'000)));
   EXPECT_EQ(l.rate_bin_ticks, 64000u);
   EXPECT_FLOAT_EQ(l.energy_bin_keV, 16.0f);
@@ -215,6 +221,24 @@ TEST_F(HistogramsTest, CoincidenceHistogramsEqualIndependentCounts) {
   const std::int64_t d = static_cast<std::int64_t>(sc.ticks(20'000));
   const std::uint64_t w = sc.ticks(4000);
   std::vector<std::uint64_t> dt_p(w + 1), dt_d(w + 1), pair_p(16), pair_d(16), rate_p(16), rate_d(16);
+  // Signed Δt = t(lower crystal) − t(higher): one bin per tick over [−(W+1), W+1), and per
+  // (DU of the lower crystal, DU of the higher) in bins of ceil((W + 1) / 64) ticks.
+  const std::int64_t half = static_cast<std::int64_t>(w) + 1;
+  const std::int64_t du_w = (half + 63) / 64, du_half = (half + du_w - 1) / du_w;
+  const std::size_t dus = 16;
+  std::vector<std::uint64_t> tof_p(2 * half), tof_d(2 * half), du_p(dus * dus * 2 * du_half),
+      du_d(du_p.size());
+  auto tof = [&](const CoincRecord& r, std::int64_t dt, std::vector<std::uint64_t>& global,
+                 std::vector<std::uint64_t>& by_du) {
+    const bool a_lower = r.crystal_a <= r.crystal_b;
+    const std::int64_t s = a_lower ? -dt : dt;
+    ++global[static_cast<std::size_t>(s + half)];
+    const CrystalAddress lo = g.address_of(a_lower ? r.crystal_a : r.crystal_b);
+    const CrystalAddress hi = g.address_of(a_lower ? r.crystal_b : r.crystal_a);
+    const std::size_t cell = (lo.bdm * 4 + lo.du) * dus + hi.bdm * 4 + hi.du;
+    const std::int64_t b = (s + du_half * du_w) / du_w;  // s + du_half * du_w >= 0
+    ++by_du[cell * 2 * du_half + static_cast<std::size_t>(b)];
+  };
   auto pair = [&](const CoincRecord& r) {
     std::uint32_t a = g.address_of(r.crystal_a).bdm, b = g.address_of(r.crystal_b).bdm;
     if (a > b) std::swap(a, b);
@@ -222,11 +246,13 @@ TEST_F(HistogramsTest, CoincidenceHistogramsEqualIndependentCounts) {
   };
   for (const CoincRecord& r : batch.prompts) {
     ++dt_p[static_cast<std::size_t>(r.dt)];
+    tof(r, r.dt, tof_p, du_p);
     ++pair_p[pair(r)];
     ++rate_p[std::min<std::uint64_t>(r.time_a / 64000, 15)];
   }
   for (const CoincRecord& r : batch.delayed) {
     ++dt_d[static_cast<std::size_t>(r.dt - d)];
+    tof(r, r.dt - d, tof_d, du_d);
     ++pair_d[pair(r)];
     ++rate_d[std::min<std::uint64_t>(r.time_a / 64000, 15)];
   }
@@ -239,6 +265,16 @@ TEST_F(HistogramsTest, CoincidenceHistogramsEqualIndependentCounts) {
   EXPECT_EQ(h.sum(Hist::dt_prompt), run.counters[Counter::coinc_prompts]);
   EXPECT_EQ(h.sum(Hist::dt_delayed), run.counters[Counter::coinc_delayed]);
   EXPECT_EQ(h.sum(Hist::bdm_pair_prompt), run.counters[Counter::coinc_prompts]);
+  EXPECT_EQ(values(h, Hist::tof_prompt), tof_p);
+  EXPECT_EQ(values(h, Hist::tof_delayed), tof_d);
+  EXPECT_EQ(values(h, Hist::du_pair_tof_prompt), du_p);
+  EXPECT_EQ(values(h, Hist::du_pair_tof_delayed), du_d);
+  EXPECT_EQ(h.sum(Hist::tof_prompt), run.counters[Counter::coinc_prompts]);
+  EXPECT_EQ(h.sum(Hist::du_pair_tof_delayed), run.counters[Counter::coinc_delayed]);
+  // Both signs occur: the sign follows crystal order, not arrival order.
+  const std::size_t negative = std::accumulate(tof_p.begin(), tof_p.begin() + half, std::size_t{0});
+  EXPECT_GT(negative, 0u);
+  EXPECT_LT(negative, batch.prompts.size());
 }
 
 TEST_F(HistogramsTest, ARunStartZeroesTheBins) {
@@ -311,6 +347,12 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
   EXPECT_EQ(keV.rank, 2u);
   EXPECT_EQ(keV.shape[1], 50u);
   EXPECT_DOUBLE_EQ(keV.width, 16.0);
+  const HistDescriptor& tof = *f.find("tof_prompt");
+  EXPECT_EQ(tof.unit_view(), "ps");
+  EXPECT_EQ(tof.shape[0], 2 * (sc.ticks(4000) + 1));
+  // Tick k sits in the middle of its bin: bin (k + half) spans [k − ½, k + ½) ticks.
+  EXPECT_DOUBLE_EQ(tof.lo, -(static_cast<double>(sc.ticks(4000) + 1) + 0.5) * 15.625);
+  EXPECT_EQ(f.find("du_pair_tof_delayed")->rank, 3u);
   const HistDescriptor& flood = *f.find("flood");
   EXPECT_EQ(flood.rank, 4u);
   EXPECT_EQ(flood.shape[0], 4u);
@@ -321,13 +363,17 @@ TEST_F(HistogramsTest, FileRoundTripAndRefusals) {
   EXPECT_THROW(parse_histogram_file(file.data(), file.size() - 1), HistogramFileError);
   EXPECT_THROW(parse_histogram_file(file.data(), 10), HistogramFileError);
   std::vector<std::uint8_t> other = file;
-  other[4] = 3;  // version 3
+  other[4] = 4;  // version 4
   try {
     parse_histogram_file(other.data(), other.size());
-    FAIL() << "version 3 accepted";
+    FAIL() << "version 4 accepted";
   } catch (const HistogramFileError& e) {
-    EXPECT_NE(std::string(e.what()).find("version 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("version 4"), std::string::npos) << e.what();
   }
+  // A version 2 file (no signed Δt histograms in it, the same layout otherwise) still reads.
+  other = file;
+  other[4] = 2;
+  EXPECT_EQ(parse_histogram_file(other.data(), other.size()).header.version, 2u);
   // A version 1 file (no element types: every histogram unsigned) still reads.
   other = file;
   other[4] = 1;

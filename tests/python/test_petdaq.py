@@ -362,13 +362,34 @@ class Histograms(unittest.TestCase):
         self.assertEqual(dt.unit, "ps")
         np.testing.assert_allclose(dt.edges, np.arange(n + 1) * bin_ticks * tick_ps)
 
+    def test_signed_tof_equals_a_count_of_the_records(self):
+        # Δt = t(lower crystal id) − t(higher) (DESIGN section 5), counted here from the .plm.
+        plm = petdaq.read_plm(HistogramAcquisition.path("run.plm"))
+        tick_ps = self.h.tick_ps
+        dt = self.h["dt_prompt"]
+        w = int(round(dt.width / tick_ps))
+        half = dt.shape[0]
+        p = plm.prompts
+        signed = np.where(p["crystal_a"] <= p["crystal_b"], -p["dt"].astype(np.int64), p["dt"])
+        tof = self.h["tof_prompt"]
+        self.assertEqual(tof.shape, (2 * half,))
+        want = np.bincount(np.clip((signed + half * w) // w, 0, 2 * half - 1), minlength=2 * half)
+        np.testing.assert_array_equal(tof.counts, want)
+        np.testing.assert_allclose(tof.edges[half], -0.5 * tick_ps)  # tick 0 inside bin `half`
+        self.assertTrue(0 < want[:half].sum() < want.sum(), "both signs occur")
+        du = self.h["du_pair_tof_prompt"]
+        dus = 8 * 4
+        self.assertEqual(du.shape[:2], (dus, dus))
+        np.testing.assert_array_equal(du.counts.sum(axis=(0, 1)).sum(), len(p))
+
     def test_names_shapes_units_and_edges(self):
         h = self.h
         self.assertEqual(h.names()[:2], ["crystal_singles", "crystal_energy_rejected"])
         self.assertEqual(set(h), {"crystal_singles", "crystal_energy_rejected", "energy_keV",
                                   "energy_raw", "flood", "dt_prompt", "dt_delayed", "bdm_pair_prompt",
                                   "bdm_pair_delayed", "bdm_pair_randoms_singles_rate", "rate_singles",
-                                  "rate_prompts", "rate_delayed"})
+                                  "rate_prompts", "rate_delayed", "tof_prompt", "tof_delayed",
+                                  "du_pair_tof_prompt", "du_pair_tof_delayed"})
         crystals = 8 * 4 * 64
         e = h["energy_keV"]
         self.assertEqual((e.shape, e.unit, e.counts.dtype), ((crystals, 100), "keV", np.dtype("<u4")))
@@ -391,7 +412,7 @@ class Histograms(unittest.TestCase):
             data = f.read()
         cases = {"truncated.pdh": (data[:len(data) // 2], "truncated or padded"),
                  "tiny.pdh": (data[:10], "shorter than the 64-byte header"),
-                 "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3, this reader knows versions 1 to 2"),
+                 "version4.pdh": (data[:4] + b"\x04\x00" + data[6:], "version 4, this reader knows versions 1 to 3"),
                  "frames.pdh": (b"\xa0" * 256, "bad magic"),
                  # The first descriptor's shape forged to 2^32 - 1 on each of 4 axes.
                  "shape.pdh": (data[:64 + 52] + np.array([4] + [2**32 - 1] * 4, "<u4").tobytes()
@@ -424,6 +445,53 @@ def assert_hdf5_histograms_equal(test, group, h):
     test.assertEqual(group.attrs["tick_ps"], h.tick_ps)
     test.assertEqual(group.attrs["created_unix_ns"], h.created_unix_ns)
     test.assertEqual(json.loads(group.attrs["metadata_json"]), h.meta)
+
+
+try:
+    import scipy  # noqa: F401
+    HAVE_SCIPY = True
+except ImportError:
+    HAVE_SCIPY = False
+
+
+@unittest.skipUnless(HAVE_SCIPY, "python3-scipy is not installed")
+class Figures(unittest.TestCase):
+    """petdaq.figures on histograms drawn from known distributions (the fits against the
+    simulator: tests/tools/figures_test.py)."""
+
+    def test_ctr_of_a_gaussian_over_a_flat_floor(self):
+        from petdaq import figures
+        rng = np.random.default_rng(3)
+        tick, half = 15.625, 257
+        t = np.concatenate([rng.normal(-60, 400 / figures.FWHM_PER_SIGMA, 30000),
+                            rng.uniform(-4000, 4000, 20000)])
+        counts = np.bincount(np.clip(np.round(t / tick).astype(int) + half, 0, 2 * half - 1),
+                             minlength=2 * half)
+        edges = (np.arange(2 * half + 1) - half - 0.5) * tick
+        f = figures.fit_ctr(counts, edges)
+        self.assertAlmostEqual(f.fwhm_ps, 400, delta=4 * f.fwhm_err_ps)
+        self.assertAlmostEqual(f.centre_ps, -60, delta=4 * f.centre_err_ps + 1)
+        self.assertAlmostEqual(f.floor_per_bin, 20000 / (8000 / tick), delta=2)
+        self.assertIsNone(figures.fit_ctr(counts // 1000, edges))  # too few prompts
+
+    def test_photopeak_of_a_spectrum(self):
+        from petdaq import figures
+        rng = np.random.default_rng(4)
+        e = np.concatenate([rng.normal(511, 0.10 * 511 / figures.FWHM_PER_SIGMA, 40000),
+                            rng.uniform(0, 340, 40000), rng.exponential(150, 20000)])
+        edges = np.arange(201) * 5.0
+        f = figures.fit_photopeak(np.histogram(np.clip(e, 0, 999), edges)[0], edges)
+        self.assertAlmostEqual(f.position_keV, 511, delta=1)
+        self.assertAlmostEqual(f.resolution_percent, 10.0, delta=0.2)
+
+    def test_a_file_without_signed_dt_has_no_ctr(self):
+        from petdaq import figures
+        h = petdaq.read_histograms(HistogramAcquisition.path("run.pdh"))
+        self.assertTrue(figures.has_signed_tof(h))
+        del h.histograms["tof_prompt"]
+        self.assertFalse(figures.has_signed_tof(h))
+        self.assertIsNone(figures.ctr(h))
+        self.assertIsNone(figures.ctr_map(h))
 
 
 class HistogramExport(unittest.TestCase):

@@ -93,7 +93,8 @@ check(want.sum() > 5, f"randoms expected ({want.sum():.1f})")
 out = os.path.join(work, "qa")
 r = subprocess.run([qa, pdh, "--output", out], capture_output=True, text=True)
 check(r.returncode == 0, f"petdaq-qa exits 0 (got {r.returncode}: {r.stderr})")
-pngs = ["energy_keV.png", "energy_raw.png", "singles_map.png", "dt.png", "bdm_pairs.png",
+pngs = ["energy_keV.png", "energy_raw.png", "singles_map.png", "tof.png", "ctr_du_pairs.png",
+        "energy_resolution.png", "energy_resolution_map.png", "bdm_pairs.png",
         "rates.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
 page = open(os.path.join(out, "index.html"), encoding="utf-8").read() if os.path.exists(
     os.path.join(out, "index.html")) else ""
@@ -136,7 +137,7 @@ check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead"
 # Bad files: clear message, exit 2.
 data = open(pdh, "rb").read()
 bad = {"truncated.pdh": (data[: len(data) // 2], "truncated"),
-       "version3.pdh": (data[:4] + b"\x03\x00" + data[6:], "version 3"),
+       "version4.pdh": (data[:4] + b"\x04\x00" + data[6:], "version 4"),
        "tiny.pdh": (data[:10], "truncated")}
 for name, (content, message) in bad.items():
     path = os.path.join(work, name)

@@ -5,8 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <csignal>
 #include <cstring>
+#include <regex>
 #include <set>
 
 #include "core/counters.h"
@@ -47,6 +49,15 @@ TEST(TopCrystals, PetdaqTopPrintsTheFlaggedCrystals) {
   sc.settings.output.histograms.enabled = true;
   HistogramSet h(make_histogram_layout(sc.settings));
   const Planted p = plant(sc, h);
+  // The signed Δt of the prompts: expected counts of a Gaussian of 450 ps FWHM over a floor.
+  const HistogramLayout& l = h.layout();
+  auto* tof = l.u64(h.bins(), Hist::tof_prompt);
+  const double tick = sc.settings.scanner.tick_ps, w = l.dt_bin_ticks * tick;
+  const double lo = (-static_cast<double>(l.tof_half) * l.dt_bin_ticks - 0.5) * tick;
+  const double s = 450 / 2.3548200450309493 * std::sqrt(2.0);
+  for (std::uint32_t i = 0; i < l.tof_bins; ++i)
+    tof[i] = static_cast<std::uint64_t>(std::llround(
+        20 + 50000 * 0.5 * (std::erf((lo + (i + 1) * w) / s) - std::erf((lo + i * w) / s))));
   std::vector<std::uint8_t> bytes;
   encode_histogram_file(h, sc.settings, 5, histogram_metadata_json(sc.settings, 5, "cpu", nullptr), bytes);
   const auto file = sc.dir / "planted.pdh";
@@ -64,6 +75,11 @@ TEST(TopCrystals, PetdaqTopPrintsTheFlaggedCrystals) {
   EXPECT_EQ(top.wait_for(std::chrono::seconds(5)), 0);
   const std::string out = test::read_text(sc.dir / "top.out");
   EXPECT_NE(out.find("run 5 crystals: 1 hot, 1 dead (12 of 16 DUs judged)"), std::string::npos) << out;
+  // The CTR fitted on the planted Δt; no spectra, no photopeak.
+  std::smatch ctr;
+  ASSERT_TRUE(std::regex_search(out, ctr, std::regex("CTR ([0-9.]+) \\+- ([0-9.]+) ps FWHM"))) << out;
+  EXPECT_NEAR(std::stod(ctr[1]), 450, 2);
+  EXPECT_NE(out.find("energy resolution - (no photopeak)"), std::string::npos) << out;
   EXPECT_NE(out.find("crystal " + std::to_string(p.hot) + " (BDM 2 DU 1 #5) hot: 1000 singles"),
             std::string::npos) << out;
   EXPECT_NE(out.find("crystal " + std::to_string(p.dead) + " (BDM 3 DU 3 #0) dead: 10 singles"),

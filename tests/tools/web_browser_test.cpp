@@ -6,6 +6,7 @@
 // screenshot (web_page.png in the build folder). Skips when chromium is not installed.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <regex>
@@ -128,6 +129,30 @@ class Browser {
 };
 
 // Every element of the page with an id and a data-value: the numbers as sent.
+// Peaks with known widths over the filled bins, for the figures panel: the signed Δt of the
+// prompts a Gaussian of kPlantedCtrPs FWHM over a floor of 50 a bin, and every crystal's
+// spectrum a photopeak at 511 keV of kPlantedResolution FWHM over a floor of 20 a bin
+// (expected counts, rounded: the fits must find the widths to a fraction of a per cent).
+constexpr double kPlantedCtrPs = 480;
+constexpr double kPlantedResolution = 0.15;
+void plant_figures(HistogramSet& set, double tick_ps) {
+  const HistogramLayout& l = set.layout();
+  const auto gauss_bin = [](double a, double b, double mu, double fwhm) {
+    const double s = fwhm / 2.3548200450309493 * std::sqrt(2.0);
+    return 0.5 * (std::erf((b - mu) / s) - std::erf((a - mu) / s));
+  };
+  auto* tof = l.u64(set.bins(), Hist::tof_prompt);
+  const double w = l.dt_bin_ticks * tick_ps, lo = (-static_cast<double>(l.tof_half) * l.dt_bin_ticks - 0.5) * tick_ps;
+  for (std::uint32_t i = 0; i < l.tof_bins; ++i)
+    tof[i] = static_cast<std::uint64_t>(
+        std::llround(50 + 200000 * gauss_bin(lo + i * w, lo + (i + 1) * w, 30, kPlantedCtrPs)));
+  auto* energy = l.u32(set.bins(), Hist::energy_keV);
+  for (std::uint32_t c = 0; c < l.crystal_count; ++c)
+    for (std::uint32_t i = 0; i < l.energy_bins; ++i)
+      energy[std::size_t{c} * l.energy_bins + i] = static_cast<unsigned int>(std::llround(
+          20 + 20000 * gauss_bin(i * l.energy_bin_keV, (i + 1) * l.energy_bin_keV, 511, 511 * kPlantedResolution)));
+}
+
 const char* kShownValues =
     "Object.fromEntries([...document.querySelectorAll('[id][data-value]')]"
     ".map(e => [e.id, e.dataset.value]))";
@@ -156,6 +181,7 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   const Settings hist_settings = web_histogram_settings();
   HistogramSet hist_set(make_histogram_layout(hist_settings));
   fill_web_histograms(hist_set);
+  plant_figures(hist_set, hist_settings.scanner.tick_ps);
   const fs::path pdh = dir / "known.pdh";
   write_histogram_file(pdh, web_histogram_file(hist_set, hist_settings, 77));
   auto pub = publish("pub1", {"--bad-first", "--opaque-histograms", "2", "--histograms", pdh.string()});
@@ -241,6 +267,17 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   EXPECT_EQ(number(shown_hist, "crystal-total"), static_cast<double>(hist_set.sum(Hist::crystal_singles)));
   EXPECT_EQ(number(shown_hist, "energy-total"), static_cast<double>(hist_set.sum(Hist::energy_keV)));
   EXPECT_EQ(number(shown_hist, "dt-total"), static_cast<double>(hist_set.sum(Hist::dt_prompt)));
+  // The figures panel: the planted widths fitted and shown, the map drawn for every crystal.
+  EXPECT_NEAR(number(shown_hist, "ctr-fwhm"), kPlantedCtrPs, 0.005 * kPlantedCtrPs);
+  EXPECT_NEAR(number(shown_hist, "ctr-centre"), 30, 2);
+  EXPECT_GT(number(shown_hist, "ctr-err"), 0);
+  EXPECT_NEAR(number(shown_hist, "eres-global"), 100 * kPlantedResolution, 0.1);
+  EXPECT_NEAR(number(shown_hist, "eres-median"), 100 * kPlantedResolution, 0.1);
+  EXPECT_NEAR(number(shown_hist, "eres-peak"), 511, 1);
+  EXPECT_EQ(number(shown_hist, "eres-fitted"), l.crystal_count);
+  EXPECT_EQ(b.eval("document.getElementById('img-eres-map').dataset.total"), std::to_string(l.crystal_count));
+  EXPECT_EQ(b.eval("Chart.getChart('chart-tof').data.datasets[0].data.length"), l.tof_bins + 1);
+  EXPECT_EQ(b.eval("Chart.getChart('chart-tof').options.scales.y.type"), "logarithmic");
   // The spectra: one step per bin and one closing the last; the prompt Δt bin for bin.
   EXPECT_EQ(b.eval("Chart.getChart('chart-energy').data.datasets[0].data.length"), l.energy_bins + 1);
   const json dt = b.eval("Chart.getChart('chart-dt').data.datasets[0].data.map(p => p.y)");

@@ -288,6 +288,36 @@ TEST(WebHistogramsMessage, CarriesTheFilesHistogramsBinForBin) {
   }
 }
 
+// The signed Δt bin for bin, and a file as written before version 3 (no signed Δt: no CTR,
+// the rest as before).
+TEST(WebHistogramsMessage, CarriesTheSignedDtAndReadsFilesWithoutIt) {
+  const Settings settings = test::web_histogram_settings();
+  HistogramSet set(make_histogram_layout(settings));
+  test::fill_web_histograms(set);
+  auto file = test::web_histogram_file(set, settings, 42);
+  const HistogramLayout& l = set.layout();
+  json m = json::parse(histograms_message(as_text(file)));
+  for (const auto& [key, h] : {std::pair{"tof_prompt", Hist::tof_prompt}, std::pair{"tof_delayed", Hist::tof_delayed}}) {
+    const auto bins = counts_of(m[key]);
+    ASSERT_EQ(bins.size(), l.tof_bins) << key;
+    for (std::uint32_t i = 0; i < l.tof_bins; ++i) EXPECT_EQ(bins[i], set.at(h, i)) << key << " " << i;
+    EXPECT_DOUBLE_EQ(m[key]["lo"].get<double>(),
+                     (-static_cast<double>(l.tof_half) * l.dt_bin_ticks - 0.5) * settings.scanner.tick_ps);
+  }
+  EXPECT_EQ(m["figures"]["signed_tof"], true);
+  EXPECT_EQ(m["figures"]["energy_resolution"]["crystals"], l.crystal_count);
+
+  file[4] = 2;  // version 2, and the signed Δt histograms renamed away
+  for (const Hist h : {Hist::tof_prompt, Hist::tof_delayed, Hist::du_pair_tof_prompt, Hist::du_pair_tof_delayed})
+    file[kHistHeaderBytes + static_cast<std::size_t>(h) * kHistDescriptorBytes] = 'x';
+  m = json::parse(histograms_message(as_text(file)));
+  EXPECT_TRUE(m["tof_prompt"].is_null());
+  EXPECT_TRUE(m["tof_delayed"].is_null());
+  EXPECT_EQ(m["figures"]["signed_tof"], false);
+  EXPECT_TRUE(m["figures"]["ctr"].is_null());
+  EXPECT_EQ(counts_of(m["dt_prompt"]).size(), l.dt_bins);
+}
+
 TEST(WebHistogramsMessage, SumsBlocksAndBinsToStayWithinItsLimits) {
   const Settings settings = test::web_histogram_settings();
   HistogramSet set(make_histogram_layout(settings));

@@ -16,6 +16,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "core/figures.h"
 #include "core/settings.h"
 #include "tools/common/cli.h"
 #include "tools/common/si.h"
@@ -59,6 +60,8 @@ struct State {
   // the last two messages of one run.
   std::optional<CrystalView> crystals;
   std::vector<double> du_singles_per_s;
+  // The CTR and energy resolution of the latest histograms message (core/figures.h).
+  std::optional<ScannerFigures> figures;
 
   void take(CrystalView v) {
     du_singles_per_s.assign(v.dus.size(), 0.0);
@@ -181,6 +184,26 @@ std::string crystals_line(const State& st) {
   return out;
 }
 
+// The CTR and the energy resolution of the latest histograms message, global fits only
+// (docs/figures.md).
+std::string figures_line(const State& st) {
+  const ScannerFigures& f = *st.figures;
+  std::string out = "CTR ";
+  if (!f.has_signed_tof)
+    out += "- (no signed dt in the histograms)";
+  else if (!f.ctr.ok)
+    out += "- (too few prompts)";
+  else
+    out += format("%.1f +- %.1f ps FWHM (centre %.1f ps, %s trues)", f.ctr.fwhm, f.ctr.fwhm_err,
+                  f.ctr.centre, si(f.ctr.area).c_str());
+  out += " | energy resolution ";
+  if (f.energy.ok && f.energy.centre > 0)
+    out += format("%.2f %% FWHM at %.1f keV", 100 * f.energy.fwhm / f.energy.centre, f.energy.centre);
+  else
+    out += "- (no photopeak)";
+  return out;
+}
+
 // ---------------- full-screen display ----------------
 
 enum Colour : short { kProblem = 1, kBar = 2, kWarn = 3, kTitle = 4 };
@@ -248,6 +271,7 @@ class Screen {
     const Rates& r = *st.latest;
     line(rates_line(r), A_BOLD);
     if (const std::string randoms = randoms_line(r); !randoms.empty()) line(randoms);
+    if (st.figures) line(figures_line(st));
     if (crystals) {
       draw_crystals(st, y, rows, cols);
       refresh();
@@ -452,7 +476,9 @@ std::optional<std::string> receive(zmq::socket_t& sub, State& st, bool& received
   if (parts.size() != 3) return refuse(format("%zu frames instead of 3", parts.size()));
   if (parts[0].to_string_view() == topic::histograms) {
     try {
-      st.take(analyse_crystals(parse_histogram_file(parts[2].data<std::uint8_t>(), parts[2].size())));
+      const HistogramFile f = parse_histogram_file(parts[2].data<std::uint8_t>(), parts[2].size());
+      st.take(analyse_crystals(f));
+      st.figures = scanner_figures(f, /*per_crystal=*/false);
       histograms = true;
     } catch (const std::exception& e) {
       return refuse(std::string("histograms: ") + e.what());
@@ -570,6 +596,10 @@ int main(int argc, char** argv) {
         if (histograms) {
           if (o.mode == Mode::plain && o.crystals) {
             std::printf("%s %s\n", clock_text().c_str(), crystals_line(st).c_str());
+            std::fflush(stdout);
+          }
+          if (o.mode == Mode::plain && st.figures) {
+            std::printf("%s %s\n", clock_text().c_str(), figures_line(st).c_str());
             std::fflush(stdout);
           }
           changed = true;

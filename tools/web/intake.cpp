@@ -36,7 +36,7 @@ void Intake::take(const std::string_view* frames, std::size_t frame_count) {
   }
   if (histograms) {
     try {
-      server_.post_histograms(histograms_message(frames[2]));
+      server_.post_histograms(histograms_message(frames[2], {}, &figures_));
     } catch (const HistogramFileError& e) {
       counters_.add(WebCounter::histograms_malformed);
       report(std::string("histograms message skipped: ") + e.what());

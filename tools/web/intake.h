@@ -37,6 +37,7 @@ class Intake {
   void report(const std::string& why);
 
   RatesMessageBuilder builder_;
+  FiguresCache figures_;
   std::string last_error_;
 };
 

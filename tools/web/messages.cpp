@@ -264,7 +264,8 @@ json spectrum(const HistogramFile& f, const HistDescriptor& d, std::uint64_t row
 
 }  // namespace
 
-std::string histograms_message(std::string_view body, const HistogramLimits& limits) {
+std::string histograms_message(std::string_view body, const HistogramLimits& limits,
+                               FiguresCache* figures) {
   const HistogramFile f =
       parse_histogram_file(reinterpret_cast<const std::uint8_t*>(body.data()), body.size());
   const json meta = json::parse(f.metadata, nullptr, /*allow_exceptions=*/false);
@@ -360,6 +361,12 @@ std::string histograms_message(std::string_view body, const HistogramLimits& lim
   out["dt_delayed"] = delayed && delayed->rank == 1
                           ? spectrum(f, *delayed, 1, limits.max_spectrum_bins)
                           : json(nullptr);
+  // Signed Δt (files from version 3) and the figures fitted on them and on the spectra.
+  for (const Hist h : {Hist::tof_prompt, Hist::tof_delayed}) {
+    const HistDescriptor* d = f.find(hist_name(h));
+    out[hist_name(h)] = d && d->rank == 1 ? spectrum(f, *d, 1, limits.max_spectrum_bins) : json(nullptr);
+  }
+  out["figures"] = figures_view(f, crystals_per_ring, rings, figures);
   return out.dump();
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 
+#include "tools/web/figures_view.h"
 #include "tools/web/web_counters.h"
 
 namespace petdaq::web {
@@ -61,8 +62,10 @@ struct HistogramLimits {
 // 7), read with parse_histogram_file. Throws HistogramFileError (core/histograms.h) for a
 // body that is not a histogram file, lacks the scanner's geometry in its JSON document, or
 // whose flood, crystal_singles, energy_keV or dt_prompt histogram is missing or does not
-// match that geometry.
-std::string histograms_message(std::string_view body, const HistogramLimits& limits = {});
+// match that geometry. Its "figures" (CTR, energy resolution) reuse `figures`' per-crystal
+// fits while they are recent (tools/web/figures_view.h).
+std::string histograms_message(std::string_view body, const HistogramLimits& limits = {},
+                               FiguresCache* figures = nullptr);
 
 enum class FeedState { waiting, live, no_data };
 std::string_view state_name(FeedState s);  // "waiting", "live", "no-data"

@@ -258,8 +258,10 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
     opts = timing.TimingOptions(min_prompts_per_crystal=args.min_prompts_per_crystal)
     offline = _find_offline(args.offline)
     with tempfile.TemporaryDirectory(prefix="petdaq-calibrate-") as work:
-        plm = timing.run_offline(offline, doc, args.config, frames, lut_path, energy_path, work)
+        pdh = os.path.join(work, "run.pdh")
+        plm = timing.run_offline(offline, doc, args.config, frames, lut_path, energy_path, work, pdh)
         table, result = timing.make_time_offsets(plm, scanner, source, opts, name=frames)
+        step_energy_resolution(pdh, frames, out)
     path = _save_table(os.path.join(out, "time_offsets.npy"), table)
     report.timing_plots(os.path.join(out, "time_offsets.png"), scanner, result, table)
     with open(os.path.join(out, "time_offsets.txt"), "w", encoding="utf-8") as f:
@@ -294,6 +296,8 @@ def step_normalization(args, scanner, out):
             print(f"  flatness, {name}: chi2/dof {with_t:.3f} with the table (expected {expected:.3f}, "
                   f"limit {limit:.3f}), {without:.3f} without ({groups} groups)")
     return paths
+
+
 def step_dead_time(args, scanner, out):
     start = time.monotonic()
     n = scanner.position_size
@@ -328,6 +332,21 @@ def step_dead_time(args, scanner, out):
           f"{scanner.bdm_count} BDMs ({time.monotonic() - start:.1f} s)")
     print(text, end="")
     return path
+
+
+def step_energy_resolution(pdh, frames, out):
+    """The energy resolution with the new crystal map and energy table, from the histograms of
+    the time-offset step's petdaq-offline run (docs/figures.md): energy_resolution.txt and
+    energy_resolution.png."""
+    er, per_ring = report.energy_resolution_from_histograms(pdh)
+    report.energy_resolution_plots(os.path.join(out, "energy_resolution.png"), er, per_ring)
+    with open(os.path.join(out, "energy_resolution.txt"), "w", encoding="utf-8") as f:
+        f.write(report.energy_resolution_text(frames, er))
+    g = er.global_fit
+    ok = er.resolution_percent[er.fitted]
+    print("energy resolution: " + ("no photopeak fitted" if g is None else
+          f"{g.resolution_percent:.2f} % FWHM at {g.position_keV:.1f} keV (all crystals)") +
+          (f"; median {np.median(ok):.2f} % over {ok.size} crystals" if ok.size else ""))
 
 
 def write_config(doc, out):

@@ -161,3 +161,71 @@ def timing_text(scanner, frames, plm, result, table, source):
     for c in range(table.size):
         lines.append(f"{c:7d} {table[c]:13d} {result.per_crystal[c]:8d}")
     return "\n".join(lines) + "\n"
+
+
+def _figures():
+    """The petdaq package's figures (python/petdaq/figures.py): installed beside this package
+    in share/petdaq/python, or in the source tree's python/."""
+    import os
+    import sys
+    try:
+        from petdaq import figures, histograms
+    except ImportError:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.realpath(__file__)), "..", "..", "..", "python"))
+        from petdaq import figures, histograms
+    return figures, histograms
+
+
+def energy_resolution_from_histograms(pdh):
+    """Per-crystal photopeaks and the global energy resolution of a histogram file, and its
+    crystals per ring (for the map)."""
+    figures, histograms = _figures()
+    h = histograms.read_histograms(pdh)
+    sc = h.meta["scanner"]
+    return figures.energy_resolution(h), sc["bdm_transaxial"] * sc["du_transaxial"] * sc["crystal_transaxial"]
+
+
+def energy_resolution_plots(path, er, crystals_per_ring):
+    fig, axes = plt.subplots(1, 4, figsize=(20, 4.4))
+    g = er.global_fit
+    axes[0].step(0.5 * (er.edges[1:] + er.edges[:-1]), np.maximum(er.summed, 0.5), where="mid", lw=0.8)
+    axes[0].set_yscale("log")
+    axes[0].set_xlabel("corrected energy (keV)")
+    axes[0].set_ylabel("singles per bin")
+    axes[0].set_title("all crystals: " + ("no photopeak fitted" if g is None else
+                      f"{g.resolution_percent:.2f} % FWHM at {g.position_keV:.1f} keV"))
+    ok = er.resolution_percent[er.fitted]
+    axes[1].hist(ok, bins=50, color="C1")
+    axes[1].set_xlabel("energy resolution (FWHM %)")
+    axes[1].set_ylabel("crystals")
+    axes[1].set_title(f"{ok.size} of {er.resolution_percent.size} crystals fitted" +
+                      (f", median {np.median(ok):.2f} %" if ok.size else ""))
+    axes[2].hist(er.position_keV[er.fitted], bins=50, color="C2")
+    axes[2].axvline(PHOTOPEAK_KEV, color="gray", ls=":", lw=0.8)
+    axes[2].set_xlabel("photopeak position (keV)")
+    axes[2].set_ylabel("crystals")
+    axes[2].set_title("photopeaks with the new energy table")
+    im = axes[3].imshow(er.resolution_percent.reshape(-1, crystals_per_ring), cmap="viridis",
+                        aspect="auto", interpolation="nearest", origin="lower")
+    fig.colorbar(im, ax=axes[3], label="FWHM (%)")
+    axes[3].set_xlabel("crystal in ring (transaxial)")
+    axes[3].set_ylabel("ring (axial)")
+    axes[3].set_title("per crystal; blank: too few counts")
+    _save(fig, path)
+
+
+def energy_resolution_text(frames, er):
+    g = er.global_fit
+    ok = er.resolution_percent[er.fitted]
+    lines = [f"petdaq-calibrate energy resolution: {frames}, with the new crystal map and energy table",
+             "definition: docs/figures.md (Gaussian + flat background on each photopeak, FWHM / position)",
+             "all crystals: " + ("no photopeak fitted" if g is None else
+                                 f"{g.resolution_percent:.2f} +- {g.resolution_err_percent:.2f} % FWHM, "
+                                 f"photopeak {g.position_keV:.1f} keV"),
+             f"per crystal: {ok.size} of {er.resolution_percent.size} fitted" +
+             (f", median {np.median(ok):.2f} %, 5-95 % {np.percentile(ok, 5):.2f}-{np.percentile(ok, 95):.2f} %"
+              if ok.size else ""),
+             "", "crystal  photopeak_keV  fwhm_keV  fwhm_percent"]
+    for c in range(er.resolution_percent.size):
+        lines.append(f"{c:7d} {er.position_keV[c]:14.1f} {er.fwhm_keV[c]:9.1f} {er.resolution_percent[c]:13.2f}")
+    return "\n".join(lines) + "\n"

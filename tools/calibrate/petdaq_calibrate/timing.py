@@ -56,8 +56,10 @@ class TimingResult:
     offsets_ticks: np.ndarray        # float solution
 
 
-def run_offline(offline, config_doc, config_path, frames, position_lut, energy_correction, work_dir):
-    """Coincidences of the frames with the given tables and no time offsets; the .plm path."""
+def run_offline(offline, config_doc, config_path, frames, position_lut, energy_correction, work_dir,
+                histograms=None):
+    """Coincidences of the frames with the given tables and no time offsets; the .plm path.
+    With `histograms`, petdaq-offline also writes the run's histogram file there."""
     doc = dict(config_doc)
     cal = dict(doc.get("calibration") or {})
     cal["position_lut"] = os.path.abspath(position_lut)
@@ -73,6 +75,8 @@ def run_offline(offline, config_doc, config_path, frames, position_lut, energy_c
     plm = os.path.join(work_dir, "prompts.plm")
     cmd = [offline, "--config", conf, "--input", os.path.abspath(frames), "--output", plm,
            "--backend", "cpu", "--quiet"]
+    if histograms:
+        cmd += ["--histograms", histograms]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True)
     except OSError as e:

@@ -71,6 +71,7 @@ function makeCharts() {
       data: { datasets: [step("singles", "#2f6fb3")] } }),
     dt: new Chart($("chart-dt"), { type: "line", options: histogramOptions("prompt Δt", "ps"),
       data: { datasets: [step("prompts", "#1d2330"), step("delayed", "#c0262d")] } }),
+    ...figureCharts(),
   };
 }
 
@@ -279,6 +280,61 @@ function onHistograms(m) {
     charts.dt.data.datasets[1].data = m.dt_delayed ? steps(m.dt_delayed) : [];
     charts.dt.options.scales.x.title.text = m.dt_prompt.unit;
     charts.dt.update("none");
+  }
+  onFigures(m);
+}
+
+// The figures panel: the signed Δt on a log scale with the CTR, the energy resolution's
+// distribution over crystals and its map.
+function figureCharts() {
+  const tofOptions = histogramOptions("signed Δt = t(lower crystal) − t(higher)", "ps");
+  tofOptions.scales.y = { type: "logarithmic", min: 0.5, title: { display: true, text: "counts per bin" },
+                          ticks: { callback: (v) => si(v) } };
+  return {
+    tof: new Chart($("chart-tof"), { type: "line", options: tofOptions,
+      data: { datasets: [step("prompts", "#1d2330"), step("delayed", "#c0262d")] } }),
+    eres: new Chart($("chart-eres"), { type: "line",
+      options: histogramOptions("energy resolution over crystals", "FWHM %"),
+      data: { datasets: [step("crystals", "#2f6fb3")] } }),
+  };
+}
+
+// A map of values in [min, max] (0: none) on a canvas, linear colour scale from min to max.
+function drawValues(id, img, maxWidthPx, maxHeightPx) {
+  const span = Math.max(1, img.max - img.min);
+  drawImage(id, { width: img.width, height: img.height, total: img.values.filter((v) => v > 0).length,
+                  max: span + 1, counts: img.values.map((v) => (v > 0 ? v - img.min + 1 : 0)) },
+            maxWidthPx, maxHeightPx, 0);
+}
+
+function onFigures(m) {
+  const f = m.figures;
+  if (!f) return;
+  const c = f.ctr;
+  show("ctr-fwhm", c ? c.fwhm_ps : null, c ? `${c.fwhm_ps.toFixed(1)} ps` : undefined);
+  show("ctr-err", c ? c.fwhm_err_ps : null, c && c.fwhm_err_ps !== null ? `${c.fwhm_err_ps.toFixed(1)} ps` : undefined);
+  show("ctr-centre", c ? c.centre_ps : null, c ? `${c.centre_ps.toFixed(1)} ps` : undefined);
+  const e = f.energy_resolution, g = e.global;
+  show("eres-global", g ? g.percent : null, g ? `${g.percent.toFixed(2)} %` : undefined);
+  show("eres-err", g ? g.err_percent : null, g && g.err_percent !== null ? `${g.err_percent.toFixed(2)} %` : undefined);
+  show("eres-peak", g ? g.position_keV : null, g ? `${g.position_keV.toFixed(1)} keV` : undefined);
+  show("eres-fitted", e.crystals_fitted, `${e.crystals_fitted} / ${e.crystals}`);
+  show("eres-median", e.median_percent, e.median_percent !== null ? `${e.median_percent.toFixed(2)} %` : undefined);
+  $("ctr-note").dataset.signed = String(f.signed_tof);
+  if (!f.signed_tof) $("ctr-note").textContent = "No signed Δt in these histograms (petdaqd older than histogram file version 3): no CTR.";
+  if (e.map) {
+    drawValues("img-eres-map", e.map, 1000, 256);
+    $("eres-map-range").textContent = e.map.max > 0
+      ? `${(e.map.min / 100).toFixed(2)} % (dark) to ${(e.map.max / 100).toFixed(2)} % (bright)` : "none fitted";
+  }
+  if (charts) {
+    // Empty bins at 0.5 on the log scale.
+    const logSteps = (h) => (h ? steps(h).map((p) => ({ x: p.x, y: Math.max(p.y, 0.5) })) : []);
+    charts.tof.data.datasets[0].data = logSteps(m.tof_prompt);
+    charts.tof.data.datasets[1].data = logSteps(m.tof_delayed);
+    charts.tof.update("none");
+    charts.eres.data.datasets[0].data = steps(e.distribution);
+    charts.eres.update("none");
   }
 }
 
