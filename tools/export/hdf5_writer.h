@@ -1,5 +1,6 @@
 // HDF5 output (docs/export.md): prompts and delayed as chunked, compressed compound datasets
-// (the 32-byte record of DESIGN section 5), the message headers, the file header and settings
+// (the 32-byte record of DESIGN section 5), singles where the input records them (the
+// 16-byte single of DESIGN section 4), the message headers, the file header and settings
 // as attributes, counts from the file, and the scanner geometry (crystal id -> ring, sector,
 // position in mm), and histogram files or `histograms` messages (DESIGN section 7) as one
 // dataset per histogram with its unit and bin edges as attributes.
@@ -42,6 +43,8 @@ class Hdf5Writer {
   Hdf5Writer(const std::filesystem::path& file, const PlmHeader& header, const Settings& settings,
              const std::string& config_text, int compression_level);
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
+  // A singles message (kind 3): its singles go to the `singles` dataset, made at the first.
+  void add_singles(const MessageHeader& m, const Single* singles, std::size_t n);
   // A histogram file's bytes (or a `histograms` message body); the latest per run is written
   // by finish(). Throws HistogramFileError (what() says why) and keeps nothing if refused.
   void add_histograms(std::vector<std::uint8_t> bytes);
@@ -56,12 +59,16 @@ class Hdf5Writer {
     std::uint64_t written = 0;
   };
   void flush(Stream& s);
+  void flush_singles();
 
   std::filesystem::path path_;
   Settings settings_;
   H5Handle file_;
   H5Handle record_mem_type_, record_file_type_;
   Stream prompts_, delayed_;
+  H5Handle singles_dataset_, single_mem_type_, single_file_type_;
+  std::vector<Single> singles_buffer_;
+  std::uint64_t singles_written_ = 0, single_messages_ = 0;
   std::vector<MessageHeader> messages_;
   std::uint64_t from_multiple_[2] = {};
   std::map<std::uint64_t, std::vector<std::uint8_t>> histograms_;  // by run_id
