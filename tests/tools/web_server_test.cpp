@@ -36,7 +36,7 @@ TEST(WebServer, CommandLine) {
   for (const char* option : {"--config", "--endpoint", "--listen", "--stale-after-s", "--version"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
   EXPECT_EQ(run_command({web(), "--version"}, dir / "o", dir / "e"), 0);
-  EXPECT_NE(read_text(dir / "o").find("petdaq-web 0."), std::string::npos);
+  EXPECT_NE(read_text(dir / "o").find("petdaq-web (petdaq) 0."), std::string::npos);
   // Usage errors: exit 2, naming the option.
   for (const auto& [args, name] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--listen", "localhost"}, "--listen"},
