@@ -375,7 +375,7 @@ stream:
                 wait_for(lambda: rates.counter("out.zmq_subscriptions") >= 5, 30,
                          "every subscription at petdaqd")
                 replay = subprocess.run([tool("petdaq-replay"), frames, "--to", f"127.0.0.1:{port}",
-                                         "--config", config, "--rate", "1000000", "--quiet"],
+                                         "--config", config, "--rate", "500000", "--quiet"],
                                         capture_output=True, text=True, timeout=120)
                 self.assertEqual(replay.returncode, 0, replay.stderr + log())
                 frame_count = os.path.getsize(frames) // 16
@@ -516,7 +516,7 @@ backend: cpu
                 rates = RatesReader(endpoint)
                 wait_for(lambda: rates.counter("rx.frames") >= 0 and rates.last, 30, "a rates document")
                 subprocess.run([tool("petdaq-replay"), frames, "--to", f"127.0.0.1:{port}",
-                                "--config", config, "--rate", "2000000", "--loop", "3", "--quiet"],
+                                "--config", config, "--rate", "1000000", "--loop", "3", "--quiet"],
                                check=True, capture_output=True, timeout=120)
                 frame_count = 3 * (os.path.getsize(frames) // 16)
                 wait_for(lambda: rates.counter("rx.frames") >= frame_count, 30, "every frame received")
