@@ -11,7 +11,8 @@ from . import __version__
 
 
 def version_line(prog):
-    return f"{prog} (petdaq) {__version__}"
+    # A subcommand's parser ("petdaq-calibrate energy") prints the program's line.
+    return f"{prog.split()[0]} (petdaq) {__version__}"
 
 
 def _option_strings(parser):
