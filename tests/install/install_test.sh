@@ -40,7 +40,10 @@ if /usr/bin/python3 -c "import numpy, scipy, yaml, matplotlib" 2> /dev/null; the
 fi
 # Man pages, generated at build time when help2man is there.
 if command -v help2man > /dev/null; then
-  pages="petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export petdaq-qa petdaq-calibrate"
+  pages="petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export"
+  # The Python programs' pages are made where they run (their modules installed).
+  /usr/bin/python3 -c "import numpy, scipy, yaml, matplotlib" 2> /dev/null \
+    && pages="$pages petdaq-qa petdaq-calibrate"
   [ -e "$dest/$bindir/petdaq-web" ] && pages="$pages petdaq-web"
   for page in $pages; do
     grep -q '^\.TH' "$dest/$prefix/share/man/man1/$page.1" 2>/dev/null \

@@ -48,7 +48,12 @@ function(petdaq_cli_script name file description)
   set_property(GLOBAL APPEND PROPERTY PETDAQ_CLI_SCRIPTS ${file})
   install(FILES ${PROJECT_SOURCE_DIR}/tools/common/petdaq-completion.bash
           DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${name})
-  if(PETDAQ_HELP2MAN)
+  # help2man runs the program at build time: only where it runs here (its Python modules).
+  execute_process(COMMAND ${file} --version RESULT_VARIABLE runs OUTPUT_QUIET ERROR_QUIET)
+  if(PETDAQ_HELP2MAN AND NOT runs EQUAL 0)
+    message(STATUS "petdaq: no man page for ${name} (it does not run here: its Python modules?)")
+  endif()
+  if(PETDAQ_HELP2MAN AND runs EQUAL 0)
     set(page ${CMAKE_BINARY_DIR}/man/${name}.1)
     add_custom_command(OUTPUT ${page}
       COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
