@@ -345,6 +345,7 @@ stream:
             rec_err_path = os.path.join(d, "rec.err")
             rec_err = open(rec_err_path, "w")
             recorder = None
+            example = None
             rates = None
             try:
                 def log():
@@ -371,8 +372,20 @@ stream:
                         pass
                 listener = threading.Thread(target=listen, daemon=True)
                 listener.start()
-                # rates (1) + petdaq-record (3 topics) + the Python subscriber (1).
-                wait_for(lambda: rates.counter("out.zmq_subscriptions") >= 5, 30,
+                # The example a new user starts from, on the singles topic.
+                example_out = os.path.join(d, "example.out")
+                example_err = os.path.join(d, "example.err")
+                with open(example_out, "w") as out, open(example_err, "w") as err:
+                    example = subprocess.Popen(
+                        ["/usr/bin/python3", os.path.join(SOURCE, "tools", "examples", "subscribe.py"),
+                         "--endpoint", endpoint, "--topic", "singles", "--timeout-s", "60"],
+                        stdout=out, stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+                def example_singles():
+                    with open(example_out) as f:
+                        return sum(int(m) for m in re.findall(r" records=(\d+)", f.read()))
+                # rates (1) + petdaq-record (3 topics) + the two Python subscribers (1 each).
+                wait_for(lambda: rates.counter("out.zmq_subscriptions") >= 6, 30,
                          "every subscription at petdaqd")
                 replay = subprocess.run([tool("petdaq-replay"), frames, "--to", f"127.0.0.1:{port}",
                                          "--config", config, "--rate", "500000", "--quiet"],
@@ -403,10 +416,18 @@ stream:
 
                 wait_for(lambda: sum(len(b.records) for b in list(batches)) >= accepted, 30,
                          "the Python subscriber to receive every single")
+                wait_for(lambda: example_singles() >= accepted, 30, "subscribe.py to print every single")
+                example.send_signal(signal.SIGINT)
+                self.assertEqual(example.wait(timeout=20), 0)
+                self.assertEqual(example_singles(), accepted)
+                with open(example_err) as f:
+                    self.assertNotIn("skipped", f.read())
+                with open(example_out) as f:
+                    self.assertIn(" first: time=", f.read())
                 self.assertEqual(failure, [])
                 batches = list(batches)
             finally:
-                for p in (daemon, recorder):
+                for p in (daemon, recorder, example):
                     if p is not None and p.poll() is None:
                         p.kill()
                         p.wait()
