@@ -183,7 +183,7 @@ struct CpuBackend::Impl {
     bdm_energy_rejected.resize(bdm_count);
     if (s.output.histograms.enabled)
       histograms = std::make_unique<HistogramSet>(make_histogram_layout(s));
-    if (s.output.singles.enabled) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
+    if (s.output.wants_singles()) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
     ParallelEngine::Sizes sizes = engine_sizes(s, options);
     sizes.record_capacity = record_capacity;
     if (histograms) sizes.histograms = &histograms->layout();

@@ -109,7 +109,8 @@ Shape shape_of(Hist h, const HistogramLayout& l, double tick_ps) {
     case Hist::rate_prompts:
     case Hist::rate_delayed:
       s.dims[0] = l.rate_bins;
-      s.width = static_cast<double>(l.rate_bin_ticks) * tick_ps * 1e-12;
+      // ticks × ps ÷ 1e12 (not × 1e-12): a rate bin of 100 ms reads 0.1 s, not 0.09999999999999999
+      s.width = static_cast<double>(l.rate_bin_ticks) * tick_ps / 1e12;
       break;
     case Hist::energy_keV:
       s.rank = 2;
@@ -294,8 +295,15 @@ std::uint64_t HistogramSet::sum(Hist h) const {
   return total;
 }
 
+CounterBase counter_base(const Counters& counters) {
+  CounterBase base{};
+  for (std::size_t i = 0; i < kCounterCount; ++i) base[i] = counters.get(static_cast<Counter>(i));
+  return base;
+}
+
 std::string histogram_metadata_json(const Settings& s, std::uint64_t run_id,
-                                    std::string_view backend, const Counters* counters) {
+                                    std::string_view backend, const Counters* counters,
+                                    const CounterBase* run_base) {
   const ScannerSettings& sc = s.scanner;
   std::string o = "{\"run_id\":" + std::to_string(run_id) + ",\"backend\":";
   json_string(o, backend);
@@ -327,15 +335,22 @@ std::string histogram_metadata_json(const Settings& s, std::uint64_t run_id,
   std::error_code ec;
   const std::filesystem::path lut = std::filesystem::absolute(s.calibration.position_lut, ec);
   json_string(o, (ec ? s.calibration.position_lut : lut).string());
-  if (counters) {
-    o += ",\"counters\":{";
+  auto write_counters = [&](const char* key, const CounterBase* base) {
+    o += ",\"";
+    o += key;
+    o += "\":{";
     for (std::size_t i = 0; i < kCounterCount; ++i) {
       const auto c = static_cast<Counter>(i);
       if (i) o += ',';
       json_string(o, counter_name(c));
-      o += ':' + std::to_string(counters->get(c));
+      const std::uint64_t v = counters->get(c);
+      o += ':' + std::to_string(base ? v - std::min(v, (*base)[i]) : v);
     }
     o += '}';
+  };
+  if (counters) {
+    write_counters("counters", run_base);
+    if (run_base) write_counters("counters_since_start", nullptr);
   }
   o += '}';
   return o;

@@ -205,6 +205,7 @@ PETDAQ_HD void histogram_record(const CoincRecord& r, bool delayed, const Histog
 
 // ---- host side: the CPU's accumulation, the file and message body, and their reader ----
 
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
@@ -212,6 +213,7 @@ PETDAQ_HD void histogram_record(const CoincRecord& r, bool delayed, const Histog
 #include <string_view>
 #include <vector>
 
+#include "core/counters.h"
 #include "proto/histogram_file.h"
 
 namespace petdaq {
@@ -251,10 +253,18 @@ class HistogramSet {
   std::unique_ptr<std::uint8_t[], FreeDeleter> bins_;
 };
 
+// Every counter's value at the start of a run: a run's histogram file carries the run's own
+// counts (the counters minus these), so that its sums match its bins (DESIGN section 7).
+using CounterBase = std::array<std::uint64_t, kCounterCount>;
+CounterBase counter_base(const Counters& counters);
+
 // The JSON document of a histogram file: run, backend, geometry, windows, bin settings,
-// the position table's path and, when given, every counter.
+// the position table's path and, when given, every counter: with `run_base`, `counters`
+// holds the run's counts (each counter minus its value at the run's start) and
+// `counters_since_start` the totals; without, `counters` holds the totals.
 std::string histogram_metadata_json(const Settings& settings, std::uint64_t run_id,
-                                    std::string_view backend, const Counters* counters);
+                                    std::string_view backend, const Counters* counters,
+                                    const CounterBase* run_base = nullptr);
 
 // The acquisition time that bins cover, in ticks: [first_tick, end_tick); empty when the
 // caller does not know it.

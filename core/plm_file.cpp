@@ -273,20 +273,67 @@ std::size_t PlmReader::read_some(void* data, std::size_t bytes) {
 }
 
 bool PlmReader::next(MessageHeader& header, std::vector<CoincRecord>& records) {
-  return read_message(header, records, false);
+  return read_coincidences(header, records, false);
 }
 
 bool PlmReader::next_complete(MessageHeader& header, std::vector<CoincRecord>& records) {
-  return read_message(header, records, true);
+  return read_coincidences(header, records, true);
 }
 
-bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& records,
+bool PlmReader::next_message(MessageHeader& header, std::vector<std::uint8_t>& body,
                              bool tolerate_tail) {
+  std::size_t want = 0;
+  if (!read_header(header, want, tolerate_tail)) return false;
+  body.resize(want);
+  return read_body(body.data(), want, tolerate_tail);
+}
+
+std::uint64_t PlmReader::skipped_messages() const {
+  std::uint64_t n = 0;
+  for (const auto& [kind, count] : skipped_) n += count;
+  return n;
+}
+
+bool PlmReader::read_coincidences(MessageHeader& header, std::vector<CoincRecord>& records,
+                                  bool tolerate_tail) {
+  for (;;) {
+    std::size_t want = 0;
+    if (!read_header(header, want, tolerate_tail)) return false;
+    if (header.kind == static_cast<std::uint16_t>(MessageKind::prompts) ||
+        header.kind == static_cast<std::uint16_t>(MessageKind::delayed)) {
+      records.resize(header.record_count);
+      return read_body(records.data(), want, tolerate_tail);
+    }
+    // Another kind (singles, or one this build does not know): skipped and counted.
+    std::uint8_t scratch[1 << 14];
+    for (std::size_t left = want; left > 0;) {
+      const std::size_t n = std::min(left, sizeof scratch);
+      if (!read_body(scratch, n, tolerate_tail)) return false;
+      left -= n;
+    }
+    ++skipped_[header.kind];
+  }
+}
+
+std::size_t plm_record_size(std::uint16_t kind) {
+  switch (static_cast<MessageKind>(kind)) {
+    case MessageKind::prompts:
+    case MessageKind::delayed:
+      return sizeof(CoincRecord);
+    case MessageKind::singles:
+      return sizeof(Single);
+    default:
+      return 0;
+  }
+}
+
+bool PlmReader::read_header(MessageHeader& header, std::size_t& want, bool tolerate_tail) {
   const std::uint64_t at = offset_;
   std::uint8_t bytes[kMessageHeaderBytes];
   const std::size_t got = read_some(bytes, sizeof bytes);
   if (got == 0) return false;
   partial_tail_offset_ = at;
+  message_bytes_ = got;
   const std::string where = path_.string() + ": message at byte " + std::to_string(at);
   if (got != sizeof bytes) {
     if (tolerate_tail) {
@@ -301,14 +348,11 @@ bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& re
   if (header.version != kMessageVersion)
     throw PlmError(where + ": message version " + std::to_string(header.version) +
                    " is not supported");
-  if (header.kind != static_cast<std::uint16_t>(MessageKind::prompts) &&
-      header.kind != static_cast<std::uint16_t>(MessageKind::delayed))
-    throw PlmError(where + ": kind " + std::to_string(header.kind) +
-                   " (a list-mode file holds prompts (1) and delayed (2) only)");
-  if (header.record_size != sizeof(CoincRecord))
-    throw PlmError(where + ": record size " + std::to_string(header.record_size) + ", expected " +
-                   std::to_string(sizeof(CoincRecord)));
-  const std::size_t want = std::size_t{header.record_count} * sizeof(CoincRecord);
+  const std::size_t record_size = plm_record_size(header.kind);
+  if (record_size != 0 && header.record_size != record_size)
+    throw PlmError(where + ": record size " + std::to_string(header.record_size) + " for kind " +
+                   std::to_string(header.kind) + ", expected " + std::to_string(record_size));
+  want = std::size_t{header.record_count} * header.record_size;
   if (tolerate_tail && want > file_bytes_ - std::min(file_bytes_, offset_)) {
     // A file being written has grown since it was opened.
     std::error_code ec;
@@ -325,17 +369,20 @@ bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& re
     throw PlmError(where + ": truncated records (" + std::to_string(left) + " of " +
                    std::to_string(want) + " bytes)");
   }
-  records.resize(header.record_count);
-  const std::size_t body = read_some(records.data(), want);
-  if (body != want) {
-    if (tolerate_tail) {
-      partial_tail_bytes_ = kMessageHeaderBytes + body;
-      return false;
-    }
-    throw PlmError(where + ": truncated records (" + std::to_string(body) + " of " +
-                   std::to_string(want) + " bytes)");
-  }
   return true;
+}
+
+bool PlmReader::read_body(void* data, std::size_t bytes, bool tolerate_tail) {
+  const std::size_t got = read_some(data, bytes);
+  message_bytes_ += got;
+  if (got == bytes) return true;
+  if (tolerate_tail) {
+    partial_tail_bytes_ = message_bytes_;
+    return false;
+  }
+  throw PlmError(path_.string() + ": message at byte " + std::to_string(partial_tail_offset_) +
+                 ": truncated records (" + std::to_string(message_bytes_ - kMessageHeaderBytes) +
+                 " bytes)");
 }
 
 // ---- PlmSink ----

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -124,21 +125,34 @@ class PlmReader {
   PlmReader& operator=(const PlmReader&) = delete;
 
   const PlmHeader& header() const { return header_; }
-  // Reads the next message into `header` and `records` (resized to its record count).
-  // Returns false at a clean end of file; throws PlmError on a truncated message, a bad
-  // magic or version, a kind other than prompts/delayed or a record size other than 32.
+  // Reads the next coincidence message (prompts or delayed) into `header` and `records`
+  // (resized to its record count). Messages of other kinds (singles, or kinds this build
+  // does not know) are skipped and counted in skipped(). Returns false at a clean end of
+  // file; throws PlmError on a truncated message, a bad magic or version, or a record size
+  // other than its kind's (32 for coincidences, 16 for singles).
   bool next(MessageHeader& header, std::vector<CoincRecord>& records);
   // Like next(), but a message cut short by the end of the file (a file still being
   // written) ends the reading instead of throwing; partial_tail_bytes() then says how many
   // bytes of it there were. Anything else wrong still throws.
   bool next_complete(MessageHeader& header, std::vector<CoincRecord>& records);
+  // The next message of any kind, its body as bytes (record_count × record_size); with
+  // `tolerate_tail` as next_complete(), else as next().
+  bool next_message(MessageHeader& header, std::vector<std::uint8_t>& body, bool tolerate_tail);
+  // Messages next()/next_complete() skipped, by kind, and in all.
+  const std::map<std::uint16_t, std::uint64_t>& skipped() const { return skipped_; }
+  std::uint64_t skipped_messages() const;
   std::uint64_t partial_tail_bytes() const { return partial_tail_bytes_; }
   std::uint64_t partial_tail_offset() const { return partial_tail_offset_; }
   std::uint64_t offset() const { return offset_; }
 
  private:
   std::size_t read_some(void* data, std::size_t bytes);
-  bool read_message(MessageHeader& header, std::vector<CoincRecord>& records, bool tolerate_tail);
+  bool read_coincidences(MessageHeader& header, std::vector<CoincRecord>& records,
+                         bool tolerate_tail);
+  // A message's header, checked; `want` is its body's size. False at the end or at a
+  // partial tail (tolerate_tail).
+  bool read_header(MessageHeader& header, std::size_t& want, bool tolerate_tail);
+  bool read_body(void* data, std::size_t bytes, bool tolerate_tail);
 
   std::filesystem::path path_;
   std::FILE* file_ = nullptr;
@@ -148,7 +162,13 @@ class PlmReader {
   std::uint64_t file_bytes_ = 0;
   std::uint64_t partial_tail_bytes_ = 0;
   std::uint64_t partial_tail_offset_ = 0;
+  std::uint64_t message_bytes_ = 0;  // of the message being read
+  std::map<std::uint16_t, std::uint64_t> skipped_;
 };
+
+// The record size of a message kind a .plm file holds (32 for coincidences, 16 for
+// singles); 0 for a kind the readers do not decode (skipped, whatever its record size).
+std::size_t plm_record_size(std::uint16_t kind);
 
 // A ResultSink that writes each slice as one prompts message and, when delayed windows are
 // enabled, one delayed message (empty slices included, so batches tile time), on a writer

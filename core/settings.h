@@ -170,6 +170,7 @@ struct FileSinkSettings {
   bool enabled = false;
   std::filesystem::path directory = "/var/lib/petdaq";
   std::uint64_t rotate_bytes = 1ull << 30;
+  bool singles = false;  // the slices' singles too, as kind-3 messages (DESIGN section 7)
 
   bool operator==(const FileSinkSettings&) const = default;
 };
@@ -204,6 +205,9 @@ struct SinglesOutputSettings {
 };
 
 struct OutputSettings {
+  // The backend hands out each slice's singles: for the `singles` topic or the file sink.
+  bool wants_singles() const { return singles.enabled || (file.enabled && file.singles); }
+
   ZmqSettings zmq;
   FileSinkSettings file;
   double rates_interval_ms = 1000.0;

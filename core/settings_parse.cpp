@@ -227,8 +227,12 @@ template <class RotatedFiles>
 void parse_rotated_files(Reader& r, const YAML::Node& output, const char* key,
                          const std::filesystem::path& base_dir, RotatedFiles& out) {
   const std::string P = std::string("output.") + key;
-  auto n = r.section(output, "output", key, {"enabled", "directory", "rotate_bytes"});
+  constexpr bool kHasSingles = requires { out.singles; };  // output.file only
+  auto n = kHasSingles
+               ? r.section(output, "output", key, {"enabled", "directory", "rotate_bytes", "singles"})
+               : r.section(output, "output", key, {"enabled", "directory", "rotate_bytes"});
   r.boolean(n, P, "enabled", out.enabled);
+  if constexpr (kHasSingles) r.boolean(n, P, "singles", out.singles);
   std::string dir;
   r.string(n, P, "directory", dir);
   if (!dir.empty()) out.directory = resolve(dir, base_dir);

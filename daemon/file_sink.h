@@ -1,7 +1,9 @@
 // The optional list-mode file sink (output.file): the coincidence messages exactly as
-// published, in .plm files rotated at output.file.rotate_bytes. It writes on the worker's
-// thread, one whole message at a time. When the disk refuses a write (full, quota, I/O
-// error) the file is cut back to its last whole message and closed, the error is counted in
+// published (and with output.file.singles each slice's singles message), in .plm files
+// rotated at output.file.rotate_bytes. It writes on the worker's thread, one whole message
+// at a time, each flushed to the file at once: a file is complete at every message. When
+// the disk refuses a write (full, quota, I/O error) the file is cut back to its last whole
+// message and closed, the error is counted in
 // out.file_errors, and from then on messages are dropped and counted in
 // out.file_dropped_bytes while a new file is tried every `retry_after`; the ZeroMQ output
 // goes on meanwhile.
@@ -29,6 +31,10 @@ class FileSink {
 
   void write(const MessageHeader& header, const void* records, std::size_t bytes);
   void close();
+  // The file being written (empty while there is none): names a run's .pdh after it.
+  std::filesystem::path current_file() const {
+    return writer_ ? writer_->path() : std::filesystem::path();
+  }
 
  private:
   void open_next();

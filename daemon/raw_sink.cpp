@@ -59,6 +59,7 @@ void RawSink::write(const RawFrame* frames, std::size_t count) {
     const std::size_t written = std::fwrite(frames, kFrameBytes, n, file_);
     counters_.add(Counter::out_raw_bytes, written * kFrameBytes);
     frames_in_file_ += written;
+    unflushed_ = unflushed_ || written > 0;
     frames += written;
     count -= written;
     if (written != n) {
@@ -68,6 +69,14 @@ void RawSink::write(const RawFrame* frames, std::size_t count) {
     if (frames_in_file_ == rotate_frames_) close();
   }
   if (count > 0) counters_.add(Counter::out_raw_lost_frames, count);
+}
+
+void RawSink::flush_if_due(Clock::time_point now) {
+  if (!unflushed_ || !file_ || now - last_flush_ < kFlushInterval) return;
+  last_flush_ = now;
+  unflushed_ = false;
+  // Whole frames: the buffer only ever holds whole 16-byte frames past the last flush.
+  if (std::fflush(file_) != 0) fail("write failed");
 }
 
 void RawSink::close() {

@@ -4,9 +4,13 @@
 // frames reach the slicer, and never skips a frame: a disk that cannot keep up slows the
 // worker, and the receivers count what the full ring refuses (rx.ring_full). If the disk
 // refuses a write, the error is logged, the sink stops and every frame it no longer writes
-// is counted in out.raw_lost_frames (the coincidence output goes on).
+// is counted in out.raw_lost_frames (the coincidence output goes on). What it buffered
+// reaches the file within kFlushInterval (flush_if_due, from the worker's loop), so a file
+// holds every frame received up to a fraction of a second ago, whole frames, even if the
+// daemon dies.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -27,7 +31,12 @@ class RawSink {
   RawSink(const RawSink&) = delete;
   RawSink& operator=(const RawSink&) = delete;
 
+  using Clock = std::chrono::steady_clock;
+  static constexpr Clock::duration kFlushInterval = std::chrono::milliseconds(200);
+
   void write(const RawFrame* frames, std::size_t count);
+  // Hands the buffered frames to the file when the last flush is kFlushInterval old.
+  void flush_if_due(Clock::time_point now);
   // Flushes and closes the current file; a later write() opens the next one.
   void close();
   const std::filesystem::path& current_file() const { return path_; }
@@ -45,6 +54,8 @@ class RawSink {
   std::uint64_t frames_in_file_ = 0;
   std::uint64_t file_index_ = 0;
   bool failed_ = false;
+  bool unflushed_ = false;  // frames written to the buffer since the last flush
+  Clock::time_point last_flush_{};
 };
 
 }  // namespace petdaq::daemon

@@ -66,6 +66,8 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
   engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this,
                                      counters_, phases_, arena_);
   publish_delayed_ = publishes_delayed(settings);
+  publish_singles_ = settings.output.singles.enabled;
+  file_singles_ = settings.output.file.enabled && settings.output.file.singles;
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
   if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
   watchdog_interval_ = watchdog_interval();
@@ -229,6 +231,8 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
   if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
+  // The run's .pdh is named after the .plm file its first message goes to.
+  if (file_ && run_file_stem_.empty()) run_file_stem_ = file_->current_file().stem().string();
   run_slice_end_ = result.t_end;
   const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
   const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
@@ -240,9 +244,11 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
     if (file_) file_->write(delayed, result.delayed, delayed_bytes);
   }
-  if (result.singles) {  // singles topic (output.singles.enabled)
+  if (result.singles) {  // output.singles.enabled and/or output.file.singles
     const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
-    publisher_.send(topic::singles, singles, result.singles, result.single_count * sizeof(Single));
+    const std::size_t single_bytes = result.single_count * sizeof(Single);
+    if (publish_singles_) publisher_.send(topic::singles, singles, result.singles, single_bytes);
+    if (file_ && file_singles_) file_->write(singles, result.singles, single_bytes);
   }
   // The pieces the backend wrote this slice into are the messages' now (or free).
   if (arena_)
@@ -265,6 +271,9 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                  stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
+  // The next run's histograms count from here; so do its counters in them.
+  run_counter_base_ = counter_base(counters_);
+  run_file_stem_.clear();
   run_first_prompt_.reset();
   run_slice_end_ = 0;
   rates_horizon_ = 0;
@@ -338,6 +347,10 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
     // The run of the last delivered slice: the run the backend's bins belong to.
     publish_histograms(last_run_, false);
   }
+  if (raw_) {
+    PhaseScope p(&phases_, Phase::raw_capture);
+    raw_->flush_if_due(now);
+  }
 }
 
 // The `histograms` message of the running backend (DESIGN section 7); at the end of a run
@@ -348,7 +361,8 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   const HistogramSet* h = engine_->timed->histograms();
   if (!h) return;
   encode_histogram_file(*h, s, run_id,
-                        histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_),
+                        histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_,
+                                                &run_counter_base_),
                         histogram_bytes_,
                         run_first_prompt_ ? HistogramSpan{*run_first_prompt_, run_slice_end_}
                                           : HistogramSpan{});
@@ -360,7 +374,12 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
   publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
   if (write_file && s.output.file.enabled) {
-    const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdh", run_id));
+    // Beside the .plm that holds the run's first message, named after it; a run that
+    // published nothing gets a name of its own.
+    const auto path = run_file_stem_.empty()
+                          ? stamped_file(s.output.file.directory, fmt::format("run{}.pdh", run_id))
+                          : s.output.file.directory /
+                                fmt::format("{}-run{}.pdh", run_file_stem_, run_id);
     try {
       write_histogram_file(path, histogram_bytes_);
       spdlog::info("histograms of run {}: {}", run_id, path.string());

@@ -16,6 +16,7 @@
 
 #include "core/calibration.h"
 #include "core/counters.h"
+#include "core/histograms.h"
 #include "core/phase_timer.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -86,6 +87,10 @@ class Worker final : public ResultSink {
   std::unique_ptr<RawSink> raw_;  // output.raw
   MessageBuilder builder_;
   bool publish_delayed_ = false;
+  CounterBase run_counter_base_{};  // the counters when the current run began
+  std::string run_file_stem_;       // the .plm holding the run's first message (its .pdh's name)
+  bool publish_singles_ = false;  // output.singles.enabled: the `singles` topic
+  bool file_singles_ = false;     // output.file.singles: kind-3 messages in the .plm files
   std::uint64_t run_base_ = first_run_id();
   std::uint64_t last_run_ = run_base_;
 

@@ -87,7 +87,7 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     PETDAQ_CUDA_CHECK(cudaMemset(d_histograms_.get(), 0, histogram_layout_.bytes));
     h_histograms_ = std::make_unique<HistogramSet>(histogram_layout_);
   }
-  singles_out_ = s.output.singles.enabled;
+  singles_out_ = s.output.wants_singles();
   for (Slot& slot : slots_) {
     if (singles_out_) {
       slot.d_singles = make_device<Single>(sort_capacity_);

@@ -3,8 +3,13 @@
 # the default scanner, replay it over UDP on loopback into petdaqd in real time while the
 # live rates print, record what petdaqd publishes, then process the same file offline and
 # check that the daemon published exactly the same coincidences with nothing dropped; last,
-# a QA report (plots and an HTML page) from the acquisition's histograms.
-#   tools/demo.sh [BUILD_DIR]    (environment: DEMO_MBQ, DEMO_SECONDS, DEMO_SPEED, DEMO_WEB_LISTEN)
+# a QA report (plots and an HTML page) from the acquisition's histograms. petdaqd runs with
+# its histograms on, and the live page (petdaq-web) stays up with the run's last rates and
+# histograms until you stop the demo (Enter or Ctrl-C; at once when not run from a terminal).
+#   tools/demo.sh [BUILD_DIR]
+# environment: DEMO_MBQ, DEMO_SECONDS, DEMO_SPEED, DEMO_WEB_LISTEN (127.0.0.1:8080),
+#   DEMO_UDP (petdaqd's UDP input, 127.0.0.1:5600), DEMO_ZMQ (its ZeroMQ endpoint,
+#   tcp://127.0.0.1:5556)
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -24,7 +29,23 @@ if [[ ! -f $acq/frames.bin ]]; then
   "$bin/petdaq-sim" --config config/petdaq.yaml --output-dir "$acq" --duration-s "$seconds" \
     --activity-MBq "$mbq" --seed 1
 fi
-config=$acq/petdaq.yaml
+# The daemon's configuration: the defaults (config/petdaq.yaml) with this acquisition's
+# tables, the demo's ports and the live histograms on.
+config=$dir/demo.yaml
+tables=$(realpath "$acq")
+cat > "$config" <<EOF
+calibration:
+  position_lut: $tables/position_lut.npy
+  energy_correction: $tables/energy_correction.npy
+  time_offsets: $tables/time_offsets.npy
+input:
+  endpoints: ["${DEMO_UDP:-127.0.0.1:5600}"]
+output:
+  zmq:
+    endpoint: "${DEMO_ZMQ:-tcp://127.0.0.1:5556}"
+  histograms:
+    enabled: true
+EOF
 
 daemon_pid=
 record_pid=
@@ -120,4 +141,13 @@ if /usr/bin/python3 -c 'import numpy, matplotlib' 2>/dev/null; then
   echo "  open $dir/qa/index.html in a browser"
 else
   echo "  skipped: petdaq-qa needs python3-numpy and python3-matplotlib"
+fi
+
+if [[ -n $web_pid ]] && kill -0 "$web_pid" 2>/dev/null; then
+  if [[ -t 0 ]]; then
+    say "the live page stays up with the run's last rates and histograms: $url"
+    read -r -p "  press Enter (or Ctrl-C) to stop the demo " _ || true
+  else
+    echo "  (not a terminal: petdaq-web stops with the demo)"
+  fi
 fi

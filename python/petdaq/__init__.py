@@ -3,8 +3,11 @@
     import petdaq
     f = petdaq.read_plm("scan.plm")            # list-mode file (also one still being written)
     f.prompts["crystal_a"], f.delayed["dt"]    # NumPy structured arrays (RECORD)
+    f.singles["energy"]                         # SINGLE, where the file records singles
     for batch in petdaq.subscribe("tcp://127.0.0.1:5556"):
         batch.records                           # one published batch, a structured array
+    for batch in petdaq.subscribe(topics=("singles",)):   # output.singles.enabled
+        batch.records["crystal"]                # SINGLE: time, crystal, energy
     h = petdaq.read_histograms("run.pdh")      # histogram file (.pdh) of a run
     h["energy_keV"].counts, h["energy_keV"].edges, h["energy_keV"].unit, h.meta["counters"]
     from petdaq import figures                  # CTR and energy resolution (SciPy; docs/figures.md)
@@ -14,12 +17,12 @@
     hdr, ev = petdaq.read_castor("scan")       # petdaq-export's CASToR files, TOF, corrections
     x = petdaq.read_export_hdf5("scan.h5")     # its HDF5: signed Δt, corrections, live time
 
-The formats are those of docs/DESIGN.md (sections 3, 5 and 7).
+The formats are those of docs/DESIGN.md (sections 3, 4, 5 and 7).
 """
 
 __version__ = "0.1.0"
 
-from .formats import (FILE_HEADER, MESSAGE_HEADER, RECORD, KIND_PROMPTS, KIND_DELAYED,  # noqa: F401
+from .formats import (FILE_HEADER, MESSAGE_HEADER, RECORD, SINGLE, KIND_PROMPTS, KIND_DELAYED,  # noqa: F401
                       KIND_SINGLES, FLAG_DELAYED, FLAG_FROM_MULTIPLE)
 from .plm import PlmFile, read_plm  # noqa: F401
 from .histograms import HistogramFileError, read_histograms  # noqa: F401

@@ -1,4 +1,4 @@
-"""The binary layouts of DESIGN sections 5 and 7 as NumPy dtypes (all little-endian)."""
+"""The binary layouts of DESIGN sections 4, 5 and 7 as NumPy dtypes (all little-endian)."""
 
 import numpy as np
 
@@ -13,6 +13,14 @@ RECORD = np.dtype([
     ("flags", "<u4"),      # bit 0 delayed, bit 1 from a multiple, bits 8-15 min(k, 255)
 ])
 assert RECORD.itemsize == 32
+
+# One single, 16 bytes (DESIGN section 4): the `singles` topic and kind-3 messages in a .plm.
+SINGLE = np.dtype([
+    ("time", "<u8"),       # ticks, corrected
+    ("crystal", "<u4"),    # global crystal id (DESIGN section 3)
+    ("energy", "<f4"),     # keV
+])
+assert SINGLE.itemsize == 16
 
 # The 64-byte header of every published message and of every message in a .plm file.
 MESSAGE_HEADER = np.dtype([
@@ -34,6 +42,8 @@ FILE_MAGIC = 0x4C514450  # "PDQL"
 
 KIND_PROMPTS, KIND_DELAYED, KIND_SINGLES = 1, 2, 3
 KIND_NAMES = {KIND_PROMPTS: "prompts", KIND_DELAYED: "delayed", KIND_SINGLES: "singles"}
+# The record layout of each kind that carries records this package reads.
+KIND_DTYPES = {KIND_PROMPTS: RECORD, KIND_DELAYED: RECORD, KIND_SINGLES: SINGLE}
 FLAG_DELAYED = 1
 FLAG_FROM_MULTIPLE = 2
 

@@ -88,6 +88,15 @@ class Geometry:
         y = r * np.sin(angle) + s * np.cos(angle)
         return np.stack([x, y, z], axis=-1)
 
+    def outward(self, crystal):
+        """Unit vector out of the ring through the crystal's panel, shape (..., 3)."""
+        c = np.asarray(crystal, dtype=np.int64)
+        angle = 2.0 * np.pi * self.sector(c) / self.bdm_transaxial
+        return np.stack([np.cos(angle), np.sin(angle), np.zeros_like(angle)], axis=-1)
+
     def lut(self):
-        """Every crystal's centre, shape (crystal_count, 3), indexed by crystal id."""
-        return self.position_mm(np.arange(self.crystal_count))
+        """The CASToR look-up table of petdaq-export --format castor: per crystal id, six
+        values: the centre x, y, z in mm and the unit vector out of the ring through its
+        panel, shape (crystal_count, 6). The centres alone: lut()[:, :3] (= position_mm)."""
+        crystals = np.arange(self.crystal_count)
+        return np.concatenate([self.position_mm(crystals), self.outward(crystals)], axis=1)

@@ -1,22 +1,24 @@
-"""Subscribing to petdaqd's coincidence batches (DESIGN section 7) with pyzmq."""
+"""Subscribing to petdaqd's coincidence and singles batches (DESIGN section 7) with pyzmq."""
 
 from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD
+from .formats import KIND_DTYPES, KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
-# The coincidence topics; the C++ side names every topic once, in proto/topics.h.
+# The record topics; the C++ side names every topic once, in proto/topics.h.
 TOPIC_PROMPTS = "coinc.prompt"
 TOPIC_DELAYED = "coinc.delayed"
+TOPIC_SINGLES = "singles"
 
 
 @dataclass
 class Batch:
-    topic: str            # "coinc.prompt" or "coinc.delayed"
+    topic: str            # "coinc.prompt", "coinc.delayed" or "singles"
     header: np.void       # MESSAGE_HEADER fields: message_id, run_id, slice_id, t_begin, ...
-    records: np.ndarray   # RECORD structured array, a zero-copy view of the received bytes
+    records: np.ndarray   # RECORD (coincidences) or SINGLE (singles) structured array, a
+                          # zero-copy view of the received bytes
     missed: int           # messages of this topic missed since the previous one (message ids)
 
     @property
@@ -25,7 +27,8 @@ class Batch:
 
 
 def decode(frames):
-    """(topic, header, records) of one three-frame coincidence message; ValueError if bad."""
+    """(topic, header, records) of one three-frame message of a record topic: RECORD for the
+    coincidence kinds, SINGLE for singles; ValueError if bad."""
     if len(frames) != 3:
         raise ValueError(f"{len(frames)} frames instead of 3")
     topic, head, body = (bytes(f) if not isinstance(f, (bytes, bytearray)) else f for f in frames)
@@ -34,15 +37,22 @@ def decode(frames):
     h = np.frombuffer(head, dtype=MESSAGE_HEADER)[0]
     if h["magic"] != MESSAGE_MAGIC or h["version"] != 1:
         raise ValueError("not a petdaq message (bad magic or version)")
+    kind = int(h["kind"])
+    dtype = KIND_DTYPES.get(kind)
+    if dtype is None:
+        raise ValueError(f"kind {kind} carries no records this reader knows")
     count, size = int(h["record_count"]), int(h["record_size"])
-    if size != RECORD.itemsize or len(body) != count * size:
+    if size != dtype.itemsize:
+        raise ValueError(f"{KIND_NAMES[kind]} records of {size} bytes, expected {dtype.itemsize}")
+    if len(body) != count * size:
         raise ValueError(f"{len(body)} bytes for {count} records of {size} bytes")
-    return topic.decode(), h, np.frombuffer(body, dtype=RECORD)
+    return topic.decode(), h, np.frombuffer(body, dtype=dtype)
 
 
 def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
               timeout_s=None, on_error=None):
-    """Yields a Batch per coincidence message petdaqd publishes at `endpoint`.
+    """Yields a Batch per message of `topics` petdaqd publishes at `endpoint`
+    (TOPIC_SINGLES needs output.singles.enabled in the daemon's configuration).
 
     Stops with TimeoutError when nothing arrives for `timeout_s` seconds (None: wait for
     ever). A malformed message is skipped and passed to `on_error(exception)` if given.

@@ -1,23 +1,26 @@
 """Reading a list-mode (.plm) file (DESIGN section 7): a 64-byte file header, then the
-coincidence messages exactly as published (message header + records, prompts and delayed)."""
+messages exactly as published (message header + records): prompts and delayed, singles where
+the writer was asked to record them, and any other kind, which is skipped and counted."""
 
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_PROMPTS, MESSAGE_HEADER,
-                      MESSAGE_MAGIC, RECORD)
+from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_DTYPES, KIND_PROMPTS,
+                      KIND_SINGLES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD, SINGLE)
 
 
 @dataclass
 class PlmFile:
     """A list-mode file read into memory."""
     header: dict             # the file header's fields (tick_ps, crystal_count, ...)
-    messages: np.ndarray     # MESSAGE_HEADER per message, in file order
+    messages: np.ndarray     # MESSAGE_HEADER per message read (skipped kinds too), in file order
     prompts: np.ndarray      # RECORD, every prompt in file order
     delayed: np.ndarray      # RECORD, every delayed coincidence in file order
     partial_tail_bytes: int  # bytes of a last message not complete yet (a file being written)
+    singles: np.ndarray = None  # SINGLE, every single in file order (empty without kind 3)
+    skipped: dict = None     # {kind: messages} of kinds this reader does not decode
 
     @property
     def tick_ps(self):
@@ -33,7 +36,8 @@ def read_plm(path):
 
     A file petdaqd or petdaq-record is still writing ends inside a message: that message is
     left out and its bytes counted in `partial_tail_bytes`. Anything else wrong (bad magic,
-    version, kind or record size) raises PlmError naming the byte offset.
+    version, record size of a known kind) raises PlmError naming the byte offset. Messages
+    of a kind this reader does not decode are skipped and counted in `skipped`.
     """
     data = np.fromfile(path, dtype=np.uint8)
     name = os.fspath(path)
@@ -57,11 +61,11 @@ def read_plm(path):
         where = f"{name}: message at byte {at}"
         if mh["magic"] != MESSAGE_MAGIC or mh["version"] != 1:
             raise PlmError(f"{where}: bad message magic or version")
-        if mh["kind"] not in (KIND_PROMPTS, KIND_DELAYED):
-            raise PlmError(f"{where}: kind {int(mh['kind'])} (prompts and delayed only)")
-        if mh["record_size"] != RECORD.itemsize:
-            raise PlmError(f"{where}: record size {int(mh['record_size'])}, expected 32")
-        body = int(mh["record_count"]) * RECORD.itemsize
+        dtype = KIND_DTYPES.get(int(mh["kind"]))
+        if dtype is not None and mh["record_size"] != dtype.itemsize:
+            raise PlmError(f"{where}: record size {int(mh['record_size'])} for kind "
+                           f"{int(mh['kind'])}, expected {dtype.itemsize}")
+        body = int(mh["record_count"]) * int(mh["record_size"])
         start = at + MESSAGE_HEADER.itemsize
         if start + body > end:
             partial = end - at
@@ -74,10 +78,15 @@ def read_plm(path):
     messages = np.array(headers, dtype=MESSAGE_HEADER)
     kinds = np.array(kinds, dtype=np.int64)
 
-    def records(kind):
+    def records(kind, dtype):
         chosen = [b for b, k in zip(bodies, kinds) if k == kind]
         if not chosen:
-            return np.zeros(0, dtype=RECORD)
-        return np.concatenate(chosen).view(RECORD)
+            return np.zeros(0, dtype=dtype)
+        return np.concatenate(chosen).view(dtype)
 
-    return PlmFile(header, messages, records(KIND_PROMPTS), records(KIND_DELAYED), partial)
+    skipped = {}
+    for k in kinds:
+        if int(k) not in KIND_DTYPES:
+            skipped[int(k)] = skipped.get(int(k), 0) + 1
+    return PlmFile(header, messages, records(KIND_PROMPTS, RECORD), records(KIND_DELAYED, RECORD),
+                   partial, records(KIND_SINGLES, SINGLE), skipped)

@@ -69,6 +69,31 @@ def main():
            [tool, "energy", "--config", a.config, "--frames", few_energy, "--output-dir", out,
             "--position-lut", os.path.join(cal, "position_lut.npy")],
            1, few_energy, "crystal", "too few counts", no_file=os.path.join(out, "energy_correction.npy"))
+    # Enough frames for every photopeak, too few for the documented 1 %: a warning (the table
+    # is written), or with --strict a refusal without a table.
+    short = write("short.bin", frames[:250000].ravel())
+    energy_short = [tool, "energy", "--config", a.config, "--frames", short, "--output-dir", out,
+                    "--position-lut", os.path.join(cal, "position_lut.npy")]
+    expect("statistics below the documented precision: a warning", energy_short, 0,
+           "warning: energy", short, "% for the worst", "times longer")
+    if os.path.exists(os.path.join(out, "energy_correction.npy")):
+        os.remove(os.path.join(out, "energy_correction.npy"))
+    else:
+        failures.append("the warned table was not written")
+    expect("statistics below the documented precision: --strict refuses", energy_short + ["--strict"],
+           1, "--strict", "% for the worst", no_file=os.path.join(out, "energy_correction.npy"))
+    timing_short = write("timing_short.bin", frames[:400000].ravel())
+    expect("time offsets below the documented precision: a warning",
+           [tool, "time-offsets", "--config", a.config, "--frames", timing_short, "--output-dir", out,
+            "--position-lut", os.path.join(cal, "position_lut.npy"),
+            "--energy-correction", os.path.join(cal, "energy_correction.npy"),
+            "--source", "cylinder", "--source-radius-mm", "10", "--source-length-mm", "20",
+            "--offline", os.path.join(a.bin, "petdaq-offline")],
+           0, "warning: time offsets", "ticks per crystal", "times longer")
+    if os.path.exists(os.path.join(out, "time_offsets.npy")):
+        os.remove(os.path.join(out, "time_offsets.npy"))
+    else:
+        failures.append("the warned time offsets were not written")
     expect("a table of the wrong shape",
            [tool, "energy", "--config", a.config, "--frames", few_energy, "--output-dir", out,
             "--position-lut", os.path.join(cal, "energy_correction.npy")],

@@ -162,6 +162,21 @@ class HistogramsTest : public ::testing::Test {
   std::vector<RawFrame> frames;
 };
 
+// The rate curves' bin width in the file is the configured one, exactly: 100 ms at 15.625 ps
+// ticks reads 0.1 s (a product with 1e-12 gave 0.09999999999999999).
+TEST_F(HistogramsTest, RateBinWidthIsTheConfiguredOneExactly) {
+  for (const double ms : {100.0, 1.0, 2.0, 250.0}) {
+    Settings s = sc.settings;
+    s.output.histograms.rate_bin_ms = ms;
+    const HistogramSet h(make_histogram_layout(s));
+    std::vector<std::uint8_t> file;
+    encode_histogram_file(h, s, 1, histogram_metadata_json(s, 1, "cpu", nullptr), file);
+    const HistogramFile f = parse_histogram_file(file.data(), file.size());
+    EXPECT_EQ(f.find("rate_singles")->width, ms / 1000.0) << ms;
+    EXPECT_EQ(f.find("rate_prompts")->width, ms / 1000.0) << ms;
+  }
+}
+
 TEST_F(HistogramsTest, LayoutFollowsTheSettings) {
   const HistogramLayout l = make_histogram_layout(sc.settings);
   EXPECT_EQ(l.crystal_count, sc.geometry().crystal_count());

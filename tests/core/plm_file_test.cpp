@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -177,6 +178,71 @@ TEST(Plm, ThreadWriterReportsAFailedWrite) {
     error = e.what();
   }
   EXPECT_NE(error.find("/dev/full: write failed"), std::string::npos) << error;
+}
+
+// Singles messages (kind 3) and kinds the reader does not know: next() skips and counts them,
+// next_message() hands every message out with its body; a singles message with another
+// record size is refused naming the kind.
+TEST(Plm, OtherKindsAreSkippedAndCountedOrReadWhole) {
+  TestScanner scanner;
+  const auto file = scanner.dir / "kinds.plm";
+  const std::vector<CoincRecord> p = {record(5, 1, 2), record(6, 2, 3)}, d = {record(7, 3, 4, 1)};
+  const std::vector<Single> singles = {{5, 1, 511.0f}, {6, 2, 480.5f}, {7, 3, 300.25f}};
+  const std::vector<std::uint8_t> other(3 * 24, 0xAB);
+  MessageBuilder builder;
+  {
+    PlmWriter writer(file, make_plm_header(scanner.settings));
+    SliceResult r = slice(0, 0, 10, p, d);
+    r.singles = singles.data();
+    r.single_count = singles.size();
+    writer.write_message(builder.build(MessageKind::prompts, 0, r), p.data(), 2 * sizeof(CoincRecord));
+    writer.write_message(builder.build(MessageKind::singles, 0, r), singles.data(),
+                         3 * sizeof(Single));
+    MessageHeader unknown;
+    unknown.kind = 9;
+    unknown.record_count = 3;
+    unknown.record_size = 24;
+    writer.write_message(unknown, other.data(), other.size());
+    writer.write_message(builder.build(MessageKind::delayed, 0, r), d.data(), sizeof(CoincRecord));
+    writer.close();
+  }
+  {
+    PlmReader reader(file);
+    MessageHeader h;
+    std::vector<CoincRecord> records;
+    ASSERT_TRUE(reader.next(h, records));
+    EXPECT_EQ(h.kind, 1u);
+    EXPECT_EQ(records.size(), 2u);
+    ASSERT_TRUE(reader.next(h, records));
+    EXPECT_EQ(h.kind, 2u);
+    ASSERT_EQ(records.size(), 1u);
+    EXPECT_TRUE(records[0] == d[0]);
+    EXPECT_FALSE(reader.next(h, records));
+    EXPECT_EQ(reader.skipped_messages(), 2u);
+    EXPECT_EQ(reader.skipped().at(3), 1u);
+    EXPECT_EQ(reader.skipped().at(9), 1u);
+  }
+  {
+    PlmReader reader(file);
+    MessageHeader h;
+    std::vector<std::uint8_t> body;
+    std::vector<std::uint16_t> kinds;
+    while (reader.next_message(h, body, false)) {
+      kinds.push_back(h.kind);
+      ASSERT_EQ(body.size(), std::size_t{h.record_count} * h.record_size);
+      if (h.kind == 3) EXPECT_EQ(std::memcmp(body.data(), singles.data(), body.size()), 0);
+      if (h.kind == 9) EXPECT_EQ(body, other);
+    }
+    EXPECT_EQ(kinds, (std::vector<std::uint16_t>{1, 3, 9, 2}));
+  }
+  // A singles message whose records are not 16 bytes: refused, naming the kind.
+  std::vector<char> bytes = file_bytes(file);
+  const std::size_t singles_at = 64 + 64 + 2 * 32;
+  bytes[singles_at + 52] = 32;
+  std::ofstream(scanner.dir / "bad.plm", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::string error = error_of(scanner.dir / "bad.plm");
+  EXPECT_NE(error.find("record size 32 for kind 3, expected 16"), std::string::npos) << error;
 }
 
 TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {

@@ -118,6 +118,7 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   EXPECT_EQ(s.output.file.enabled, d.output.file.enabled);
   EXPECT_EQ(s.output.file.directory, d.output.file.directory);
   EXPECT_EQ(s.output.file.rotate_bytes, d.output.file.rotate_bytes);
+  EXPECT_EQ(s.output.file.singles, d.output.file.singles);
   EXPECT_EQ(s.output.rates_interval_ms, d.output.rates_interval_ms);
   const auto& h = s.output.histograms;
   const auto& dh = d.output.histograms;
@@ -301,6 +302,15 @@ TEST(Settings, HistogramAndSinglesKeys) {
             "output.raw.rotate_bytes: must be in [1048576, 9223372036854775807], got 1000");
   EXPECT_EQ(parse_settings("output:\n  raw: {enabled: true, directory: cap}\n", "/data").output.raw.directory,
             std::filesystem::path("/data/cap"));
+  // output.file.singles: the file sink's singles (and the backend hands them out); the raw
+  // capture has no such key.
+  const Settings fs = parse_settings("output:\n  file: {enabled: true, singles: true}\n", "/data");
+  EXPECT_TRUE(fs.output.file.singles);
+  EXPECT_FALSE(fs.output.singles.enabled);
+  EXPECT_TRUE(fs.output.wants_singles());
+  EXPECT_FALSE(parse_settings("output:\n  file: {enabled: false, singles: true}\n", "/data")
+                   .output.wants_singles());
+  EXPECT_TRUE(contains(refusal("output:\n  raw: {singles: true}\n"), "output.raw.singles: unknown key"));
 }
 
 TEST(Settings, KeysMustBeNames) {

@@ -17,6 +17,7 @@
 #include "core/histograms.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+#include "tests/support/wait.h"
 
 namespace petdaq::test {
 namespace {
@@ -177,6 +178,15 @@ TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
     return json_counter(j, "rx.datagrams") >= datagrams.size();
   }, 30s);
   ASSERT_TRUE(rates.has_value()) << d.log();
+  // While petdaqd runs, its files already hold every frame received: the sink hands its
+  // buffer to the file at least every 0.2 s, not only at exit.
+  const auto on_disk = [&] {
+    std::uintmax_t bytes = 0;
+    for (const auto& e : std::filesystem::directory_iterator(raw_dir)) bytes += e.file_size();
+    return bytes;
+  };
+  EXPECT_TRUE(wait_until([&] { return on_disk() >= sent.size(); }, 10s))
+      << on_disk() << " of " << sent.size() << " bytes on disk while petdaqd runs";
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
   ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";

@@ -182,6 +182,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(FileSinkSettings, output.file.enabled, "output", false),
     PETDAQ_FIELD(FileSinkSettings, output.file.directory, "output", false),
     PETDAQ_FIELD(FileSinkSettings, output.file.rotate_bytes, "output", false),
+    PETDAQ_FIELD(FileSinkSettings, output.file.singles, "output", false),
 
     PETDAQ_FIELD(HistogramSettings, output.histograms.enabled, "output", false),
     PETDAQ_FIELD(HistogramSettings, output.histograms.interval_ms, "output", false),

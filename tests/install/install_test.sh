@@ -36,9 +36,25 @@ if /usr/bin/python3 -c "import numpy, yaml" 2> /dev/null; then
   [ "$rc" = 1 ] && grep -q "none.plm" "$log" \
     || { echo "installed petdaq-nema does not run (exit $rc):"; cat "$log"; exit 1; }
 fi
+# Every installed program, the Python ones included, has its completion; the installed
+# petdaq-calibrate finds its package and the petdaq package's command line.
+for p in petdaq-qa petdaq-calibrate; do
+  [ -e "$dest/$prefix/share/bash-completion/completions/$p" ] \
+    || { echo "missing completion: $p"; exit 1; }
+done
+if /usr/bin/python3 -c "import numpy, scipy, yaml, matplotlib" 2> /dev/null; then
+  v=$("$dest/$bindir/petdaq-calibrate" --version 2>&1) \
+    && case $v in "petdaq-calibrate (petdaq) "*) ;; *) false ;; esac \
+    || { echo "installed petdaq-calibrate --version: $v"; exit 1; }
+fi
 # Man pages, generated at build time when help2man is there.
 if command -v help2man > /dev/null; then
-  for page in petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export; do
+  pages="petdaqd petdaq-sim petdaq-offline petdaq-dump petdaq-export"
+  # The Python programs' pages are made where they run (their modules installed).
+  /usr/bin/python3 -c "import numpy, scipy, yaml, matplotlib" 2> /dev/null \
+    && pages="$pages petdaq-qa petdaq-calibrate"
+  [ -e "$dest/$bindir/petdaq-web" ] && pages="$pages petdaq-web"
+  for page in $pages; do
     grep -q '^\.TH' "$dest/$prefix/share/man/man1/$page.1" 2>/dev/null \
       || { echo "missing or empty man page: $prefix/share/man/man1/$page.1"; exit 1; }
   done

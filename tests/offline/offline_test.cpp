@@ -369,18 +369,29 @@ TEST(Offline, HistogramsOfEachRunGoToTheirOwnFile) {
                         "--histograms", (scanner.dir / "acq.pdh").string(), "--quiet"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("stream.runs      1"), std::string::npos) << r.out;
-  // Each file holds its own run: its totals are that run's counts (the counters in the second
-  // file are cumulative over both runs), and each run is near its batch (frames held while
-  // the reset is confirmed; no frame of the new run is a time jump, since each source's
-  // frames go on from its own latest time, DESIGN section 6).
+  // Each file holds its own run: its totals are that run's counts, and so are its counters
+  // (`counters`; `counters_since_start` are the totals over both runs), and each run is near
+  // its batch (frames held while the reset is confirmed; no frame of the new run is a time
+  // jump, since each source's frames go on from its own latest time, DESIGN section 6).
   const auto first = scanner.dir / "acq.pdh", second = scanner.dir / "acq-run1.pdh";
+  // The summary names both files.
+  EXPECT_NE(r.out.find("histograms       " + first.string() + "\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("histograms       " + second.string() + "\n"), std::string::npos) << r.out;
+  const auto since_start = [](const std::filesystem::path& file, const std::string& name) {
+    const std::vector<std::uint8_t> bytes = read_histogram_file(file);
+    const HistogramFile f = parse_histogram_file(bytes.data(), bytes.size());
+    const std::string_view all = f.metadata.substr(f.metadata.find("\"counters_since_start\""));
+    const std::string key = "\"" + name + "\":";
+    return std::stoull(std::string(all.substr(all.find(key) + key.size(), 20)));
+  };
   for (const auto& [hist, counter] : {std::pair{"crystal_singles", "single.accepted"},
                                       {"crystal_energy_rejected", "single.energy_rejected"},
                                       {"dt_prompt", "coinc.prompts"},
                                       {"dt_delayed", "coinc.delayed"}}) {
     EXPECT_EQ(histogram_sum(first, hist), file_counter(first, counter)) << hist;
-    EXPECT_EQ(histogram_sum(second, hist), file_counter(second, counter) - file_counter(first, counter))
-        << hist;
+    EXPECT_EQ(histogram_sum(second, hist), file_counter(second, counter)) << hist;
+    EXPECT_EQ(since_start(second, counter),
+              file_counter(first, counter) + file_counter(second, counter)) << counter;
   }
   const test::BatchResult a = test::batch_process(scanner, run_a);
   const test::BatchResult b = test::batch_process(scanner, run_b);

@@ -9,8 +9,12 @@ import json
 import os
 import re
 import shutil
+import signal
+import socket
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
 
 import numpy as np
@@ -33,7 +37,7 @@ def dump_records(plm):
     out = subprocess.run([tool("petdaq-dump"), plm], check=True, capture_output=True, text=True).stdout
     records = {"prompt": [], "delayed": []}
     for line in out.splitlines():
-        if line.startswith("#"):
+        if line.startswith("#") or line.startswith("single "):
             continue
         kind, _run, _slice, t, dt, a, b, ea, eb, flags = line.split()
         records[kind].append((int(t), int(dt), int(a), int(b), float(ea), float(eb), int(flags, 16)))
@@ -169,7 +173,7 @@ class Export(unittest.TestCase):
             np.testing.assert_array_equal(f["messages"]["record_count"], plm.messages["record_count"])
             # The C++ geometry equals the Python package's (two implementations of DESIGN 3).
             g = petdaq.Geometry()
-            np.testing.assert_allclose(f["geometry/crystal_position_mm"][:], g.lut(), atol=1e-9)
+            np.testing.assert_allclose(f["geometry/crystal_position_mm"][:], g.lut()[:, :3], atol=1e-9)
             np.testing.assert_array_equal(f["geometry/ring"][:], g.ring(np.arange(g.crystal_count)))
             np.testing.assert_array_equal(f["geometry/sector"][:], g.sector(np.arange(g.crystal_count)))
             self.assertIn("scanner:", f["settings"].attrs["config_yaml"].decode())
@@ -209,10 +213,16 @@ class Export(unittest.TestCase):
         self.assertEqual(header["Data mode"], "list-mode")
         self.assertEqual(int(header["Number of events"]), len(p))
         self.assertEqual(header["Data filename"], "scan.cdf")
+        # The scanner is named after its geometry, its .hscan and .lut after the name.
+        self.assertEqual(header["Scanner name"], "petdaq_12x2bdm_2x2du_13x13crystals_r80mm")
+        scanner = os.path.join(acq, header["Scanner name"])
+        with open(scanner + ".hscan") as f:
+            self.assertIn(f"scanner name: {header['Scanner name']}\n", f.read())
         g = petdaq.Geometry()
-        lut = np.fromfile(base + ".lut", dtype="<f4").reshape(-1, 6)
+        lut = np.fromfile(scanner + ".lut", dtype="<f4").reshape(-1, 6)
         self.assertEqual(len(lut), g.crystal_count)
-        np.testing.assert_allclose(lut[:, :3], g.lut(), atol=1e-4)
+        # Geometry.lut() is the same six values per crystal.
+        np.testing.assert_allclose(lut, g.lut(), atol=1e-4)
         np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
 
 
@@ -247,6 +257,360 @@ class LiveExport(unittest.TestCase):
                 np.testing.assert_array_equal(f["delayed"][:].view(petdaq.RECORD), rec.delayed)
                 np.testing.assert_array_equal(f["messages"]["message_id"], rec.messages["message_id"])
                 self.assertEqual(f.attrs["source"].decode(), endpoint)
+
+
+def wait_for(condition, limit_s, what):
+    """Polls `condition` until it holds or `limit_s` passes (then fails naming `what`)."""
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {limit_s} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def final_counter(log, name):
+    """A counter of petdaqd's "final counters" log line, or None."""
+    at = log.find("final counters:")
+    m = re.search(r" " + re.escape(name) + r"=(\d+)", log[at:]) if at >= 0 else None
+    return int(m.group(1)) if m else None
+
+
+class RatesReader:
+    """petdaqd's latest `rates` document: when every subscription arrived, every frame too."""
+
+    def __init__(self, endpoint):
+        import zmq
+        self.zmq = zmq
+        self.socket = zmq.Context.instance().socket(zmq.SUB)
+        self.socket.setsockopt(zmq.LINGER, 0)
+        self.socket.setsockopt(zmq.SUBSCRIBE, b"rates")
+        self.socket.connect(endpoint)
+        self.last = {}
+
+    def counter(self, name):
+        while True:
+            try:
+                frames = self.socket.recv_multipart(flags=self.zmq.NOBLOCK)
+            except self.zmq.Again:
+                break
+            if len(frames) == 3:
+                self.last = json.loads(frames[2])
+        return self.last.get("counters", {}).get(name, 0)
+
+    def close(self):
+        self.socket.close(linger=0)
+
+
+class LiveSingles(unittest.TestCase):
+    """petdaqd with the singles topic and the file sink's singles: the Python subscriber, the
+    file sink, petdaq-record --singles, petdaq-dump and petdaq-export all give the same
+    singles, as many as the daemon accepted; petdaq-record's file is complete while it runs."""
+
+    def test_singles_live_on_disk_and_in_python(self):
+        try:
+            import zmq  # noqa: F401
+        except ImportError:
+            self.skipTest("pyzmq (python3-zmq) missing")
+        for name in ("petdaqd", "petdaq-replay", "petdaq-record", "petdaq-sim", "petdaq-dump"):
+            tool(name)
+        with tempfile.TemporaryDirectory(prefix="petdaq-singles-") as d:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            files = os.path.join(d, "files")
+            os.mkdir(files)
+            with open(os.path.join(d, "base.yaml"), "w") as f:
+                f.write(f"""calibration:
+  position_lut: position_lut.npy
+  energy_correction: energy_correction.npy
+input:
+  endpoints: ["127.0.0.1:{port}"]
+  framing: raw
+  receive_buffer_bytes: 16777216
+output:
+  zmq:
+    endpoint: "{endpoint}"
+    send_hwm: 1000000
+  singles:
+    enabled: true
+  file:
+    enabled: true
+    singles: true
+    directory: "{files}"
+backend: cpu
+stream:
+  max_disorder_ps: 5.0e9
+""")
+            acq = os.path.join(d, "acq")
+            subprocess.run([tool("petdaq-sim"), "--config", os.path.join(d, "base.yaml"),
+                            "--output-dir", acq, "--duration-s", "0.008", "--activity-MBq", "5",
+                            "--quiet"], check=True, capture_output=True, timeout=120)
+            config = os.path.join(acq, "petdaq.yaml")
+            frames = os.path.join(acq, "frames.bin")
+            offline = subprocess.run([tool("petdaq-offline"), "--config", config, "--input", frames,
+                                      "--output", os.path.join(d, "offline.plm"), "--quiet"],
+                                     check=True, capture_output=True, text=True, timeout=120).stdout
+            offline_singles = int(re.search(r"^singles\s+(\d+)", offline, re.M).group(1))
+            offline_prompts = int(re.search(r"^prompts\s+(\d+)", offline, re.M).group(1))
+            self.assertGreater(offline_singles, 0)
+
+            d_err = open(os.path.join(d, "d.err"), "w+")
+            daemon = subprocess.Popen([tool("petdaqd"), "--config", config], stdout=subprocess.DEVNULL,
+                                      stderr=d_err)
+            rec_err_path = os.path.join(d, "rec.err")
+            rec_err = open(rec_err_path, "w")
+            recorder = None
+            example = None
+            rates = None
+            try:
+                def log():
+                    with open(d_err.name) as f:
+                        return f.read()
+                wait_for(lambda: " ready" in log() or daemon.poll() is not None, 30, "petdaqd ready")
+                self.assertIn(" ready", log())
+                rates = RatesReader(endpoint)
+                rec_plm = os.path.join(d, "rec.plm")
+                recorder = subprocess.Popen([tool("petdaq-record"), "--config", config, "--output",
+                                             rec_plm, "--singles"],
+                                            stdout=subprocess.DEVNULL, stderr=rec_err)
+                # The Python subscriber of the singles topic, on a thread of its own (it ends
+                # when nothing has come for a while; the test waits for what it needs).
+                batches, failure = [], []
+
+                def listen():
+                    try:
+                        for batch in petdaq.subscribe(endpoint, topics=(petdaq.live.TOPIC_SINGLES,),
+                                                      timeout_s=30,
+                                                      on_error=lambda e: failure.append(str(e))):
+                            batches.append(batch)
+                    except TimeoutError:
+                        pass
+                listener = threading.Thread(target=listen, daemon=True)
+                listener.start()
+                # The example a new user starts from, on the singles topic.
+                example_out = os.path.join(d, "example.out")
+                example_err = os.path.join(d, "example.err")
+                with open(example_out, "w") as out, open(example_err, "w") as err:
+                    example = subprocess.Popen(
+                        ["/usr/bin/python3", os.path.join(SOURCE, "tools", "examples", "subscribe.py"),
+                         "--endpoint", endpoint, "--topic", "singles", "--timeout-s", "60"],
+                        stdout=out, stderr=err, env=dict(os.environ, PYTHONUNBUFFERED="1"))
+
+                def example_singles():
+                    with open(example_out) as f:
+                        return sum(int(m) for m in re.findall(r" records=(\d+)", f.read()))
+                # rates (1) + petdaq-record (3 topics) + the two Python subscribers (1 each).
+                wait_for(lambda: rates.counter("out.zmq_subscriptions") >= 6, 30,
+                         "every subscription at petdaqd")
+                replay = subprocess.run([tool("petdaq-replay"), frames, "--to", f"127.0.0.1:{port}",
+                                         "--config", config, "--rate", "500000", "--quiet"],
+                                        capture_output=True, text=True, timeout=120)
+                self.assertEqual(replay.returncode, 0, replay.stderr + log())
+                frame_count = os.path.getsize(frames) // 16
+                wait_for(lambda: rates.counter("rx.frames") >= frame_count, 30, "every frame received")
+                daemon.send_signal(signal.SIGTERM)
+                self.assertEqual(daemon.wait(timeout=60), 0, log())
+                accepted = final_counter(log(), "single.accepted")
+                slices = final_counter(log(), "stream.slices")
+                self.assertEqual(accepted, offline_singles, log())
+
+                # petdaq-record still runs: its file holds every message it received, whole.
+                def recorded_whole():
+                    try:
+                        f = petdaq.read_plm(rec_plm)
+                    except petdaq.plm.PlmError:
+                        return False
+                    return (f.partial_tail_bytes == 0 and len(f.singles) == accepted and
+                            len(f.prompts) == offline_prompts)
+                wait_for(recorded_whole, 20, "petdaq-record's file to hold every message")
+                self.assertIsNone(recorder.poll(), "petdaq-record stopped by itself")
+                growing = petdaq.read_plm(rec_plm)
+                self.assertEqual(int((growing.messages["kind"] == 1).sum()), slices)
+                recorder.send_signal(signal.SIGINT)
+                self.assertEqual(recorder.wait(timeout=20), 0)
+
+                wait_for(lambda: sum(len(b.records) for b in list(batches)) >= accepted, 30,
+                         "the Python subscriber to receive every single")
+                wait_for(lambda: example_singles() >= accepted, 30, "subscribe.py to print every single")
+                example.send_signal(signal.SIGINT)
+                self.assertEqual(example.wait(timeout=20), 0)
+                self.assertEqual(example_singles(), accepted)
+                with open(example_err) as f:
+                    self.assertNotIn("skipped", f.read())
+                with open(example_out) as f:
+                    self.assertIn(" first: time=", f.read())
+                self.assertEqual(failure, [])
+                batches = list(batches)
+            finally:
+                for p in (daemon, recorder, example):
+                    if p is not None and p.poll() is None:
+                        p.kill()
+                        p.wait()
+                if rates:
+                    rates.close()
+                d_err.close()
+                rec_err.close()
+
+            live = np.concatenate([b.records for b in batches])
+            self.assertEqual(live.dtype, petdaq.SINGLE)
+            self.assertEqual(len(live), accepted)
+            # Batches tile time per run, each single inside its batch, in time order.
+            for a, b in zip(batches, batches[1:]):
+                if a.header["run_id"] == b.header["run_id"]:
+                    self.assertEqual(int(b.header["t_begin"]), int(a.header["t_end"]))
+                    self.assertEqual(int(b.header["message_id"]), int(a.header["message_id"]) + 1)
+            for b in batches:
+                t = b.records["time"]
+                self.assertTrue(np.all(t[1:] >= t[:-1]))
+                self.assertTrue(np.all((t >= b.header["t_begin"]) & (t < b.header["t_end"])))
+            self.assertTrue(np.all((live["energy"] > 0) & (live["energy"] < 2000)))
+
+            # The daemon's file sink wrote the same singles, between its coincidence messages.
+            sink = [petdaq.read_plm(os.path.join(files, n))
+                    for n in sorted(os.listdir(files)) if n.endswith(".plm")]
+            np.testing.assert_array_equal(np.concatenate([f.singles for f in sink]), live)
+            self.assertEqual(sum(len(f.prompts) for f in sink), offline_prompts)
+            recorded = petdaq.read_plm(rec_plm)
+            np.testing.assert_array_equal(recorded.singles, live)
+            self.assertEqual(int((recorded.messages["kind"] == 3).sum()), len(batches))
+            self.assertEqual(recorded.skipped, {})
+
+            # petdaq-dump prints them; the coincidence lines are those of a file without singles.
+            dump = subprocess.run([tool("petdaq-dump"), rec_plm], check=True, capture_output=True,
+                                  text=True).stdout
+            self.assertIn(f"# singles messages {len(batches)} records {accepted}\n", dump)
+            lines = [ln.split() for ln in dump.splitlines() if ln.startswith("single ")]
+            self.assertEqual(len(lines), accepted)
+            self.assertEqual([int(x[3]) for x in lines[:50]], [int(t) for t in live["time"][:50]])
+            self.assertEqual([int(x[4]) for x in lines[:50]], [int(c) for c in live["crystal"][:50]])
+            records, _ = dump_records(rec_plm)
+            self.assertEqual(len(records["prompt"]), offline_prompts)
+
+            # petdaq-export writes them to HDF5.
+            try:
+                import h5py
+            except ImportError:
+                return
+            h5 = os.path.join(d, "rec.h5")
+            subprocess.run([tool("petdaq-export"), "--input", rec_plm, "--config", config,
+                            "--output", h5, "--quiet"], check=True, capture_output=True, timeout=120)
+            with h5py.File(h5, "r") as f:
+                np.testing.assert_array_equal(f["singles"][:].view(petdaq.SINGLE), live)
+                self.assertEqual(int(f["counts"].attrs["singles"]), accepted)
+                np.testing.assert_array_equal(f["prompts"][:].view(petdaq.RECORD), recorded.prompts)
+
+
+class PerRunCounters(unittest.TestCase):
+    """petdaq-replay --loop into petdaqd: every run's .pdh file carries that run's counters,
+    which equal its bins, and the runs' counters add up to the daemon's totals."""
+
+    def test_each_runs_counters_equal_its_histograms(self):
+        for name in ("petdaqd", "petdaq-replay", "petdaq-sim"):
+            tool(name)
+        with tempfile.TemporaryDirectory(prefix="petdaq-runs-") as d:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            files = os.path.join(d, "files")
+            os.mkdir(files)
+            with open(os.path.join(d, "base.yaml"), "w") as f:
+                f.write(f"""calibration:
+  position_lut: position_lut.npy
+  energy_correction: energy_correction.npy
+input:
+  endpoints: ["127.0.0.1:{port}"]
+  receive_buffer_bytes: 16777216
+output:
+  zmq:
+    endpoint: "{endpoint}"
+  histograms:
+    enabled: true
+    interval_ms: 200
+  file:
+    enabled: true
+    directory: "{files}"
+backend: cpu
+""")
+            acq = os.path.join(d, "acq")
+            subprocess.run([tool("petdaq-sim"), "--config", os.path.join(d, "base.yaml"),
+                            "--output-dir", acq, "--duration-s", "0.03", "--activity-MBq", "5",
+                            "--quiet"], check=True, capture_output=True, timeout=120)
+            config = os.path.join(acq, "petdaq.yaml")
+            frames = os.path.join(acq, "frames.bin")
+            log_path = os.path.join(d, "d.err")
+            with open(log_path, "w") as log_file:
+                daemon = subprocess.Popen([tool("petdaqd"), "--config", config],
+                                          stdout=subprocess.DEVNULL, stderr=log_file)
+            def log():
+                with open(log_path) as f:
+                    return f.read()
+            rates = None
+            try:
+                wait_for(lambda: " ready" in log() or daemon.poll() is not None, 30, "petdaqd ready")
+                self.assertIn(" ready", log())
+                rates = RatesReader(endpoint)
+                wait_for(lambda: rates.counter("rx.frames") >= 0 and rates.last, 30, "a rates document")
+                subprocess.run([tool("petdaq-replay"), frames, "--to", f"127.0.0.1:{port}",
+                                "--config", config, "--rate", "1000000", "--loop", "3", "--quiet"],
+                               check=True, capture_output=True, timeout=120)
+                frame_count = 3 * (os.path.getsize(frames) // 16)
+                wait_for(lambda: rates.counter("rx.frames") >= frame_count, 30, "every frame received")
+                daemon.send_signal(signal.SIGTERM)
+                self.assertEqual(daemon.wait(timeout=60), 0, log())
+            finally:
+                if daemon.poll() is None:
+                    daemon.kill()
+                    daemon.wait()
+                if rates:
+                    rates.close()
+            runs = sorted(os.path.join(files, n) for n in os.listdir(files) if n.endswith(".pdh"))
+            self.assertGreaterEqual(len(runs), 2, log())
+            totals = {}
+            for path in runs:
+                h = petdaq.read_histograms(path)
+                # Named after the .plm holding the run's first message, beside it.
+                m = re.match(r"(.*)-run(\d+)\.pdh$", os.path.basename(path))
+                self.assertIsNotNone(m, path)
+                self.assertTrue(os.path.exists(os.path.join(files, m.group(1) + ".plm")), path)
+                self.assertEqual(int(m.group(2)), h.run_id)
+                counters = h.meta["counters"]
+                self.assertIn("counters_since_start", h.meta)
+                self.assertEqual(int(h["crystal_singles"].counts.sum()), counters["single.accepted"], path)
+                self.assertEqual(int(h["crystal_energy_rejected"].counts.sum()),
+                                 counters["single.energy_rejected"], path)
+                self.assertEqual(int(h["dt_prompt"].counts.sum()),
+                                 counters["coinc.prompts"] - counters["coinc.records_overflow"], path)
+                self.assertGreater(counters["single.accepted"], 0, path)
+                for k in ("single.accepted", "coinc.prompts", "coinc.delayed"):
+                    totals[k] = totals.get(k, 0) + counters[k]
+            for k, v in totals.items():
+                self.assertEqual(v, final_counter(log(), k), k)
+
+
+class SkippedKinds(unittest.TestCase):
+    def test_a_kind_the_reader_does_not_use_is_skipped_and_counted(self):
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        whole = petdaq.read_plm(plm)
+        with open(plm, "rb") as f:
+            data = f.read()
+        # A message of kind 9 with three 24-byte records after the file header.
+        head = np.zeros(1, dtype=petdaq.MESSAGE_HEADER)
+        head["magic"], head["version"], head["kind"] = 0x31514450, 1, 9
+        head["record_count"], head["record_size"] = 3, 24
+        other = os.path.join(Acquisition.get(), "other-kind.plm")
+        with open(other, "wb") as f:
+            f.write(data[:64] + head.tobytes() + bytes(72) + data[64:])
+        got = petdaq.read_plm(other)
+        self.assertEqual(got.skipped, {9: 1})
+        np.testing.assert_array_equal(got.prompts, whole.prompts)
+        np.testing.assert_array_equal(got.delayed, whole.delayed)
+        out = subprocess.run([tool("petdaq-dump"), "--summary", other], capture_output=True, text=True)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("# skipped 1 message(s) of kind 9", out.stdout)
+        ref = subprocess.run([tool("petdaq-dump"), "--summary", plm], capture_output=True, text=True)
+        self.assertIn(ref.stdout.splitlines()[2], out.stdout)  # the same message counts
 
 
 # A small scanner with histogram bins other than the defaults, so the edges are checked
@@ -633,8 +997,13 @@ class GeometryTest(unittest.TestCase):
 
     def test_positions(self):
         g = self.g
-        lut = g.lut()
-        self.assertEqual(lut.shape, (g.crystal_count, 3))
+        six = g.lut()
+        self.assertEqual(six.shape, (g.crystal_count, 6))
+        lut = six[:, :3]
+        np.testing.assert_array_equal(lut, g.position_mm(np.arange(g.crystal_count)))
+        np.testing.assert_allclose(np.linalg.norm(six[:, 3:], axis=1), 1, atol=1e-12)
+        # The outward vector points from the axis through the crystal's panel.
+        self.assertTrue(np.all(np.einsum("ij,ij->i", six[:, 3:5], lut[:, :2]) > 0))
         self.assertEqual(len(np.unique(np.round(lut, 6), axis=0)), g.crystal_count)
         # Every crystal centre lies half a depth behind its panel's face.
         angle = 2 * np.pi * g.sector(np.arange(g.crystal_count)) / g.bdm_transaxial

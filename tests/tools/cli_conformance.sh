@@ -3,6 +3,8 @@
 #   PROGRAM --help and -h       exit 0 and print a usage on stdout
 #   PROGRAM --version           exit 0 and print "NAME (petdaq) VERSION"
 #   PROGRAM --no-such-option    exit 2 and name the option on stderr
+#   a script's first line       #!/usr/bin/python3 (Debian's interpreter, with the dependencies,
+#                               whatever python3 comes first on PATH)
 # usage: cli_conformance.sh VERSION PYTHON PROGRAM...   (PROGRAM ending in .py runs with PYTHON)
 set -u
 version=$1 python=$2
@@ -22,6 +24,10 @@ for program in "$@"; do
     cmd=("$python" "$program"); name=${name%.py}
   fi
   checked=$((checked + 1))
+  if [[ $(head -c 2 "$program") == '#!' ]]; then
+    shebang=$(head -n 1 "$program")
+    [[ $shebang == '#!/usr/bin/python3' ]] || fail "first line '$shebang', expected '#!/usr/bin/python3'"
+  fi
   for help in --help -h; do
     "${cmd[@]}" "$help" >"$out" 2>"$err"; rc=$?
     [[ $rc -eq 0 ]] || fail "$help exits $rc: $(cat "$err")"

@@ -95,7 +95,7 @@ r = subprocess.run([qa, pdh, "--output", out], capture_output=True, text=True)
 check(r.returncode == 0, f"petdaq-qa exits 0 (got {r.returncode}: {r.stderr})")
 pngs = ["energy_keV.png", "energy_raw.png", "singles_map.png", "tof.png", "ctr_du_pairs.png",
         "energy_resolution.png", "energy_resolution_map.png", "bdm_pairs.png",
-        "rates.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
+        "rates.png", "flood_overview.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
 page = open(os.path.join(out, "index.html"), encoding="utf-8").read() if os.path.exists(
     os.path.join(out, "index.html")) else ""
 check("single.accepted" in page, "the page lists the counters")
@@ -133,6 +133,9 @@ page = open(os.path.join(work, "qa_planted", "index.html"), encoding="utf-8").re
 check("<p>2 crystals whose" in page, "exactly two crystals flagged")
 check("<tr><td>77</td>" in page and "<td>hot</td>" in page, "crystal 77 hot")
 check("<tr><td>300</td>" in page and "<td>dead</td>" in page, "crystal 300 dead")
+# BDM, DU and the crystal's index in its DU (c = c_trans * crystal_axial + c_axial).
+check("<tr><td>77</td><td>4</td><td>2</td><td>40</td><td>hot</td>" in page, "crystal 77: BDM 4, DU 2, 40")
+check("<tr><td>300</td><td>2</td><td>2</td><td>34</td><td>dead</td>" in page, "crystal 300: BDM 2, DU 2, 34")
 
 # Bad files: clear message, exit 2.
 data = open(pdh, "rb").read()
@@ -152,6 +155,56 @@ r = subprocess.run([qa, os.path.join(work, "missing.pdh"), "--output", out], cap
 check(r.returncode == 2 and "missing.pdh" in r.stderr, f"missing file: exit 2 ({r.stderr!r})")
 r = subprocess.run([qa], capture_output=True, text=True)
 check(r.returncode == 2, "no arguments: exit 2")
+
+# --endpoint: waits for a `histograms` message with data; only empty ones (a daemon that has
+# seen no single yet), or none at all, is said so, exit 1 and no report.
+try:
+    import threading
+    import zmq
+except ImportError:
+    zmq = None
+if zmq is not None:
+    data = bytearray(open(pdh, "rb").read())
+    empty = bytearray(data)
+    for i in range(ph.HEADER.unpack_from(empty, 0)[3]):
+        d = ph.DESCRIPTOR.unpack_from(empty, ph.HEADER.size + i * ph.DESCRIPTOR.size)
+        if d[0].rstrip(b"\0") == b"crystal_singles":
+            empty[d[11]:d[11] + 8 * d[5]] = bytes(8 * d[5])
+
+    def publish(endpoint, bodies, stop):
+        sock = zmq.Context.instance().socket(zmq.PUB)
+        sock.bind(endpoint)
+        i = 0
+        while not stop.is_set():
+            sock.send_multipart([b"histograms", bytes(64), bytes(bodies[min(i, len(bodies) - 1)])])
+            i += 1
+            stop.wait(0.05)
+        sock.close(linger=0)
+
+    def qa_live(bodies, timeout_s):
+        endpoint = "ipc://" + os.path.join(work, "qa_live.sock")
+        out = os.path.join(work, f"qa_live{len(bodies)}")
+        stop = threading.Event()
+        t = threading.Thread(target=publish, args=(endpoint, bodies, stop)) if bodies else None
+        if t:
+            t.start()
+        try:
+            r = subprocess.run([qa, "--endpoint", endpoint, "--timeout-s", str(timeout_s),
+                                "--output", out], capture_output=True, text=True, timeout=120)
+        finally:
+            stop.set()
+            if t:
+                t.join()
+        return r, os.path.exists(os.path.join(out, "index.html"))
+
+    r, written = qa_live([empty], 1.5)
+    check(r.returncode == 1 and "all empty" in r.stderr and not written,
+          f"only empty histograms: exit 1, said so, no report ({r.returncode}: {r.stderr!r})")
+    r, written = qa_live([], 0.5)
+    check(r.returncode == 1 and "no `histograms` message" in r.stderr and not written,
+          f"no message: exit 1, said so ({r.returncode}: {r.stderr!r})")
+    r, written = qa_live([empty, empty, empty, data], 30)
+    check(r.returncode == 0 and written, f"empty, then data: the report ({r.returncode}: {r.stderr!r})")
 
 if failures:
     print(f"{len(failures)} check(s) failed")

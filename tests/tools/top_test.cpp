@@ -68,7 +68,8 @@ TEST(TopRates, ProblemCountersAreTheDropsAndErrors) {
     EXPECT_TRUE(top::is_problem_counter(p)) << p;
   }
   for (const char* p : {"rx.frames", "rx.datagrams", "coinc.prompts", "single.energy_rejected",
-                        "out.zmq_connects", "out.zmq_disconnects", "out.zmq_subscriptions"}) {
+                        "out.zmq_connects", "out.zmq_disconnects", "out.zmq_subscriptions",
+                        "stream.exact_blocks", "stream.source_idle"}) {
     EXPECT_FALSE(top::is_problem_counter(p)) << p;
   }
 }

@@ -224,6 +224,9 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   EXPECT_EQ(b.eval("document.getElementById('rate-prompts').textContent"), "123 k");
   EXPECT_EQ(b.eval("document.getElementById('rate-singles').textContent"), "2.35 M");
   EXPECT_EQ(b.eval("document.getElementById('rate-randoms_fraction').textContent"), "10.0 %");
+  // The trues' label names the estimate the daemon used (rates.randoms_method).
+  EXPECT_EQ(b.eval("document.getElementById('trues-method').textContent"),
+            "prompts − randoms from the singles-prompts window model");
   // The non-zero loss counters, named, and nothing else.
   EXPECT_EQ(b.eval("[...document.querySelectorAll('#problems li.problem')]"
                    ".map(e => e.textContent)"),

@@ -38,6 +38,9 @@ TEST(WebRatesMessage, CarriesEveryFieldOfTheDocument) {
                         "randoms_fraction", "necr"}) {
     EXPECT_EQ(m["rates"][k], doc["rates"][k]) << k;
   }
+  // The trues' label names the estimate the daemon subtracted.
+  EXPECT_EQ(m["randoms_method"], doc["rates"]["randoms_method"]);
+  EXPECT_EQ(m["randoms_method"], "singles_prompts");
   EXPECT_EQ(m["bdm"]["transaxial"], doc["bdm"]["transaxial"]);
   EXPECT_EQ(m["bdm"]["axial"], doc["bdm"]["axial"]);
   EXPECT_EQ(m["bdm"]["singles_per_s"], doc["bdm"]["singles_per_s"]);
@@ -90,6 +93,7 @@ TEST(WebRatesMessage, DerivesTruesRandomsAndNecrWhenMissing) {
   RatesMessageBuilder builder;
   const json m = json::parse(builder.build(doc.dump()).message);
   EXPECT_DOUBLE_EQ(m["rates"]["trues"].get<double>(), 300.0);
+  EXPECT_EQ(m["randoms_method"], "delayed");  // derived here: prompts − delayed
   EXPECT_DOUBLE_EQ(m["rates"]["randoms_fraction"].get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(m["rates"]["necr"].get<double>(), 300.0 * 300.0 / 400.0);
   EXPECT_EQ(m["rates"]["frames"], 0.0);

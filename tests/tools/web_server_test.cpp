@@ -36,7 +36,10 @@ TEST(WebServer, CommandLine) {
   for (const char* option : {"--config", "--endpoint", "--listen", "--stale-after-s", "--version"})
     EXPECT_NE(help.find(option), std::string::npos) << option;
   EXPECT_EQ(run_command({web(), "--version"}, dir / "o", dir / "e"), 0);
-  EXPECT_NE(read_text(dir / "o").find("petdaq-web 0."), std::string::npos);
+  EXPECT_NE(read_text(dir / "o").find("petdaq-web (petdaq) 0."), std::string::npos);
+  // A usage error names the program.
+  EXPECT_EQ(run_command({web(), "--no-such-option"}, dir / "o", dir / "e"), 2);
+  EXPECT_EQ(read_text(dir / "e").rfind("petdaq-web: ", 0), 0u) << read_text(dir / "e");
   // Usage errors: exit 2, naming the option.
   for (const auto& [args, name] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--listen", "localhost"}, "--listen"},
@@ -44,6 +47,7 @@ TEST(WebServer, CommandLine) {
            {{"--listen", "127.0.0.1:99999"}, "--listen"},
            {{"--stale-after-s", "0"}, "--stale-after-s"},
            {{"--config", (dir / "missing.yaml").string()}, "--config"},
+           {{"-c", (dir / "missing.yaml").string()}, "--config"},  // -c as in every tool
            {{"--no-such-option"}, "--no-such-option"}}) {
     std::vector<std::string> argv = {web()};
     argv.insert(argv.end(), args.begin(), args.end());

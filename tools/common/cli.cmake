@@ -38,3 +38,31 @@ function(petdaq_cli_program target description)
     install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
   endif()
 endfunction()
+
+# petdaq_cli_script(<name> <file> "<one line that says what it does>")
+# A program written in Python (shebang /usr/bin/python3) that follows the same convention
+# (python/petdaq/cli.py): registered for the conformance test, its man page made with
+# help2man from `file` (run at build time), its bash completion installed. The caller
+# installs the program itself.
+function(petdaq_cli_script name file description)
+  set_property(GLOBAL APPEND PROPERTY PETDAQ_CLI_SCRIPTS ${file})
+  install(FILES ${PROJECT_SOURCE_DIR}/tools/common/petdaq-completion.bash
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${name})
+  # help2man runs the program at build time: only where it runs here (its Python modules).
+  execute_process(COMMAND ${file} --version RESULT_VARIABLE runs OUTPUT_QUIET ERROR_QUIET)
+  if(PETDAQ_HELP2MAN AND NOT runs EQUAL 0)
+    message(STATUS "petdaq: no man page for ${name} (it does not run here: its Python modules?)")
+  endif()
+  if(PETDAQ_HELP2MAN AND runs EQUAL 0)
+    set(page ${CMAKE_BINARY_DIR}/man/${name}.1)
+    add_custom_command(OUTPUT ${page}
+      COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_BINARY_DIR}/man
+      COMMAND ${CMAKE_COMMAND} -E env PYTHONDONTWRITEBYTECODE=1
+              ${PETDAQ_HELP2MAN} --no-info --no-discard-stderr --section=1
+              --name=${description} --output=${page} ${file}
+      DEPENDS ${file}
+      COMMENT "help2man ${name}.1" VERBATIM)
+    add_custom_target(${name}-man ALL DEPENDS ${page})
+    install(FILES ${page} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  endif()
+endfunction()

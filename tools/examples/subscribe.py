@@ -1,15 +1,17 @@
-#!/usr/bin/env python3
-"""Subscribe to petdaqd's coincidences and get each batch as a NumPy structured array.
+#!/usr/bin/python3
+"""Subscribe to petdaqd's coincidences (or singles) and get each batch as a NumPy structured array.
 
 A starting point for analysis scripts, over the petdaq Python package (python/petdaq:
-`pip install ./python`, or PYTHONPATH=python from a checkout). Each batch is one published
+`pip install --no-build-isolation ./python`, or PYTHONPATH=python from a checkout). It runs with
+Debian's /usr/bin/python3, which has the dependencies; another python3 needs them installed. Each batch is one published
 message: its header (message_id, run_id, slice_id, t_begin, t_end in scanner ticks) and its
-records (petdaq.RECORD: time_a, dt, crystal_a, crystal_b, energy_a, energy_b, flags).
+records (petdaq.RECORD: time_a, dt, crystal_a, crystal_b, energy_a, energy_b, flags; for the
+singles topic petdaq.SINGLE: time, crystal, energy; it needs output.singles.enabled).
 message_id counts up by one per kind, so a gap means messages were missed.
 
-  python3 subscribe.py --config /etc/petdaq/petdaq.yaml   # the endpoint petdaqd publishes on
-  python3 subscribe.py --endpoint tcp://daq:5556 --count 10 --topic coinc.prompt
-  python3 subscribe.py --topic singles
+  ./subscribe.py --config /etc/petdaq/petdaq.yaml   # the endpoint petdaqd publishes on
+  ./subscribe.py --endpoint tcp://daq:5556 --count 10 --topic coinc.prompt
+  ./subscribe.py --topic singles                    # needs output.singles.enabled
 
 Needs pyzmq and NumPy (Debian: python3-zmq python3-numpy).
 """
@@ -74,7 +76,12 @@ def main():
                     f"records={len(records)}")
             if batch.missed > 0:
                 line += f" missed={batch.missed}"
-            if len(records):
+            if len(records) and batch.topic == "singles":
+                first = records[0]
+                line += (f" first: time={first['time']} crystal={first['crystal']} "
+                         f"energy={first['energy']:.1f}"
+                         f" mean_energy={float(np.mean(records['energy'])):.2f}")
+            elif len(records):
                 first = records[0]
                 line += (f" first: time_a={first['time_a']} dt={first['dt']} "
                          f"crystals=({first['crystal_a']},{first['crystal_b']}) "

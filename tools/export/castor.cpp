@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -219,10 +220,17 @@ void CastorWriter::finish() {
 
   const ScannerSettings& s = settings_.scanner;
   const Geometry g = Geometry::from(s);
-  const std::string scanner = base_.filename().string();
+  // The scanner is named after its geometry, and its .hscan/.lut after the name, as CASToR
+  // finds them (config/scanner/<name>.hscan): exports of one scanner share one pair.
+  std::ostringstream name;
+  name << "petdaq_" << s.bdm_transaxial << 'x' << s.bdm_axial << "bdm_" << s.du_transaxial << 'x'
+       << s.du_axial << "du_" << s.crystal_transaxial << 'x' << s.crystal_axial << "crystals_r"
+       << s.ring_radius_mm << "mm";
+  const std::string scanner = name.str();
   // The list mode's sensitivity needs every line's factor; a histogram lists them itself.
   if (corrections_.normalization && mode_ == CastorMode::list) write_normalization_file(scanner);
-  const auto lut_path = with_suffix(base_, ".lut");
+  const auto scanner_base = base_.parent_path() / scanner;
+  const auto lut_path = with_suffix(scanner_base, ".lut");
   {
     std::FILE* lut = std::fopen(lut_path.c_str(), "wb");
     if (!lut) throw std::runtime_error(lut_path.string() + ": cannot create: " + std::strerror(errno));
@@ -246,7 +254,7 @@ void CastorWriter::finish() {
   const double axial_fov_mm = g.ring_count() * s.crystal_pitch_axial_mm +
                               (s.du_axial * s.bdm_axial - 1.0) * s.du_gap_mm;
   {
-    std::ofstream h(with_suffix(base_, ".hscan"));
+    std::ofstream h(with_suffix(scanner_base, ".hscan"));
     h << "modality: PET\n"
       << "scanner name: " << scanner << "\n"
       << "number of elements: " << g.crystal_count() << "\n"
@@ -262,7 +270,7 @@ void CastorWriter::finish() {
       << "field of view transaxial: " << 2.0 * s.ring_radius_mm * 0.8 << "\n"
       << "field of view axial: " << axial_fov_mm << "\n"
       << "description: petdaq scanner, LUT indexed by petdaq's global crystal id (DESIGN section 3)\n";
-    if (!h) throw std::runtime_error(with_suffix(base_, ".hscan").string() + ": write failed");
+    if (!h) throw std::runtime_error(with_suffix(scanner_base, ".hscan").string() + ": write failed");
   }
   {
     std::ofstream h(with_suffix(base_, ".cdh"));

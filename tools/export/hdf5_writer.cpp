@@ -42,6 +42,17 @@ H5Handle record_type(bool file) {
   return t;
 }
 
+H5Handle single_type(bool file) {
+  H5Handle t(H5Tcreate(H5T_COMPOUND, file ? 16 : sizeof(Single)), H5Tclose, "single type");
+  auto member = [&](const char* name, std::size_t offset, hid_t native, hid_t le) {
+    check_status(H5Tinsert(t.get(), name, offset, file ? le : native), name);
+  };
+  member("time", offsetof(Single, time), H5T_NATIVE_UINT64, H5T_STD_U64LE);
+  member("crystal", offsetof(Single, crystal), H5T_NATIVE_UINT32, H5T_STD_U32LE);
+  member("energy", offsetof(Single, energy), H5T_NATIVE_FLOAT, H5T_IEEE_F32LE);
+  return t;
+}
+
 void attr(hid_t on, const char* name, hid_t mem_type, hid_t file_type, const void* value) {
   H5Handle space(H5Screate(H5S_SCALAR), H5Sclose, "scalar space");
   H5Handle a(H5Acreate2(on, name, file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose,
@@ -295,6 +306,44 @@ void Hdf5Writer::add(const MessageHeader& m, const CoincRecord* records, std::si
   }
 }
 
+void Hdf5Writer::add_singles(const MessageHeader& m, const Single* singles, std::size_t n) {
+  messages_.push_back(m);
+  ++single_messages_;
+  if (singles_dataset_.get() < 0) {
+    single_mem_type_ = single_type(false);
+    single_file_type_ = single_type(true);
+    H5Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, "dataset properties");
+    const hsize_t chunk = kChunkRecords, zero = 0, unlimited = H5S_UNLIMITED;
+    check_status(H5Pset_chunk(dcpl.get(), 1, &chunk), "chunking");
+    check_status(H5Pset_shuffle(dcpl.get()), "shuffle filter");
+    check_status(H5Pset_deflate(dcpl.get(), unsigned(compression_level_)), "deflate filter");
+    H5Handle space(H5Screate_simple(1, &zero, &unlimited), H5Sclose, "singles");
+    singles_dataset_ = H5Handle(H5Dcreate2(file_.get(), "singles", single_file_type_.get(),
+                                           space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                                H5Dclose, "singles");
+    singles_buffer_.reserve(kChunkRecords);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    singles_buffer_.push_back(singles[i]);
+    if (singles_buffer_.size() == kChunkRecords) flush_singles();
+  }
+}
+
+void Hdf5Writer::flush_singles() {
+  if (singles_buffer_.empty()) return;
+  const hsize_t n = singles_buffer_.size(), total = singles_written_ + n, start = singles_written_;
+  check_status(H5Dset_extent(singles_dataset_.get(), &total), "extend");
+  H5Handle file_space(H5Dget_space(singles_dataset_.get()), H5Sclose, "file space");
+  check_status(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &start, nullptr, &n, nullptr),
+               "select");
+  H5Handle mem_space(H5Screate_simple(1, &n, nullptr), H5Sclose, "memory space");
+  check_status(H5Dwrite(singles_dataset_.get(), single_mem_type_.get(), mem_space.get(),
+                        file_space.get(), H5P_DEFAULT, singles_buffer_.data()),
+               "write " + path_.string());
+  singles_written_ = total;
+  singles_buffer_.clear();
+}
+
 void Hdf5Writer::add_histograms(std::vector<std::uint8_t> bytes) {
   const std::uint64_t run_id = parse_histogram_file(bytes.data(), bytes.size()).header.run_id;
   histograms_[run_id] = std::move(bytes);
@@ -305,6 +354,7 @@ void Hdf5Writer::finish(const std::string& source) {
   flush(prompts_);
   flush(delayed_);
   for (Column* c : {&prompts_dt_, &delayed_dt_, &prompts_norm_, &prompts_randoms_}) flush(*c);
+  flush_singles();
   const hid_t root = file_.get();
   {
     const hid_t g = corrections_group_.get();
@@ -346,7 +396,9 @@ void Hdf5Writer::finish(const std::string& source) {
   for (const MessageHeader& m : messages_) {
     rows.push_back({m.kind, m.message_id, m.run_id, m.slice_id, m.t_begin, m.t_end, m.record_count});
     runs.insert(m.run_id);
-    ++messages[m.kind == static_cast<std::uint16_t>(MessageKind::delayed)];
+    if (m.kind == static_cast<std::uint16_t>(MessageKind::prompts) ||
+        m.kind == static_cast<std::uint16_t>(MessageKind::delayed))
+      ++messages[m.kind == static_cast<std::uint16_t>(MessageKind::delayed)];
   }
   {
     H5Handle mem(H5Tcreate(H5T_COMPOUND, sizeof(MessageRow)), H5Tclose, "message type");
@@ -376,6 +428,10 @@ void Hdf5Writer::finish(const std::string& source) {
   attr(counts.get(), "prompt_messages", messages[0]);
   attr(counts.get(), "delayed_messages", messages[1]);
   attr(counts.get(), "runs", std::uint64_t{runs.size()});
+  if (single_messages_) {
+    attr(counts.get(), "singles", singles_written_);
+    attr(counts.get(), "single_messages", single_messages_);
+  }
 
   const ScannerSettings& s = settings_.scanner;
   const Geometry g = Geometry::from(s);
@@ -412,6 +468,9 @@ void Hdf5Writer::finish(const std::string& source) {
   delayed_.dataset.reset();
   for (Column* c : {&prompts_dt_, &delayed_dt_, &prompts_norm_, &prompts_randoms_}) c->dataset.reset();
   corrections_group_.reset();
+  singles_dataset_.reset();
+  single_mem_type_.reset();
+  single_file_type_.reset();
   record_mem_type_.reset();
   record_file_type_.reset();
   counts.reset();

@@ -1,5 +1,6 @@
 // HDF5 output (docs/export.md): prompts and delayed as chunked, compressed compound datasets
-// (the 32-byte record of DESIGN section 5), the message headers, the file header and settings
+// (the 32-byte record of DESIGN section 5), singles where the input records them (the
+// 16-byte single of DESIGN section 4), the message headers, the file header and settings
 // as attributes, counts from the file, and the scanner geometry (crystal id -> ring, sector,
 // position in mm), and histogram files or `histograms` messages (DESIGN section 7) as one
 // dataset per histogram with its unit and bin edges as attributes; per record the signed Δt
@@ -47,6 +48,8 @@ class Hdf5Writer {
              const Corrections& corrections);
   // Throws BadRecord (nothing of the message written) for a crystal id out of range.
   void add(const MessageHeader& m, const CoincRecord* records, std::size_t n);
+  // A singles message (kind 3): its singles go to the `singles` dataset, made at the first.
+  void add_singles(const MessageHeader& m, const Single* singles, std::size_t n);
   // A histogram file's bytes (or a `histograms` message body); the latest per run is written
   // by finish(). Throws HistogramFileError (what() says why) and keeps nothing if refused.
   void add_histograms(std::vector<std::uint8_t> bytes);
@@ -69,6 +72,7 @@ class Hdf5Writer {
   void flush(Stream& s);
   void flush(Column& c);
   Column make_column(hid_t on, const char* name);
+  void flush_singles();
 
   std::filesystem::path path_;
   Settings settings_;
@@ -80,6 +84,9 @@ class Hdf5Writer {
   double tick_ps_;
   H5Handle corrections_group_;
   Column prompts_dt_, delayed_dt_, prompts_norm_, prompts_randoms_;
+  H5Handle singles_dataset_, single_mem_type_, single_file_type_;
+  std::vector<Single> singles_buffer_;
+  std::uint64_t singles_written_ = 0, single_messages_ = 0;
   std::vector<MessageHeader> messages_;
   std::uint64_t from_multiple_[2] = {};
   std::map<std::uint64_t, std::vector<std::uint8_t>> histograms_;  // by run_id

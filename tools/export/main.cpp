@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -348,9 +349,34 @@ int main(int argc, char** argv) {
     cli::Progress progress(kProgram, !o.quiet);
     MessageHeader m;
     std::vector<CoincRecord> records;
-    std::uint64_t messages = 0, record_count = 0;
-    auto each = [&](auto&& write) {
-      while (reader ? reader->next_complete(m, records) : live->next(m, records)) {
+    std::vector<std::uint8_t> body;
+    std::vector<Single> singles;
+    std::uint64_t messages = 0, record_count = 0, single_count = 0;
+    std::map<std::uint16_t, std::uint64_t> skipped;  // kinds this tool does not export
+    // A file's messages of every kind: coincidences to `write`, singles to `write_singles`,
+    // any other kind skipped and counted.
+    auto next = [&](auto&& write_singles) {
+      if (!reader) return live->next(m, records);
+      while (reader->next_message(m, body, true)) {
+        if (m.kind == static_cast<std::uint16_t>(MessageKind::singles)) {
+          singles.resize(m.record_count);
+          std::memcpy(singles.data(), body.data(), body.size());
+          write_singles(m, singles.data(), singles.size());
+          single_count += singles.size();
+          ++messages;
+        } else if (m.kind == static_cast<std::uint16_t>(MessageKind::prompts) ||
+                   m.kind == static_cast<std::uint16_t>(MessageKind::delayed)) {
+          records.resize(m.record_count);
+          std::memcpy(records.data(), body.data(), body.size());
+          return true;
+        } else {
+          ++skipped[m.kind];
+        }
+      }
+      return false;
+    };
+    auto each = [&](auto&& write, auto&& write_singles) {
+      while (next(write_singles)) {
         write(m, records.data(), records.size());
         ++messages;
         record_count += records.size();
@@ -365,7 +391,8 @@ int main(int argc, char** argv) {
                                o.castor_mode == "histogram" ? exporter::CastorMode::histogram
                                                             : exporter::CastorMode::list);
       try {
-        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); },
+             [](const MessageHeader&, const Single*, std::size_t) {});
       } catch (const exporter::BadRecord& e) {
         // Nothing half-written is left for a reconstruction to read.
         std::filesystem::remove(o.output.string() + ".cdf", ec);
@@ -430,7 +457,10 @@ int main(int argc, char** argv) {
           w.add_histograms(std::move(bytes));
         };
       try {
-        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); },
+             [&](const MessageHeader& mh, const Single* sg, std::size_t n) {
+               w.add_singles(mh, sg, n);
+             });
       } catch (const exporter::BadRecord& e) {
         std::filesystem::remove(o.output, ec);
         std::fprintf(stderr, "%s: %s: %s\n", kProgram, source.c_str(), e.what());
@@ -438,6 +468,7 @@ int main(int argc, char** argv) {
       }
       w.finish(source);
       written = std::to_string(record_count) + " records" +
+                (single_count ? ", " + std::to_string(single_count) + " singles" : std::string()) +
                 (w.histogram_runs() ? ", histograms of " + std::to_string(w.histogram_runs()) +
                                           " run(s)"
                                     : std::string()) +
@@ -462,6 +493,12 @@ int main(int argc, char** argv) {
                    "message follow (file still being written, or truncated)\n",
                    kProgram, o.input.c_str(),
                    static_cast<unsigned long long>(reader->partial_tail_bytes()));
+    if (o.format == "castor" && single_count)
+      std::fprintf(stderr, "%s: %llu singles not exported (CASToR list-mode holds coincidences)\n",
+                   kProgram, static_cast<unsigned long long>(single_count));
+    for (const auto& [kind, n] : skipped)
+      std::fprintf(stderr, "%s: skipped %llu message(s) of kind %u (not exported)\n", kProgram,
+                   static_cast<unsigned long long>(n), static_cast<unsigned>(kind));
     if (live && live->refused())
       std::fprintf(stderr, "%s: %llu malformed messages refused (last: %s)\n", kProgram,
                    static_cast<unsigned long long>(live->refused()), live->last_refusal().c_str());

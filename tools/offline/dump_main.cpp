@@ -1,7 +1,10 @@
-// petdaq-dump: a list-mode (.plm) file as text, one line per record, so that two outputs can
-// be compared with diff; --summary prints only the counts.
+// petdaq-dump: a list-mode (.plm) file as text, one line per record (coincidences, and the
+// singles of a file that records them), so that two outputs can be compared with diff;
+// --summary prints only the counts. Messages of kinds it does not print are counted.
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -20,7 +23,8 @@ int main(int argc, char** argv) {
   using namespace petdaq;
   cli::App app("petdaq-dump",
                "Prints a list-mode (.plm) file: the file header, then one line per record: "
-               "kind run slice time_a dt crystal_a crystal_b energy_a energy_b flags. A file "
+               "kind run slice time_a dt crystal_a crystal_b energy_a energy_b flags; singles "
+               "(a file that records them) as: single run slice time crystal energy. A file "
                "still being written is read up to its last complete message.");
   bool summary = false, messages = false;
   std::filesystem::path file;
@@ -36,12 +40,38 @@ int main(int argc, char** argv) {
                 " created_unix_ns %" PRIu64 "\n",
                 h.tick_ps, h.crystal_count, h.crystals_per_ring, h.settings_hash, h.created_unix_ns);
     MessageHeader m;
+    std::vector<std::uint8_t> body;
     std::vector<CoincRecord> records;
+    std::uint64_t single_messages = 0, single_count = 0;
+    std::map<std::uint16_t, std::uint64_t> skipped;
     std::uint64_t message_count[3] = {}, record_count[3] = {}, from_multiple[3] = {};
     std::uint64_t runs = 0, last_run = 0;
     std::uint64_t t_first = 0, t_last = 0;
     bool any = false;
-    while (reader.next_complete(m, records)) {
+    while (reader.next_message(m, body, true)) {
+      if (m.kind == static_cast<std::uint16_t>(MessageKind::singles)) {
+        ++single_messages;
+        single_count += m.record_count;
+        if (messages && !summary)
+          std::printf("# message single id %" PRIu64 " run %" PRIu64 " slice %" PRIu64
+                      " t [%" PRIu64 ", %" PRIu64 ") records %u\n",
+                      m.message_id, m.run_id, m.slice_id, m.t_begin, m.t_end, m.record_count);
+        if (summary) continue;
+        for (std::uint32_t i = 0; i < m.record_count; ++i) {
+          Single sg;
+          std::memcpy(&sg, body.data() + i * sizeof(Single), sizeof sg);
+          std::printf("single %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %.9g\n", m.run_id,
+                      m.slice_id, sg.time, sg.crystal, static_cast<double>(sg.energy));
+        }
+        continue;
+      }
+      if (m.kind != static_cast<std::uint16_t>(MessageKind::prompts) &&
+          m.kind != static_cast<std::uint16_t>(MessageKind::delayed)) {
+        ++skipped[m.kind];
+        continue;
+      }
+      records.resize(m.record_count);
+      std::memcpy(records.data(), body.data(), body.size());
       const int k = m.kind == 1 ? 1 : 2;
       ++message_count[k];
       record_count[k] += records.size();
@@ -70,6 +100,12 @@ int main(int argc, char** argv) {
                 " and %" PRIu64 ")\n",
                 record_count[1], record_count[2], from_multiple[1], from_multiple[2]);
     std::printf("# runs %" PRIu64 " ticks [%" PRIu64 ", %" PRIu64 ")\n", runs, t_first, t_last);
+    if (single_messages)
+      std::printf("# singles messages %" PRIu64 " records %" PRIu64 "\n", single_messages,
+                  single_count);
+    for (const auto& [kind, n] : skipped)
+      std::printf("# skipped %" PRIu64 " message(s) of kind %u (not printed by this tool)\n", n,
+                  static_cast<unsigned>(kind));
     if (reader.partial_tail_bytes()) {
       std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
                   reader.partial_tail_offset(), reader.partial_tail_bytes());

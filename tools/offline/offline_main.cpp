@@ -167,15 +167,20 @@ class HistogramFileSink final : public ResultSink {
     const HistogramSet* h = backend_.histograms();
     if (!h || file_.empty()) return;
     encode_histogram_file(*h, settings_, run_id,
-                          histogram_metadata_json(settings_, run_id, backend_.name(), &counters_),
+                          histogram_metadata_json(settings_, run_id, backend_.name(), &counters_,
+                                                  &run_base_),
                           bytes_, span_ ? span_->run_span() : HistogramSpan{});
+    run_base_ = counter_base(counters_);  // the next run's counts start here
     std::filesystem::path out = file_;
     if (runs_ > 0)
       out.replace_filename(file_.stem().string() + "-run" + std::to_string(runs_) +
                            file_.extension().string());
     write_histogram_file(out, bytes_);
+    written_.push_back(out);
     ++runs_;
   }
+  // The histogram files written, one per run, in order.
+  const std::vector<std::filesystem::path>& written() const { return written_; }
 
  private:
   const Settings& settings_;
@@ -184,7 +189,9 @@ class HistogramFileSink final : public ResultSink {
   std::filesystem::path file_;
   std::vector<std::uint8_t> bytes_;
   std::uint64_t runs_ = 0;
+  std::vector<std::filesystem::path> written_;
   const SpanSink* span_ = nullptr;
+  CounterBase run_base_{};
 };
 
 // A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes. Only a
@@ -424,6 +431,8 @@ int run(const Options& o) {
   std::printf("output           %s (%llu bytes, %llu messages)\n", o.output.c_str(),
               static_cast<unsigned long long>(sink.bytes_written()),
               static_cast<unsigned long long>(sink.messages()));
+  for (const auto& pdh : histograms.written())
+    std::printf("histograms       %s\n", pdh.c_str());
   std::printf("backend          %s\n", backend->name());
   std::printf("frames           %llu\n", static_cast<unsigned long long>(frames));
   if (carried_bytes > 0)

@@ -1,5 +1,6 @@
-// petdaq-record: subscribes to petdaqd's coincidence batches and writes them to a .plm
-// list-mode file, counting the messages it missed. See docs/tools.md.
+// petdaq-record: subscribes to petdaqd's coincidence batches (and, with --singles, its
+// singles) and writes them to a .plm list-mode file that is complete at every message
+// boundary while it runs, counting the messages it missed. See docs/tools.md.
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -32,16 +33,18 @@ struct Options {
   std::optional<double> duration_s;
   std::optional<std::uint64_t> messages;
   bool prompts_only = false;
+  bool singles = false;
   bool quiet = false;
 };
 
 // Each option is declared once here; adding one is one add_option line and one field.
 std::optional<int> parse_args(int argc, char** argv, Options& o) {
   cli::App app(kProgram,
-               "Subscribes to petdaqd's coinc.prompt and coinc.delayed batches and writes them, "
-               "exactly as published, to a .plm list-mode file. Stops on SIGINT/SIGTERM, after "
-               "--duration-s or after --messages, and flushes the file. Exits 1 when nothing "
-               "was received.");
+               "Subscribes to petdaqd's coinc.prompt and coinc.delayed batches (and with "
+               "--singles its singles) and writes them, exactly as published, to a .plm "
+               "list-mode file, flushed to whole messages at least every 0.2 s while it runs. "
+               "Stops on SIGINT/SIGTERM, after --duration-s or after --messages, and flushes "
+               "the file. Exits 1 when nothing was received.");
   double duration_s = 0;
   std::uint64_t messages = 0;
   cli::add_config(app, o.config,
@@ -53,10 +56,13 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   CLI::Option* duration = cli::add_duration_s(app, duration_s, "stop after S seconds")
                               ->check(CLI::PositiveNumber);
   CLI::Option* count = app.add_option("--messages", messages,
-                                      "stop after N messages (both kinds together)")
+                                      "stop after N messages (every kind together)")
                            ->type_name("N")
                            ->check(CLI::PositiveNumber);
   app.add_flag("--prompts-only", o.prompts_only, "do not subscribe to coinc.delayed");
+  app.add_flag("--singles", o.singles,
+               "also record the singles topic (kind-3 messages; petdaqd publishes it with "
+               "output.singles.enabled)");
   cli::add_quiet(app, o.quiet);
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (duration->count()) o.duration_s = duration_s;
@@ -65,16 +71,20 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
 }
 
 struct Tally {
-  record::MessageIdTracker ids[2];  // prompts, delayed
-  std::uint64_t records[2] = {};
+  record::MessageIdTracker ids[3];  // prompts, delayed, singles
+  std::uint64_t records[3] = {};
   std::uint64_t refused = 0;
   std::string last_refusal;
 };
 
-const char* kind_name(int k) { return k == 0 ? "prompts" : "delayed"; }
+const char* kind_name(int k) { return k == 0 ? "prompts" : k == 1 ? "delayed" : "singles"; }
 
-std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_bytes) {
-  char buf[512];
+// How long at most a received message waits in the writer's buffer before it is in the file.
+constexpr auto kFlushInterval = std::chrono::milliseconds(200);
+
+std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_bytes,
+                          bool singles) {
+  char buf[640];
   std::snprintf(buf, sizeof buf,
                 "%.1f s  prompts %llu msgs %llu records  delayed %llu msgs %llu records  "
                 "missed %llu prompts %llu delayed  refused %llu  file %.1f MB",
@@ -85,7 +95,15 @@ std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_b
                 static_cast<unsigned long long>(t.ids[0].missed()),
                 static_cast<unsigned long long>(t.ids[1].missed()),
                 static_cast<unsigned long long>(t.refused), file_bytes / 1e6);
-  return buf;
+  std::string text = buf;
+  if (singles) {
+    std::snprintf(buf, sizeof buf, "  singles %llu msgs %llu records missed %llu",
+                  static_cast<unsigned long long>(t.ids[2].received()),
+                  static_cast<unsigned long long>(t.records[2]),
+                  static_cast<unsigned long long>(t.ids[2].missed()));
+    text += buf;
+  }
+  return text;
 }
 
 }  // namespace
@@ -113,6 +131,7 @@ int main(int argc, char** argv) {
     sub.set(zmq::sockopt::rcvbuf, 8 << 20);
     sub.set(zmq::sockopt::subscribe, topic::prompts);
     if (!o.prompts_only) sub.set(zmq::sockopt::subscribe, topic::delayed);
+    if (o.singles) sub.set(zmq::sockopt::subscribe, topic::singles);
     sub.connect(endpoint);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "petdaq-record: cannot subscribe to %s: %s\n", endpoint.c_str(), e.what());
@@ -131,6 +150,8 @@ int main(int argc, char** argv) {
   Tally t;
   const auto start = Clock::now();
   auto next_progress = start + std::chrono::seconds(1);
+  auto next_flush = start + kFlushInterval;
+  std::uint64_t unflushed = 0;  // messages written since the last flush
   std::uint64_t total = 0;
   int rc = 0;
   try {
@@ -143,13 +164,20 @@ int main(int argc, char** argv) {
       if (now >= next_progress) {
         if (!o.quiet) {
           std::fprintf(stderr, "petdaq-record: %s\n",
-                       progress_text(t, elapsed_s, writer->bytes_written()).c_str());
+                       progress_text(t, elapsed_s, writer->bytes_written(), o.singles).c_str());
         }
         next_progress += std::chrono::seconds(1);
       }
+      // The file ends at a whole message after every flush: readers (petdaq.read_plm,
+      // petdaq-dump, petdaq-export) see every message received up to the last one.
+      if (unflushed && now >= next_flush) {
+        writer->flush();
+        unflushed = 0;
+      }
+      if (now >= next_flush) next_flush = now + kFlushInterval;
       zmq::pollitem_t item{sub.handle(), 0, ZMQ_POLLIN, 0};
       try {
-        zmq::poll(&item, 1, std::chrono::milliseconds(100));
+        zmq::poll(&item, 1, std::chrono::milliseconds(50));
       } catch (const zmq::error_t& e) {
         if (e.num() == EINTR) continue;
         throw;
@@ -178,7 +206,10 @@ int main(int argc, char** argv) {
         continue;
       }
       const auto name = parts[0].to_string_view();
-      const int k = name == topic::prompts ? 0 : name == topic::delayed ? 1 : -1;
+      const int k = name == topic::prompts ? 0
+                    : name == topic::delayed ? 1
+                    : (o.singles && name == topic::singles) ? 2
+                                                              : -1;
       if (k < 0) {
         refuse("unexpected topic '" + std::string(name) + "'");
         continue;
@@ -188,14 +219,16 @@ int main(int argc, char** argv) {
         continue;
       }
       const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
-      const auto expected_kind = static_cast<std::uint16_t>(k == 0 ? MessageKind::prompts
-                                                                   : MessageKind::delayed);
+      constexpr MessageKind kKinds[3] = {MessageKind::prompts, MessageKind::delayed,
+                                         MessageKind::singles};
+      const auto expected_kind = static_cast<std::uint16_t>(kKinds[k]);
+      const std::size_t record_size = plm_record_size(expected_kind);
       if (h.magic != kMessageMagic || h.version != kMessageVersion || h.kind != expected_kind ||
-          h.record_size != sizeof(CoincRecord)) {
+          h.record_size != record_size) {
         refuse("bad message header (magic, version, kind or record size)");
         continue;
       }
-      if (parts[2].size() != std::size_t{h.record_count} * sizeof(CoincRecord)) {
+      if (parts[2].size() != std::size_t{h.record_count} * record_size) {
         refuse("body of " + std::to_string(parts[2].size()) + " bytes for " +
                std::to_string(h.record_count) + " records");
         continue;
@@ -204,6 +237,7 @@ int main(int argc, char** argv) {
       t.ids[k].see(h.message_id);
       t.records[k] += h.record_count;
       ++total;
+      ++unflushed;
     }
     writer->close();
   } catch (const std::exception& e) {
@@ -213,8 +247,8 @@ int main(int argc, char** argv) {
 
   const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
   std::fprintf(stderr, "petdaq-record: %s: %s\n", stop_requested() ? "stopped by signal" : "finished",
-               progress_text(t, elapsed_s, writer->bytes_written()).c_str());
-  for (int k = 0; k < 2; ++k) {
+               progress_text(t, elapsed_s, writer->bytes_written(), o.singles).c_str());
+  for (int k = 0; k < 3; ++k) {
     const auto& ids = t.ids[k];
     if (!ids.started()) continue;
     std::fprintf(stderr,

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+
+#include "tools/common/cli.h"
 #include <boost/asio/ip/address.hpp>
 
 #include "core/settings.h"
@@ -73,20 +75,19 @@ fs::path default_web_root() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"petdaq-web: the scanner's live view in a browser (rates and histograms of "
-               "petdaqd over a WebSocket). See docs/tools.md.",
-               "petdaq-web"};
-  app.set_version_flag("--version", std::string("petdaq-web ") + PETDAQ_VERSION);
-  std::string config, endpoint, listen_text = "127.0.0.1:8080";
+  cli::App app("petdaq-web",
+               "The scanner's live view in a browser: rates and histograms of petdaqd over a "
+               "WebSocket. See docs/tools.md.");
+  std::filesystem::path config;
+  std::string endpoint, listen_text = "127.0.0.1:8080";
   std::string web_root, chartjs = "/usr/share/javascript/chart.js/chart.min.js";
   double stale_after_s = 5, client_timeout_s = 10;
   std::size_t history_points = 600, client_queue = 16;
   tcp::endpoint listen;
-  app.add_option("--config", config, "petdaqd's configuration: the ZeroMQ endpoint is its "
-                                     "output.zmq.endpoint")
+  cli::add_config(app, config,
+                  "petdaqd's configuration: the ZeroMQ endpoint is its output.zmq.endpoint")
       ->check(CLI::ExistingFile);
-  app.add_option("--endpoint", endpoint,
-                 "where petdaqd publishes (overrides --config; default tcp://127.0.0.1:5556)");
+  cli::add_endpoint(app, endpoint);
   app.add_option("--listen", listen_text,
                  "ADDRESS:PORT the page is served on; anything but loopback is logged as a "
                  "deliberate choice; port 0 takes a free one")
@@ -120,12 +121,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingDirectory);
   app.add_option("--chartjs", chartjs, "Chart.js as installed by Debian's libjs-chart.js")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
-  }
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   {
     std::string why;  // checked by the validator above
     parse_listen(listen_text, listen, why);

@@ -81,7 +81,14 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
   p.prompts = required_number(*rates, "rates.", "prompts");
   p.delayed = required_number(*rates, "rates.", "delayed");
   // Derived the daemon's way (docs/daemon.md) when a publisher leaves them out.
-  p.trues = number(*rates, "rates.", "trues").value_or(p.prompts - p.delayed);
+  const std::optional<double> trues = number(*rates, "rates.", "trues");
+  p.trues = trues.value_or(p.prompts - p.delayed);
+  // Which randoms estimate the trues subtract: the document's, "delayed" when derived here.
+  const json* method = member(*rates, "randoms_method");
+  if (method && !method->is_string()) refuse("rates.randoms_method is not a string");
+  out["randoms_method"] = method ? method->get<std::string>()
+                          : trues ? std::string()
+                                  : std::string("delayed");
   p.necr = number(*rates, "rates.", "necr").value_or(p.prompts > 0 ? p.trues * p.trues / p.prompts : 0.0);
   out["rates"] = {
       {"frames", number(*rates, "rates.", "frames").value_or(0)},

@@ -10,6 +10,7 @@ import time
 import numpy as np
 import yaml
 
+from petdaq.cli import ArgumentParser
 from . import CalibrationError
 from . import crystal_map, dead_time, energy, normalization, report, timing
 from .frames import FrameFile
@@ -85,15 +86,46 @@ def _non_negative(text):
     return v
 
 
+# The precision docs/calibrate.md ("Limits") promises: every crystal's photopeak within 1 %
+# of 511 keV, time offsets within 1 tick rms.
+PHOTOPEAK_LIMIT = 0.01
+OFFSET_LIMIT_TICKS = 1.0
+# The photopeak fits scatter about 1.6 times the σ/√n of an ideal Gaussian mean (the default
+# scanner's photopeaks: 0.2 % rms against 0.12 % from σ/√n; docs/calibrate.md).
+PHOTOPEAK_FIT_FACTOR = 1.6
+
+
+def photopeak_precision(result):
+    """(expected worst relative error over the crystals, rms relative error per crystal),
+    estimated from the data: each photopeak's σ/√n from its FWHM and its frames."""
+    n = np.maximum(np.asarray(result.photopeak_counts, dtype=np.float64).ravel(), 1.0)
+    sigma = PHOTOPEAK_FIT_FACTOR * (np.asarray(result.fwhm, dtype=np.float64).ravel() / 2.3548) / np.sqrt(n)
+    rms = float(np.sqrt(np.mean(sigma ** 2)))
+    # The largest of N normal deviates lies near sqrt(2 ln N) standard deviations.
+    return math.sqrt(2.0 * math.log(max(sigma.size, 2))) * rms, rms
+
+
+def precision_check(args, message):
+    """Statistics below the documented precision: a warning, or with --strict an error."""
+    if getattr(args, "strict", False):
+        raise CalibrationError(message + " (--strict: no table written)")
+    print(f"petdaq-calibrate: warning: {message}", file=sys.stderr)
+    return f"WARNING: {message}\n"
+
+
 def build_parser():
-    p = argparse.ArgumentParser(prog="petdaq-calibrate", description=DESCRIPTION,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = ArgumentParser("petdaq-calibrate", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="step", required=True, metavar="STEP")
 
     def common(sp, frames_help):
-        sp.add_argument("--config", required=True, help="petdaq YAML (scanner geometry, energy bin width, window)")
+        sp.add_argument("-c", "--config", required=True, help="petdaq YAML (scanner geometry, energy bin width, window)")
         sp.add_argument("--frames", required=True, help=frames_help)
         sp.add_argument("--output-dir", required=True, help="where the table, report and plots go")
+        sp.add_argument("--strict", action="store_true",
+                        help="refuse (exit 1, no table) when the data's statistics give less than "
+                             "the documented precision (photopeaks within 1 %%, offsets within 1 "
+                             "tick), instead of warning")
 
     def map_options(sp):
         sp.add_argument("--min-counts-per-crystal", type=_positive(float), default=30.0,
@@ -230,9 +262,22 @@ def step_energy(args, scanner, out, lut_path):
                                 saturation_keV=es)
     ff = FrameFile(args.frames, scanner)
     table, result = energy.make_energy_correction(ff, scanner, lut, opts)
+    worst, rms = photopeak_precision(result)
+    warning = ""
+    if worst > PHOTOPEAK_LIMIT:
+        warning = precision_check(
+            args, f"energy: {args.frames}: the photopeaks' statistics (median "
+                  f"{np.median(result.photopeak_counts):.0f} frames per photopeak, FWHM "
+                  f"{np.median(result.fwhm) * 100:.1f} %) give about {100 * rms:.2f} % per crystal "
+                  f"and {100 * worst:.2f} % for the worst of {np.size(result.photopeak_counts)}: "
+                  f"above the {100 * PHOTOPEAK_LIMIT:g} % the tables are made for; a flood "
+                  f"{(worst / PHOTOPEAK_LIMIT) ** 2:.1f} times longer reaches it")
     path = _save_table(os.path.join(out, "energy_correction.npy"), table)
     report.energy_plots(os.path.join(out, "energy.png"), scanner, result, table, opts.bins)
     with open(os.path.join(out, "energy.txt"), "w", encoding="utf-8") as f:
+        f.write(warning)
+        f.write(f"expected photopeak precision from the statistics: {100 * rms:.2f} % per crystal, "
+                f"{100 * worst:.2f} % for the worst (limit {100 * PHOTOPEAK_LIMIT:g} %)\n")
         f.write(report.energy_text(scanner, ff, result, opts))
     es_text = "linear" if not math.isfinite(result.saturation_keV) else f"E_s {result.saturation_keV:.0f} keV"
     print(f"energy: {path}: {scanner.crystal_count} photopeaks (median {np.median(result.peaks_adc):.0f} ADC, "
@@ -262,9 +307,20 @@ def step_time_offsets(args, scanner, doc, out, frames, lut_path, energy_path):
         plm = timing.run_offline(offline, doc, args.config, frames, lut_path, energy_path, work, pdh)
         table, result = timing.make_time_offsets(plm, scanner, source, opts, name=frames)
         step_energy_resolution(pdh, frames, out)
+    warning = ""
+    if result.offset_sigma_ticks > OFFSET_LIMIT_TICKS:
+        warning = precision_check(
+            args, f"time offsets: {frames}: {result.used} prompts (median "
+                  f"{np.median(result.per_crystal):.0f} per crystal) with a residual of "
+                  f"{result.residual_sigma_ticks:.1f} ticks give about "
+                  f"{result.offset_sigma_ticks:.2f} ticks per crystal: above the "
+                  f"{OFFSET_LIMIT_TICKS:g} tick the tables are made for; an acquisition "
+                  f"{(result.offset_sigma_ticks / OFFSET_LIMIT_TICKS) ** 2:.1f} times longer "
+                  f"reaches it")
     path = _save_table(os.path.join(out, "time_offsets.npy"), table)
     report.timing_plots(os.path.join(out, "time_offsets.png"), scanner, result, table)
     with open(os.path.join(out, "time_offsets.txt"), "w", encoding="utf-8") as f:
+        f.write(warning)
         f.write(report.timing_text(scanner, frames, "petdaq-offline output", result, table, source))
     print(f"time offsets: {path}: {result.used} prompts, residual sigma "
           f"{result.residual_sigma_ticks * scanner.tick_ps:.0f} ps, statistical error per crystal "

@@ -34,9 +34,9 @@ def read_coincidences(path, kind=PROMPTS):
         if mh["magic"] != MESSAGE_MAGIC:
             raise CalibrationError(f"{path}: bad message magic at byte {pos}")
         size = int(mh["count"]) * int(mh["record_size"])
-        # Other kinds (dead intervals, and any this reader does not know) are skipped.
-        if (mh["kind"] in (PROMPTS, DELAYED) and mh["record_size"] != COINCIDENCE.itemsize) \
-                or pos + 64 + size > data.size:
+        # Other kinds (singles, ...) are skipped by their size; coincidences must be 32 bytes.
+        coincidences = mh["kind"] in (PROMPTS, DELAYED)
+        if (coincidences and mh["record_size"] != COINCIDENCE.itemsize) or pos + 64 + size > data.size:
             raise CalibrationError(f"{path}: bad or truncated message at byte {pos}")
         if mh["kind"] == kind and mh["count"]:
             parts.append(data[pos + 64:pos + 64 + size].view(COINCIDENCE))

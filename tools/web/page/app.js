@@ -23,6 +23,13 @@ function si(v) {
   return (ax >= 100 ? x.toFixed(0) : ax >= 10 ? x.toFixed(1) : x.toFixed(2)) + p;
 }
 
+// What rates.trues subtracts from the prompts, by rates.randoms_method (docs/randoms.md).
+const TRUES_METHODS = {
+  delayed: "prompts − delayed",
+  singles_rate: "prompts − randoms from the singles rates (2τ·S_i·S_j)",
+  singles_prompts: "prompts − randoms from the singles-prompts window model",
+};
+
 // Every number shown also sits unformatted in data-value, for scripts and tests.
 function show(id, value, text) {
   const el = $(id);
@@ -158,6 +165,9 @@ function onRates(m) {
   for (const [k, v] of Object.entries(m.rates)) {
     show(`rate-${k}`, v, k === "randoms_fraction" ? `${(100 * v).toFixed(1)} %` : si(v));
   }
+  $("trues-method").textContent = TRUES_METHODS[m.randoms_method] ||
+    (m.randoms_method ? `prompts − randoms (${m.randoms_method} estimate)`
+                      : "prompts − the daemon's randoms estimate");
   const list = $("problems");
   if (m.problems.length === 0) {
     list.innerHTML = '<li class="none">none</li>';
