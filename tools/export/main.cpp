@@ -442,7 +442,8 @@ int main(int argc, char** argv) {
                        kProgram, o.input.c_str(),
                        static_cast<unsigned long long>(c.partial_tail_bytes));
       } else {
-        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
+        each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); },
+             [](const MessageHeader&, const Single*, std::size_t) {});
       }
       w.finish();
       for (const std::string& line : w.losses()) std::fprintf(stderr, "%s: %s\n", kProgram, line.c_str());
