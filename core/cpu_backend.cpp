@@ -71,21 +71,6 @@ HugeArray<T> huge_page_copy(const T* source, std::size_t count) {
   return HugeArray<T>(static_cast<T*>(p));
 }
 
-// An uninitialised buffer of `count` T on transparent huge pages where the kernel allows
-// them (a host whose policy is `madvise` gives them only on request): the store, the
-// singles and the records are hundreds of MiB, walked by every thread of the engine.
-template <class T>
-HugeArray<T> huge_buffer(std::size_t count) {
-  constexpr std::size_t kHugePageBytes = 2u << 20;
-  const std::size_t bytes =
-      std::max<std::size_t>(1, (count * sizeof(T) + kHugePageBytes - 1) / kHugePageBytes) *
-      kHugePageBytes;
-  void* p = std::aligned_alloc(kHugePageBytes, bytes);
-  if (!p) throw std::bad_alloc();
-  ::madvise(p, bytes, MADV_HUGEPAGE);  // a hint: without huge pages it works all the same
-  return HugeArray<T>(static_cast<T*>(p));
-}
-
 }  // namespace
 
 struct CpuBackend::Impl {
@@ -100,10 +85,9 @@ struct CpuBackend::Impl {
   std::int64_t min_time_offset = 0;
   std::uint32_t bdm_count = 0;
 
-  // Buffers are left uninitialised: pages nobody writes cost no memory and no start-up time
-  // (in 2 MiB steps where they are huge pages).
+  // Buffers are left uninitialised: pages nobody writes cost no memory and no start-up time.
   // Staged frames in arrival order; a slice moves those it takes into `input`.
-  HugeArray<RawFrame> store;
+  std::unique_ptr<RawFrame[]> store;
   std::size_t store_count = 0;
   std::uint64_t tickets = 0;
   // Deferred staging: blocks staged and not yet copied to the store (after its
@@ -117,27 +101,27 @@ struct CpuBackend::Impl {
   std::vector<std::size_t> deferred_first;  // [block + 1]: prefix sums of the counts
   std::size_t deferred_count = 0;
   std::uint64_t copied = 0;
-  HugeArray<std::uint64_t> split_keys;  // raw times, for a slice that must split
-  HugeArray<RawFrame> input;
+  std::unique_ptr<std::uint64_t[]> split_keys;  // raw times, for a slice that must split
+  std::unique_ptr<RawFrame[]> input;
   std::size_t input_count = 0;
   // Two singles buffers of max_carry + max_slice: the carry-over sits at the front of
   // `singles`, the slice's new singles follow it; `scratch` is the sort's and the merge's
   // second buffer, and the two swap roles after a merge.
-  HugeArray<Single> singles_a;
-  HugeArray<Single> singles_b;
+  std::unique_ptr<Single[]> singles_a;
+  std::unique_ptr<Single[]> singles_b;
   Single* singles = nullptr;
   Single* scratch = nullptr;
   std::size_t carry_count = 0;
   std::uint64_t next_t_begin = 0;
 
-  HugeArray<CoincRecord> prompt_storage;
-  HugeArray<CoincRecord> delayed_storage;
+  std::unique_ptr<CoincRecord[]> prompt_storage;
+  std::unique_ptr<CoincRecord[]> delayed_storage;
   RecordBuffer prompts;
   RecordBuffer delayed;
   std::vector<std::uint64_t> bdm_singles;
   std::vector<std::uint64_t> bdm_energy_rejected;
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
-  HugeArray<Single> resolved;                 // output.singles.enabled
+  std::unique_ptr<Single[]> resolved;        // output.singles.enabled
   std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
   // The threaded take: per piece of the store, its first frame, the frames taken, their place
   // in `input`, the frames kept. With `input_in_pieces` the slice's frames lie in `input` as
@@ -179,18 +163,18 @@ struct CpuBackend::Impl {
     tables.energy_correction = energy_correction.get();
     const std::size_t singles_capacity = max_carry_singles + max_slice_frames;
     source_rule = SourceRule{tables.check_markers, tables.head_marker, tables.tail_marker, bdm_count};
-    store = huge_buffer<RawFrame>(max_staged_frames);
-    split_keys = huge_buffer<std::uint64_t>(max_staged_frames);
-    input = huge_buffer<RawFrame>(max_slice_frames);
-    singles_a = huge_buffer<Single>(singles_capacity);
-    singles_b = huge_buffer<Single>(singles_capacity);
+    store = std::make_unique_for_overwrite<RawFrame[]>(max_staged_frames);
+    split_keys = std::make_unique_for_overwrite<std::uint64_t[]>(max_staged_frames);
+    input = std::make_unique_for_overwrite<RawFrame[]>(max_slice_frames);
+    singles_a = std::make_unique_for_overwrite<Single[]>(singles_capacity);
+    singles_b = std::make_unique_for_overwrite<Single[]>(singles_capacity);
     singles = singles_a.get();
     scratch = singles_b.get();
     const std::size_t record_capacity =
         singles_capacity * std::max<std::size_t>(1, s.stream.max_records_per_single);
     const std::size_t delayed_capacity = params.delayed ? record_capacity : 0;
-    prompt_storage = huge_buffer<CoincRecord>(record_capacity);
-    delayed_storage = huge_buffer<CoincRecord>(delayed_capacity);
+    prompt_storage = std::make_unique_for_overwrite<CoincRecord[]>(record_capacity);
+    delayed_storage = std::make_unique_for_overwrite<CoincRecord[]>(delayed_capacity);
     prompts.data = prompt_storage.get();
     prompts.capacity = record_capacity;
     delayed.data = delayed_storage.get();
@@ -199,7 +183,7 @@ struct CpuBackend::Impl {
     bdm_energy_rejected.resize(bdm_count);
     if (s.output.histograms.enabled)
       histograms = std::make_unique<HistogramSet>(make_histogram_layout(s));
-    if (s.output.singles.enabled) resolved = huge_buffer<Single>(singles_capacity);
+    if (s.output.singles.enabled) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
     ParallelEngine::Sizes sizes = engine_sizes(s, options);
     sizes.record_capacity = record_capacity;
     if (histograms) sizes.histograms = &histograms->layout();
