@@ -206,9 +206,7 @@ __global__ void order_ties_kernel(const unsigned long long* keys, const SliceCou
 
 
 // Pass 1: records per unit, multiples, and the first unresolved opener. The redo pass runs
-// only after a carry overflow turned the slice into a resolve-everything slice; it is
-// launched with few blocks (grid-stride), so that on the common path, where it returns at
-// once, it costs one small launch and not one block per 128 units.
+// only after a carry overflow turned the slice into a resolve-everything slice.
 __global__ void __launch_bounds__(WalkPolicy::threads_per_block)
     walk_count_kernel(WalkInput in, std::uint64_t unit_capacity, bool redo_pass,
                       unsigned long long* prompt_count, unsigned long long* delayed_count,
@@ -216,24 +214,20 @@ __global__ void __launch_bounds__(WalkPolicy::threads_per_block)
   if (redo_pass && !counts->redo) return;
   using Reduce = cub::BlockReduce<unsigned long long, WalkPolicy::threads_per_block>;
   __shared__ typename Reduce::TempStorage reduce;
-  const std::uint64_t units = unit_total(in);
-  unsigned long long multiples_here = 0, delayed_multiples_here = 0;
-  for (std::uint64_t unit = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-       unit < unit_capacity; unit += std::uint64_t{gridDim.x} * blockDim.x) {
-    WalkTotals totals;
-    if (unit < units) {
-      CountOnly count;
-      const std::uint64_t stop = walk_unit(in, unit, totals, count);
-      if (stop != ~std::uint64_t{0}) atomicMin(&counts->carry_start, stop);
-    }
+  const std::uint64_t unit = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  WalkTotals totals;
+  if (unit < unit_total(in)) {
+    CountOnly count;
+    const std::uint64_t stop = walk_unit(in, unit, totals, count);
+    if (stop != ~std::uint64_t{0}) atomicMin(&counts->carry_start, stop);
+  }
+  if (unit < unit_capacity) {
     prompt_count[unit] = totals.prompts;
     delayed_count[unit] = totals.delayed;
-    multiples_here += totals.multiples;
-    delayed_multiples_here += totals.delayed_multiples;
   }
-  const unsigned long long multiples = Reduce(reduce).Sum(multiples_here);
+  const unsigned long long multiples = Reduce(reduce).Sum(totals.multiples);
   __syncthreads();
-  const unsigned long long delayed_multiples = Reduce(reduce).Sum(delayed_multiples_here);
+  const unsigned long long delayed_multiples = Reduce(reduce).Sum(totals.delayed_multiples);
   if (threadIdx.x == 0) {
     if (multiples) atomicAdd(&counts->multiples, multiples);
     if (delayed_multiples) atomicAdd(&counts->delayed_multiples, delayed_multiples);

@@ -130,8 +130,7 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
                             params_, request.horizon};
   const std::uint64_t walk_blocks = blocks_for(sort_count, WalkPolicy::threads_per_block);
   for (const bool redo : {false, true}) {
-    const std::uint64_t blocks = redo ? std::min(kMaxStrideBlocks, walk_blocks) : walk_blocks;
-    gpu::walk_count_kernel<<<blocks, WalkPolicy::threads_per_block, 0, stream>>>(
+    gpu::walk_count_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
         walk, sort_count, redo, ws.d_prompt_count.get(), ws.d_delayed_count.get(), counts);
     PETDAQ_CUDA_CHECK_LAUNCH("walk_count_kernel");
     if (!redo) {
