@@ -1,6 +1,6 @@
-// The per-slice kernels of the GPU backend: fused convert + count + compaction, carry-over
-// placement, sort keys, gather and tie pass, window walks (count, then fill) and the
-// per-slice summary. Launch shapes live in the policy structs; the host side
+// The per-slice kernels of the GPU backend: fused convert + count + per-tile compaction, the
+// slice's counts, sort keys read from the convert's staging, merge with the carry-over and
+// tie pass, window walks (count, then fill) and the per-slice summary. Launch shapes live in the policy structs; the host side
 // (gpu_backend.cu) sizes and queues them. The per-tile and per-thread device code the kernels
 // run, and the state they share, live in gpu/device/.
 #pragma once
@@ -25,7 +25,7 @@
 namespace petdaq::gpu {
 
 // ---- convert: one pass converts, counts per tile and per reason, and compacts each tile's
-// singles in place (staging); a copy puts every tile's singles at its scanned offset ----
+// singles in place (staging), where the key pass and the merge read them ----
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     convert_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
@@ -88,7 +88,7 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
 
 // The slice's counts once the tile offsets are known: the new singles, with the carry-over
 // (kept by the slice before in its own buffer, in order) in front of them. One thread.
-__global__ void place_carry_kernel(const CarryState* state, const std::uint32_t* tile_accepted,
+__global__ void count_singles_kernel(const CarryState* state, const std::uint32_t* tile_accepted,
                                    const std::uint32_t* tile_offset, std::uint32_t tiles,
                                    SliceCounts* counts) {
   const std::uint64_t c = state->carry_count;

@@ -87,10 +87,10 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
       kMaxStrideBlocks,
       blocks_for(std::max<std::uint64_t>(1, max_carry_), ElementwisePolicy::threads_per_block)));
   const Single* staging = ws.d_singles_b.get();
-  gpu::place_carry_kernel<<<1, 1, 0, stream>>>(state, ws.d_tile_accepted.get(),
-                                               ws.d_tile_offset.get(),
-                                               static_cast<std::uint32_t>(tiles), counts);
-  PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
+  gpu::count_singles_kernel<<<1, 1, 0, stream>>>(state, ws.d_tile_accepted.get(),
+                                                 ws.d_tile_offset.get(),
+                                                 static_cast<std::uint32_t>(tiles), counts);
+  PETDAQ_CUDA_CHECK_LAUNCH("count_singles_kernel");
   gpu::make_keys_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       staging, ws.d_tile_accepted.get(), ws.d_tile_offset.get(), frame_count, counts,
       ws.key_layout, request.key_bits, key_count, ws.d_keys_a.get(), ws.d_index_a.get());
