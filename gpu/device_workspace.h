@@ -26,7 +26,8 @@ struct WorkspaceSizes {
 struct DeviceWorkspace {
   explicit DeviceWorkspace(const WorkspaceSizes& sizes);
 
-  // a: carry-over + new singles as converted; b: the same in order.
+  // b: the new singles as converted, each tile's at the front of its tile; a: carry-over +
+  // new singles in order (the merge's output); the carry-over the slice before kept.
   cuda::device_unique_ptr<Single> d_singles_a, d_singles_b, d_carry;
   cuda::device_unique_ptr<unsigned long long> d_keys_a, d_keys_b;
   cuda::device_unique_ptr<std::uint32_t> d_index_a, d_index_b;

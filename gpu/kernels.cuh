@@ -1,6 +1,6 @@
-// The per-slice kernels of the GPU backend: fused convert + count + compaction, carry-over
-// placement, sort keys, gather and tie pass, window walks (count, then fill) and the
-// per-slice summary. Launch shapes live in the policy structs; the host side
+// The per-slice kernels of the GPU backend: fused convert + count + per-tile compaction, the
+// slice's counts, sort keys read from the convert's staging, merge with the carry-over and
+// tie pass, window walks (count, then fill) and the per-slice summary. Launch shapes live in the policy structs; the host side
 // (gpu_backend.cu) sizes and queues them. The per-tile and per-thread device code the kernels
 // run, and the state they share, live in gpu/device/.
 #pragma once
@@ -25,7 +25,7 @@
 namespace petdaq::gpu {
 
 // ---- convert: one pass converts, counts per tile and per reason, and compacts each tile's
-// singles in place (staging); a copy puts every tile's singles at its scanned offset ----
+// singles in place (staging), where the key pass and the merge read them ----
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
     convert_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
@@ -63,6 +63,12 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   for (int k = 0; k < ConvertPolicy::items_per_thread; ++k)
     if (keep[k]) *dst++ = out[k];
   if (threadIdx.x == 0) tile_accepted[blockIdx.x] = tile_total;
+  // The common reasons' per-thread counts into the block's tallies, one shared atomic
+  // per warp (every thread of the block reaches this line).
+  const std::uint32_t warp_rejected = __reduce_add_sync(0xFFFFFFFFu, mine.energy_rejected);
+  if (threadIdx.x % 32 == 0 && warp_rejected)
+    atomicAdd(&status_tally[static_cast<int>(FrameStatus::energy_rejected)], warp_rejected);
+  if (threadIdx.x == 0) status_tally[static_cast<int>(FrameStatus::single)] += tile_total;
   __syncthreads();
   const unsigned long long block_min = Bound(temp.bound).Reduce(mine.t_min, ::cuda::minimum<>{});
   __syncthreads();
@@ -80,61 +86,61 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   }
 }
 
-// Each tile's singles (one block per tile) to their place after the carry-over, in frame
-// order.
-__global__ void compact_tiles_kernel(const Single* staging, const std::uint32_t* tile_accepted,
-                                     const std::uint32_t* tile_offset, const CarryState* state,
-                                     Single* singles) {
-  const std::uint32_t n = tile_accepted[blockIdx.x];
-  const Single* src = staging + std::uint64_t{blockIdx.x} * ConvertPolicy::tile_frames;
-  Single* dst = singles + state->carry_count + tile_offset[blockIdx.x];
-  for (std::uint32_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-}
-
-// Puts the carry-over in front of the new singles.
-__global__ void place_carry_kernel(Single* singles, const Single* carry, const CarryState* state,
-                                   const std::uint32_t* tile_accepted,
+// The slice's counts once the tile offsets are known: the new singles, with the carry-over
+// (kept by the slice before in its own buffer, in order) in front of them. One thread.
+__global__ void count_singles_kernel(const CarryState* state, const std::uint32_t* tile_accepted,
                                    const std::uint32_t* tile_offset, std::uint32_t tiles,
                                    SliceCounts* counts) {
   const std::uint64_t c = state->carry_count;
-  const std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (i == 0) {
-    const std::uint64_t m =
-        tiles ? std::uint64_t{tile_offset[tiles - 1]} + tile_accepted[tiles - 1] : 0;
-    counts->accepted = m;
-    counts->singles = c + m;
-    if (c > 0) {
-      counts->t_min = min_of<unsigned long long>(counts->t_min, state->carry_t_min);
-      counts->t_max = max_of<unsigned long long>(counts->t_max, state->carry_t_max);
-    }
+  const std::uint64_t m =
+      tiles ? std::uint64_t{tile_offset[tiles - 1]} + tile_accepted[tiles - 1] : 0;
+  counts->accepted = m;
+  counts->singles = c + m;
+  if (c > 0) {
+    counts->t_min = min_of<unsigned long long>(counts->t_min, state->carry_t_min);
+    counts->t_max = max_of<unsigned long long>(counts->t_max, state->carry_t_max);
   }
-  for (std::uint64_t j = i; j < c; j += std::uint64_t{gridDim.x} * blockDim.x)
-    singles[j] = carry[j];
 }
 
-
-// Keys of the slice's new singles (after the carry-over in `singles`), at [0, range): the
-// carry-over is in order already and is merged in afterwards (merge_*_kernel).
-__global__ void make_keys_kernel(const Single* singles, const SliceCounts* counts,
-                                 const CarryState* state, SortKeyLayout layout,
+// Keys of the slice's new singles, read where the convert left them (each tile's singles at
+// the front of its tile in `staging`): the key of the tile's r-th single goes to its place
+// in frame order, tile_offset[tile] + r, with the single's staging position as its index,
+// so that the sort orders the same keys, in the same input order, as if the singles had
+// been compacted first; [m, range) holds padding. The carry-over is in order already and is
+// merged in afterwards (merge_*_kernel).
+__global__ void make_keys_kernel(const Single* staging, const std::uint32_t* tile_accepted,
+                                 const std::uint32_t* tile_offset, std::uint64_t frame_count,
+                                 const SliceCounts* counts, SortKeyLayout layout,
                                  unsigned key_bits, std::uint64_t range, unsigned long long* keys,
                                  std::uint32_t* index) {
   const std::uint64_t m = counts->accepted;
-  const std::uint64_t c = state->carry_count;
   const bool relative = relative_keys_fit(*counts, layout);
   const unsigned long long t_min = counts->t_min;
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < range;
-       i += std::uint64_t{gridDim.x} * blockDim.x) {
-    keys[i] = i < m ? sort_key(singles[c + i], relative, t_min, layout, key_bits) : kPaddingKey;
-    index[i] = static_cast<std::uint32_t>(i);
+  for (std::uint64_t p = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < range;
+       p += std::uint64_t{gridDim.x} * blockDim.x) {
+    if (p < frame_count) {
+      const std::uint64_t tile = p / ConvertPolicy::tile_frames;
+      const std::uint32_t r = static_cast<std::uint32_t>(p % ConvertPolicy::tile_frames);
+      if (r < tile_accepted[tile]) {
+        const std::uint64_t i = std::uint64_t{tile_offset[tile]} + r;
+        keys[i] = sort_key(staging[p], relative, t_min, layout, key_bits);
+        index[i] = static_cast<std::uint32_t>(p);
+      }
+    }
+    if (p >= m) {
+      keys[p] = kPaddingKey;
+      index[p] = static_cast<std::uint32_t>(p);
+    }
   }
 }
 
-// The merge of the sorted new singles with the carry-over (sorted, first in `singles`):
-// each lands at its rank in its own list plus the number of the other list's keys before
-// it, the carry-over first among equal keys, as a stable sort of carry-over + new singles
-// would put them. Each also writes its key beside it for the tie pass.
-__global__ void merge_new_kernel(const Single* singles, const unsigned long long* new_keys,
+// The merge of the sorted new singles (gathered from `staging` by their index) with the
+// carry-over (sorted, in `carry`): each lands at its rank in its own list plus the number of
+// the other list's keys before it, the carry-over first among equal keys, as a stable sort
+// of carry-over + new singles would put them. Each also writes its key beside it for the tie
+// pass.
+__global__ void merge_new_kernel(const Single* carry, const Single* staging,
+                                 const unsigned long long* new_keys,
                                  const std::uint32_t* new_index, const SliceCounts* counts,
                                  const CarryState* state, SortKeyLayout layout,
                                  unsigned key_bits, Single* sorted,
@@ -150,15 +156,15 @@ __global__ void merge_new_kernel(const Single* singles, const unsigned long long
     std::uint64_t lo = 0, hi = c;
     while (lo < hi) {
       const std::uint64_t mid = lo + (hi - lo) / 2;
-      if (sort_key(singles[mid], relative, t_min, layout, key_bits) <= key) lo = mid + 1; else hi = mid;
+      if (sort_key(carry[mid], relative, t_min, layout, key_bits) <= key) lo = mid + 1; else hi = mid;
     }
     const std::uint64_t at = j + lo;
-    sorted[at] = singles[c + new_index[j]];
+    sorted[at] = staging[new_index[j]];
     sorted_keys[at] = key;
   }
 }
 
-__global__ void merge_carry_kernel(const Single* singles, const unsigned long long* new_keys,
+__global__ void merge_carry_kernel(const Single* carry, const unsigned long long* new_keys,
                                    const SliceCounts* counts, const CarryState* state,
                                    SortKeyLayout layout, unsigned key_bits, Single* sorted,
                                    unsigned long long* sorted_keys) {
@@ -168,7 +174,7 @@ __global__ void merge_carry_kernel(const Single* singles, const unsigned long lo
   const unsigned long long t_min = counts->t_min;
   for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < c;
        i += std::uint64_t{gridDim.x} * blockDim.x) {
-    const Single s = singles[i];
+    const Single s = carry[i];
     const unsigned long long key = sort_key(s, relative, t_min, layout, key_bits);
     // New keys < key.
     std::uint64_t lo = 0, hi = m;

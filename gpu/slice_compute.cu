@@ -45,9 +45,10 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
 
-  // Convert: one pass converts, counts and compacts each tile's singles into a staging
-  // area (the sort's output buffer, free until the merge), the tile counts are scanned, and
-  // a copy puts the tiles' singles in order after the carry-over.
+  // Convert: one pass converts, counts and compacts each tile's singles to the front of its
+  // tile in a staging area, and the tile counts are scanned; the keys are made from there
+  // (make_keys_kernel), and the merge gathers the singles from there and from the carry-over
+  // into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
@@ -59,10 +60,6 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
     PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
                                        ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
                                        stream));
-    gpu::compact_tiles_kernel<<<tiles, ElementwisePolicy::threads_per_block, 0, stream>>>(
-        ws.d_singles_b.get(), ws.d_tile_accepted.get(), ws.d_tile_offset.get(), state,
-        ws.d_singles_a.get());
-    PETDAQ_CUDA_CHECK_LAUNCH("compact_tiles_kernel");
     if (d_histograms_) {  // histograms of the frames
       gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                          gpu::HistogramPolicy::max_blocks,
@@ -89,14 +86,14 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   const unsigned carry_blocks = static_cast<unsigned>(std::min(
       kMaxStrideBlocks,
       blocks_for(std::max<std::uint64_t>(1, max_carry_), ElementwisePolicy::threads_per_block)));
-  gpu::place_carry_kernel<<<carry_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), ws.d_carry.get(), state, ws.d_tile_accepted.get(), ws.d_tile_offset.get(),
-      static_cast<std::uint32_t>(tiles), counts);
-  PETDAQ_CUDA_CHECK_LAUNCH("place_carry_kernel");
+  const Single* staging = ws.d_singles_b.get();
+  gpu::count_singles_kernel<<<1, 1, 0, stream>>>(state, ws.d_tile_accepted.get(),
+                                                 ws.d_tile_offset.get(),
+                                                 static_cast<std::uint32_t>(tiles), counts);
+  PETDAQ_CUDA_CHECK_LAUNCH("count_singles_kernel");
   gpu::make_keys_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), counts, state, ws.key_layout, request.key_bits, key_count,
-      ws.d_keys_a.get(),
-      ws.d_index_a.get());
+      staging, ws.d_tile_accepted.get(), ws.d_tile_offset.get(), frame_count, counts,
+      ws.key_layout, request.key_bits, key_count, ws.d_keys_a.get(), ws.d_index_a.get());
   PETDAQ_CUDA_CHECK_LAUNCH("make_keys_kernel");
   cub::DoubleBuffer<unsigned long long> keys(ws.d_keys_a.get(), ws.d_keys_b.get());
   cub::DoubleBuffer<std::uint32_t> index(ws.d_index_a.get(), ws.d_index_b.get());
@@ -106,14 +103,14 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
                                       static_cast<std::int64_t>(key_count),
                                       static_cast<int>(request.key_bits), stream));
   }
-  Single* sorted = ws.d_singles_b.get();
+  Single* sorted = ws.d_singles_a.get();
   unsigned long long* sorted_keys = keys.Alternate();
   gpu::merge_new_kernel<<<key_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), keys.Current(), index.Current(), counts, state, ws.key_layout,
+      ws.d_carry.get(), staging, keys.Current(), index.Current(), counts, state, ws.key_layout,
       request.key_bits, sorted, sorted_keys);
   PETDAQ_CUDA_CHECK_LAUNCH("merge_new_kernel");
   gpu::merge_carry_kernel<<<carry_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      ws.d_singles_a.get(), keys.Current(), counts, state, ws.key_layout, request.key_bits, sorted,
+      ws.d_carry.get(), keys.Current(), counts, state, ws.key_layout, request.key_bits, sorted,
       sorted_keys);
   PETDAQ_CUDA_CHECK_LAUNCH("merge_carry_kernel");
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(

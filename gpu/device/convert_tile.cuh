@@ -37,13 +37,17 @@ __device__ __forceinline__ int load_tile(FrameLoad::TempStorage& storage, const 
 // What one thread's frames of a tile add up to.
 struct ThreadCount {
   std::uint32_t accepted = 0;
+  std::uint32_t energy_rejected = 0;
   unsigned long long t_min = ~0ull;
   unsigned long long t_max = 0;
 };
 
 // One thread: converts its frames of the tile once (the first `valid` of the tile are
-// frames), counts them per reason and per BDM into the block's shared tallies, and keeps
-// the singles (keep[k] marks those in out[k]) for the tile's compaction.
+// frames), counts them per BDM into the block's shared tallies and per reason, and keeps
+// the singles (keep[k] marks those in out[k]) for the tile's compaction. The two common
+// reasons (single, energy_rejected) are counted in registers and summed per tile by the
+// caller: a shared atomic per frame on one of eight words would serialise each warp on
+// the same address. The rare reasons go to `status_tally` as they come.
 __device__ __forceinline__ ThreadCount convert_thread_frames(
     const uint4 (&raw)[ConvertPolicy::items_per_thread], int valid, const ConvertTables& tables,
     std::uint32_t* status_tally, std::uint32_t* accepted_tally, std::uint32_t* rejected_tally,
@@ -57,7 +61,6 @@ __device__ __forceinline__ ThreadCount convert_thread_frames(
     std::uint8_t bytes[16];
     load_frame(raw[k], bytes);
     const FrameStatus status = convert_frame(bytes, tables, out[k]);
-    atomicAdd(&status_tally[static_cast<int>(status)], 1u);
     if (status == FrameStatus::single) {
       keep[k] = true;
       ++c.accepted;
@@ -65,7 +68,10 @@ __device__ __forceinline__ ThreadCount convert_thread_frames(
       c.t_max = max_of<unsigned long long>(c.t_max, out[k].time);
       atomicAdd(&accepted_tally[bytes[frame_offset::bdm]], 1u);
     } else if (status == FrameStatus::energy_rejected) {
+      ++c.energy_rejected;
       atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
+    } else {
+      atomicAdd(&status_tally[static_cast<int>(status)], 1u);
     }
   }
   return c;
