@@ -7,6 +7,7 @@
 
 #include "gpu/gpu_backend_impl.h"
 #include "gpu/histogram_kernels.cuh"
+#include "gpu/image_kernels.h"
 #include "gpu/kernels.cuh"
 
 namespace petdaq {
@@ -43,6 +44,8 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
+  if (d_image_ && request.run_start)  // image: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_image_.get(), 0, image_layout_.bytes, stream));
 
   // Convert: count per tile, scan the tile counts, convert again and compact in order.
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
@@ -153,6 +156,10 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
         d_histograms_.get());
     PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
   }
+  if (d_image_)  // the live image of the records
+    gpu::launch_image_records(slot.d_prompts.get(), slot.d_delayed.get(),
+                              &slot.d_summary->prompts_kept, prompt_capacity_ + delayed_capacity_,
+                              image_layout_, d_image_.get(), stream);
   if (singles_out_) {  // singles topic: keep this slice's ordered singles
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
                                       cudaMemcpyDeviceToDevice, stream));

@@ -7,6 +7,8 @@
         batch.records                           # one published batch, a structured array
     h = petdaq.read_histograms("run.pdh")      # histogram file (.pdh) of a run
     h["energy_keV"].counts, h["energy_keV"].edges, h["energy_keV"].unit, h.meta["counters"]
+    im = petdaq.read_image("run.pdim")         # live TOF back-positioned image and centroid trace
+    im.run, im.window, im.trace["z_mm"], im.axial_run
     g = petdaq.Geometry.from_config("petdaq.yaml")
     g.ring(crystal), g.sector(crystal), g.position_mm(crystal)
 
@@ -19,5 +21,6 @@ from .formats import (FILE_HEADER, MESSAGE_HEADER, RECORD, KIND_PROMPTS, KIND_DE
                       KIND_SINGLES, FLAG_DELAYED, FLAG_FROM_MULTIPLE)
 from .plm import PlmFile, read_plm  # noqa: F401
 from .histograms import HistogramFileError, read_histograms  # noqa: F401
+from .image import Image, ImageFileError, read_image  # noqa: F401
 from .live import Batch, subscribe  # noqa: F401
 from .geometry import Geometry  # noqa: F401

@@ -1,5 +1,7 @@
 #include "tools/sim/options.h"
 
+#include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "tools/common/cli.h"
@@ -22,9 +24,23 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
       ->type_name("N")
       ->group(group);
   number("--activity-MBq", o.activity_MBq, "source activity", "MBq");
-  app.add_option("--source", text.source, "point source at the centre, or a uniform cylinder")
-      ->check(CLI::IsMember({"point", "cylinder"}))
+  app.add_option("--source", text.source,
+                 "a point source, a line source along the axis (--source-length-mm) or a "
+                 "uniform cylinder at the centre")
+      ->check(CLI::IsMember({"point", "line", "cylinder"}))
       ->type_name("SHAPE")
+      ->group(group);
+  app.add_option("--source-position", text.source_position,
+                 "where the point source (or the line source's centre) sits")
+      ->type_name("X,Y,Z (mm)")
+      ->group(group);
+  number("--source-length-mm", o.source_length_mm, "length of a line source", "MM");
+  number("--motion-amplitude-mm", o.motion_amplitude_mm,
+         "a point or line source moves: amplitude of a sinusoidal motion (0: still)", "MM");
+  number("--motion-period-s", o.motion_period_s, "period of the motion", "S");
+  app.add_option("--motion-axis", text.motion_axis, "axis of the motion")
+      ->check(CLI::IsMember({"x", "y", "z"}))
+      ->type_name("AXIS")
       ->group(group);
   app.add_option("--phantom", text.phantom, "water cylinder around the source (auto: for a cylinder)")
       ->check(CLI::IsMember({"auto", "none", "water"}))
@@ -59,7 +75,28 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
 }
 
 void finish_sim_options(const SimOptionText& text, SimOptions& o) {
-  o.source = text.source == "point" ? SourceShape::point : SourceShape::cylinder;
+  o.source = text.source == "point"  ? SourceShape::point
+             : text.source == "line" ? SourceShape::line
+                                     : SourceShape::cylinder;
+  {
+    double v[3];
+    char extra = 0;
+    if (std::sscanf(text.source_position.c_str(), "%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &extra) != 3 ||
+        !std::isfinite(v[0]) || !std::isfinite(v[1]) || !std::isfinite(v[2]))
+      throw std::invalid_argument("--source-position: expected X,Y,Z in mm, got '" +
+                                  text.source_position + "'");
+    for (int k = 0; k < 3; ++k) o.source_position_mm[k] = v[k];
+  }
+  o.motion_axis = text.motion_axis == "x" ? 0u : text.motion_axis == "y" ? 1u : 2u;
+  if (!(o.source_length_mm > 0) || !(o.motion_period_s > 0) || !(o.motion_amplitude_mm >= 0) ||
+      !std::isfinite(o.motion_amplitude_mm))
+    throw std::invalid_argument(
+        "--source-length-mm and --motion-period-s must be > 0, --motion-amplitude-mm >= 0");
+  if (o.source == SourceShape::cylinder &&
+      (o.motion_amplitude_mm > 0 || o.source_position_mm[0] != 0 || o.source_position_mm[1] != 0 ||
+       o.source_position_mm[2] != 0))
+    throw std::invalid_argument(
+        "--source-position and --motion-amplitude-mm apply to a point or line source");
   o.phantom = text.phantom == "none"    ? PhantomKind::none
               : text.phantom == "water" ? PhantomKind::water_cylinder
                                         : PhantomKind::automatic;

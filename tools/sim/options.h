@@ -18,6 +18,8 @@ namespace petdaq::sim {
 struct SimOptionText {
   std::string source = "cylinder";
   std::string phantom = "auto";
+  std::string source_position = "0,0,0";
+  std::string motion_axis = "z";
   bool no_background = false;
 };
 void add_sim_options(CLI::App& app, SimOptions& options, SimOptionText& text);

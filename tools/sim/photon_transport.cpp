@@ -2,6 +2,7 @@
 // the ring, the crystal, then the frames (BlockGenerator::frame_begin/frame_end).
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "tools/sim/block_generator.h"
 
@@ -112,11 +113,21 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.py[i] = s.py[K + i] = py;
       s.pz[i] = s.pz[K + i] = pz;
     }
-  } else {
+  } else {  // a point or a line along z, still or moving
+    const double* at = options_.source_position_mm;
+    const double amplitude = options_.motion_amplitude_mm;
+    const double omega_per_ps = 2 * std::numbers::pi / (options_.motion_period_s * 1e12);
+    const double block_ps = double(ctx.base_ticks - plan_.origin_ticks) * plan_.tick_ps;
     for (std::uint32_t i = 0; i < n; ++i) {
-      s.px[i] = s.px[K + i] = 0;
-      s.py[i] = s.py[K + i] = 0;
-      s.pz[i] = s.pz[K + i] = 0;
+      double p[3] = {at[0], at[1], at[2]};
+      if (options_.source == SourceShape::line)
+        p[2] += (rng.uniform32() - 0.5) * options_.source_length_mm;
+      if (amplitude > 0)
+        p[options_.motion_axis] +=
+            amplitude * std::sin(omega_per_ps * (block_ps + ctx.out.decay_ps[first + i]));
+      s.px[i] = s.px[K + i] = p[0];
+      s.py[i] = s.py[K + i] = p[1];
+      s.pz[i] = s.pz[K + i] = p[2];
     }
   }
   fill_disk(s.disk_a, s.disk_b, n);

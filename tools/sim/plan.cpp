@@ -34,6 +34,11 @@ Plan make_plan(const Settings& settings, const SimOptions& options, const Detect
   if ((has_phantom(options) || options.source == SourceShape::cylinder) &&
       options.phantom_radius_mm >= model.ring_radius_mm())
     throw std::invalid_argument("the phantom does not fit inside the ring");
+  if (options.source != SourceShape::cylinder &&
+      std::hypot(options.source_position_mm[0], options.source_position_mm[1]) +
+              options.motion_amplitude_mm >=
+          model.ring_radius_mm())
+    throw std::invalid_argument("--source-position: the source does not stay inside the ring");
 
   Plan plan;
   plan.tick_ps = settings.scanner.tick_ps;

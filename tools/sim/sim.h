@@ -13,7 +13,7 @@
 
 namespace petdaq::sim {
 
-enum class SourceShape : std::uint8_t { point, cylinder };
+enum class SourceShape : std::uint8_t { point, cylinder, line };
 enum class PhantomKind : std::uint8_t { automatic, none, water_cylinder };
 
 struct SimSummary;
@@ -27,6 +27,14 @@ struct SimOptions {
   std::uint64_t frames = 0;  // > 0: stop at the first block boundary with at least this many
   double activity_MBq = 1.0;
   SourceShape source = SourceShape::cylinder;
+  // Where a point source sits, or the centre of a line source (which runs along z), in mm.
+  double source_position_mm[3] = {0, 0, 0};
+  double source_length_mm = 50.0;  // of a line source
+  // A moving point or line source: position + amplitude · sin(2π t / period) along the axis
+  // (0 = x, 1 = y, 2 = z), t from the acquisition's start (time_origin_s). Amplitude 0: still.
+  double motion_amplitude_mm = 0;
+  double motion_period_s = 4.0;
+  unsigned motion_axis = 2;
   PhantomKind phantom = PhantomKind::automatic;  // automatic: water cylinder for a cylinder source
   double phantom_radius_mm = 15.0;  // mouse-sized
   double phantom_length_mm = 70.0;
