@@ -51,8 +51,11 @@ std::vector<std::int32_t> make_crystal_table(const Settings& s) {
   std::vector<std::int32_t> t(std::size_t{n} * 3);
   for (std::uint32_t c = 0; c < n; ++c) {
     const CrystalPlace p = crystal_place(s.scanner, c);
+    // From the centre (half the depth) to depth_fraction of the depth, along the panel's normal.
+    const double out_mm = (s.output.image.depth_fraction - 0.5) * s.scanner.crystal_depth_mm;
     for (int k = 0; k < 3; ++k)
-      t[std::size_t{c} * 3 + k] = static_cast<std::int32_t>(std::llround(p.centre_mm[k] * 1000.0));
+      t[std::size_t{c} * 3 + k] =
+          static_cast<std::int32_t>(std::llround((p.centre_mm[k] + out_mm * p.outward[k]) * 1000.0));
   }
   return t;
 }

@@ -198,7 +198,8 @@ PETDAQ_HD void image_record(const CoincRecord& r, bool delayed, const ImageLayou
 
 namespace petdaq {
 
-// Crystal centres in µm, x y z per crystal (core/crystal_position.h, rounded).
+// Crystal points in µm, x y z per crystal: the centre of core/crystal_position.h moved along
+// the panel's normal to output.image.depth_fraction of the crystal's depth, rounded.
 std::vector<std::int32_t> make_crystal_table(const Settings& settings);
 
 // One run's image bins, owned on the host: the CPU backend fills them; a GPU backend copies

@@ -214,6 +214,9 @@ struct ImageSettings {
   bool subtract_delayed = false;    // delayed-window records add with weight -1
   double trace_bin_ms = 50.0;       // centroid trace: one sample per this much acquisition time
   std::uint32_t trace_bins = 72000; // trace samples over the run (an hour at 50 ms)
+  // Where on each crystal a line of response ends, as a fraction of the crystal's depth from
+  // its front face: 0.5 is its centre (the exports' crystal position).
+  double depth_fraction = 0.5;
 
   bool operator==(const ImageSettings&) const = default;
 };

@@ -254,7 +254,7 @@ void parse_image(Reader& r, const YAML::Node& output, ImageSettings& is) {
   const std::string I = "output.image";
   auto n = r.section(output, "output", "image",
                      {"enabled", "interval_ms", "voxel_mm", "dim_x", "dim_y", "dim_z", "window_s",
-                      "subtract_delayed", "trace_bin_ms", "trace_bins"});
+                      "subtract_delayed", "trace_bin_ms", "trace_bins", "depth_fraction"});
   r.boolean(n, I, "enabled", is.enabled);
   r.real(n, I, "interval_ms", is.interval_ms);
   r.require(is.interval_ms >= 10, I + ".interval_ms", "must be >= 10", is.interval_ms);
@@ -273,6 +273,9 @@ void parse_image(Reader& r, const YAML::Node& output, ImageSettings& is) {
   r.real(n, I, "trace_bin_ms", is.trace_bin_ms);
   r.require(is.trace_bin_ms >= 1, I + ".trace_bin_ms", "must be >= 1", is.trace_bin_ms);
   r.integer(n, I, "trace_bins", is.trace_bins, 1, 1 << 22);
+  r.real(n, I, "depth_fraction", is.depth_fraction);
+  r.require(is.depth_fraction >= 0 && is.depth_fraction <= 1, I + ".depth_fraction",
+            "must be in [0, 1]", is.depth_fraction);
 }
 
 void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path& base_dir,

@@ -118,8 +118,9 @@ TEST(ImageRule, TalliesOutsideTheFieldAndBadIds) {
   ImageSet set(s);
   const Geometry g = Geometry::from(s.scanner);
   const std::uint32_t ring = g.crystals_per_ring();
-  const CoincRecord centre = record(0, ring / 2, 0);
-  const CoincRecord at_crystal = record(ring / 2, 0, 1000);  // clamped onto a crystal: outside
+  const std::uint32_t mid = g.ring_count() / 2 * ring;  // a ring near z = 0
+  const CoincRecord centre = record(mid, mid + ring / 2, 0);
+  const CoincRecord at_crystal = record(mid + ring / 2, mid, 1000);  // clamped onto a crystal
   const CoincRecord bad = record(0, g.crystal_count(), 0);
   set.add_records(&centre, 1, false);
   set.add_records(&at_crystal, 1, false);
@@ -139,7 +140,8 @@ TEST(ImageRule, DelayedSubtractWithTheirDelayRemoved) {
   const Geometry g = Geometry::from(s.scanner);
   const std::uint32_t ring = g.crystals_per_ring();
   const std::int64_t D = static_cast<std::int64_t>(CoincidenceParams::from(s).delayed_offset_ticks);
-  const CoincRecord d = record(3, ring / 2 + 5, static_cast<std::uint32_t>(D + 7));
+  const std::uint32_t mid = g.ring_count() / 2 * ring;
+  const CoincRecord d = record(mid + 3, mid + ring / 2 + 5, static_cast<std::uint32_t>(D + 7));
   {
     ImageSet off(s);  // no subtraction: delayed records are ignored
     off.add_records(&d, 1, true);
@@ -167,7 +169,8 @@ TEST(ImageRule, TraceMeanAndErrorMatchADirectComputation) {
   std::uniform_int_distribution<std::uint32_t> offset(0, 8), dt(0, 20);
   std::vector<std::array<double, 3>> points;
   for (int i = 0; i < 500; ++i) {
-    const std::uint32_t r1 = offset(rng) * ring, r2 = offset(rng) * ring;
+    const std::uint32_t base = (g.ring_count() / 2 - 4) * ring;
+    const std::uint32_t r1 = base + offset(rng) * ring, r2 = base + offset(rng) * ring;
     const CoincRecord r = record(r1 + offset(rng), r2 + ring / 2 + offset(rng), dt(rng), 5);
     std::int64_t p[3];
     ASSERT_TRUE(image_point(r, false, set.layout(), p));
@@ -224,7 +227,9 @@ TEST(ImageFileTest, RoundTripAndRefusals) {
   const Geometry g = Geometry::from(s.scanner);
   const std::uint32_t ring = g.crystals_per_ring();
   std::vector<CoincRecord> rs;
-  for (std::uint32_t i = 0; i < 50; ++i) rs.push_back(record(i % 7, ring / 2 + i % 5, i % 9, 1000 + i * 70000));
+  const std::uint32_t mid = g.ring_count() / 2 * ring;
+  for (std::uint32_t i = 0; i < 50; ++i)
+    rs.push_back(record(mid + i % 7, mid + ring / 2 + i % 5, i % 9, 1000 + std::uint64_t{i} * 70'000'000));
   set.add_records(rs.data(), rs.size(), false);
   std::vector<std::int32_t> window(set.layout().voxel_count, 2);
   std::vector<std::uint8_t> bytes;

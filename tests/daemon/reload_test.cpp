@@ -202,6 +202,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(ImageSettings, output.image.subtract_delayed, "output", false),
     PETDAQ_FIELD(ImageSettings, output.image.trace_bin_ms, "output", false),
     PETDAQ_FIELD(ImageSettings, output.image.trace_bins, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.depth_fraction, "output", false),
 
     PETDAQ_FIELD(SinglesOutputSettings, output.singles.enabled, "output", false),
 

@@ -8,9 +8,9 @@ as petdaqd would, and petdaq.read_image reads the file.
           distance of the back-positioned counts from the source (the TOF blur along the
           lines of response) within 10 % of c/2 · σ of the simulated CTR (√2 · the single's
           FWHM / 2.355).
-  moving  a point source in sinusoidal motion along an axis: the centroid trace (≥ 10 Hz)
-          against the true position at each sample's time: correlation ≥ 0.95 and the fitted
-          amplitude within 10 % of the true one.
+  moving  a point source in sinusoidal motion along z, then along y: the centroid trace
+          (≥ 10 Hz) against the true position at each sample's time: correlation ≥ 0.95 and
+          the fitted amplitude within 10 % of the true one.
 
 Prints the counts and the figures. Exits 77 (skip) when numpy is missing.
 """
@@ -67,8 +67,10 @@ def check_point(a):
     img = im.run.astype(np.float64)
     x, y, z = voxel_grid(im)
     counts = img.sum()
-    print(f"point source at {position} mm: {int(counts)} prompts in the image "
-          f"({im.tallies['prompts_out']} outside the field of view), voxels of {im.voxel_mm} mm")
+    t = im.tallies
+    print(f"point source at {position} mm: {t['prompts_in']} prompts in the image minus "
+          f"{t['delayed_in']} delayed = {int(counts)} counts ({t['prompts_out']} prompts outside "
+          f"the field of view), voxels of {im.voxel_mm} mm")
     if counts < 20000:
         print("FAIL: too few counts for the check")
         return False
@@ -98,9 +100,9 @@ def check_point(a):
     return ok
 
 
-def check_moving(a):
-    amplitude, period, axis = 4.0, 0.5, "z"
-    im, truth = simulate(a, "moving", ["--source", "point", "--source-position", "3,-2,1",
+def check_moving(a, axis):
+    amplitude, period = 4.0, 0.5
+    im, truth = simulate(a, "moving_" + axis, ["--source", "point", "--source-position", "3,-2,1",
                                        "--activity-MBq", "3", "--duration-s", "1.5",
                                        "--motion-amplitude-mm", str(amplitude),
                                        "--motion-period-s", str(period), "--motion-axis", axis])
@@ -147,7 +149,7 @@ def main():
     p.add_argument("--python", required=True, help="the directory of the petdaq package")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    ok = check_point(a) if a.what == "point" else check_moving(a)
+    ok = check_point(a) if a.what == "point" else all([check_moving(a, "z"), check_moving(a, "y")])
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
