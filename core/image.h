@@ -156,34 +156,62 @@ struct PlainImageAdd {
   PETDAQ_HD void operator()(unsigned long long* v, unsigned long long x) const { *v += x; }
 };
 
-// One record into the image, the trace and the tallies. A delayed record counts only with
-// subtract_delayed; a record whose point lies outside the field of view counts only in a
-// tally (not in the trace either).
-template <class Add>
-PETDAQ_HD void image_record(const CoincRecord& r, bool delayed, const ImageLayout& l,
-                            std::uint8_t* bins, Add add) {
+// What one record adds: its tally, and when its point lies in the field, its voxel and its
+// trace bin's sums (TraceSum order). A delayed record counts only with subtract_delayed; a
+// record whose point lies outside the field of view counts only in a tally (not in the
+// trace either).
+struct ImageHit {
+  int tally = -1;                   // ImageTally index; -1: the record adds nothing
+  std::uint64_t voxel = 0;          // voxel_count: outside the field
+  int weight = 0;                   // +1 prompt, −1 subtracted delayed
+  std::uint32_t trace_bin = 0;
+  std::int64_t sums[kTraceSums] = {};
+};
+
+PETDAQ_HD void image_hit(const CoincRecord& r, bool delayed, const ImageLayout& l, ImageHit& h) {
+  h.tally = -1;
+  h.voxel = l.voxel_count;
   if (delayed && !l.subtract_delayed) return;
   std::int64_t p[3];
   if (!image_point(r, delayed, l, p)) return;
-  const std::uint64_t v = image_voxel(l, p);
-  unsigned long long* tally = l.tallies(bins);
-  if (v == l.voxel_count) {
-    add(tally + static_cast<int>(delayed ? ImageTally::delayed_out : ImageTally::prompts_out), 1ull);
+  h.voxel = image_voxel(l, p);
+  if (h.voxel == l.voxel_count) {
+    h.tally = static_cast<int>(delayed ? ImageTally::delayed_out : ImageTally::prompts_out);
     return;
   }
-  add(tally + static_cast<int>(delayed ? ImageTally::delayed_in : ImageTally::prompts_in), 1ull);
+  h.tally = static_cast<int>(delayed ? ImageTally::delayed_in : ImageTally::prompts_in);
   const int w = delayed ? -1 : 1;
-  add(l.voxels(bins) + v, w);
-  unsigned long long* t = l.trace(bins) + std::size_t{l.trace_bin(r.time_a)} * kTraceSums;
-  const auto u = [](std::int64_t x) { return static_cast<unsigned long long>(x); };
-  add(t + static_cast<int>(TraceSum::weight), u(w));
-  add(t + static_cast<int>(TraceSum::events), 1ull);
+  h.weight = w;
+  h.trace_bin = l.trace_bin(r.time_a);
+  h.sums[static_cast<int>(TraceSum::weight)] = w;
+  h.sums[static_cast<int>(TraceSum::events)] = 1;
   for (int k = 0; k < 3; ++k) {
-    add(t + static_cast<int>(TraceSum::wx) + k, u(w * p[k]));
-    add(t + static_cast<int>(TraceSum::x) + k, u(p[k]));
+    h.sums[static_cast<int>(TraceSum::wx) + k] = w * p[k];
+    h.sums[static_cast<int>(TraceSum::x) + k] = p[k];
     const std::int64_t q = p[k] / 10;
-    add(t + static_cast<int>(TraceSum::xx) + k, u(q * q));
+    h.sums[static_cast<int>(TraceSum::xx) + k] = q * q;
   }
+}
+
+// The sums of one trace bin (the GPU adds a warp's sums at once when its records share a bin).
+template <class Add>
+PETDAQ_HD void image_add_trace(const ImageLayout& l, std::uint8_t* bins, std::uint32_t bin,
+                               const std::int64_t* sums, Add add) {
+  unsigned long long* t = l.trace(bins) + std::size_t{bin} * kTraceSums;
+  for (int k = 0; k < kTraceSums; ++k) add(t + k, static_cast<unsigned long long>(sums[k]));
+}
+
+// One record into the image, the trace and the tallies.
+template <class Add>
+PETDAQ_HD void image_record(const CoincRecord& r, bool delayed, const ImageLayout& l,
+                            std::uint8_t* bins, Add add) {
+  ImageHit h;
+  image_hit(r, delayed, l, h);
+  if (h.tally < 0) return;
+  add(l.tallies(bins) + h.tally, 1ull);
+  if (h.voxel == l.voxel_count) return;
+  add(l.voxels(bins) + h.voxel, h.weight);
+  image_add_trace(l, bins, h.trace_bin, h.sums, add);
 }
 
 }  // namespace petdaq

@@ -26,6 +26,11 @@ struct AtomicImageAdd {
   }
 };
 
+// Each thread takes one record per pass; the voxel and the tally go in with one atomic each.
+// The records of a slice nearly always share one trace bin, and eleven atomics per record
+// on the same eleven words would queue behind each other: a warp whose records with a point
+// in the field all fall in one bin adds its sums once (integer sums, so the order and the
+// grouping change nothing).
 __global__ void __launch_bounds__(kThreads)
     image_records_kernel(const CoincRecord* prompts, const CoincRecord* delayed,
                          const std::uint64_t* kept, ImageLayout layout, std::uint8_t* bins) {
@@ -38,12 +43,39 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const std::uint64_t np = n_kept[0];
   const std::uint64_t n = np + n_kept[1];
-  for (std::uint64_t i = std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < n;
-       i += std::uint64_t{gridDim.x} * blockDim.x) {
+  const AtomicImageAdd add;
+  constexpr std::uint32_t kNoBin = 0xFFFFFFFFu;
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  // Every lane of a warp runs the same passes (the bound is the warp's first index), so the
+  // warp-wide calls below see all 32 lanes.
+  const std::uint64_t lane0 = std::uint64_t{blockIdx.x} * blockDim.x + (threadIdx.x & ~31u);
+  for (std::uint64_t base = lane0; base < n; base += stride) {
+    const std::uint64_t i = base + (threadIdx.x & 31u);
+    ImageHit h;
     if (i < np)
-      image_record(prompts[i], false, layout, bins, AtomicImageAdd{});
-    else
-      image_record(delayed[i - np], true, layout, bins, AtomicImageAdd{});
+      image_hit(prompts[i], false, layout, h);
+    else if (i < n)
+      image_hit(delayed[i - np], true, layout, h);
+    if (h.tally >= 0) add(layout.tallies(bins) + h.tally, 1ull);
+    const bool in_field = h.tally >= 0 && h.voxel != layout.voxel_count;
+    if (in_field) add(layout.voxels(bins) + h.voxel, h.weight);
+    const std::uint32_t bin = in_field ? h.trace_bin : kNoBin;
+    // The bin of the warp's first lane with one; do all lanes with a bin share it?
+    const unsigned with_bin = __ballot_sync(0xFFFFFFFFu, bin != kNoBin);
+    if (with_bin == 0) continue;
+    const std::uint32_t first = __shfl_sync(0xFFFFFFFFu, bin, __ffs(with_bin) - 1);
+    const bool shared = __all_sync(0xFFFFFFFFu, bin == kNoBin || bin == first);
+    if (!shared) {
+      if (in_field) image_add_trace(layout, bins, bin, h.sums, add);
+      continue;
+    }
+    std::int64_t sums[kTraceSums];
+    for (int k = 0; k < kTraceSums; ++k) {
+      long long v = in_field ? h.sums[k] : 0;
+      for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_down_sync(0xFFFFFFFFu, v, offset);
+      sums[k] = v;
+    }
+    if ((threadIdx.x & 31u) == 0) image_add_trace(layout, bins, first, sums, add);
   }
 }
 
