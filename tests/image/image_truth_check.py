@@ -8,6 +8,8 @@ as petdaqd would, and petdaq.read_image reads the file.
           distance of the back-positioned counts from the source (the TOF blur along the
           lines of response) within 10 % of c/2 · σ of the simulated CTR (√2 · the single's
           FWHM / 2.355).
+  line    a line source along the axis, off centre: its transaxial peak within 0.5 mm of the
+          true x, y; its axial extent (at half the profile's plateau) within 10 % of its length.
   moving  a point source in sinusoidal motion along z, then along y: the centroid trace
           (≥ 10 Hz) against the true position at each sample's time: correlation ≥ 0.95 and
           the fitted amplitude within 10 % of the true one.
@@ -100,6 +102,35 @@ def check_point(a):
     return ok
 
 
+def check_line(a):
+    position, length = (10.0, 5.0, 0.0), 40.0
+    im, truth = simulate(a, "line", ["--source", "line", "--source-position",
+                                     ",".join(str(p) for p in position), "--source-length-mm",
+                                     str(length), "--activity-MBq", "3", "--duration-s", "0.25",
+                                     "--time-resolution-ps", "200"])
+    assert truth["source"] == "line" and truth["source_length_mm"] == length, truth
+    img = im.run.astype(np.float64)
+    xy = img.sum(axis=0)
+    x, y = np.meshgrid(im.centres_mm(0), im.centres_mm(1))
+    c = np.array([(xy * x).sum(), (xy * y).sum()]) / xy.sum()
+    for _ in range(100):
+        w = xy * (((x - c[0]) ** 2 + (y - c[1]) ** 2) <= 15.0 ** 2)
+        n = np.array([(w * x).sum(), (w * y).sum()]) / w.sum()
+        if np.abs(n - c).max() < 1e-4:
+            break
+        c = n
+    err = c - np.array(position[:2])
+    # The axial extent: where the profile crosses half its plateau (the median of its middle).
+    prof, z = im.axial_run, im.centres_mm(2)
+    plateau = float(np.median(prof[np.abs(z - position[2]) < length / 4]))
+    above = z[prof >= plateau / 2]
+    extent = above.max() - above.min() + im.voxel_mm
+    print(f"line source at x, y = {position[:2]} mm, {length} mm long: {int(img.sum())} counts; "
+          f"transaxial peak off by ({err[0]:+.3f}, {err[1]:+.3f}) mm (limit 0.5 mm); axial extent "
+          f"at half the plateau {extent:.1f} mm (limit ±10 %)")
+    return bool(np.all(np.abs(err) <= 0.5)) and abs(extent / length - 1) <= 0.10
+
+
 def check_moving(a, axis):
     amplitude, period = 4.0, 0.5
     im, truth = simulate(a, "moving_" + axis, ["--source", "point", "--source-position", "3,-2,1",
@@ -142,14 +173,19 @@ def check_moving(a, axis):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("what", choices=["point", "moving"])
+    p.add_argument("what", choices=["point", "line", "moving"])
     p.add_argument("--bin", required=True)
     p.add_argument("--config", required=True)
     p.add_argument("--work", required=True)
     p.add_argument("--python", required=True, help="the directory of the petdaq package")
     a = p.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    ok = check_point(a) if a.what == "point" else all([check_moving(a, "z"), check_moving(a, "y")])
+    if a.what == "point":
+        ok = check_point(a)
+    elif a.what == "line":
+        ok = check_line(a)
+    else:
+        ok = all([check_moving(a, "z"), check_moving(a, "y")])
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
