@@ -271,7 +271,7 @@ void parse_image(Reader& r, const YAML::Node& output, ImageSettings& is) {
   r.require(is.window_s > 0, I + ".window_s", "must be > 0", is.window_s);
   r.boolean(n, I, "subtract_delayed", is.subtract_delayed);
   r.real(n, I, "trace_bin_ms", is.trace_bin_ms);
-  r.require(is.trace_bin_ms >= 1, I + ".trace_bin_ms", "must be >= 1", is.trace_bin_ms);
+  r.require(is.trace_bin_ms >= 0.001, I + ".trace_bin_ms", "must be >= 0.001", is.trace_bin_ms);
   r.integer(n, I, "trace_bins", is.trace_bins, 1, 1 << 22);
   r.real(n, I, "depth_fraction", is.depth_fraction);
   r.require(is.depth_fraction >= 0 && is.depth_fraction <= 1, I + ".depth_fraction",
