@@ -365,4 +365,10 @@ TEST(WebBrowser, ShowsTheImageItsTraceAndWhatItIsNot) {
   for (const json& v : axial) axial_sum += v.get<double>();
   EXPECT_EQ(axial_sum, static_cast<double>(total));
   EXPECT_EQ(b.eval("document.getElementById('image-malformed').dataset.value"), "0");
+  // A screenshot of the image section (web_image.png in the build folder).
+  b.eval("document.getElementById('image').scrollIntoView()");
+  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}});
+  const std::string png = base64_decode(shot["data"].get<std::string>());
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  std::ofstream(fs::path(PETDAQ_BINARY_DIR) / "web_image.png", std::ios::binary) << png;
 }

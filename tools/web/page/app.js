@@ -293,7 +293,7 @@ function onImage(m) {
   $("image-views").dataset.run = String(m.run_id);
   imageAt = Date.now();
   show("image-run-id", m.run_id);
-  show("image-window", m.window_s, `${m.window_s.toFixed(1)} s`);
+  show("image-window", m.window_s, `${Number(m.window_s.toPrecision(3))} s`);
   show("image-max", m.max_voxel_mm.join(","), m.max_voxel_mm.map((v) => v.toFixed(1)).join(", "));
   show("image-counts", m.window_counts, si(m.window_counts));
   $("image-randoms").textContent = m.randoms_subtracted ? "delayed-window randoms subtracted"
@@ -304,7 +304,7 @@ function onImage(m) {
     drawImage(`img-proj-${v}`, m.projections[v], 300, 300, 0);
   }
   const tr = m.trace;
-  show("trace-bin", tr.bin_ms);
+  show("trace-bin", tr.bin_ms, String(Number(tr.bin_ms.toPrecision(4))));
   show("trace-samples", tr.t_s.length);
   const last = tr.t_s.length - 1;
   $("trace-error").textContent = last < 0 ? "–" :
