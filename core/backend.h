@@ -17,6 +17,7 @@
 namespace petdaq {
 
 class HistogramSet;
+class ImageSet;
 class PhaseTimer;
 
 struct SliceRequest {
@@ -122,6 +123,9 @@ class Backend {
   // slice (a backend may also hold slices still in flight) and are zeroed when a run_start
   // slice is processed. Valid until the next call on the backend.
   virtual const HistogramSet* histograms() { return nullptr; }
+  // Live image of the current run (core/image.h, DESIGN section 7); null when
+  // output.image.enabled is off. Same life as histograms().
+  virtual const ImageSet* image() { return nullptr; }
 
   // The thread that drives the backend times its phases there (core/phase_timer.h); a
   // backend that waits on a device marks those host waits as phases of their own

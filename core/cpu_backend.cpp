@@ -22,6 +22,7 @@
 #include "core/convert.h"
 #include "core/frame_source.h"
 #include "core/histograms.h"
+#include "core/image.h"
 #include "core/order.h"
 #include "core/parallel_engine.h"
 #include "core/settings.h"
@@ -121,6 +122,7 @@ struct CpuBackend::Impl {
   std::vector<std::uint64_t> bdm_singles;
   std::vector<std::uint64_t> bdm_energy_rejected;
   std::unique_ptr<HistogramSet> histograms;  // output.histograms.enabled
+  std::unique_ptr<ImageSet> image;           // output.image.enabled
   std::unique_ptr<Single[]> resolved;        // output.singles.enabled
   std::unique_ptr<ParallelEngine> engine;     // backend_threads > 1
   // The threaded take: per piece of the store, its first frame, the frames taken, their place
@@ -183,6 +185,7 @@ struct CpuBackend::Impl {
     bdm_energy_rejected.resize(bdm_count);
     if (s.output.histograms.enabled)
       histograms = std::make_unique<HistogramSet>(make_histogram_layout(s));
+    if (s.output.image.enabled) image = std::make_unique<ImageSet>(s);
     if (s.output.wants_singles()) resolved = std::make_unique_for_overwrite<Single[]>(singles_capacity);
     ParallelEngine::Sizes sizes = engine_sizes(s, options);
     sizes.record_capacity = record_capacity;
@@ -442,6 +445,7 @@ struct CpuBackend::Impl {
       next_t_begin = 0;
       if (histograms) histograms->reset();  // histograms: a run starts
       if (engine) engine->reset_histograms();
+      if (image) image->reset();
     }
     result.t_begin = next_t_begin;
     const bool final = req.final && !result.split;
@@ -536,6 +540,10 @@ struct CpuBackend::Impl {
     } else if (histograms) {
       histograms->add_records(prompts.data, prompts.size, false);
       histograms->add_records(delayed.data, delayed.size, true);
+    }
+    if (image) {  // the live image of the records
+      image->add_records(prompts.data, prompts.size, false);
+      image->add_records(delayed.data, delayed.size, true);
     }
     if (resolved) {  // singles topic: the resolved singles, before the carry-over moves
       std::memcpy(resolved.get(), singles, first_carried * sizeof(Single));
@@ -657,6 +665,8 @@ const HistogramSet* CpuBackend::histograms() {
   if (impl_->histograms && impl_->engine) impl_->engine->collect_histograms(*impl_->histograms);
   return impl_->histograms.get();
 }
+
+const ImageSet* CpuBackend::image() { return impl_->image.get(); }
 
 unsigned CpuBackend::threads() const { return impl_->engine ? impl_->engine->threads() : 1; }
 

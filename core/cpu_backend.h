@@ -47,6 +47,7 @@ class CpuBackend final : public Backend {
   const SliceResult& collect() override;
   std::size_t in_flight() const override;
   const HistogramSet* histograms() override;
+  const ImageSet* image() override;
 
   // Cumulative time spent in each stage, for benchmarks (a few clock reads per slice).
   struct StageSeconds {

@@ -29,6 +29,7 @@ MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
       h.record_size = sizeof(Single);
       break;
     case MessageKind::histograms: break;
+    case MessageKind::image: break;
   }
   return h;
 }

@@ -204,6 +204,25 @@ struct SinglesOutputSettings {
   bool operator==(const SinglesOutputSettings&) const = default;
 };
 
+// Live TOF back-positioned image (DESIGN section 7, "Image"), accumulated by the backend.
+struct ImageSettings {
+  bool enabled = false;
+  double interval_ms = 1000.0;      // the `image` message is published this often
+  double voxel_mm = 2.0;            // cubic voxels
+  std::uint32_t dim_x = 64;         // voxels across the field of view, centred on the axis
+  std::uint32_t dim_y = 64;
+  std::uint32_t dim_z = 64;
+  double window_s = 10.0;           // the sliding-window image: the last window_s of acquisition
+  bool subtract_delayed = false;    // delayed-window records add with weight -1
+  double trace_bin_ms = 50.0;       // centroid trace: one sample per this much acquisition time
+  std::uint32_t trace_bins = 72000; // trace samples over the run (an hour at 50 ms)
+  // Where on each crystal a line of response ends, as a fraction of the crystal's depth from
+  // its front face: 0.5 is its centre (the exports' crystal position).
+  double depth_fraction = 0.5;
+
+  bool operator==(const ImageSettings&) const = default;
+};
+
 struct OutputSettings {
   // The backend hands out each slice's singles: for the `singles` topic or the file sink.
   bool wants_singles() const { return singles.enabled || (file.enabled && file.singles); }
@@ -212,6 +231,7 @@ struct OutputSettings {
   FileSinkSettings file;
   double rates_interval_ms = 1000.0;
   HistogramSettings histograms;
+  ImageSettings image;
   SinglesOutputSettings singles;
   RawCaptureSettings raw;
 

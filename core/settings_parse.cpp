@@ -257,17 +257,46 @@ void parse_histograms(Reader& r, const YAML::Node& output, HistogramSettings& hs
   r.require(hs.rate_bin_ms >= 0.001, H + ".rate_bin_ms", "must be >= 0.001", hs.rate_bin_ms);
 }
 
+void parse_image(Reader& r, const YAML::Node& output, ImageSettings& is) {
+  const std::string I = "output.image";
+  auto n = r.section(output, "output", "image",
+                     {"enabled", "interval_ms", "voxel_mm", "dim_x", "dim_y", "dim_z", "window_s",
+                      "subtract_delayed", "trace_bin_ms", "trace_bins", "depth_fraction"});
+  r.boolean(n, I, "enabled", is.enabled);
+  r.real(n, I, "interval_ms", is.interval_ms);
+  r.require(is.interval_ms >= 10, I + ".interval_ms", "must be >= 10", is.interval_ms);
+  r.real(n, I, "voxel_mm", is.voxel_mm);
+  r.require(is.voxel_mm >= 0.1 && is.voxel_mm <= 100, I + ".voxel_mm",
+            "must be in [0.1, 100]", is.voxel_mm);
+  r.integer(n, I, "dim_x", is.dim_x, 1, 1024);
+  r.integer(n, I, "dim_y", is.dim_y, 1, 1024);
+  r.integer(n, I, "dim_z", is.dim_z, 1, 1024);
+  r.require(std::uint64_t{is.dim_x} * is.dim_y * is.dim_z <= (1u << 24),
+            I + ".dim_x * dim_y * dim_z", "must be <= 16777216 voxels",
+            std::uint64_t{is.dim_x} * is.dim_y * is.dim_z);
+  r.real(n, I, "window_s", is.window_s);
+  r.require(is.window_s > 0, I + ".window_s", "must be > 0", is.window_s);
+  r.boolean(n, I, "subtract_delayed", is.subtract_delayed);
+  r.real(n, I, "trace_bin_ms", is.trace_bin_ms);
+  r.require(is.trace_bin_ms >= 0.001, I + ".trace_bin_ms", "must be >= 0.001", is.trace_bin_ms);
+  r.integer(n, I, "trace_bins", is.trace_bins, 1, 1 << 22);
+  r.real(n, I, "depth_fraction", is.depth_fraction);
+  r.require(is.depth_fraction >= 0 && is.depth_fraction <= 1, I + ".depth_fraction",
+            "must be in [0, 1]", is.depth_fraction);
+}
+
 void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path& base_dir,
                   OutputSettings& o) {
   const std::string P = "output";
   auto n = r.section(top, "", "output",
-                     {"zmq", "file", "rates_interval_ms", "histograms", "singles", "raw"});
+                     {"zmq", "file", "rates_interval_ms", "histograms", "image", "singles", "raw"});
   parse_zmq(r, n, base_dir, o.zmq);
   parse_rotated_files(r, n, "file", base_dir, o.file);
   r.real(n, P, "rates_interval_ms", o.rates_interval_ms);
   r.require(o.rates_interval_ms >= 10, "output.rates_interval_ms", "must be >= 10",
             o.rates_interval_ms);
   parse_histograms(r, n, o.histograms);
+  parse_image(r, n, o.image);
   auto sg = r.section(n, P, "singles", {"enabled"});
   r.boolean(sg, P + ".singles", "enabled", o.singles.enabled);
   parse_rotated_files(r, n, "raw", base_dir, o.raw);

@@ -45,6 +45,10 @@ class TimedBackend final : public Backend {
     PhaseScope p(&timer_, Phase::collect);
     return inner_.collect();
   }
+  const ImageSet* image() override {
+    PhaseScope p(&timer_, Phase::histograms_copy);
+    return inner_.image();
+  }
   const HistogramSet* histograms() override {
     PhaseScope p(&timer_, Phase::histograms_copy);
     return inner_.histograms();

@@ -71,6 +71,8 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
   if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
   watchdog_interval_ = watchdog_interval();
+  if (settings.output.image.enabled)
+    image_window_ = std::make_unique<ImageWindow>(settings, make_image_layout(settings));
 }
 
 Worker::~Worker() {
@@ -80,7 +82,8 @@ Worker::~Worker() {
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
 void Worker::start() {
-  started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = Clock::now();
+  started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = last_image_ =
+      Clock::now();
   phases_ = PhaseTimer(started_);
   thread_ = std::thread([this] {
     try {
@@ -274,6 +277,8 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
   // The next run's histograms count from here; so do its counters in them.
   run_counter_base_ = counter_base(counters_);
   run_file_stem_.clear();
+  publish_image(published_run_id(slicer_run), true);
+  if (image_window_) image_window_->reset();
   run_first_prompt_.reset();
   run_slice_end_ = 0;
   rates_horizon_ = 0;
@@ -350,6 +355,49 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
   if (raw_) {
     PhaseScope p(&phases_, Phase::raw_capture);
     raw_->flush_if_due(now);
+  }
+  const auto image_interval =
+      std::chrono::duration<double, std::milli>(engine_->settings.output.image.interval_ms);
+  if (now - last_image_ >= image_interval) {
+    last_image_ = now;
+    publish_image(last_run_, false);
+  }
+}
+
+// The `image` message of the running backend (DESIGN section 7, "Image"): the run's image,
+// the sliding window, the centroid trace and the axial profiles; at the end of a run also a
+// file next to the list-mode files (output.file.enabled).
+void Worker::publish_image(std::uint64_t run_id, bool write_file) {
+  PhaseScope phase(&phases_, Phase::histograms);
+  const Settings& s = engine_->settings;
+  const ImageSet* image = engine_->timed->image();
+  if (!image || !image_window_) return;
+  ImageSpan span;
+  if (run_first_prompt_) {
+    span.run_first_tick = *run_first_prompt_;
+    span.run_end_tick = std::max(run_slice_end_, *run_first_prompt_);
+  }
+  image_window_->update(image->voxels(), span.run_first_tick, span.run_end_tick);
+  span.window_first_tick = image_window_->window_first_tick();
+  span.window_end_tick = span.run_end_tick;
+  encode_image_file(*image, s, run_id, image_window_->window(), span, image_bytes_);
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::image);
+  m.message_id = image_message_id_++;
+  m.run_id = run_id;
+  m.t_begin = span.run_first_tick;
+  m.t_end = span.run_end_tick;
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(image_bytes_.size());
+  publisher_.send(topic::image, m, image_bytes_.data(), image_bytes_.size());
+  if (write_file && s.output.file.enabled) {
+    const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdim", run_id));
+    try {
+      write_image_file(path, image_bytes_);
+      spdlog::info("image of run {}: {}", run_id, path.string());
+    } catch (const ImageFileError& e) {
+      spdlog::error("image of run {}: {}", run_id, e.what());
+    }
   }
 }
 

@@ -17,6 +17,7 @@
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/histograms.h"
+#include "core/image.h"
 #include "core/phase_timer.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -74,6 +75,7 @@ class Worker final : public ResultSink {
   void apply_reload();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
   void publish_histograms(std::uint64_t run_id, bool write_file);
+  void publish_image(std::uint64_t run_id, bool write_file);
 
   BackendKind backend_kind_;
   HostRing& ring_;
@@ -117,6 +119,11 @@ class Worker final : public ResultSink {
   std::vector<std::uint8_t> histogram_bytes_;  // reused: sized by the first message
   std::uint64_t histogram_message_id_ = 0;
   Clock::time_point last_histograms_;
+  // Live image (output.image): the sliding window's snapshots and the reused message body.
+  std::unique_ptr<ImageWindow> image_window_;
+  std::vector<std::uint8_t> image_bytes_;
+  std::uint64_t image_message_id_ = 0;
+  Clock::time_point last_image_;
 
   // Chunks pushed and not yet behind the published horizon: when each arrived and the
   // latest raw time in it. Fixed capacity (four entries per ring chunk).

@@ -5,7 +5,8 @@ add_library(petdaq_gpu STATIC ${CMAKE_CURRENT_SOURCE_DIR}/gpu_backend.cu
                               ${CMAKE_CURRENT_SOURCE_DIR}/slice_stage.cu
                               ${CMAKE_CURRENT_SOURCE_DIR}/slice_compute.cu
                               ${CMAKE_CURRENT_SOURCE_DIR}/cub_calls.cu
-                              ${CMAKE_CURRENT_SOURCE_DIR}/device_workspace.cu)
+                              ${CMAKE_CURRENT_SOURCE_DIR}/device_workspace.cu
+                              ${CMAKE_CURRENT_SOURCE_DIR}/image_kernels.cu)
 if(PETDAQ_PORTABLE)
   target_link_libraries(petdaq_gpu PUBLIC petdaq_core CUDA::cudart_static)
 else()

@@ -87,6 +87,17 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     PETDAQ_CUDA_CHECK(cudaMemset(d_histograms_.get(), 0, histogram_layout_.bytes));
     h_histograms_ = std::make_unique<HistogramSet>(histogram_layout_);
   }
+  if (s.output.image.enabled) {
+    h_image_ = std::make_unique<ImageSet>(s);
+    image_layout_ = h_image_->layout();
+    const std::vector<std::int32_t>& table = h_image_->crystal_table();
+    d_crystal_um_ = make_device<std::int32_t>(table.size());
+    PETDAQ_CUDA_CHECK(cudaMemcpy(d_crystal_um_.get(), table.data(),
+                                 table.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
+    image_layout_.crystal_um = d_crystal_um_.get();
+    d_image_ = make_device<std::uint8_t>(image_layout_.bytes);
+    PETDAQ_CUDA_CHECK(cudaMemset(d_image_.get(), 0, image_layout_.bytes));
+  }
   singles_out_ = s.output.wants_singles();
   for (Slot& slot : slots_) {
     if (singles_out_) {
@@ -144,6 +155,16 @@ const HistogramSet* GpuBackend::histograms() {
                                     histogram_layout_.bytes, cudaMemcpyDeviceToHost, stream));
   PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
   return h_histograms_.get();
+}
+
+// The image of every slice submitted so far: the copy is queued behind them.
+const ImageSet* GpuBackend::image() {
+  if (!d_image_) return nullptr;
+  cudaStream_t stream = compute_stream_.get();
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_image_->bins(), d_image_.get(), image_layout_.bytes,
+                                    cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return h_image_.get();
 }
 
 const SliceResult& GpuBackend::collect() {

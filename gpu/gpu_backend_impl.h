@@ -14,6 +14,7 @@
 #include "core/chunk_summary.h"
 #include "core/frame_source.h"
 #include "core/histograms.h"
+#include "core/image.h"
 #include "core/phase_timer.h"
 #include "core/settings.h"
 #include "gpu/cub_calls.h"
@@ -116,6 +117,7 @@ class GpuBackend final : public Backend {
   const SliceResult& collect() override;
   std::size_t in_flight() const override { return next_submit_ - next_collect_; }
   const HistogramSet* histograms() override;
+  const ImageSet* image() override;
   void set_result_memory(ResultMemory* memory) override { result_memory_ = memory; }
 
   const GpuStageTimes& last_stage_times() const { return stage_times_; }
@@ -209,6 +211,12 @@ class GpuBackend final : public Backend {
   HistogramLayout histogram_layout_;
   device_unique_ptr<std::uint8_t> d_histograms_;
   std::unique_ptr<HistogramSet> h_histograms_;
+  // Live image (output.image.enabled): device bins and crystal table, copied to h_image_ on
+  // request; image_layout_ points at the device table.
+  ImageLayout image_layout_;
+  device_unique_ptr<std::uint8_t> d_image_;
+  device_unique_ptr<std::int32_t> d_crystal_um_;
+  std::unique_ptr<ImageSet> h_image_;
   bool singles_out_ = false;
 };
 

@@ -7,6 +7,7 @@
 
 #include "gpu/gpu_backend_impl.h"
 #include "gpu/histogram_kernels.cuh"
+#include "gpu/image_kernels.h"
 #include "gpu/kernels.cuh"
 
 namespace petdaq {
@@ -44,6 +45,8 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
+  if (d_image_ && request.run_start)  // image: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_image_.get(), 0, image_layout_.bytes, stream));
 
   // Convert: one pass converts, counts and compacts each tile's singles to the front of its
   // tile in a staging area, and the tile counts are scanned; the keys are made from there
@@ -168,6 +171,10 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
         d_histograms_.get());
     PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
   }
+  if (d_image_)  // the live image of the records
+    gpu::launch_image_records(slot.d_prompts.get(), slot.d_delayed.get(),
+                              &slot.d_summary->prompts_kept, prompt_capacity_ + delayed_capacity_,
+                              image_layout_, d_image_.get(), stream);
   if (singles_out_) {  // singles topic: keep this slice's ordered singles
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
                                       cudaMemcpyDeviceToDevice, stream));

@@ -12,6 +12,8 @@
     h["energy_keV"].counts, h["energy_keV"].edges, h["energy_keV"].unit, h.meta["counters"]
     from petdaq import figures                  # CTR and energy resolution (SciPy; docs/figures.md)
     figures.ctr(h).fwhm_ps, figures.energy_resolution(h).global_fit.resolution_percent
+    im = petdaq.read_image("run.pdim")         # live TOF back-positioned image and centroid trace
+    im.run, im.window, im.trace["z_mm"], im.axial_run
     g = petdaq.Geometry.from_config("petdaq.yaml")
     g.ring(crystal), g.sector(crystal), g.position_mm(crystal)
     hdr, ev = petdaq.read_castor("scan")       # petdaq-export's CASToR files, TOF, corrections
@@ -26,6 +28,7 @@ from .formats import (FILE_HEADER, MESSAGE_HEADER, RECORD, SINGLE, KIND_PROMPTS,
                       KIND_SINGLES, FLAG_DELAYED, FLAG_FROM_MULTIPLE)
 from .plm import PlmFile, read_plm  # noqa: F401
 from .histograms import HistogramFileError, read_histograms  # noqa: F401
+from .image import Image, ImageFileError, read_image  # noqa: F401
 from .live import Batch, subscribe  # noqa: F401
 from .geometry import Geometry  # noqa: F401
 from .exports import ExportedHdf5, read_castor, read_export_hdf5, signed_dt_ticks  # noqa: F401

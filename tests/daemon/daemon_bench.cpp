@@ -335,6 +335,10 @@ int main(int argc, char** argv) {
                  "the machine)")
       ->type_name("N")
       ->check(CLI::Range(0u, 256u));
+  bool image = false;
+  app.add_flag("--image", image,
+               "the live image on (output.image.enabled with its defaults and the delayed "
+               "subtracted, published every 1 s; docs/image.md)");
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
 
   TestScanner sc;
@@ -362,6 +366,7 @@ int main(int argc, char** argv) {
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
   dc.receiver_threads = senders;
+  if (image) dc.output_extra = "  image:\n    enabled: true\n    subtract_delayed: true\n";
   const auto config = sc.write_config();
   {
     std::FILE* f = std::fopen(config.c_str(), "a");
@@ -371,6 +376,7 @@ int main(int argc, char** argv) {
     std::fclose(f);
   }
   if (backend_threads > 0) std::printf("backend_threads %u\n", backend_threads);
+  if (image) std::printf("output.image on (defaults, delayed subtracted)\n");
   std::printf("generating the acquisition...\n");
   Source source(sc, 2'000'000, senders);
   std::printf("loopback ceiling: %u sender thread(s) into %u counting receiver(s), %.1f s...\n",

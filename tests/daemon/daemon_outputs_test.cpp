@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "core/histograms.h"
+#include "core/image.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"
@@ -224,6 +225,96 @@ TEST(RawCapture, AMissingDirectoryIsRefusedAtStartUp) {
   const auto [status, log] = run_daemon_to_exit({"--config", config.string()}, scanner.dir / "d.log");
   EXPECT_NE(status, 0);
   EXPECT_NE(log.find("output.raw.directory"), std::string::npos) << log;
+}
+
+// The `image` topic (DESIGN section 7, "Image"): several messages; the last one's run image,
+// trace and tallies equal the image rule applied to the batch records; the run's .pdim file
+// next to the list-mode files holds the same image.
+TEST(ImageTopic, TheRunsImageEqualsTheRuleOnTheBatchRecords) {
+  TestScanner scanner;
+  auto& st = scanner.settings.stream;
+  st.max_slice_frames = 1u << 16;
+  st.max_pending_frames = 1u << 18;
+  st.max_carry_singles = 1u << 16;
+  scanner.settings.coincidence.delayed.offset_ps = 20'000;
+  DaemonConfig daemon;
+  daemon.udp_port = free_udp_port();
+  daemon.zmq_endpoint = "ipc://" + (scanner.dir / "pub.sock").string();
+  daemon.file_directory = scanner.dir / "out";
+  daemon.file_rotate_bytes = 64u << 20;
+  daemon.output_extra =
+      "  image:\n    enabled: true\n    interval_ms: 100\n    voxel_mm: 4\n    dim_x: 48\n"
+      "    dim_y: 48\n    dim_z: 48\n    subtract_delayed: true\n    trace_bin_ms: 0.01\n"
+      "    trace_bins: 64\n";
+  std::filesystem::create_directories(daemon.file_directory);
+  const auto config = scanner.write_config();
+  std::ofstream(config, std::ios::app) << daemon_yaml(daemon);
+
+  std::mt19937_64 rng(23);
+  AcquisitionOptions o;
+  o.events = 40000;
+  const std::vector<RawFrame> frames = random_acquisition(scanner, rng, o);
+  const BatchResult ref = batch_process(scanner, frames);
+
+  DaemonProcess d(config, scanner.dir / "petdaqd.log");
+  Subscriber sub(daemon.zmq_endpoint);
+  ASSERT_TRUE(sub.wait_rates([](const std::string&) { return true; }, 20s).has_value()) << d.log();
+  const auto datagrams = make_datagrams(frames, Framing::raw, 50, 4);
+  UdpSender tx;
+  tx.send(datagrams, daemon.udp_port);
+  ASSERT_TRUE(sub.wait_rates([&](const std::string& j) {
+                  return json_counter(j, "rx.datagrams") >= datagrams.size();
+                }, 30s).has_value()) << d.log();
+  d.signal(SIGTERM);
+  ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
+  ASSERT_TRUE(sub.wait_drained(10s)) << "the subscriber did not see the daemon go";
+  const auto messages = sub.messages();
+
+  const Published* last = nullptr;
+  std::size_t image_messages = 0;
+  for (const Published& p : messages)
+    if (p.topic == topic::image) {
+      EXPECT_EQ(p.header.kind, 6u);
+      EXPECT_EQ(p.header.record_size, p.body.size());
+      last = &p;
+      ++image_messages;
+    }
+  ASSERT_NE(last, nullptr) << d.log();
+  EXPECT_GE(image_messages, 2u);
+  const ImageFile f = parse_image_file(last->body.data(), last->body.size());
+
+  // The rule on the batch's records (the daemon's settings: the scanner's and output.image).
+  Settings s = load_settings(config);
+  ImageSet want(s);
+  want.add_records(ref.prompts.data(), ref.prompts.size(), false);
+  want.add_records(ref.delayed.data(), ref.delayed.size(), true);
+  ASSERT_GT(want.tally(ImageTally::prompts_in), 1000u);
+  ASSERT_GT(want.tally(ImageTally::delayed_in), 0u);
+  for (int k = 0; k < kImageTallies; ++k)
+    EXPECT_EQ(f.tallies[k], want.tally(static_cast<ImageTally>(k))) << k;
+  ASSERT_EQ(f.voxel_count(), want.layout().voxel_count);
+  std::uint64_t mismatches = 0;
+  for (std::uint64_t v = 0; v < f.voxel_count(); ++v) mismatches += f.run_voxel(v) != want.voxels()[v];
+  EXPECT_EQ(mismatches, 0u);
+  double weight = 0;
+  for (std::uint32_t i = 0; i < f.trace_count; ++i) weight += f.sample(i).weight;
+  EXPECT_EQ(weight, static_cast<double>(want.tally(ImageTally::prompts_in)) -
+                        static_cast<double>(want.tally(ImageTally::delayed_in)));
+
+  // The run's file holds the bytes of the message published at the run's end, whose run
+  // image is the last one's.
+  std::vector<std::filesystem::path> pdim;
+  for (const auto& e : std::filesystem::directory_iterator(daemon.file_directory))
+    if (e.path().extension() == ".pdim") pdim.push_back(e.path());
+  ASSERT_EQ(pdim.size(), 1u) << d.log();
+  const std::vector<std::uint8_t> file = read_image_file(pdim[0]);
+  bool published = false;
+  for (const Published& p : messages)
+    published = published || (p.topic == topic::image && p.body == file);
+  EXPECT_TRUE(published) << "the .pdim file is no published message";
+  const ImageFile ff = parse_image_file(file.data(), file.size());
+  for (std::uint64_t v = 0; v < ff.voxel_count(); ++v) mismatches += ff.run_voxel(v) != want.voxels()[v];
+  EXPECT_EQ(mismatches, 0u);
 }
 
 }  // namespace

@@ -170,6 +170,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(OutputSettings, output.file.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.rates_interval_ms, "output", false),
     PETDAQ_FIELD(OutputSettings, output.histograms.enabled, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.image.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.singles.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.raw.enabled, "output", false),
 
@@ -192,6 +193,18 @@ const Field kFields[] = {
     PETDAQ_FIELD(HistogramSettings, output.histograms.raw_bin_adc, "output", false),
     PETDAQ_FIELD(HistogramSettings, output.histograms.rate_bins, "output", false),
     PETDAQ_FIELD(HistogramSettings, output.histograms.rate_bin_ms, "output", false),
+
+    PETDAQ_FIELD(ImageSettings, output.image.enabled, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.interval_ms, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.voxel_mm, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.dim_x, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.dim_y, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.dim_z, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.window_s, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.subtract_delayed, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.trace_bin_ms, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.trace_bins, "output", false),
+    PETDAQ_FIELD(ImageSettings, output.image.depth_fraction, "output", false),
 
     PETDAQ_FIELD(SinglesOutputSettings, output.singles.enabled, "output", false),
 
@@ -225,6 +238,7 @@ TEST(ReloadPlan, EverySettingsStructHasARowPerMember) {
   PETDAQ_COUNT(ZmqSettings);
   PETDAQ_COUNT(FileSinkSettings);
   PETDAQ_COUNT(HistogramSettings);
+  PETDAQ_COUNT(ImageSettings);
   PETDAQ_COUNT(SinglesOutputSettings);
   PETDAQ_COUNT(RawCaptureSettings);
   PETDAQ_COUNT(LogSettings);

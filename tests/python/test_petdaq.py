@@ -1032,3 +1032,52 @@ class GeometryTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ReadImage(unittest.TestCase):
+    """petdaq.read_image on a file built here field by field (DESIGN section 7, "Image")."""
+
+    @staticmethod
+    def build(nx=3, ny=2, nz=4, samples=2):
+        import struct
+        from petdaq import image as pim
+        rng = np.random.default_rng(4)
+        run = rng.integers(-3, 50, size=(nz, ny, nx)).astype("<i4")
+        window = rng.integers(-3, 50, size=(nz, ny, nx)).astype("<i4")
+        trace = np.zeros(samples, pim.TRACE)
+        trace["t_s"] = np.arange(samples) * 0.05 + 0.025
+        trace["z_mm"] = [1.5, -2.0][:samples]
+        trace["weight"] = 7
+        header = pim.HEADER.pack(pim.MAGIC, 1, 160, 42, nx, ny, nz, 2.0, -3.0, -2.0, -4.0, 1,
+                                 15.625, 10, 20, 12, 20, 100, 5, 3, 1, samples, 50.0, 10.0)
+        body = (header + run.tobytes() + window.tobytes()
+                + run.sum(axis=(1, 2)).astype("<f8").tobytes()
+                + window.sum(axis=(1, 2)).astype("<f8").tobytes() + trace.tobytes())
+        return body, run, window, trace
+
+    def test_fields_arrays_and_trace(self):
+        body, run, window, trace = self.build()
+        im = petdaq.read_image(body)
+        self.assertEqual(im.run_id, 42)
+        self.assertEqual(im.dims, (3, 2, 4))
+        self.assertTrue(im.subtract_delayed)
+        np.testing.assert_array_equal(im.run, run)
+        np.testing.assert_array_equal(im.window, window)
+        np.testing.assert_array_equal(im.axial_run, run.sum(axis=(1, 2)))
+        np.testing.assert_array_equal(im.trace["z_mm"], trace["z_mm"])
+        self.assertEqual(im.tallies, {"prompts_in": 100, "prompts_out": 5, "delayed_in": 3,
+                                      "delayed_out": 1})
+        np.testing.assert_allclose(im.centres_mm(0), [-2.0, 0.0, 2.0])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "run.pdim")
+            with open(path, "wb") as f:
+                f.write(body)
+            np.testing.assert_array_equal(petdaq.read_image(path).run, run)
+
+    def test_truncated_foreign_and_other_version_are_clear_errors(self):
+        body, *_ = self.build()
+        for bad, words in ((body[:-1], "header says"), (body[:40], "shorter than its header"),
+                           (b"XXXX" + body[4:], "bad magic"), (body[:4] + b"\x02\x00" + body[6:], "version 2")):
+            with self.assertRaises(petdaq.ImageFileError) as e:
+                petdaq.read_image(bad)
+            self.assertIn(words, str(e.exception))

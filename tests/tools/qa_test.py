@@ -52,7 +52,8 @@ subprocess.run([sim, "--config", config, "--output-dir", acq, "--duration-s", "0
 pdh = os.path.join(work, "run.pdh")
 subprocess.run([offline, "--config", os.path.join(acq, "petdaq.yaml"), "--input",
                 os.path.join(acq, "frames.bin"), "--output", os.path.join(work, "run.plm"),
-                "--histograms", pdh, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+                "--histograms", pdh, "--image", pdh[:-4] + ".pdim", "--quiet"], check=True,
+               stdout=subprocess.DEVNULL)
 
 # The reader: totals equal the counters of the same file.
 h = ph.read_histograms(pdh)
@@ -89,16 +90,27 @@ check(got.dtype == np.float64 and got.shape == (8, 8), "randoms per BDM pair: f6
 check(np.allclose(got, want, rtol=0.01, atol=0), f"randoms per BDM pair = 2τSaSb/T: {got} vs {want}")
 check(want.sum() > 5, f"randoms expected ({want.sum():.1f})")
 
+# The image file beside it: every prompt counted once, inside or outside the field.
+from petdaq import image as pim  # noqa: E402
+im = pim.read_image(pdh[:-4] + ".pdim")
+check(im.tallies["prompts_in"] + im.tallies["prompts_out"] == c["coinc.prompts"],
+      "image tallies = coinc.prompts")
+check(int(im.run.sum()) == im.tallies["prompts_in"] and im.run.shape == (64, 64, 64),
+      "image voxels sum to the prompts in the field")
+check(int(im.trace["weight"].sum()) == im.tallies["prompts_in"], "trace weights = prompts in the field")
+
 # The report.
 out = os.path.join(work, "qa")
 r = subprocess.run([qa, pdh, "--output", out], capture_output=True, text=True)
 check(r.returncode == 0, f"petdaq-qa exits 0 (got {r.returncode}: {r.stderr})")
 pngs = ["energy_keV.png", "energy_raw.png", "singles_map.png", "tof.png", "ctr_du_pairs.png",
         "energy_resolution.png", "energy_resolution_map.png", "bdm_pairs.png",
-        "rates.png", "flood_overview.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
+        "rates.png", "flood_overview.png", "image.png", "trace.png"] + [f"flood_bdm{b:02d}.png" for b in range(8)]
 page = open(os.path.join(out, "index.html"), encoding="utf-8").read() if os.path.exists(
     os.path.join(out, "index.html")) else ""
 check("single.accepted" in page, "the page lists the counters")
+check("TOF back-projection, not a reconstruction: no attenuation, scatter or normalisation" in page,
+      "the page says what the image is not")
 for name in pngs:
     path = os.path.join(out, name)
     if not os.path.exists(path):

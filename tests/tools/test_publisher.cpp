@@ -2,7 +2,7 @@
 // and/or known coincidence batches (test_messages.h) on an endpoint.
 //
 //   petdaq-test-publisher --endpoint EP [--wait-subscriptions N]
-//       [--rates --interval-ms MS --duration-s S [--histograms FILE]]
+//       [--rates --interval-ms MS --duration-s S [--histograms FILE] [--image FILE]]
 //       [--batches N --skip-prompt-ids 3,7 --gap-ms MS] [--bad-first]
 //
 // --bad-first sends malformed messages before the good ones: for batches, a wrong magic, a
@@ -84,6 +84,9 @@ int main(int argc, char** argv) {
   std::string histograms;  // a .pdh file, also published with each rates document
   app.add_option("--histograms", histograms, "a histogram file published with each rates document")
       ->type_name("FILE.pdh");
+  std::string image;  // a .pdim file, also published with each rates document
+  app.add_option("--image", image, "an image file published with each rates document")
+      ->type_name("FILE.pdim");
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   skip_prompt_ids.insert(skip_ids.begin(), skip_ids.end());
   if (rates_count >= 0) rates = true;
@@ -154,6 +157,11 @@ int main(int argc, char** argv) {
     std::ifstream in(histograms, std::ios::binary);
     histogram_bytes.assign(std::istreambuf_iterator<char>(in), {});
   }
+  std::vector<char> image_bytes;
+  if (!image.empty()) {
+    std::ifstream in(image, std::ios::binary);
+    image_bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
   if (rates && rates_count >= 0) {
     for (long seq = 0; seq < rates_count; ++seq) {
       const std::string doc = test::test_rates_json(static_cast<std::uint64_t>(seq));
@@ -176,6 +184,14 @@ int main(int argc, char** argv) {
         hh.record_count = 1;
         hh.record_size = static_cast<std::uint32_t>(histogram_bytes.size());
         send_message(pub, topic::histograms, hh, histogram_bytes.data(), histogram_bytes.size());
+      }
+      if (!image_bytes.empty()) {
+        MessageHeader hi;
+        hi.kind = static_cast<std::uint16_t>(MessageKind::image);
+        hi.message_id = seq;
+        hi.record_count = 1;
+        hi.record_size = static_cast<std::uint32_t>(image_bytes.size());
+        send_message(pub, topic::image, hi, image_bytes.data(), image_bytes.size());
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
     }

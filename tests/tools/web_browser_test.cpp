@@ -17,6 +17,7 @@
 #include "tests/tools/test_messages.h"
 #include "tests/tools/web_histograms.h"
 #include "tests/tools/web_support.h"
+#include "core/image.h"
 
 namespace {
 
@@ -316,4 +317,98 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   EXPECT_EQ(b.eval("document.body.classList.contains('stale')"), false);
 }
 
+// A known image: a 3-D blob of records around a point, and a trace (core/image.h).
+std::vector<std::uint8_t> known_image(Settings& s, ImageSet*& out_set, std::unique_ptr<ImageSet>& keep) {
+  s.output.image.enabled = true;
+  s.output.image.voxel_mm = 4;
+  s.output.image.dim_x = s.output.image.dim_y = 40;
+  s.output.image.dim_z = 24;
+  s.output.image.trace_bin_ms = 0.01;
+  s.output.image.trace_bins = 50;
+  keep = std::make_unique<ImageSet>(s);
+  out_set = keep.get();
+  const Geometry g = Geometry::from(s.scanner);
+  const std::uint32_t ring = g.crystals_per_ring();
+  const std::uint32_t mid = g.ring_count() / 2 * ring;
+  std::vector<CoincRecord> rs;
+  for (std::uint32_t i = 0; i < 3000; ++i) {
+    CoincRecord r{};
+    r.crystal_a = mid + i % 11;
+    r.crystal_b = mid + ring / 2 + (i * 7) % 13;
+    r.dt = i % 40;
+    r.time_a = 1000 + std::uint64_t{i} * 20000;
+    rs.push_back(r);
+  }
+  keep->add_records(rs.data(), rs.size(), false);
+  std::vector<std::uint8_t> bytes;
+  encode_image_file(*keep, s, 91, nullptr, ImageSpan{1000, 70'000'000, 1000, 70'000'000}, bytes);
+  return bytes;
+}
+
 }  // namespace
+
+TEST(WebBrowser, ShowsTheImageItsTraceAndWhatItIsNot) {
+  const auto chromium = find_chromium();
+  if (!chromium) GTEST_SKIP() << "chromium is not installed (Debian package chromium): skipped";
+  ScratchDir dir;
+  const std::string ep = dir.ipc("pub");
+  WebServer w(dir, ep, {"--stale-after-s", "5"});
+  ASSERT_NE(w.port(), 0) << w.log();
+  Settings s;
+  ImageSet* set = nullptr;
+  std::unique_ptr<ImageSet> keep;
+  const std::vector<std::uint8_t> bytes = known_image(s, set, keep);
+  const ImageFile f = parse_image_file(bytes.data(), bytes.size());
+  ASSERT_GT(f.trace_count, 3u);
+  const fs::path pdim = dir / "known.pdim";
+  write_image_file(pdim, bytes);
+  Child pub({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint", ep, "--wait-subscriptions",
+             "1", "--rates", "--interval-ms", "100", "--duration-s", "60", "--image", pdim.string()},
+            dir / "pub.out", dir / "pub.err");
+  Browser b(*chromium, dir, w.url());
+  ASSERT_TRUE(b.until("document.getElementById('image-run-id').dataset.value === '91'",
+                      std::chrono::seconds(15)))
+      << b.eval("document.getElementById('image-none').hidden");
+  // What it is not, in words, where it is shown.
+  const std::string note = b.eval("document.getElementById('image-note').textContent");
+  EXPECT_NE(note.find("TOF back-projection, not a reconstruction"), std::string::npos) << note;
+  EXPECT_NE(note.find("no attenuation, scatter or normalisation"), std::string::npos) << note;
+  EXPECT_EQ(b.eval("document.getElementById('image-views').hidden"), false);
+  // The six views: shapes, and every projection's total = the window's counts.
+  std::int64_t total = 0;
+  for (std::uint64_t v = 0; v < f.voxel_count(); ++v) total += f.window_voxel(v);
+  ASSERT_GT(total, 1000);
+  const json drawn = b.eval(
+      "Object.fromEntries([...document.querySelectorAll('#image-views canvas[id^=img-]')].map(c =>"
+      "  [c.id, {width: +c.dataset.width, height: +c.dataset.height, total: +c.dataset.total}]))");
+  ASSERT_EQ(drawn.size(), 6u) << drawn.dump();
+  EXPECT_EQ(drawn["img-slice-xy"]["width"], 40);
+  EXPECT_EQ(drawn["img-slice-xy"]["height"], 40);
+  EXPECT_EQ(drawn["img-slice-zx"]["width"], 24);
+  EXPECT_EQ(drawn["img-slice-zy"]["height"], 40);
+  for (const char* id : {"img-proj-xy", "img-proj-zx", "img-proj-zy"})
+    EXPECT_EQ(drawn[id]["total"].get<double>(), static_cast<double>(total)) << id;
+  for (const char* id : {"img-slice-xy", "img-slice-zx", "img-slice-zy"}) {
+    EXPECT_GT(drawn[id]["total"].get<double>(), 0) << id;
+    EXPECT_LE(drawn[id]["total"].get<double>(), static_cast<double>(total)) << id;
+  }
+  // The trace and the axial profile: one point per sample and per slice, values as sent.
+  ASSERT_TRUE(b.until("typeof Chart !== 'undefined' && Chart.getChart('chart-trace') !== undefined",
+                      std::chrono::seconds(10)));
+  const json trace_z = b.eval("Chart.getChart('chart-trace').data.datasets[2].data.map(p => p.y)");
+  ASSERT_EQ(trace_z.size(), f.trace_count);
+  for (std::uint32_t i = 0; i < f.trace_count; ++i)
+    EXPECT_NEAR(trace_z[i].get<double>(), f.sample(i).mean_mm[2], 1e-9) << i;
+  const json axial = b.eval("Chart.getChart('chart-axial').data.datasets[0].data.map(p => p.y)");
+  ASSERT_EQ(axial.size(), f.dims[2]);
+  double axial_sum = 0;
+  for (const json& v : axial) axial_sum += v.get<double>();
+  EXPECT_EQ(axial_sum, static_cast<double>(total));
+  EXPECT_EQ(b.eval("document.getElementById('image-malformed').dataset.value"), "0");
+  // A screenshot of the image section (web_image.png in the build folder).
+  b.eval("document.getElementById('image').scrollIntoView()");
+  const json shot = b.call("Page.captureScreenshot", {{"format", "png"}});
+  const std::string png = base64_decode(shot["data"].get<std::string>());
+  EXPECT_EQ(png.substr(1, 3), "PNG");
+  std::ofstream(fs::path(PETDAQ_BINARY_DIR) / "web_image.png", std::ios::binary) << png;
+}

@@ -25,6 +25,7 @@
 #include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/phase_timer.h"
+#include "core/image.h"
 #include "core/plm_file.h"
 #include "same_file.h"
 #include "core/settings.h"
@@ -60,6 +61,7 @@ struct Options {
   std::filesystem::path output;
   std::string backend;  // empty: from the config
   std::filesystem::path histograms;  // the live histograms' file (empty: none)
+  std::filesystem::path image;       // the live image's file (empty: none)
   long long threads = -1;            // backend_threads override (-1: from the config)
   unsigned readers = 0;              // reader threads (0: by backend)
   bool quiet = false;
@@ -84,6 +86,10 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                  "also write the histograms petdaqd publishes (a later run of the file, after a "
                  "clock reset, goes to OUT-run1.pdh and so on)")
       ->type_name("OUT.pdh");
+  app.add_option("--image", o.image,
+                 "also write the live TOF back-positioned image and centroid trace petdaqd "
+                 "publishes (output.image; a later run goes to OUT-run1.pdim and so on)")
+      ->type_name("OUT.pdim");
   app.add_option("--threads", o.threads,
                  "threads of the CPU backend, this one included (overrides backend_threads; "
                  "0 = automatic: the cores left after the receivers and the worker); the "
@@ -194,6 +200,42 @@ class HistogramFileSink final : public ResultSink {
   CounterBase run_base_{};
 };
 
+// Writes the backend's image at the end of each run (--image); its window is the whole run.
+class ImageFileSink final : public ResultSink {
+ public:
+  ImageFileSink(const Settings& settings, Backend& backend, ResultSink& next,
+                std::filesystem::path file)
+      : settings_(settings), backend_(backend), next_(next), file_(std::move(file)) {}
+  void span_from(const SpanSink* span) { span_ = span; }
+  void on_slice(std::uint64_t, const SliceResult&) override {}
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override {
+    next_.on_run_end(run_id, reason);
+    const ImageSet* image = backend_.image();
+    if (!image || file_.empty()) return;
+    ImageSpan span;
+    if (span_ && !span_->run_span().empty()) {
+      span.run_first_tick = span.window_first_tick = span_->run_span().first_tick;
+      span.run_end_tick = span.window_end_tick = span_->run_span().end_tick;
+    }
+    encode_image_file(*image, settings_, run_id, nullptr, span, bytes_);
+    std::filesystem::path out = file_;
+    if (runs_ > 0)
+      out.replace_filename(file_.stem().string() + "-run" + std::to_string(runs_) +
+                           file_.extension().string());
+    write_image_file(out, bytes_);
+    ++runs_;
+  }
+
+ private:
+  const Settings& settings_;
+  Backend& backend_;
+  ResultSink& next_;
+  std::filesystem::path file_;
+  std::vector<std::uint8_t> bytes_;
+  std::uint64_t runs_ = 0;
+  const SpanSink* span_ = nullptr;
+};
+
 // A pcap (either byte order, µs or ns) or pcapng file, by its first four bytes. Only a
 // regular file is looked into: reading a pipe's first bytes here would take them (a whole
 // stdio buffer of them) from the frames read after.
@@ -266,6 +308,7 @@ int run(const Options& o) {
   const auto wall_start = std::chrono::steady_clock::now();
   Settings settings = load_settings(o.config);
   if (!o.histograms.empty()) settings.output.histograms.enabled = true;
+  if (!o.image.empty()) settings.output.image.enabled = true;
   if (o.threads >= 0) settings.backend_threads = static_cast<std::uint32_t>(o.threads);
   const Calibration calibration = load_calibration(settings);
   const BackendKind kind = backend_kind(o.backend, settings.backend);
@@ -286,8 +329,10 @@ int run(const Options& o) {
   Counters counters(geometry.bdm_count());
   PlmSink sink(settings, o.output);
   HistogramFileSink histograms(settings, *backend, counters, o.histograms);
-  SpanSink span(sink, histograms);
+  ImageFileSink image(settings, *backend, histograms, o.image);
+  SpanSink span(sink, image);
   histograms.span_from(&span);
+  image.span_from(&span);
   Slicer slicer(settings, *backend, span, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 

@@ -1,6 +1,7 @@
 #include "tools/sim/options.h"
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "tools/common/cli.h"
@@ -25,9 +26,24 @@ void add_sim_options(CLI::App& app, SimOptions& o, SimOptionText& text) {
   number("--activity-MBq", o.activity_MBq, "source activity (at the start, with --half-life-s)", "MBq");
   number("--half-life-s", o.half_life_s, "the source decays with this half-life (0: constant activity)", "S");
   app.add_option("--source", text.source,
-                 "point source at the centre, a uniform cylinder, or a line source parallel to the axis")
-      ->check(CLI::IsMember({"point", "cylinder", "line"}))
+                 "a point source, a line source parallel to the axis (--source-length-mm, "
+                 "--line-radius-mm) or a uniform cylinder at the centre")
+      ->check(CLI::IsMember({"point", "line", "cylinder"}))
       ->type_name("SHAPE")
+      ->group(group);
+  app.add_option("--source-position", text.source_position,
+                 "where the point source (or the line source's centre) sits")
+      ->type_name("X,Y,Z (mm)")
+      ->group(group);
+  number("--source-length-mm", o.source_length_mm,
+         "length of a line source (a NEMA phantom sets its own; --line-length-mm overrides both)",
+         "MM");
+  number("--motion-amplitude-mm", o.motion_amplitude_mm,
+         "a point or line source moves: amplitude of a sinusoidal motion (0: still)", "MM");
+  number("--motion-period-s", o.motion_period_s, "period of the motion", "S");
+  app.add_option("--motion-axis", text.motion_axis, "axis of the motion")
+      ->check(CLI::IsMember({"x", "y", "z"}))
+      ->type_name("AXIS")
       ->group(group);
   app.add_option("--phantom", text.phantom,
                  "water cylinder around the source (auto: for a cylinder), or a NEMA NU 4-2008 "
@@ -91,11 +107,34 @@ void finish_sim_options(const SimOptionText& text, SimOptions& o) {
   o.source = text.source == "point"  ? SourceShape::point
              : text.source == "line" ? SourceShape::line
                                      : SourceShape::cylinder;
+  {
+    double v[3];
+    char extra = 0;
+    if (std::sscanf(text.source_position.c_str(), "%lf,%lf,%lf%c", &v[0], &v[1], &v[2], &extra) != 3 ||
+        !std::isfinite(v[0]) || !std::isfinite(v[1]) || !std::isfinite(v[2]))
+      throw std::invalid_argument("--source-position: expected X,Y,Z in mm, got '" +
+                                  text.source_position + "'");
+    for (int k = 0; k < 3; ++k) o.source_position_mm[k] = v[k];
+  }
+  o.motion_axis = text.motion_axis == "x" ? 0u : text.motion_axis == "y" ? 1u : 2u;
+  if (!(o.source_length_mm > 0) || !(o.motion_period_s > 0) || !(o.motion_amplitude_mm >= 0) ||
+      !std::isfinite(o.motion_amplitude_mm))
+    throw std::invalid_argument(
+        "--source-length-mm and --motion-period-s must be > 0, --motion-amplitude-mm >= 0");
+  if (o.source == SourceShape::cylinder &&
+      (o.motion_amplitude_mm > 0 || o.source_position_mm[0] != 0 || o.source_position_mm[1] != 0 ||
+       o.source_position_mm[2] != 0))
+    throw std::invalid_argument(
+        "--source-position and --motion-amplitude-mm apply to a point or line source");
   o.phantom = text.phantom == "none"    ? PhantomKind::none
               : text.phantom == "water" ? PhantomKind::water_cylinder
                                         : PhantomKind::automatic;
   // NEMA NU 4-2008, section 4 (docs/nema.md): high-density polyethylene cylinders with a
   // 3.2 mm hole parallel to the axis holding the line source.
+  // A line source outside the NEMA phantoms: on the axis (or at --source-position), as long
+  // as --source-length-mm.
+  o.line_offset_mm = 0.0;
+  o.line_length_mm = o.source_length_mm;
   if (text.phantom == "nema-mouse" || text.phantom == "nema-rat") {
     const bool mouse = text.phantom == "nema-mouse";
     o.phantom = PhantomKind::polyethylene_cylinder;
@@ -109,6 +148,7 @@ void finish_sim_options(const SimOptionText& text, SimOptions& o) {
   if (!std::isnan(text.line_offset_mm)) o.line_offset_mm = text.line_offset_mm;
   if (!std::isnan(text.line_length_mm)) o.line_length_mm = text.line_length_mm;
   if (!std::isnan(text.line_radius_mm)) o.line_radius_mm = text.line_radius_mm;
+  o.source_length_mm = o.line_length_mm;  // one length, whichever option gave it
   if (text.no_background) o.background = false;
   o.dead_time_paralysable = text.dead_time_model == "paralysable";
   o.dead_time_per_board = text.dead_time_unit == "bdm";

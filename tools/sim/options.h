@@ -19,6 +19,8 @@ namespace petdaq::sim {
 struct SimOptionText {
   std::string source = "cylinder";
   std::string phantom = "auto";  // auto, none, water, nema-mouse, nema-rat
+  std::string source_position = "0,0,0";
+  std::string motion_axis = "z";
   bool no_background = false;
   // The line source's settings as given (NaN: not given, the phantom's or the default).
   double line_offset_mm = std::numeric_limits<double>::quiet_NaN();

@@ -2,6 +2,7 @@
 // the ring, the crystal, then the frames (BlockGenerator::frame_begin/frame_end).
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "tools/sim/block_generator.h"
 
@@ -112,21 +113,26 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.py[i] = s.py[K + i] = py;
       s.pz[i] = s.pz[K + i] = pz;
     }
-  } else if (options_.source == SourceShape::line) {
-    fill_disk(s.disk_a, s.disk_b, n);
+  } else {  // a point, or a line parallel to the axis; still or moving
+    const double* at = options_.source_position_mm;
+    const double amplitude = options_.motion_amplitude_mm;
+    const double omega_per_ps = 2 * std::numbers::pi / (options_.motion_period_s * 1e12);
+    const double block_ps = double(ctx.base_ticks - plan_.origin_ticks) * plan_.tick_ps;
+    const bool line = options_.source == SourceShape::line;
+    if (line) fill_disk(s.disk_a, s.disk_b, n);  // the line's cross-section
     for (std::uint32_t i = 0; i < n; ++i) {
-      const double px = options_.line_offset_mm + s.disk_a[i] * options_.line_radius_mm;
-      const double py = s.disk_b[i] * options_.line_radius_mm;
-      const double pz = (rng.uniform32() - 0.5) * options_.line_length_mm;
-      s.px[i] = s.px[K + i] = px;
-      s.py[i] = s.py[K + i] = py;
-      s.pz[i] = s.pz[K + i] = pz;
-    }
-  } else {
-    for (std::uint32_t i = 0; i < n; ++i) {
-      s.px[i] = s.px[K + i] = 0;
-      s.py[i] = s.py[K + i] = 0;
-      s.pz[i] = s.pz[K + i] = 0;
+      double p[3] = {at[0], at[1], at[2]};
+      if (line) {
+        p[0] += options_.line_offset_mm + s.disk_a[i] * options_.line_radius_mm;
+        p[1] += s.disk_b[i] * options_.line_radius_mm;
+        p[2] += (rng.uniform32() - 0.5) * options_.line_length_mm;
+      }
+      if (amplitude > 0)
+        p[options_.motion_axis] +=
+            amplitude * std::sin(omega_per_ps * (block_ps + ctx.out.decay_ps[first + i]));
+      s.px[i] = s.px[K + i] = p[0];
+      s.py[i] = s.py[K + i] = p[1];
+      s.pz[i] = s.pz[K + i] = p[2];
     }
   }
   fill_disk(s.disk_a, s.disk_b, n);

@@ -35,9 +35,15 @@ Plan make_plan(const Settings& settings, const SimOptions& options, const Detect
   if ((has_phantom(options) || options.source == SourceShape::cylinder) &&
       options.phantom_radius_mm >= model.ring_radius_mm())
     throw std::invalid_argument("the phantom does not fit inside the ring");
-  if (options.source == SourceShape::line &&
-      options.line_offset_mm + options.line_radius_mm >= model.ring_radius_mm())
-    throw std::invalid_argument("the line source does not fit inside the ring");
+  if (options.source != SourceShape::cylinder &&
+      std::hypot(options.source_position_mm[0] +
+                     (options.source == SourceShape::line ? options.line_offset_mm : 0.0),
+                 options.source_position_mm[1]) +
+              (options.source == SourceShape::line ? options.line_radius_mm : 0.0) +
+              options.motion_amplitude_mm >=
+          model.ring_radius_mm())
+    throw std::invalid_argument("the source (--source-position, the line's offset and radius, "
+                                "the motion) does not stay inside the ring");
   if (options.source == SourceShape::line && has_phantom(options) &&
       (options.line_offset_mm + options.line_radius_mm > options.phantom_radius_mm ||
        options.line_length_mm > options.phantom_length_mm))

@@ -30,14 +30,23 @@ struct SimOptions {
   double activity_MBq = 1.0;          // at the start of the acquisition
   double half_life_s = 0.0;            // > 0: the source decays (18F: 6586 s); 0: constant
   SourceShape source = SourceShape::cylinder;
+  // Where a point source sits, or the centre of a line source (which runs along z), in mm.
+  double source_position_mm[3] = {0, 0, 0};
+  double source_length_mm = 50.0;  // of a line source (= line_length_mm once the options are read)
+  // A moving point or line source: position + amplitude · sin(2π t / period) along the axis
+  // (0 = x, 1 = y, 2 = z), t from the acquisition's start (time_origin_s). Amplitude 0: still.
+  double motion_amplitude_mm = 0;
+  double motion_period_s = 4.0;
+  unsigned motion_axis = 2;
   PhantomKind phantom = PhantomKind::automatic;  // automatic: water cylinder for a cylinder source
   double phantom_radius_mm = 15.0;  // mouse-sized
   double phantom_length_mm = 70.0;
   // The line source (SourceShape::line): radius, active length, and its distance from the
-  // axis (along +x). --phantom nema-mouse|nema-rat sets the standard's values.
+  // axis along +x, added to source_position_mm. --phantom nema-mouse|nema-rat sets the
+  // standard's values; otherwise the offset is 0 and the length --source-length-mm.
   double line_radius_mm = 1.6;
   double line_length_mm = 60.0;
-  double line_offset_mm = 10.0;
+  double line_offset_mm = 0.0;
   bool background = true;
   double background_Bq_per_cc = 280.0;  // intrinsic 176Lu activity of LYSO
 

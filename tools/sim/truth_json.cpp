@@ -23,6 +23,15 @@ void write_truth_json(const std::filesystem::path& file, const SimSummary& s,
       {"source", o.source == SourceShape::point  ? "point"
                  : o.source == SourceShape::line ? "line"
                                                  : "cylinder"},
+      {"source_position_mm",
+       {o.source_position_mm[0], o.source_position_mm[1], o.source_position_mm[2]}},
+      {"source_length_mm", o.source == SourceShape::line ? o.source_length_mm : 0.0},
+      // position(T) = source_position_mm + amplitude_mm · sin(2π (T − time_origin_ticks) ·
+      // tick_ps · 1e-12 / period_s) along `axis`, T the acquisition time in ticks
+      {"motion",
+       {{"amplitude_mm", o.motion_amplitude_mm},
+        {"period_s", o.motion_period_s},
+        {"axis", std::string(1, "xyz"[o.motion_axis])}}},
       {"phantom", !phantom ? "none"
                   : o.phantom == PhantomKind::polyethylene_cylinder ? "polyethylene_cylinder"
                                                                      : "water_cylinder"},

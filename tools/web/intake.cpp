@@ -7,6 +7,8 @@
 #include <zmq.hpp>
 
 #include "core/histograms.h"
+#include "core/image.h"
+#include "tools/web/image_message.h"
 #include "proto/records.h"
 
 namespace petdaq::web {
@@ -18,6 +20,10 @@ constexpr std::size_t kMaxFrames = 4;
 
 void Intake::take(const std::string_view* frames, std::size_t frame_count) {
   const std::string_view topic_name = frame_count > 0 ? frames[0] : std::string_view();
+  if (topic_name == topic::image) {
+    take_image(frames, frame_count);
+    return;
+  }
   const bool histograms = topic_name.starts_with(topic::histograms);
   if (histograms) counters_.add(WebCounter::histograms_received);
   const WebCounter malformed =
@@ -53,6 +59,28 @@ void Intake::take(const std::string_view* frames, std::size_t frame_count) {
   }
 }
 
+// An `image` message (DESIGN section 7, "Image"): the page's image views.
+void Intake::take_image(const std::string_view* frames, std::size_t frame_count) {
+  counters_.add(WebCounter::image_received);
+  if (frame_count != 3 || frames[1].size() != kMessageHeaderBytes) {
+    counters_.add(WebCounter::image_malformed);
+    return;
+  }
+  const MessageHeader h =
+      decode_message_header(reinterpret_cast<const std::uint8_t*>(frames[1].data()));
+  if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+      h.kind != static_cast<std::uint16_t>(MessageKind::image)) {
+    counters_.add(WebCounter::image_malformed);
+    return;
+  }
+  try {
+    server_.post_image(image_message(frames[2]));
+  } catch (const ImageFileError& e) {
+    counters_.add(WebCounter::image_malformed);
+    report(std::string("image message skipped: ") + e.what());
+  }
+}
+
 void Intake::report(const std::string& why) {
   // One line per new reason, not one per message: a publisher stuck on a bad message must
   // not flood the journal.
@@ -72,6 +100,7 @@ Intake::Intake(const std::string& endpoint, Server& server, WebCounters& counter
   }
   sub_.set(zmq::sockopt::subscribe, topic::rates);
   sub_.set(zmq::sockopt::subscribe, topic::histograms);
+  sub_.set(zmq::sockopt::subscribe, topic::image);
 }
 
 void Intake::run(const std::atomic<bool>& stop) {

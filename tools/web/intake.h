@@ -1,5 +1,5 @@
-// The ZeroMQ side of petdaq-web: one thread subscribed to petdaqd's `rates` and `histograms`
-// topics. It parses, builds the page's message and hands it to the server loop without ever
+// The ZeroMQ side of petdaq-web: one thread subscribed to petdaqd's `rates`, `histograms`
+// and `image` topics. It parses, builds the page's message and hands it to the server loop without ever
 // waiting on it, so no browser can slow it down.
 #pragma once
 
@@ -35,6 +35,7 @@ class Intake {
   Server& server_;
   WebCounters& counters_;
   void report(const std::string& why);
+  void take_image(const std::string_view* frames, std::size_t frame_count);
 
   RatesMessageBuilder builder_;
   FiguresCache figures_;

@@ -44,6 +44,7 @@ class Hub {
   void stop() { timer_.cancel(); }
   void take_rates(RatesUpdate update);
   void take_histograms(std::string message);
+  void take_image(std::string message);
 
   // Sessions call these while the loop runs (never from their destructors: the hub may be
   // gone when the io_context destroys the last handlers).
@@ -71,6 +72,7 @@ class Hub {
   std::deque<RatePoint> history_;
   Message latest_;
   Message latest_histograms_;
+  Message latest_image_;
   Clock::time_point last_data_{};
   Clock::time_point last_status_{};
   bool have_data_ = false;
@@ -248,6 +250,7 @@ void Hub::join(const std::shared_ptr<WsSession>& s) {
   s->send(std::make_shared<const std::string>(history_message(history_)));
   if (latest_) s->send(latest_);
   if (latest_histograms_) s->send(latest_histograms_);
+  if (latest_image_) s->send(latest_image_);
   s->send(std::make_shared<const std::string>(status_text(Clock::now())));
 }
 
@@ -269,6 +272,11 @@ void Hub::take_rates(RatesUpdate update) {
 void Hub::take_histograms(std::string message) {
   latest_histograms_ = std::make_shared<const std::string>(std::move(message));
   broadcast(latest_histograms_);
+}
+
+void Hub::take_image(std::string message) {
+  latest_image_ = std::make_shared<const std::string>(std::move(message));
+  broadcast(latest_image_);
 }
 
 FeedState Hub::state(Clock::time_point now) const {
@@ -413,6 +421,14 @@ void Server::post_histograms(std::string message) {
   asio::post(io_, [this, m = std::move(message)]() mutable {
     pending_updates_.fetch_sub(1, std::memory_order_relaxed);
     hub_->take_histograms(std::move(m));
+  });
+}
+
+void Server::post_image(std::string message) {
+  if (!reserve_update()) return;
+  asio::post(io_, [this, m = std::move(message)]() mutable {
+    pending_updates_.fetch_sub(1, std::memory_order_relaxed);
+    hub_->take_image(std::move(m));
   });
 }
 

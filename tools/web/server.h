@@ -52,6 +52,8 @@ class Server {
   // The same for a {"type":"histograms",...} message: broadcast, and kept for pages that
   // connect later.
   void post_histograms(std::string message);
+  // The page's "image" message: sent to every page, and to each page that connects later.
+  void post_image(std::string message);
 
   // Runs the server loop on the calling thread until stop() or SIGINT/SIGTERM.
   void run();

@@ -14,6 +14,8 @@
   X(rates_malformed, "web.rates_malformed")         /* rates body not a version-1 doc */ \
   X(histograms_received, "web.histograms_received") /* messages on topic histograms */    \
   X(histograms_malformed, "web.histograms_malformed") /* of those, refused: skipped */ \
+  X(image_received, "web.image_received")           /* messages on topic image */         \
+  X(image_malformed, "web.image_malformed")         /* of those, refused: skipped */      \
   X(messages_malformed, "web.messages_malformed")   /* wrong frames, header or topic */   \
   X(updates_dropped, "web.updates_dropped")         /* the server loop was behind */       \
   X(clients_accepted, "web.clients_accepted")       /* WebSocket connections */           \

@@ -1,6 +1,6 @@
 // petdaq-web's page: one WebSocket, four kinds of message (docs/tools.md): "history" when
 // connected, "rates" for every rates document, "histograms" for every histograms message
-// (and the latest one when connected), "status" once a second and at every change of the
+// and "image" for every image message (and the latest ones when connected), "status" once a second and at every change of the
 // feed's state. Read-only: the page sends nothing.
 "use strict";
 
@@ -348,6 +348,60 @@ function onFigures(m) {
   }
 }
 
+// The `image` topic's views (docs/tools.md): slices and projections on canvases, the trace
+// and the axial profile with Chart.js (created at the first image).
+let imageCharts = null;
+let imageAt = null;  // Date.now() when the last image message arrived
+function onImage(m) {
+  $("image-none").hidden = true;
+  $("image-views").hidden = false;
+  $("image-note").textContent = m.note;
+  $("image-views").dataset.run = String(m.run_id);
+  imageAt = Date.now();
+  show("image-run-id", m.run_id);
+  show("image-window", m.window_s, `${Number(m.window_s.toPrecision(3))} s`);
+  show("image-max", m.max_voxel_mm.join(","), m.max_voxel_mm.map((v) => v.toFixed(1)).join(", "));
+  show("image-counts", m.window_counts, si(m.window_counts));
+  $("image-randoms").textContent = m.randoms_subtracted ? "delayed-window randoms subtracted"
+                                                         : "randoms not subtracted";
+  show("image-voxel", m.voxel_mm);
+  for (const v of ["xy", "zx", "zy"]) {
+    drawImage(`img-slice-${v}`, m.slices[v], 300, 300, 0);
+    drawImage(`img-proj-${v}`, m.projections[v], 300, 300, 0);
+  }
+  const tr = m.trace;
+  show("trace-bin", tr.bin_ms, String(Number(tr.bin_ms.toPrecision(4))));
+  show("trace-samples", tr.t_s.length);
+  const last = tr.t_s.length - 1;
+  $("trace-error").textContent = last < 0 ? "–" :
+    [tr.x_err_mm[last], tr.y_err_mm[last], tr.z_err_mm[last]].map((v) => v.toFixed(2)).join(", ");
+  if (typeof Chart === "undefined") return;
+  if (!imageCharts) {
+    const line = (label, colour) => ({ label, data: [], borderColor: colour, backgroundColor: colour,
+                                       pointRadius: 0, borderWidth: 1.2 });
+    const opts = (title, x, y) => ({
+      animation: false, responsive: true, maintainAspectRatio: false, parsing: false,
+      plugins: { title: { display: true, text: title } },
+      scales: { x: { type: "linear", title: { display: true, text: x } },
+                y: { title: { display: true, text: y } } },
+    });
+    imageCharts = {
+      trace: new Chart($("chart-trace"), { type: "line",
+        options: opts("centroid trace", "s of acquisition time", "mm"),
+        data: { datasets: [line("x", "#2f6fb3"), line("y", "#1f8a3b"), line("z", "#c0262d")] } }),
+      axial: new Chart($("chart-axial"), { type: "line",
+        options: opts("axial profile (window)", "z (mm)", "counts"),
+        data: { datasets: [step("counts", "#1d2330")] } }),
+    };
+  }
+  ["x_mm", "y_mm", "z_mm"].forEach((k, i) => {
+    imageCharts.trace.data.datasets[i].data = tr.t_s.map((t, j) => ({ x: t, y: tr[k][j] }));
+  });
+  imageCharts.trace.update("none");
+  imageCharts.axial.data.datasets[0].data = m.axial.z_mm.map((z, j) => ({ x: z, y: m.axial.counts[j] }));
+  imageCharts.axial.update("none");
+}
+
 function setState(state, text) {
   const el = $("state");
   el.dataset.state = state;
@@ -360,8 +414,10 @@ function onStatus(m) {
   show("clients", m.clients);
   show("hist-received", m.counters["web.histograms_received"]);
   show("hist-malformed", m.counters["web.histograms_malformed"]);
+  show("image-received", m.counters["web.image_received"]);
+  show("image-malformed", m.counters["web.image_malformed"]);
   // Counters that mean something was refused or dropped are highlighted when non-zero.
-  const informational = new Set(["web.rates_received", "web.histograms_received",
+  const informational = new Set(["web.rates_received", "web.histograms_received", "web.image_received",
                                  "web.clients_accepted", "web.http_requests"]);
   counterRows($("web-counters"), Object.entries(m.counters),
               (name, value) => value > 0 && !informational.has(name));
@@ -381,6 +437,7 @@ function connect() {
     if (m.type === "rates") onRates(m);
     else if (m.type === "status") onStatus(m);
     else if (m.type === "histograms") onHistograms(m);
+    else if (m.type === "image") onImage(m);
     else if (m.type === "history") {
       history = m.points.slice(-MAX_POINTS);
       drawHistory();
@@ -395,6 +452,8 @@ function connect() {
 setInterval(() => {
   if (histogramsAt !== null) show("hist-age", (Date.now() - histogramsAt) / 1000,
                                   `${((Date.now() - histogramsAt) / 1000).toFixed(0)} s ago`);
+  if (imageAt !== null) show("image-age", (Date.now() - imageAt) / 1000,
+                             `${((Date.now() - imageAt) / 1000).toFixed(0)} s ago`);
   if (lastRatesAt !== null) show("age", (Date.now() - lastRatesAt) / 1000,
                                  `${((Date.now() - lastRatesAt) / 1000).toFixed(0)} s ago`);
 }, 500);
