@@ -20,6 +20,7 @@
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
+#include "daemon/metrics.h"
 #include "daemon/notify.h"
 #include "daemon/options.h"
 #include "daemon/preflight.h"
@@ -101,9 +102,17 @@ int run(Loaded loaded, const Options& opt) {
     arena = std::make_unique<MessageArena>(s.output.zmq.message_buffer_bytes, allocator);
   Publisher publisher(s.output.zmq, counters, arena.get());
   spdlog::info("publishing on {}", publisher.endpoint());
+  // Before the worker, whose thread hands it every rates document.
+  std::unique_ptr<MetricsExporter> metrics;
+  if (!s.output.metrics.listen.empty()) {
+    metrics = std::make_unique<MetricsExporter>(s.output.metrics.listen);
+    spdlog::info("Prometheus metrics on http://{}/metrics", s.output.metrics.listen);
+  }
   Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
                 opt.print_rates, arena.get());
   spdlog::info("{}", worker.backend_explanation());
+  if (metrics)
+    worker.set_rates_observer([m = metrics.get()](const std::string& json) { m->update(json); });
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
   worker.start();

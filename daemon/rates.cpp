@@ -144,6 +144,10 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
           {"max_ms_since_start", static_cast<double>(st.max_ns) * 1e-6},
           {"log2_us", st.log2_us}};
     }
+  if (s.alarms)
+    s.alarms->evaluate(doc, s.time_unix_ns);
+  else
+    doc["alarms"] = nlohmann::ordered_json::array();
   json_ = doc.dump();
 
   summary_.clear();

@@ -12,6 +12,7 @@
 #include "core/counters.h"
 #include "core/phase_timer.h"
 #include "core/randoms.h"
+#include "daemon/alarms.h"
 
 namespace petdaq::daemon {
 
@@ -66,6 +67,8 @@ struct RatesSnapshot {
   // could run (getrusage RUSAGE_THREAD), cumulative.
   double worker_cpu_s = 0;
   std::uint64_t worker_involuntary_switches = 0;
+  // Evaluates the built document and adds its `alarms` (none: an empty array).
+  AlarmMonitor* alarms = nullptr;
 };
 
 class RatesReporter {

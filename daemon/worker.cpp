@@ -3,6 +3,7 @@
 // loop, its phases and the reload that swaps the engine share the worker's state.
 #include "daemon/worker.h"
 
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
@@ -60,6 +62,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       print_rates_(print_rates),
       arena_(arena),
       rates_(counters),
+      alarms_(settings.alarms),
       temperature_degC_(counters.bdm_count(), NAN),
       pending_(4 * std::size_t{ring.chunk_count()}),
       staging_(ring.chunk_count()) {
@@ -283,8 +286,13 @@ void Worker::apply_reload() {
   const ReloadPlan plan = plan_reload(engine_->settings, *reread);
   for (const std::string& s : plan.restart)
     spdlog::warn("reload: `{}` changed; it takes effect only after a restart", s);
+  if (!plan.instant.empty()) {
+    engine_->settings.alarms = plan.applied.alarms;
+    alarms_.set_settings(plan.applied.alarms);
+    spdlog::info("reload: alarm thresholds applied");
+  }
   if (plan.live.empty()) {
-    spdlog::info("reload: nothing that can change live changed");
+    if (plan.instant.empty()) spdlog::info("reload: nothing that can change live changed");
     return;
   }
   // The slicer cannot change windows in the middle of a run: finish this run, then start a
@@ -359,6 +367,10 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   m.record_count = 1;
   m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
   publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
+  const CrystalHealth health = judge_crystals(
+      h->layout().geometry, [h](std::uint32_t c) { return h->at(Hist::crystal_singles, c); },
+      s.alarms.hot_crystal_factor);
+  alarms_.set_crystal_health(health.hot, health.dead);
   if (write_file && s.output.file.enabled) {
     const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdh", run_id));
     try {
@@ -412,6 +424,7 @@ void Worker::publish_rates(Clock::time_point now) {
     s.worker_cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
     s.worker_involuntary_switches = static_cast<std::uint64_t>(usage.ru_nivcsw);
   }
+  s.alarms = &alarms_;
   const std::string& json = rates_.build(s);
   phases_.take_interval_max();
   MessageHeader h;
@@ -421,6 +434,7 @@ void Worker::publish_rates(Clock::time_point now) {
   publisher_.send(topic::rates, h, json.data(), json.size());
   notify_status(rates_.summary());
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
+  if (rates_observer_) rates_observer_(json);
 }
 
 std::string Worker::phase_report() const {

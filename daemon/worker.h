@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,12 @@ class Worker final : public ResultSink {
   // log at exit; the rates document has the same per interval). After stop() only.
   std::string phase_report() const;
 
+  // Called on the worker thread with every `rates` document it publishes (the Prometheus
+  // metrics keep the latest). Set before start().
+  void set_rates_observer(std::function<void(const std::string&)> observer) {
+    rates_observer_ = std::move(observer);
+  }
+
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
@@ -90,6 +97,8 @@ class Worker final : public ResultSink {
   std::uint64_t last_run_ = run_base_;
 
   RatesReporter rates_;
+  AlarmMonitor alarms_;
+  std::function<void(const std::string&)> rates_observer_;
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;
