@@ -53,10 +53,10 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
         const auto v = counters->find(name);
         if (v == counters->end() || !v->is_number_unsigned()) continue;
         const auto now = v->get<std::uint64_t>();
-        const auto before = counters_before_.find(name);
-        if (before != counters_before_.end() && now > before->second)
-          sum += static_cast<double>(now - before->second);
-        counters_before_[name] = now;
+        // Counters start at 0 with the daemon: the first document's growth is all of them.
+        std::uint64_t& before = counters_before_[name];
+        if (now > before) sum += static_cast<double>(now - before);
+        before = now;
       }
       return sum;
     };
