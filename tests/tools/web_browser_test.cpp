@@ -198,6 +198,10 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   EXPECT_EQ(b.eval("document.getElementById('rate-prompts').textContent"), "123 k");
   EXPECT_EQ(b.eval("document.getElementById('rate-singles').textContent"), "2.35 M");
   EXPECT_EQ(b.eval("document.getElementById('rate-randoms_fraction').textContent"), "10.0 %");
+  // The daemon's alarms in the banner.
+  EXPECT_EQ(b.eval("[...document.querySelectorAll('#alarms .alarm')].map(e => e.textContent)"),
+            json::parse(R"(["ALARM board_temperature (bdm 23): BDM 23 at 41.5 C, outside [-40.0, 40.0] C"])"));
+  EXPECT_EQ(b.eval("document.getElementById('alarms').hidden"), false);
   // The non-zero loss counters, named, and nothing else.
   EXPECT_EQ(b.eval("[...document.querySelectorAll('#problems li.problem')]"
                    ".map(e => e.textContent)"),

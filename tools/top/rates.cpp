@@ -112,6 +112,16 @@ Rates parse_rates(std::string_view json_text) {
   r.latency_p50_ms = optional_number(lat, "p50");
   r.latency_p99_ms = optional_number(lat, "p99");
   r.latency_max_ms = optional_number(lat, "max");
+  if (const Json* a = member(&doc, "alarms"); a && a->is_array()) {
+    for (const Json& alarm : *a) {
+      if (!alarm.is_object()) continue;
+      auto text = [&](const char* key) {
+        const auto it = alarm.find(key);
+        return it != alarm.end() && it->is_string() ? it->get<std::string>() : std::string();
+      };
+      r.alarms.push_back(text("name") + " (" + text("subject") + "): " + text("message"));
+    }
+  }
   return r;
 }
 

@@ -157,6 +157,16 @@ function onRates(m) {
   for (const [k, v] of Object.entries(m.rates)) {
     show(`rate-${k}`, v, k === "randoms_fraction" ? `${(100 * v).toFixed(1)} %` : si(v));
   }
+  const banner = $("alarms");
+  const alarms = m.alarms || [];
+  banner.hidden = alarms.length === 0;
+  banner.replaceChildren(...alarms.map((a) => {
+    const div = document.createElement("div");
+    div.className = "alarm";
+    div.dataset.name = a.name;
+    div.textContent = "ALARM " + a.name + " (" + a.subject + "): " + a.message;
+    return div;
+  }));
   const list = $("problems");
   if (m.problems.length === 0) {
     list.innerHTML = '<li class="none">none</li>';
