@@ -210,6 +210,22 @@ struct MetricsSettings {
   bool operator==(const MetricsSettings&) const = default;
 };
 
+// Acquisition control (docs/operations.md): a ZeroMQ REP socket petdaq-ctl talks to, with
+// the PUB socket's CURVE keys where those are set; off when empty.
+struct ControlSettings {
+  std::string endpoint;
+
+  bool operator==(const ControlSettings&) const = default;
+};
+
+// The run catalogue (docs/operations.md): an SQLite database of acquisitions, runs and
+// files; off when empty.
+struct CatalogueSettings {
+  std::filesystem::path path;
+
+  bool operator==(const CatalogueSettings&) const = default;
+};
+
 struct OutputSettings {
   ZmqSettings zmq;
   FileSinkSettings file;
@@ -218,6 +234,8 @@ struct OutputSettings {
   SinglesOutputSettings singles;
   RawCaptureSettings raw;
   MetricsSettings metrics;
+  ControlSettings control;
+  CatalogueSettings catalogue;
 
   bool operator==(const OutputSettings&) const = default;
 };

@@ -251,12 +251,28 @@ void parse_histograms(Reader& r, const YAML::Node& output, HistogramSettings& hs
   r.require(hs.rate_bin_ms >= 0.001, H + ".rate_bin_ms", "must be >= 0.001", hs.rate_bin_ms);
 }
 
+void parse_control_and_catalogue(Reader& r, const YAML::Node& output,
+                                 const std::filesystem::path& base_dir, OutputSettings& o) {
+  auto c = r.section(output, "output", "control", {"endpoint"});
+  r.string(c, "output.control", "endpoint", o.control.endpoint);
+  const std::string& ep = o.control.endpoint;
+  r.require(ep.empty() || ep.starts_with("ipc://") || ep.starts_with("tcp://"),
+            "output.control.endpoint", "must be empty (off), ipc://PATH or tcp://ADDRESS:PORT",
+            "'" + ep + "'");
+  r.require(ep.empty() || ep != o.zmq.endpoint, "output.control.endpoint",
+            "must differ from output.zmq.endpoint", "'" + ep + "'");
+  auto k = r.section(output, "output", "catalogue", {"path"});
+  std::string path;
+  r.string(k, "output.catalogue", "path", path);
+  if (!path.empty()) o.catalogue.path = resolve(path, base_dir);
+}
+
 void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path& base_dir,
                   OutputSettings& o) {
   const std::string P = "output";
   auto n = r.section(top, "", "output",
                      {"zmq", "file", "rates_interval_ms", "histograms", "singles", "raw",
-                      "metrics"});
+                      "metrics", "control", "catalogue"});
   parse_zmq(r, n, base_dir, o.zmq);
   parse_rotated_files(r, n, "file", base_dir, o.file);
   r.real(n, P, "rates_interval_ms", o.rates_interval_ms);
@@ -266,6 +282,7 @@ void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path&
   auto sg = r.section(n, P, "singles", {"enabled"});
   r.boolean(sg, P + ".singles", "enabled", o.singles.enabled);
   parse_rotated_files(r, n, "raw", base_dir, o.raw);
+  parse_control_and_catalogue(r, n, base_dir, o);
   auto m = r.section(n, P, "metrics", {"listen"});
   r.string(m, P + ".metrics", "listen", o.metrics.listen);
   if (!o.metrics.listen.empty()) {

@@ -39,6 +39,7 @@ void FileSink::open_next() {
   const auto path = stamped_file(directory_, fmt::format("{:04}.plm", file_index_++));
   auto writer = std::make_unique<PlmWriter>(path, plm_header_);
   try {
+    if (!preamble_.empty()) writer->write_message(preamble_header_, preamble_.data(), preamble_.size());
     writer->flush();
   } catch (...) {
     writer.reset();
@@ -48,6 +49,12 @@ void FileSink::open_next() {
   }
   writer_ = std::move(writer);
   spdlog::info("list-mode file {}", path.string());
+}
+
+void FileSink::set_preamble(const MessageHeader& header, const std::string& body) {
+  preamble_header_ = header;
+  preamble_ = body;
+  if (!body.empty()) write(header, body.data(), body.size());
 }
 
 void FileSink::abandon(std::uint64_t boundary, const char* what) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -28,6 +29,9 @@ class FileSink {
   ~FileSink();
 
   void write(const MessageHeader& header, const void* records, std::size_t bytes);
+  // A message every new file starts with (the open acquisition), written now into the
+  // current file too; an empty body: none.
+  void set_preamble(const MessageHeader& header, const std::string& body);
   void close();
 
  private:
@@ -42,6 +46,8 @@ class FileSink {
   Counters& counters_;
   Clock::duration retry_after_;
   std::unique_ptr<PlmWriter> writer_;
+  MessageHeader preamble_header_{};
+  std::string preamble_;
   std::uint64_t file_index_ = 0;
   std::optional<Clock::time_point> retry_at_;  // set while there is no file to write to
 };

@@ -4,6 +4,7 @@
 //
 // Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
 // message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstdint>
@@ -19,6 +20,8 @@
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/settings.h"
+#include "daemon/acquisition.h"
+#include "daemon/control.h"
 #include "daemon/host_ring.h"
 #include "daemon/metrics.h"
 #include "daemon/notify.h"
@@ -51,6 +54,12 @@ std::optional<Loaded> load(const std::filesystem::path& config) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", e.what());
     return std::nullopt;
   }
+}
+
+std::uint64_t unix_ns_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
 }
 
 double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
@@ -102,17 +111,26 @@ int run(Loaded loaded, const Options& opt) {
     arena = std::make_unique<MessageArena>(s.output.zmq.message_buffer_bytes, allocator);
   Publisher publisher(s.output.zmq, counters, arena.get());
   spdlog::info("publishing on {}", publisher.endpoint());
-  // Before the worker, whose thread hands it every rates document.
+  // Before the worker, whose thread hands them every rates document.
   std::unique_ptr<MetricsExporter> metrics;
   if (!s.output.metrics.listen.empty()) {
     metrics = std::make_unique<MetricsExporter>(s.output.metrics.listen);
     spdlog::info("Prometheus metrics on http://{}/metrics", s.output.metrics.listen);
   }
+  AcquisitionControl acquisitions;
+  std::unique_ptr<ControlServer> control;
+  if (!s.output.control.endpoint.empty()) {
+    control = std::make_unique<ControlServer>(s.output, acquisitions, counters);
+    spdlog::info("acquisition control on {}", s.output.control.endpoint);
+  }
   Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
                 opt.print_rates, arena.get());
   spdlog::info("{}", worker.backend_explanation());
-  if (metrics)
-    worker.set_rates_observer([m = metrics.get()](const std::string& json) { m->update(json); });
+  worker.set_acquisitions(&acquisitions);
+  worker.set_rates_observer([m = metrics.get(), c = control.get()](const std::string& json) {
+    if (m) m->update(json);
+    if (c) c->update_rates(json);
+  });
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
   worker.start();
@@ -141,6 +159,12 @@ int run(Loaded loaded, const Options& opt) {
 
   notify_stopping();
   spdlog::info("stopping: draining the ring");
+  control.reset();  // no command between here and the end
+  if (const auto open = acquisitions.current()) {
+    const Acquisition a = acquisitions.stop(unix_ns_now(), "daemon stopped");
+    spdlog::warn("acquisition {} '{}' ended by the daemon's stop (end_reason \"daemon stopped\")",
+                 a.id, a.name);
+  }
   receiver.stop();
   worker.stop();
   spdlog::info("final counters: {}", worker.final_report());

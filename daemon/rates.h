@@ -12,6 +12,7 @@
 #include "core/counters.h"
 #include "core/phase_timer.h"
 #include "core/randoms.h"
+#include "daemon/acquisition.h"
 #include "daemon/alarms.h"
 
 namespace petdaq::daemon {
@@ -69,6 +70,8 @@ struct RatesSnapshot {
   std::uint64_t worker_involuntary_switches = 0;
   // Evaluates the built document and adds its `alarms` (none: an empty array).
   AlarmMonitor* alarms = nullptr;
+  // The open acquisition (docs/operations.md), published as `acquisition`; null when none.
+  const Acquisition* acquisition = nullptr;
 };
 
 class RatesReporter {

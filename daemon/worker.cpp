@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core/crystal_health.h"
@@ -148,6 +149,8 @@ void Worker::loop() {
     release_staged(true);
   }
   retire_latency(Clock::now(), true);
+  // An acquisition the daemon's stop closed: its end goes into the last file too.
+  if (acquisitions_ && acquisitions_->version() != acquisition_version_) publish_acquisition();
   if (file_) file_->close();
   if (raw_) raw_->close();
   tick(Clock::now(), true);
@@ -338,6 +341,7 @@ void Worker::keep_alive(Clock::time_point now, bool force_rates) {
 
 void Worker::tick(Clock::time_point now, bool force_rates) {
   PhaseScope phase(&phases_, Phase::tick);
+  if (acquisitions_ && acquisitions_->version() != acquisition_version_) publish_acquisition();
   keep_alive(now, force_rates);
   const auto histogram_interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.histograms.interval_ms);
@@ -378,6 +382,33 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
       spdlog::info("histograms of run {}: {}", run_id, path.string());
     } catch (const HistogramFileError& e) {
       spdlog::error("histograms of run {}: {}", run_id, e.what());
+    }
+  }
+}
+
+// The `acquisition` message (kind 7, its JSON document as the body): published, and written
+// into the list-mode file, at each change; every later file starts with it while it is open.
+void Worker::publish_acquisition() {
+  acquisition_version_ = acquisitions_->version();
+  acquisition_ = acquisitions_->current();
+  const std::optional<Acquisition> latest = acquisitions_->latest();
+  if (!latest) return;
+  nlohmann::json doc = latest->to_json();
+  doc["open"] = acquisition_.has_value();
+  const std::string body = doc.dump();
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::acquisition);
+  m.message_id = acquisition_message_id_++;
+  m.run_id = published_run_id(engine_->slicer->run_id());
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(body.size());
+  publisher_.send(topic::acquisition, m, body.data(), body.size());
+  if (file_) {
+    if (acquisition_) {
+      file_->set_preamble(m, body);
+    } else {
+      file_->write(m, body.data(), body.size());
+      file_->set_preamble(m, std::string());
     }
   }
 }
@@ -425,6 +456,7 @@ void Worker::publish_rates(Clock::time_point now) {
     s.worker_involuntary_switches = static_cast<std::uint64_t>(usage.ru_nivcsw);
   }
   s.alarms = &alarms_;
+  s.acquisition = acquisition_ ? &*acquisition_ : nullptr;
   const std::string& json = rates_.build(s);
   phases_.take_interval_max();
   MessageHeader h;

@@ -61,6 +61,10 @@ class Worker final : public ResultSink {
     rates_observer_ = std::move(observer);
   }
 
+  // The named acquisitions (docs/operations.md): published in `rates`, as an `acquisition`
+  // message at every change, and at the start of every list-mode file. Set before start().
+  void set_acquisitions(const AcquisitionControl* acquisitions) { acquisitions_ = acquisitions; }
+
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
@@ -76,6 +80,7 @@ class Worker final : public ResultSink {
   void keep_alive(Clock::time_point now, bool force_rates);
   void tick(Clock::time_point now, bool force_rates);
   void publish_rates(Clock::time_point now);
+  void publish_acquisition();
   void retire_latency(Clock::time_point now, bool all);
   void apply_reload();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
@@ -98,6 +103,10 @@ class Worker final : public ResultSink {
 
   RatesReporter rates_;
   AlarmMonitor alarms_;
+  const AcquisitionControl* acquisitions_ = nullptr;
+  std::uint64_t acquisition_version_ = 0;
+  std::uint64_t acquisition_message_id_ = 0;
+  std::optional<Acquisition> acquisition_;  // the open one, as last seen
   std::function<void(const std::string&)> rates_observer_;
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).

@@ -107,6 +107,7 @@ enum class MessageKind : std::uint16_t {
   singles = 3,
   histograms = 4,
   deadtime = 5,
+  acquisition = 7,  // the open acquisition as JSON (docs/operations.md), record_count 1
 };
 
 // An interval of acquisition time in which the daemon kept no frame of any source (an

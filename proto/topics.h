@@ -14,7 +14,8 @@ inline constexpr std::string_view rates = "rates";
 inline constexpr std::string_view singles = "singles";
 inline constexpr std::string_view histograms = "histograms";
 inline constexpr std::string_view deadtime = "deadtime";
-inline constexpr std::array<std::string_view, 6> all = {prompts, delayed, rates, singles,
-                                                        histograms, deadtime};
+inline constexpr std::string_view acquisition = "acquisition";
+inline constexpr std::array<std::string_view, 7> all = {prompts,    delayed,  rates,      singles,
+                                                        histograms, deadtime, acquisition};
 
 }  // namespace petdaq::topic

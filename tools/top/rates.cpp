@@ -127,13 +127,13 @@ Rates parse_rates(std::string_view json_text) {
 
 bool is_problem_counter(std::string_view name) {
   // stream.source_idle is normal at the end of every acquisition, so it is not a problem.
-  static constexpr std::array<std::string_view, 18> informational = {
+  static constexpr std::array<std::string_view, 19> informational = {
       "rx.datagrams",        "rx.bytes",        "rx.frames",
       "single.accepted",     "single.energy_rejected",
       "stream.runs",         "stream.slices",   "stream.source_idle",
       "coinc.prompts",       "coinc.delayed",   "coinc.multiples",
       "coinc.delayed_multiples", "out.messages", "out.file_bytes", "out.raw_bytes",
-      "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects"};
+      "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects", "ctl.commands"};
   return std::find(informational.begin(), informational.end(), name) == informational.end();
 }
 
