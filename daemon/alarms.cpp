@@ -32,6 +32,8 @@ std::optional<double> live_fraction(const Json& doc) {
 
 }  // namespace
 
+std::optional<double> rates_live_fraction(const Json& doc) { return live_fraction(doc); }
+
 void AlarmMonitor::raise(const std::string& name, const std::string& subject,
                          std::string message, double value, double threshold) {
   Alarm a{name, subject, std::move(message), value, threshold, now_ns_};

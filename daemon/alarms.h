@@ -63,4 +63,8 @@ inline constexpr const char* kDataLossCounters[] = {
 inline constexpr const char* kFileLossCounters[] = {"out.file_dropped_bytes",
                                                     "out.raw_lost_frames"};
 
+// The scanner's live fraction of a `rates` document's interval, where it has one (the rule
+// the live_fraction alarm and the run catalogue share).
+std::optional<double> rates_live_fraction(const nlohmann::ordered_json& doc);
+
 }  // namespace petdaq::daemon

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +34,9 @@ class FileSink {
   // current file too; an empty body: none.
   void set_preamble(const MessageHeader& header, const std::string& body);
   void close();
+  // Told of every file opened (opened = true) and closed, on the writing thread (the run
+  // catalogue). Set it before the first message: the file open now is told at once.
+  void set_file_observer(std::function<void(const std::filesystem::path&, bool opened)> f);
 
  private:
   void open_next();
@@ -46,6 +50,7 @@ class FileSink {
   Counters& counters_;
   Clock::duration retry_after_;
   std::unique_ptr<PlmWriter> writer_;
+  std::function<void(const std::filesystem::path&, bool)> observer_;
   MessageHeader preamble_header_{};
   std::string preamble_;
   std::uint64_t file_index_ = 0;

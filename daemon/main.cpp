@@ -21,6 +21,7 @@
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/acquisition.h"
+#include "daemon/catalogue.h"
 #include "daemon/control.h"
 #include "daemon/host_ring.h"
 #include "daemon/metrics.h"
@@ -117,7 +118,17 @@ int run(Loaded loaded, const Options& opt) {
     metrics = std::make_unique<MetricsExporter>(s.output.metrics.listen);
     spdlog::info("Prometheus metrics on http://{}/metrics", s.output.metrics.listen);
   }
-  AcquisitionControl acquisitions;
+  // The run catalogue outlives the worker and the control thread that tell it things.
+  std::unique_ptr<Catalogue> catalogue;
+  if (!s.output.catalogue.path.empty()) {
+    catalogue = std::make_unique<Catalogue>(s.output.catalogue.path, counters, PETDAQ_VERSION);
+    spdlog::info("run catalogue {}", s.output.catalogue.path.string());
+  }
+  AcquisitionControl acquisitions(catalogue ? catalogue->next_acquisition_id() : 1);
+  if (catalogue)
+    acquisitions.on_change([c = catalogue.get()](const Acquisition& a, const char* what) {
+      c->acquisition_changed(a, what);
+    });
   std::unique_ptr<ControlServer> control;
   if (!s.output.control.endpoint.empty()) {
     control = std::make_unique<ControlServer>(s.output, acquisitions, counters);
@@ -127,6 +138,7 @@ int run(Loaded loaded, const Options& opt) {
                 opt.print_rates, arena.get());
   spdlog::info("{}", worker.backend_explanation());
   worker.set_acquisitions(&acquisitions);
+  worker.set_catalogue(catalogue.get());
   worker.set_rates_observer([m = metrics.get(), c = control.get()](const std::string& json) {
     if (m) m->update(json);
     if (c) c->update_rates(json);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "core/counters.h"
@@ -31,6 +32,9 @@ class RawSink {
   // Flushes and closes the current file; a later write() opens the next one.
   void close();
   const std::filesystem::path& current_file() const { return path_; }
+  // Told of every file opened (opened = true) and closed, on the writing thread (the run
+  // catalogue); the file open now is told at once.
+  void set_file_observer(std::function<void(const std::filesystem::path&, bool opened)> f);
 
  private:
   void open_next();
@@ -45,6 +49,7 @@ class RawSink {
   std::uint64_t frames_in_file_ = 0;
   std::uint64_t file_index_ = 0;
   bool failed_ = false;
+  std::function<void(const std::filesystem::path&, bool)> observer_;
 };
 
 }  // namespace petdaq::daemon

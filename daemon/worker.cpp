@@ -79,6 +79,25 @@ Worker::~Worker() {
   if (thread_.joinable()) stop();
 }
 
+void Worker::set_catalogue(Catalogue* catalogue) {
+  catalogue_ = catalogue;
+  if (!catalogue) return;
+  if (file_)
+    file_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
+      if (opened)
+        catalogue->file_opened(p, "plm");
+      else
+        catalogue->file_closed(p);
+    });
+  if (raw_)
+    raw_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
+      if (opened)
+        catalogue->file_opened(p, "frames");
+      else
+        catalogue->file_closed(p);
+    });
+}
+
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
 void Worker::start() {
@@ -234,6 +253,10 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   PhaseScope phase(&phases_, Phase::publish);
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
+  if (catalogue_ && run != catalogue_run_) {  // the run's first slice
+    catalogue_run_ = run;
+    catalogue_->run_started(run);
+  }
   if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
   run_slice_end_ = result.t_end;
   const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
@@ -271,6 +294,16 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                  stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
+  if (catalogue_) {
+    Catalogue::CounterValues values;
+    for (std::size_t i = 0; i < kCounterCount; ++i)
+      values[i] = counters_.get(static_cast<Counter>(i));
+    catalogue_->run_ended(published_run_id(slicer_run),
+                          reason == RunEnd::clock_reset                  ? "clock reset"
+                          : stop_.load(std::memory_order_acquire) ? "daemon stopped"
+                                                                  : "reload",
+                          values);
+  }
   run_first_prompt_.reset();
   run_slice_end_ = 0;
   rates_horizon_ = 0;
@@ -380,6 +413,7 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
     try {
       write_histogram_file(path, histogram_bytes_);
       spdlog::info("histograms of run {}: {}", run_id, path.string());
+      if (catalogue_) catalogue_->file_written(path, "pdh", run_id);
     } catch (const HistogramFileError& e) {
       spdlog::error("histograms of run {}: {}", run_id, e.what());
     }
@@ -467,6 +501,7 @@ void Worker::publish_rates(Clock::time_point now) {
   notify_status(rates_.summary());
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
   if (rates_observer_) rates_observer_(json);
+  if (catalogue_) catalogue_->rates(json);
 }
 
 std::string Worker::phase_report() const {

@@ -21,6 +21,7 @@
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
+#include "daemon/catalogue.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
@@ -65,6 +66,10 @@ class Worker final : public ResultSink {
   // message at every change, and at the start of every list-mode file. Set before start().
   void set_acquisitions(const AcquisitionControl* acquisitions) { acquisitions_ = acquisitions; }
 
+  // The run catalogue (output.catalogue.path): told of each run's start and end, every
+  // `rates` document and every file written. Set before start().
+  void set_catalogue(Catalogue* catalogue);
+
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
@@ -108,6 +113,8 @@ class Worker final : public ResultSink {
   std::uint64_t acquisition_message_id_ = 0;
   std::optional<Acquisition> acquisition_;  // the open one, as last seen
   std::function<void(const std::string&)> rates_observer_;
+  Catalogue* catalogue_ = nullptr;
+  std::uint64_t catalogue_run_ = 0;  // the run the catalogue was last told started
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;
