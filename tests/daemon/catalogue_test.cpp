@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -442,6 +443,16 @@ TEST(CatalogueDaemon, KilledMidAcquisitionTheRowsAreClosedAtRestartAsDaemonDied)
   EXPECT_EQ(rc_qa, 0) << qa;
   EXPECT_EQ(CatalogueReader(s.db).qa_report(run["run_id"].get<std::uint64_t>()),
             (s.scanner.dir / "qa").string());
+  // PETDAQ_CATALOGUE_SAMPLE=FILE keeps a copy of the catalogue (the examples of
+  // docs/catalogue.md).
+  if (const char* keep = std::getenv("PETDAQ_CATALOGUE_SAMPLE")) {
+    fs::remove(keep);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open_v2(s.db.c_str(), &db, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    const std::string sql = "VACUUM INTO '" + std::string(keep) + "'";
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+    sqlite3_close(db);
+  }
 }
 
 }  // namespace
