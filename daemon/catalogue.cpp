@@ -250,6 +250,10 @@ Catalogue::Catalogue(const std::filesystem::path& path, Counters& counters, std:
     if (rc != SQLITE_OK)
       throw SqlError(db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
     sqlite3_busy_timeout(db_, 10000);  // a reader's checkpoint, a petdaq-runs set-qa
+    // The -wal and -shm files stay after the daemon closes the database, so a reader that may
+    // not create files beside it (petdaq-web's unit has a read-only /var) can still open it.
+    int persist = 1;
+    sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     exec(db_, "PRAGMA journal_mode=WAL");
     exec(db_, "PRAGMA synchronous=FULL");
     create_or_check_schema();
@@ -670,19 +674,23 @@ void Catalogue::write(std::uint64_t t, const FileClose& e) {
 }
 
 void Catalogue::write(std::uint64_t t, const FileWhole& e) {
-  const FileDigest d = digest_file(e.path);
+  std::optional<FileDigest> d;
+  try {
+    d = digest_file(e.path);
+  } catch (const std::exception& x) {
+    spdlog::warn("run catalogue: {}", x.what());
+  }
   const std::uint64_t run = e.run_id ? e.run_id : run_id_;
   Transaction tx(db_);
-  Stmt(db_,
-       "INSERT INTO files(path, kind, opened_unix_ns, closed_unix_ns, size_bytes, sha256, "
-       "end_reason, daemon_start) VALUES(?1, ?2, ?3, ?3, ?4, ?5, 'closed', ?6)")
-      .bind(1, e.path)
-      .bind(2, e.kind)
-      .bind(3, t)
-      .bind(4, d.size)
-      .bind(5, d.sha256)
-      .bind(6, start_row_)
-      .run();
+  Stmt insert(db_,
+              "INSERT INTO files(path, kind, opened_unix_ns, closed_unix_ns, size_bytes, sha256, "
+              "end_reason, daemon_start) VALUES(?1, ?2, ?3, ?3, ?4, ?5, ?6, ?7)");
+  insert.bind(1, e.path).bind(2, e.kind).bind(3, t);
+  if (d)
+    insert.bind(4, d->size).bind(5, d->sha256).bind(6, std::string("closed"));
+  else
+    insert.bind_null(4).bind_null(5).bind(6, std::string("missing at close"));
+  insert.bind(7, start_row_).run();
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
   if (run) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, run).bind(2, id).run();
   if (acquisition_id_)
