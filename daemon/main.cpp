@@ -159,7 +159,7 @@ int run(Loaded loaded, const Options& opt) {
 
   notify_stopping();
   spdlog::info("stopping: draining the ring");
-  control.reset();  // no command between here and the end
+  if (control) control->close();  // no command between here and the end
   if (const auto open = acquisitions.current()) {
     const Acquisition a = acquisitions.stop(unix_ns_now(), "daemon stopped");
     spdlog::warn("acquisition {} '{}' ended by the daemon's stop (end_reason \"daemon stopped\")",
