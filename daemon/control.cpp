@@ -93,9 +93,11 @@ ControlServer::ControlServer(const OutputSettings& output, AcquisitionControl& a
   thread_ = std::thread([this] { run(); });
 }
 
-ControlServer::~ControlServer() {
+ControlServer::~ControlServer() { close(); }
+
+void ControlServer::close() {
   stop_.store(true, std::memory_order_release);
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void ControlServer::update_rates(const std::string& json) {

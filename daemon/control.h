@@ -40,6 +40,8 @@ class ControlServer {
 
   // The latest rates document (any thread), for `status`.
   void update_rates(const std::string& json);
+  // Answers no more requests (the daemon is stopping); update_rates() may still be called.
+  void close();
 
  private:
   void run();

@@ -10,7 +10,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
-#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
@@ -131,9 +130,6 @@ int run(Loaded loaded, const Options& opt) {
       c->acquisition_changed(a, what);
     });
   std::unique_ptr<ControlServer> control;
-  // The worker hands the control server every rates document until the server is closed at
-  // the stop, while the worker still runs: the mutex keeps it from using a closed server.
-  std::mutex control_mutex;
   if (!s.output.control.endpoint.empty()) {
     control = std::make_unique<ControlServer>(s.output, acquisitions, counters);
     spdlog::info("acquisition control on {}", s.output.control.endpoint);
@@ -143,10 +139,9 @@ int run(Loaded loaded, const Options& opt) {
   spdlog::info("{}", worker.backend_explanation());
   worker.set_acquisitions(&acquisitions);
   worker.set_catalogue(catalogue.get());
-  worker.set_rates_observer([m = metrics.get(), &control, &control_mutex](const std::string& json) {
+  worker.set_rates_observer([m = metrics.get(), c = control.get()](const std::string& json) {
     if (m) m->update(json);
-    std::lock_guard lock(control_mutex);
-    if (control) control->update_rates(json);
+    if (c) c->update_rates(json);
   });
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
@@ -176,10 +171,7 @@ int run(Loaded loaded, const Options& opt) {
 
   notify_stopping();
   spdlog::info("stopping: draining the ring");
-  {
-    std::lock_guard lock(control_mutex);
-    control.reset();  // no command between here and the end
-  }
+  if (control) control->close();  // no command between here and the end
   if (const auto open = acquisitions.current()) {
     const Acquisition a = acquisitions.stop(unix_ns_now(), "daemon stopped");
     spdlog::warn("acquisition {} '{}' ended by the daemon's stop (end_reason \"daemon stopped\")",

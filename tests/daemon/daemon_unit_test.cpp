@@ -415,6 +415,7 @@ bool has_type(const nlohmann::json& v, const std::string& type) {
       if (!e.is_number() && !(e.is_null() && type.ends_with("or null"))) return false;
     return true;
   }
+  if (type == "object or null") return v.is_object() || v.is_null();
   if (type == "array of object") {
     if (!v.is_array()) return false;
     for (const auto& e : v)

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "core/test_scanner.h"
 #include "daemon/alarms.h"
 #include "daemon/metrics.h"
+#include "core/plm_file.h"
 #include "daemon_harness.h"
 
 namespace petdaq::test {
@@ -314,6 +316,141 @@ TEST(Operations, PrometheusScrapesPetdaqdAndAnAlarmIsRaisedAndCleared) {
   ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
   EXPECT_NE(d.log().find("alarm raised: board_rate_high (bdm"), std::string::npos) << d.log();
   EXPECT_NE(d.log().find("alarm cleared: board_rate_high (bdm"), std::string::npos) << d.log();
+}
+
+// petdaq-ctl run to completion: its exit code and what it printed (stdout and stderr).
+std::pair<int, std::string> ctl(const std::filesystem::path& dir, std::vector<std::string> args) {
+  static int n = 0;
+  const auto out = dir / ("ctl" + std::to_string(n++) + ".out");
+  args.insert(args.begin(), PETDAQ_CTL_BINARY);
+  Child c(args, out, out);
+  const int rc = c.wait_for(20s).value_or(-1);
+  std::ifstream in(out);
+  return {rc, std::string(std::istreambuf_iterator<char>(in), {})};
+}
+
+// Every message of a list-mode file, whatever its kind.
+std::vector<std::pair<MessageHeader, std::string>> plm_messages(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::string bytes(std::istreambuf_iterator<char>(in), {});
+  std::vector<std::pair<MessageHeader, std::string>> out;
+  for (std::size_t at = kPlmHeaderBytes; at + kMessageHeaderBytes <= bytes.size();) {
+    const MessageHeader h =
+        decode_message_header(reinterpret_cast<const std::uint8_t*>(bytes.data() + at));
+    const std::size_t body = std::size_t{h.record_count} * h.record_size;
+    if (at + kMessageHeaderBytes + body > bytes.size()) break;
+    out.emplace_back(h, bytes.substr(at + kMessageHeaderBytes, body));
+    at += kMessageHeaderBytes + body;
+  }
+  return out;
+}
+
+TEST(Operations, AcquisitionsAreNamedAnnotatedStoppedAndRefusedClearly) {
+  TestScanner scanner;
+  DaemonConfig daemon;
+  daemon.udp_port = free_udp_port();
+  daemon.zmq_endpoint = "ipc://" + (scanner.dir / "pub.sock").string();
+  daemon.file_directory = scanner.dir / "out";
+  std::filesystem::create_directories(daemon.file_directory);
+  const std::string control = "ipc://" + (scanner.dir / "control.sock").string();
+  daemon.output_extra = "  control:\n    endpoint: " + control + "\n";
+  const auto config = scanner.write_config();
+  std::ofstream(config, std::ios::app) << daemon_yaml(daemon);
+  const std::string c = config.string();
+
+  DaemonProcess d(config, scanner.dir / "petdaqd.log");
+  Subscriber sub(daemon.zmq_endpoint);
+  ASSERT_TRUE(sub.wait_rates([](const std::string&) { return true; }, 20s).has_value()) << d.log();
+  auto [rc, out] = ctl(scanner.dir, {"-c", c, "status"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("no acquisition is open"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "stop"});
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("refused: no acquisition is open"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "start", "--name", "   "});
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("refused: name must not be blank"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "start", "--name", "mouse-17", "--subject", "M17",
+                                        "--isotope", "F-18", "--activity-MBq", "12.5",
+                                        "--operator", "alice"});
+  ASSERT_EQ(rc, 0) << out << d.log();
+  EXPECT_NE(out.find("started acquisition 1 'mouse-17', subject M17, isotope F-18"),
+            std::string::npos) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "start", "--name", "another"});
+  EXPECT_EQ(rc, 1);
+  EXPECT_NE(out.find("refused: acquisition 'mouse-17' (id 1) is open"), std::string::npos) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "annotate", "injection"});
+  EXPECT_EQ(rc, 0) << out;
+  std::tie(rc, out) = ctl(scanner.dir, {"--endpoint", control, "status", "--json"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("\"text\": \"injection\""), std::string::npos) << out;
+  // An unknown subcommand is a usage error, named.
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "pause"});
+  EXPECT_EQ(rc, 2) << out;
+
+  // Data during the acquisition, which `rates` names.
+  std::mt19937_64 rng(9);
+  AcquisitionOptions o;
+  o.events = 5000;
+  const std::vector<RawFrame> frames = random_acquisition(scanner, rng, o);
+  UdpSender tx;
+  tx.send(make_datagrams(frames, Framing::raw, 50, 4), daemon.udp_port);
+  const auto named = sub.wait_rates(
+      [&](const std::string& j) {
+        const auto doc = nlohmann::json::parse(j);
+        return doc["acquisition"].is_object() && doc["acquisition"]["name"] == "mouse-17" &&
+               json_counter(j, "rx.frames") >= frames.size();
+      },
+      20s);
+  ASSERT_TRUE(named.has_value()) << d.log();
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "stop"});
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("stopped acquisition 1 'mouse-17'"), std::string::npos) << out;
+  // A second one left open when the daemon stops: ended by the stop, and said so.
+  std::tie(rc, out) = ctl(scanner.dir, {"-c", c, "start", "--name", "phantom-2"});
+  EXPECT_EQ(rc, 0) << out;
+  const auto counted = sub.wait_rates(
+      [](const std::string& j) {
+        return json_counter(j, "ctl.commands") >= 9 && json_counter(j, "ctl.refused") >= 3;
+      },
+      20s);
+  ASSERT_TRUE(counted.has_value());
+  EXPECT_EQ(json_counter(*counted, "ctl.refused"), 3u);
+  d.signal(SIGTERM);
+  ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
+  EXPECT_NE(d.log().find("acquisition 2 'phantom-2' ended by the daemon's stop"), std::string::npos)
+      << d.log();
+  ASSERT_TRUE(sub.wait_drained(10s));
+
+  // Subscribers saw each change as an `acquisition` message; the list-mode file holds them,
+  // the closing one included.
+  std::vector<nlohmann::json> published;
+  for (const Published& p : sub.messages())
+    if (p.topic == topic::acquisition) {
+      EXPECT_EQ(p.header.kind, static_cast<std::uint16_t>(MessageKind::acquisition));
+      published.push_back(nlohmann::json::parse(p.body));
+    }
+  ASSERT_GE(published.size(), 4u);  // start, annotate, stop, start (+ the stop at exit)
+  EXPECT_EQ(published.front()["name"], "mouse-17");
+  EXPECT_EQ(published.front()["subject"], "M17");
+  EXPECT_EQ(published.front()["activity_MBq"], 12.5);
+  EXPECT_EQ(published.back()["name"], "phantom-2");
+  EXPECT_EQ(published.back()["end_reason"], "daemon stopped");
+  EXPECT_EQ(published.back()["open"], false);
+  std::vector<nlohmann::json> in_files;
+  for (const auto& entry : std::filesystem::directory_iterator(daemon.file_directory))
+    if (entry.path().extension() == ".plm")
+      for (const auto& [h, body] : plm_messages(entry.path()))
+        if (h.kind == static_cast<std::uint16_t>(MessageKind::acquisition))
+          in_files.push_back(nlohmann::json::parse(body));
+  ASSERT_FALSE(in_files.empty());
+  EXPECT_EQ(in_files.back()["name"], "phantom-2");
+  EXPECT_EQ(in_files.back()["end_reason"], "daemon stopped");
+  bool annotated = false;
+  for (const auto& a : in_files)
+    annotated = annotated || (a["name"] == "mouse-17" && a["annotations"].size() == 1 &&
+                              a["annotations"][0]["text"] == "injection");
+  EXPECT_TRUE(annotated);
 }
 
 }  // namespace

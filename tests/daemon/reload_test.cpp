@@ -173,6 +173,8 @@ const Field kFields[] = {
     PETDAQ_FIELD(OutputSettings, output.singles.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.raw.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.metrics.listen, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.control.endpoint, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.catalogue.path, "output", false),
 
     PETDAQ_FIELD(ZmqSettings, output.zmq.endpoint, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.send_hwm, "output", false),
@@ -200,6 +202,8 @@ const Field kFields[] = {
     PETDAQ_FIELD(RawCaptureSettings, output.raw.rotate_bytes, "output", false),
 
     PETDAQ_FIELD(MetricsSettings, output.metrics.listen, "output", false),
+    PETDAQ_FIELD(ControlSettings, output.control.endpoint, "output", false),
+    PETDAQ_FIELD(CatalogueSettings, output.catalogue.path, "output", false),
 
     PETDAQ_FIELD(AlarmSettings, alarms.max_losses_per_s, "alarms", false),
     PETDAQ_FIELD(AlarmSettings, alarms.min_live_fraction, "alarms", false),
@@ -241,6 +245,8 @@ TEST(ReloadPlan, EverySettingsStructHasARowPerMember) {
   PETDAQ_COUNT(SinglesOutputSettings);
   PETDAQ_COUNT(RawCaptureSettings);
   PETDAQ_COUNT(MetricsSettings);
+  PETDAQ_COUNT(ControlSettings);
+  PETDAQ_COUNT(CatalogueSettings);
   PETDAQ_COUNT(AlarmSettings);
   PETDAQ_COUNT(LogSettings);
 #undef PETDAQ_COUNT
