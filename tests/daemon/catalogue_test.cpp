@@ -455,5 +455,61 @@ TEST(CatalogueDaemon, KilledMidAcquisitionTheRowsAreClosedAtRestartAsDaemonDied)
   }
 }
 
+// A reload ends a run ("reload") and a new one starts; each run gets its histogram file, and
+// the runs' own counters add up to the daemon's totals.
+TEST(CatalogueDaemon, AReloadEndsARunEachRunHasItsHistogramFileAndTheCountsAddUp) {
+  Scene s;
+  DaemonProcess d(s.config, s.scanner.dir / "reload.log");
+  Subscriber sub(s.daemon.zmq_endpoint);
+  ASSERT_TRUE(sub.wait_rates([](const std::string&) { return true; }, 20s)) << d.log();
+  s.send();
+  ASSERT_TRUE(wait_catalogue(s.db, [](const Json& doc) {
+    return doc["runs"].size() == 1 && doc["runs"][0]["counters"].value("coinc.prompts", 0) > 0;
+  })) << d.log();
+  s.scanner.settings.coincidence.window_ps = 3000;  // a window changes: a new run
+  s.scanner.write_config();
+  std::ofstream(s.config, std::ios::app) << daemon_yaml(s.daemon);
+  d.signal(SIGHUP);
+  ASSERT_TRUE(wait_catalogue(s.db, [](const Json& doc) {
+    return !doc["runs"].empty() && doc["runs"].back()["end_reason"] == "reload";
+  })) << d.log();
+  s.send();
+  ASSERT_TRUE(wait_catalogue(s.db, [](const Json& doc) { return doc["runs"].size() == 2; }))
+      << d.log();
+  d.signal(SIGTERM);
+  ASSERT_EQ(d.wait_for(20s).value_or(-1), 0) << d.log();
+
+  CatalogueReader r(s.db);
+  const Json doc = r.list();
+  ASSERT_EQ(doc["runs"].size(), 2u);
+  EXPECT_EQ(doc["runs"][0]["end_reason"], "daemon stopped");
+  EXPECT_EQ(doc["runs"][1]["end_reason"], "reload");
+  std::uint64_t prompts = 0, frames = 0;
+  for (const Json& run : doc["runs"]) {
+    prompts += run["counters"]["coinc.prompts"].get<std::uint64_t>();
+    frames += run["counters"]["rx.frames"].get<std::uint64_t>();
+    const auto files = r.files(run["run_id"].get<std::uint64_t>());
+    ASSERT_TRUE(files.has_value());
+    int pdh = 0;
+    for (const Json& f : *files) {
+      if (f["kind"] != "pdh") continue;
+      ++pdh;
+      EXPECT_NE(f["path"].get<std::string>().find("run" + run["run_id"].dump()), std::string::npos);
+      EXPECT_EQ(f["sha256"], sha256sum(f["path"].get<std::string>()));
+    }
+    EXPECT_EQ(pdh, 1) << files->dump(2);
+  }
+  // The daemon's totals at exit ("final counters: ... coinc.prompts=N ...").
+  const std::string log = d.log();
+  auto total = [&](const std::string& name) -> std::uint64_t {
+    const auto at = log.find(" " + name + "=", log.find("final counters:"));
+    return at == std::string::npos ? 0 : std::stoull(log.substr(at + name.size() + 2));
+  };
+  EXPECT_GT(prompts, 0u);
+  EXPECT_EQ(prompts, total("coinc.prompts")) << log;
+  EXPECT_EQ(frames, total("rx.frames")) << log;
+  EXPECT_GT(frames, 0u);
+}
+
 }  // namespace
 }  // namespace petdaq::test
