@@ -164,6 +164,22 @@ TEST(CatalogueWriter, EventsBecomeRowsWithCountersLiveFractionAndLinks) {
   fs::remove_all(dir);
 }
 
+TEST(CatalogueWriter, AWriteThatFailsIsCountedAndTheWriterGoesOn) {
+  const fs::path dir = fresh_dir("errors");
+  Counters counters(4);
+  {
+    Catalogue c(dir / "runs.sqlite", counters, "test");
+    c.file_closed(dir / "never-opened.plm");  // no row to close: refused
+    c.rates("not json");                     // unreadable: refused
+    c.run_started(5);                        // and the next event is written
+    c.flush();
+  }
+  EXPECT_EQ(counters.get(Counter::out_catalogue_errors), 2u);
+  EXPECT_EQ(counters.get(Counter::out_catalogue_dropped), 0u);
+  EXPECT_EQ(CatalogueReader(dir / "runs.sqlite").list()["runs"].size(), 1u);
+  fs::remove_all(dir);
+}
+
 TEST(CatalogueWriter, RefusesAnotherProgramsDatabaseANewerSchemaAndGarbage) {
   const fs::path dir = fresh_dir("refuse");
   Counters counters(4);
