@@ -371,6 +371,11 @@ TEST(WebBrowser, RunsSectionShowsTheCatalogueWithCountersAndQaLinks) {
   Browser b2(*chromium, dir2, bare.url());
   EXPECT_TRUE(b2.until("document.getElementById('runs-none').textContent.includes('--catalogue')",
                        std::chrono::seconds(15)));
+  // ... asked once: the page stops asking (each refusal counts in web.http_refused).
+  EXPECT_EQ(b2.eval("document.getElementById('runs').dataset.polling"), "off");
+  EXPECT_TRUE(b2.until("document.querySelector('#web-counters tr[data-name=\"web.http_refused\"]')"
+                       "?.dataset.value === '1'",
+                       std::chrono::seconds(10)));
 }
 #endif
 

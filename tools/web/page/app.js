@@ -439,7 +439,12 @@ async function loadRuns() {
       try { why = JSON.parse(body).error || body; } catch (e) { /* plain text */ }
       $("runs-none").hidden = false;
       $("runs-none").textContent = why.trim();
-      if (res.status === 404) $("runs-views").hidden = true;
+      // No catalogue configured: that stays so until petdaq-web restarts; ask no more.
+      if (res.status === 404) {
+        $("runs-views").hidden = true;
+        $("runs").dataset.polling = "off";
+        return;
+      }
     }
   } catch (e) {
     // petdaq-web unreachable: the WebSocket's state says so.
