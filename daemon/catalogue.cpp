@@ -1,4 +1,4 @@
-// The run catalogue's writer (daemon/catalogue.h, docs/catalogue.md).
+// The run catalogue's writer (daemon/catalogue.h, docs/operations.md, "The run catalogue").
 #include "daemon/catalogue.h"
 
 #include <fcntl.h>
@@ -33,7 +33,7 @@ std::uint64_t unix_ns_now() {
 // The counters write and the heartbeat of the running daemon, at most this often.
 constexpr std::uint64_t kUpdateEveryNs = 2'000'000'000;
 
-// Schema version 1 (docs/catalogue.md). Times are nanoseconds since 1970 (UTC).
+// Schema version 1 (docs/operations.md, "The run catalogue"). Times are nanoseconds since 1970 (UTC).
 constexpr const char* kSchema = R"sql(
 CREATE TABLE daemon_starts(
   id INTEGER PRIMARY KEY,

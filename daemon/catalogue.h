@@ -1,4 +1,4 @@
-// The run catalogue (output.catalogue.path; docs/catalogue.md, DESIGN section 7): an SQLite
+// The run catalogue (output.catalogue.path; docs/operations.md, "The run catalogue", DESIGN section 7): an SQLite
 // database of the named acquisitions, the scanner's runs and the files the daemon wrote
 // (list-mode .plm, histogram .pdh, raw .frames), with each file's size and SHA-256, each
 // run's counters and live fraction.
@@ -31,7 +31,7 @@ struct sqlite3;
 
 namespace petdaq::daemon {
 
-// The schema this build writes and reads (PRAGMA user_version); docs/catalogue.md.
+// The schema this build writes and reads (PRAGMA user_version); docs/operations.md, "The run catalogue".
 inline constexpr int kCatalogueSchemaVersion = 1;
 // PRAGMA application_id of a petdaq catalogue ("PETD").
 inline constexpr std::int32_t kCatalogueApplicationId = 0x50455444;

@@ -1,4 +1,4 @@
-// The run catalogue (docs/catalogue.md): its writer in-process (rows, counters, live
+// The run catalogue (docs/operations.md, "The run catalogue"): its writer in-process (rows, counters, live
 // fraction, SHA-256 against sha256sum, one daemon per catalogue, refused files), and petdaqd
 // end to end: killed with SIGKILL in the middle of an acquisition, restarted, and the rows it
 // left open closed with "daemon died", its files measured and hashed; petdaq-runs reading
@@ -460,7 +460,7 @@ TEST(CatalogueDaemon, KilledMidAcquisitionTheRowsAreClosedAtRestartAsDaemonDied)
   EXPECT_EQ(CatalogueReader(s.db).qa_report(run["run_id"].get<std::uint64_t>()),
             (s.scanner.dir / "qa").string());
   // PETDAQ_CATALOGUE_SAMPLE=FILE keeps a copy of the catalogue (the examples of
-  // docs/catalogue.md).
+  // docs/operations.md, "The run catalogue").
   if (const char* keep = std::getenv("PETDAQ_CATALOGUE_SAMPLE")) {
     fs::remove(keep);
     sqlite3* db = nullptr;

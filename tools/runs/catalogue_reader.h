@@ -1,4 +1,4 @@
-// Reading the run catalogue (docs/catalogue.md) that petdaqd writes: read-only, beside the
+// Reading the run catalogue (docs/operations.md, "The run catalogue") that petdaqd writes: read-only, beside the
 // daemon that writes it (SQLite's WAL mode lets readers and the writer go on together).
 // Shared by petdaq-runs and petdaq-web's Runs page.
 #pragma once

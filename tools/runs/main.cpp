@@ -6,7 +6,7 @@
 //   petdaq-runs -c petdaq.yaml set-qa RUN PATH  record a run's QA report
 //
 // --json prints the same as JSON. Exit 0; 2 for a usage error, a missing or unreadable
-// catalogue or an unknown ID. docs/catalogue.md.
+// catalogue or an unknown ID. docs/operations.md, "The run catalogue".
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   petdaq::cli::App app("petdaq-runs",
                        "petdaq-runs: the run catalogue of petdaqd (acquisitions, runs, files with "
                        "SHA-256, counters), read while the daemon writes it. See "
-                       "docs/catalogue.md.");
+                       "docs/operations.md, "The run catalogue".");
   std::filesystem::path config, catalogue;
   bool json = false;
   std::size_t limit = 0;

@@ -1,5 +1,5 @@
 // petdaq-web's Runs page (docs/tools.md): the run catalogue petdaqd writes
-// (output.catalogue.path, docs/catalogue.md), read-only, at /runs.json, and each run's QA
+// (output.catalogue.path, docs/operations.md, "The run catalogue"), read-only, at /runs.json, and each run's QA
 // report (petdaq-qa's folder, recorded with petdaq-runs set-qa) under /qa/RUN_ID/.
 #pragma once
 
