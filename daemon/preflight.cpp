@@ -174,6 +174,19 @@ void check_file_sink(const Settings& s, std::vector<Problem>& out) {
     out.push_back({"output.file.directory: " + dir.string() + " is not writable by this user"});
 }
 
+// output.catalogue.path: its directory must exist and be writable (SQLite adds -wal, -shm
+// and the lock file beside the database).
+void check_catalogue(const Settings& s, std::vector<Problem>& out) {
+  const auto& path = s.output.catalogue.path;
+  if (path.empty()) return;
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    out.push_back({"output.catalogue.path: directory " + dir.string() + " does not exist"});
+  else if (access(dir.c_str(), W_OK | X_OK) != 0)
+    out.push_back({"output.catalogue.path: directory " + dir.string() + " is not writable by this user"});
+}
+
 void check_backend(BackendKind backend, std::vector<Problem>& out) {
   if (backend != BackendKind::gpu) return;
   std::string reason;
@@ -274,6 +287,7 @@ std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
   check_metrics(s, out);
   check_curve(s, out);
   check_file_sink(s, out);
+  check_catalogue(s, out);
   check_backend(backend, out);
   return out;
 }
