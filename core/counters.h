@@ -38,7 +38,10 @@ namespace petdaq {
   X(out_zmq_disconnects, "out.zmq_disconnects")                                 \
   X(out_file_errors, "out.file_errors") X(out_file_dropped_bytes, "out.file_dropped_bytes") \
   X(rx_seq_restarts, "rx.seq_restarts") X(rx_seq_wild, "rx.seq_wild")              \
-  X(out_zmq_auth_refused, "out.zmq_auth_refused")
+  X(out_zmq_auth_refused, "out.zmq_auth_refused")                               \
+  X(ctl_commands, "ctl.commands") X(ctl_refused, "ctl.refused")                 \
+  X(out_catalogue_errors, "out.catalogue_errors")                               \
+  X(out_catalogue_dropped, "out.catalogue_dropped")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

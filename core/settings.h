@@ -223,6 +223,30 @@ struct ImageSettings {
   bool operator==(const ImageSettings&) const = default;
 };
 
+// Prometheus metrics (docs/operations.md): served over HTTP at `listen` (host:port), off
+// when empty.
+struct MetricsSettings {
+  std::string listen;
+
+  bool operator==(const MetricsSettings&) const = default;
+};
+
+// Acquisition control (docs/operations.md): a ZeroMQ REP socket petdaq-ctl talks to, with
+// the PUB socket's CURVE keys where those are set; off when empty.
+struct ControlSettings {
+  std::string endpoint;
+
+  bool operator==(const ControlSettings&) const = default;
+};
+
+// The run catalogue (docs/operations.md): an SQLite database of acquisitions, runs and
+// files; off when empty.
+struct CatalogueSettings {
+  std::filesystem::path path;
+
+  bool operator==(const CatalogueSettings&) const = default;
+};
+
 struct OutputSettings {
   // The backend hands out each slice's singles: for the `singles` topic or the file sink.
   bool wants_singles() const { return singles.enabled || (file.enabled && file.singles); }
@@ -234,6 +258,9 @@ struct OutputSettings {
   ImageSettings image;
   SinglesOutputSettings singles;
   RawCaptureSettings raw;
+  MetricsSettings metrics;
+  ControlSettings control;
+  CatalogueSettings catalogue;
 
   bool operator==(const OutputSettings&) const = default;
 };
@@ -253,6 +280,22 @@ inline constexpr std::uint32_t kMaxBackendThreads = 256;
 // The backend of that name (kBackendNames), or none.
 std::optional<BackendKind> parse_backend(std::string_view name);
 
+// Alarm thresholds (docs/operations.md, "Alarms"), evaluated on every `rates` document.
+struct AlarmSettings {
+  double max_losses_per_s = 0;          // data lost (the loss counters) per s above this
+  double min_live_fraction = 0.99;      // scanner live fraction of the interval below this
+  double board_min_singles_per_s = 0;   // a board's singles rate below this (0: off)
+  double board_max_singles_per_s = 0;   // a board's singles rate above this (0: off)
+  double board_min_temperature_degC = -40;  // a board's temperature outside
+  double board_max_temperature_degC = 50;   //   [min, max] (boards that report one)
+  std::uint32_t max_hot_crystals = 0;   // hot crystals (histograms on) above this
+  std::uint32_t max_dead_crystals = 0;  // dead crystals (histograms on) above this
+  double hot_crystal_factor = 3.0;      // hot: above this x its DU's median; dead: below 1/this
+  bool lagging_board = true;            // a board declared lagging
+
+  bool operator==(const AlarmSettings&) const = default;
+};
+
 struct LogSettings {
   std::string level = "info";  // trace, debug, info, warn, error
 
@@ -268,6 +311,7 @@ struct Settings {
   StreamSettings stream;
   InputSettings input;
   OutputSettings output;
+  AlarmSettings alarms;
   BackendKind backend = BackendKind::auto_select;
   // Threads of the CPU backend, the calling one included (core/parallel_engine.h); 0 =
   // the cores left after the receivers and the worker. The GPU backend ignores it.

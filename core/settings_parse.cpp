@@ -3,6 +3,7 @@
 // come out in that order.
 #include <yaml-cpp/yaml.h>
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -285,11 +286,28 @@ void parse_image(Reader& r, const YAML::Node& output, ImageSettings& is) {
             "must be in [0, 1]", is.depth_fraction);
 }
 
+void parse_control_and_catalogue(Reader& r, const YAML::Node& output,
+                                 const std::filesystem::path& base_dir, OutputSettings& o) {
+  auto c = r.section(output, "output", "control", {"endpoint"});
+  r.string(c, "output.control", "endpoint", o.control.endpoint);
+  const std::string& ep = o.control.endpoint;
+  r.require(ep.empty() || ep.starts_with("ipc://") || ep.starts_with("tcp://"),
+            "output.control.endpoint", "must be empty (off), ipc://PATH or tcp://ADDRESS:PORT",
+            "'" + ep + "'");
+  r.require(ep.empty() || ep != o.zmq.endpoint, "output.control.endpoint",
+            "must differ from output.zmq.endpoint", "'" + ep + "'");
+  auto k = r.section(output, "output", "catalogue", {"path"});
+  std::string path;
+  r.string(k, "output.catalogue", "path", path);
+  if (!path.empty()) o.catalogue.path = resolve(path, base_dir);
+}
+
 void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path& base_dir,
                   OutputSettings& o) {
   const std::string P = "output";
   auto n = r.section(top, "", "output",
-                     {"zmq", "file", "rates_interval_ms", "histograms", "image", "singles", "raw"});
+                     {"zmq", "file", "rates_interval_ms", "histograms", "image", "singles", "raw",
+                      "metrics", "control", "catalogue"});
   parse_zmq(r, n, base_dir, o.zmq);
   parse_rotated_files(r, n, "file", base_dir, o.file);
   r.real(n, P, "rates_interval_ms", o.rates_interval_ms);
@@ -300,6 +318,57 @@ void parse_output(Reader& r, const YAML::Node& top, const std::filesystem::path&
   auto sg = r.section(n, P, "singles", {"enabled"});
   r.boolean(sg, P + ".singles", "enabled", o.singles.enabled);
   parse_rotated_files(r, n, "raw", base_dir, o.raw);
+  parse_control_and_catalogue(r, n, base_dir, o);
+  auto m = r.section(n, P, "metrics", {"listen"});
+  r.string(m, P + ".metrics", "listen", o.metrics.listen);
+  if (!o.metrics.listen.empty()) {
+    const auto colon = o.metrics.listen.rfind(':');
+    unsigned port = 0;
+    const char* b = o.metrics.listen.data() + (colon == std::string::npos ? 0 : colon + 1);
+    const char* e = o.metrics.listen.data() + o.metrics.listen.size();
+    const auto [ptr, ec] = std::from_chars(b, e, port);
+    r.require(colon != std::string::npos && colon > 0 && ec == std::errc() && ptr == e &&
+                  port >= 1 && port <= 65535,
+              P + ".metrics.listen", "must be host:port (e.g. 127.0.0.1:9105) or empty",
+              "'" + o.metrics.listen + "'");
+  }
+}
+
+// alarms: thresholds on the rates document (docs/operations.md, "Alarms").
+void parse_alarms(Reader& r, const YAML::Node& top, AlarmSettings& a) {
+  const std::string P = "alarms";
+  auto n = r.section(top, "", "alarms",
+                     {"max_losses_per_s", "min_live_fraction", "board_min_singles_per_s",
+                      "board_max_singles_per_s", "board_min_temperature_degC",
+                      "board_max_temperature_degC", "max_hot_crystals", "max_dead_crystals",
+                      "hot_crystal_factor", "lagging_board"});
+  r.real(n, P, "max_losses_per_s", a.max_losses_per_s);
+  r.require(a.max_losses_per_s >= 0, P + ".max_losses_per_s", "must be >= 0",
+            a.max_losses_per_s);
+  r.real(n, P, "min_live_fraction", a.min_live_fraction);
+  r.require(a.min_live_fraction >= 0 && a.min_live_fraction <= 1, P + ".min_live_fraction",
+            "must be in [0, 1]", a.min_live_fraction);
+  r.real(n, P, "board_min_singles_per_s", a.board_min_singles_per_s);
+  r.require(a.board_min_singles_per_s >= 0, P + ".board_min_singles_per_s", "must be >= 0",
+            a.board_min_singles_per_s);
+  r.real(n, P, "board_max_singles_per_s", a.board_max_singles_per_s);
+  r.require(a.board_max_singles_per_s >= 0, P + ".board_max_singles_per_s", "must be >= 0",
+            a.board_max_singles_per_s);
+  r.require(a.board_max_singles_per_s == 0 ||
+                a.board_max_singles_per_s > a.board_min_singles_per_s,
+            P + ".board_max_singles_per_s", "must be 0 (off) or > board_min_singles_per_s",
+            a.board_max_singles_per_s);
+  r.real(n, P, "board_min_temperature_degC", a.board_min_temperature_degC);
+  r.real(n, P, "board_max_temperature_degC", a.board_max_temperature_degC);
+  r.require(a.board_max_temperature_degC > a.board_min_temperature_degC,
+            P + ".board_max_temperature_degC", "must be > board_min_temperature_degC",
+            a.board_max_temperature_degC);
+  r.integer(n, P, "max_hot_crystals", a.max_hot_crystals, 0, 1u << 30);
+  r.integer(n, P, "max_dead_crystals", a.max_dead_crystals, 0, 1u << 30);
+  r.real(n, P, "hot_crystal_factor", a.hot_crystal_factor);
+  r.require(a.hot_crystal_factor > 1, P + ".hot_crystal_factor", "must be > 1",
+            a.hot_crystal_factor);
+  r.boolean(n, P, "lagging_board", a.lagging_board);
 }
 
 void parse_log(Reader& r, const YAML::Node& top, LogSettings& lg) {
@@ -320,7 +389,8 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
                         node_kind(root));
   const YAML::Node top = root && root.IsMap() ? root : YAML::Node(YAML::NodeType::Map);
   r.check_keys(top, "", {"scanner", "calibration", "frame", "energy_window", "coincidence",
-                         "stream", "input", "output", "backend", "backend_threads", "log"});
+                         "stream", "input", "output", "alarms", "backend", "backend_threads",
+                         "log"});
   parse_scanner(r, top, s.scanner);
   parse_calibration(r, top, base_dir, s.calibration);
   parse_frame(r, top, s.frame);
@@ -329,6 +399,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
   parse_stream(r, top, s.stream);
   parse_input(r, top, s.input);
   parse_output(r, top, base_dir, s.output);
+  parse_alarms(r, top, s.alarms);
   r.choose(top, "", "backend", s.backend, kBackendNames);
   r.integer(top, "", "backend_threads", s.backend_threads, 0, kMaxBackendThreads);
   parse_log(r, top, s.log);

@@ -39,6 +39,7 @@ void FileSink::open_next() {
   const auto path = stamped_file(directory_, fmt::format("{:04}.plm", file_index_++));
   auto writer = std::make_unique<PlmWriter>(path, plm_header_);
   try {
+    if (!preamble_.empty()) writer->write_message(preamble_header_, preamble_.data(), preamble_.size());
     writer->flush();
   } catch (...) {
     writer.reset();
@@ -48,6 +49,18 @@ void FileSink::open_next() {
   }
   writer_ = std::move(writer);
   spdlog::info("list-mode file {}", path.string());
+  if (observer_) observer_(path, true);
+}
+
+void FileSink::set_file_observer(std::function<void(const std::filesystem::path&, bool)> f) {
+  observer_ = std::move(f);
+  if (observer_ && writer_) observer_(writer_->path(), true);
+}
+
+void FileSink::set_preamble(const MessageHeader& header, const std::string& body) {
+  preamble_header_ = header;
+  preamble_ = body;
+  if (!body.empty()) write(header, body.data(), body.size());
 }
 
 void FileSink::abandon(std::uint64_t boundary, const char* what) {
@@ -55,6 +68,14 @@ void FileSink::abandon(std::uint64_t boundary, const char* what) {
   const auto path = writer_->path();
   writer_.reset();  // its last buffered bytes may or may not reach the file
   std::error_code ec;
+  // Told after the cut below (or the removal: the catalogue then finds no file).
+  struct Tell {
+    const FileSink* sink;
+    const std::filesystem::path& path;
+    ~Tell() {
+      if (sink->observer_) sink->observer_(path, false);
+    }
+  } tell{this, path};
   if (boundary <= kPlmHeaderBytes) {
     std::filesystem::remove(path, ec);  // it holds no message
     spdlog::error("list-mode file sink: {}; {} removed (no whole message in it); messages are "
@@ -103,6 +124,7 @@ void FileSink::write(const MessageHeader& header, const void* records, std::size
   if (writer_->bytes_written() < rotate_bytes_) return;
   try {
     writer_->close();
+    if (observer_) observer_(writer_->path(), false);
     writer_.reset();
     open_next();
   } catch (const std::exception& e) {
@@ -120,6 +142,7 @@ void FileSink::close() {
   if (writer_) {
     auto w = std::move(writer_);
     w->close();
+    if (observer_) observer_(w->path(), false);
   }
 }
 

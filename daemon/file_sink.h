@@ -12,8 +12,10 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -30,11 +32,17 @@ class FileSink {
   ~FileSink();
 
   void write(const MessageHeader& header, const void* records, std::size_t bytes);
+  // A message every new file starts with (the open acquisition), written now into the
+  // current file too; an empty body: none.
+  void set_preamble(const MessageHeader& header, const std::string& body);
   void close();
   // The file being written (empty while there is none): names a run's .pdh after it.
   std::filesystem::path current_file() const {
     return writer_ ? writer_->path() : std::filesystem::path();
   }
+  // Told of every file opened (opened = true) and closed, on the writing thread (the run
+  // catalogue). Set it before the first message: the file open now is told at once.
+  void set_file_observer(std::function<void(const std::filesystem::path&, bool opened)> f);
 
  private:
   void open_next();
@@ -48,6 +56,9 @@ class FileSink {
   Counters& counters_;
   Clock::duration retry_after_;
   std::unique_ptr<PlmWriter> writer_;
+  std::function<void(const std::filesystem::path&, bool)> observer_;
+  MessageHeader preamble_header_{};
+  std::string preamble_;
   std::uint64_t file_index_ = 0;
   std::optional<Clock::time_point> retry_at_;  // set while there is no file to write to
 };

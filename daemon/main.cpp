@@ -4,6 +4,7 @@
 //
 // Start-up problems exit 2 (configuration, calibration) or 1 (anything else), with a
 // message. SIGTERM/SIGINT drain and exit 0; SIGHUP re-reads the configuration.
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstdint>
@@ -19,7 +20,11 @@
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/settings.h"
+#include "daemon/acquisition.h"
+#include "daemon/catalogue.h"
+#include "daemon/control.h"
 #include "daemon/host_ring.h"
+#include "daemon/metrics.h"
 #include "daemon/notify.h"
 #include "daemon/options.h"
 #include "daemon/preflight.h"
@@ -50,6 +55,12 @@ std::optional<Loaded> load(const std::filesystem::path& config) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", e.what());
     return std::nullopt;
   }
+}
+
+std::uint64_t unix_ns_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
 }
 
 double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
@@ -101,9 +112,37 @@ int run(Loaded loaded, const Options& opt) {
     arena = std::make_unique<MessageArena>(s.output.zmq.message_buffer_bytes, allocator);
   Publisher publisher(s.output.zmq, counters, arena.get());
   spdlog::info("publishing on {}", publisher.endpoint());
+  // Before the worker, whose thread hands them every rates document.
+  std::unique_ptr<MetricsExporter> metrics;
+  if (!s.output.metrics.listen.empty()) {
+    metrics = std::make_unique<MetricsExporter>(s.output.metrics.listen);
+    spdlog::info("Prometheus metrics on http://{}/metrics", s.output.metrics.listen);
+  }
+  // The run catalogue outlives the worker and the control thread that tell it things.
+  std::unique_ptr<Catalogue> catalogue;
+  if (!s.output.catalogue.path.empty()) {
+    catalogue = std::make_unique<Catalogue>(s.output.catalogue.path, counters, PETDAQ_VERSION);
+    spdlog::info("run catalogue {}", s.output.catalogue.path.string());
+  }
+  AcquisitionControl acquisitions(catalogue ? catalogue->next_acquisition_id() : 1);
+  if (catalogue)
+    acquisitions.on_change([c = catalogue.get()](const Acquisition& a, const char* what) {
+      c->acquisition_changed(a, what);
+    });
+  std::unique_ptr<ControlServer> control;
+  if (!s.output.control.endpoint.empty()) {
+    control = std::make_unique<ControlServer>(s.output, acquisitions, counters);
+    spdlog::info("acquisition control on {}", s.output.control.endpoint);
+  }
   Worker worker(s, std::move(loaded.calibration), backend, ring, counters, publisher,
                 opt.print_rates, arena.get());
   spdlog::info("{}", worker.backend_explanation());
+  worker.set_acquisitions(&acquisitions);
+  worker.set_catalogue(catalogue.get());
+  worker.set_rates_observer([m = metrics.get(), c = control.get()](const std::string& json) {
+    if (m) m->update(json);
+    if (c) c->update_rates(json);
+  });
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
   worker.start();
@@ -132,6 +171,12 @@ int run(Loaded loaded, const Options& opt) {
 
   notify_stopping();
   spdlog::info("stopping: draining the ring");
+  if (control) control->close();  // no command between here and the end
+  if (const auto open = acquisitions.current()) {
+    const Acquisition a = acquisitions.stop(unix_ns_now(), "daemon stopped");
+    spdlog::warn("acquisition {} '{}' ended by the daemon's stop (end_reason \"daemon stopped\")",
+                 a.id, a.name);
+  }
   receiver.stop();
   worker.stop();
   spdlog::info("final counters: {}", worker.final_report());

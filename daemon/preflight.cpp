@@ -1,6 +1,7 @@
 #include "daemon/preflight.h"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <memory>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
@@ -120,6 +122,37 @@ void check_zmq(const Settings& s, std::vector<Problem>& out) {
   }
 }
 
+// output.metrics.listen: a TCP socket bound there and let go (the exposer binds with
+// SO_REUSEADDR too, so a socket in TIME_WAIT is no problem, a listener is).
+void check_metrics(const Settings& s, std::vector<Problem>& out) {
+  const std::string& listen = s.output.metrics.listen;
+  if (listen.empty()) return;
+  const std::string key = "output.metrics.listen";
+  const auto colon = listen.rfind(':');
+  const std::string host = listen.substr(0, colon);
+  const std::string port = listen.substr(colon + 1);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (const int rc = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &found); rc != 0) {
+    out.push_back({key + ": cannot resolve '" + listen + "': " + ::gai_strerror(rc)});
+    return;
+  }
+  const std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> owner(found, &::freeaddrinfo);
+  Fd fd(::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const int one = 1;
+  if (fd.fd >= 0) ::setsockopt(fd.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (fd.fd < 0 || ::bind(fd.fd, found->ai_addr, found->ai_addrlen) != 0 ||
+      ::listen(fd.fd, 1) != 0) {
+    const int err = errno;
+    out.push_back({key + ": cannot listen on '" + listen + "': " + std::strerror(err) +
+                       (err == EADDRINUSE ? " (another process holds it)" : ""),
+                   err == EADDRINUSE});
+  }
+}
+
 void check_curve(const Settings& s, std::vector<Problem>& out) {
   if (s.output.zmq.curve_secret_key_file.empty()) return;
   try {
@@ -139,6 +172,19 @@ void check_file_sink(const Settings& s, std::vector<Problem>& out) {
     out.push_back({"output.file.directory: " + dir.string() + " is not a directory"});
   else if (access(dir.c_str(), W_OK | X_OK) != 0)
     out.push_back({"output.file.directory: " + dir.string() + " is not writable by this user"});
+}
+
+// output.catalogue.path: its directory must exist and be writable (SQLite adds -wal, -shm
+// and the lock file beside the database).
+void check_catalogue(const Settings& s, std::vector<Problem>& out) {
+  const auto& path = s.output.catalogue.path;
+  if (path.empty()) return;
+  const auto dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec))
+    out.push_back({"output.catalogue.path: directory " + dir.string() + " does not exist"});
+  else if (access(dir.c_str(), W_OK | X_OK) != 0)
+    out.push_back({"output.catalogue.path: directory " + dir.string() + " is not writable by this user"});
 }
 
 void check_backend(BackendKind backend, std::vector<Problem>& out) {
@@ -238,8 +284,10 @@ std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
   std::vector<Problem> out = check_sizes(s);
   check_input(s, out);
   check_zmq(s, out);
+  check_metrics(s, out);
   check_curve(s, out);
   check_file_sink(s, out);
+  check_catalogue(s, out);
   check_backend(backend, out);
   return out;
 }

@@ -157,6 +157,24 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
           {"max_ms_since_start", static_cast<double>(st.max_ns) * 1e-6},
           {"log2_us", st.log2_us}};
     }
+  if (s.acquisition) {
+    const Acquisition& a = *s.acquisition;
+    doc["acquisition"] = {{"id", a.id},
+                          {"name", a.name},
+                          {"subject", a.subject},
+                          {"isotope", a.isotope},
+                          {"activity_MBq", a.activity_MBq ? nlohmann::ordered_json(*a.activity_MBq)
+                                                          : nlohmann::ordered_json(nullptr)},
+                          {"operator", a.operator_name},
+                          {"started_unix_ns", a.started_unix_ns},
+                          {"annotations", a.annotations.size()}};
+  } else {
+    doc["acquisition"] = nullptr;
+  }
+  if (s.alarms)
+    s.alarms->evaluate(doc, s.time_unix_ns);
+  else
+    doc["alarms"] = nlohmann::ordered_json::array();
   json_ = doc.dump();
 
   summary_.clear();

@@ -13,6 +13,8 @@
 #include "core/dead_time.h"
 #include "core/phase_timer.h"
 #include "core/randoms.h"
+#include "daemon/acquisition.h"
+#include "daemon/alarms.h"
 
 namespace petdaq::daemon {
 
@@ -69,6 +71,10 @@ struct RatesSnapshot {
   // could run (getrusage RUSAGE_THREAD), cumulative.
   double worker_cpu_s = 0;
   std::uint64_t worker_involuntary_switches = 0;
+  // Evaluates the built document and adds its `alarms` (none: an empty array).
+  AlarmMonitor* alarms = nullptr;
+  // The open acquisition (docs/operations.md), published as `acquisition`; null when none.
+  const Acquisition* acquisition = nullptr;
 };
 
 class RatesReporter {

@@ -41,11 +41,20 @@ void RawSink::open_next() {
   if (!file_) return fail("cannot create");
   std::setvbuf(file_, buffer_.get(), _IOFBF, kBufferBytes);
   spdlog::info("raw capture file {}", path_.string());
+  if (observer_) observer_(path_, true);
+}
+
+void RawSink::set_file_observer(std::function<void(const std::filesystem::path&, bool)> f) {
+  observer_ = std::move(f);
+  if (observer_ && file_) observer_(path_, true);
 }
 
 void RawSink::fail(const char* what) {
   spdlog::error("raw capture stopped: {}: {}: {}", path_.string(), what, std::strerror(errno));
-  if (file_) std::fclose(file_);
+  if (file_) {
+    std::fclose(file_);
+    if (observer_) observer_(path_, false);
+  }
   file_ = nullptr;
   failed_ = true;
 }
@@ -84,6 +93,7 @@ void RawSink::close() {
   std::FILE* f = file_;
   file_ = nullptr;
   if (std::fclose(f) != 0) fail("close failed");
+  if (observer_) observer_(path_, false);
 }
 
 }  // namespace petdaq::daemon

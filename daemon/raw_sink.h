@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include "core/counters.h"
@@ -40,6 +41,9 @@ class RawSink {
   // Flushes and closes the current file; a later write() opens the next one.
   void close();
   const std::filesystem::path& current_file() const { return path_; }
+  // Told of every file opened (opened = true) and closed, on the writing thread (the run
+  // catalogue); the file open now is told at once.
+  void set_file_observer(std::function<void(const std::filesystem::path&, bool opened)> f);
 
  private:
   void open_next();
@@ -56,6 +60,7 @@ class RawSink {
   bool failed_ = false;
   bool unflushed_ = false;  // frames written to the buffer since the last flush
   Clock::time_point last_flush_{};
+  std::function<void(const std::filesystem::path&, bool)> observer_;
 };
 
 }  // namespace petdaq::daemon

@@ -13,6 +13,10 @@ ReloadPlan plan_reload(const Settings& running, const Settings& reread) {
   };
   live("energy_window", plan.applied.energy_window, reread.energy_window);
   live("coincidence", plan.applied.coincidence, reread.coincidence);
+  if (plan.applied.alarms != reread.alarms) {
+    plan.applied.alarms = reread.alarms;
+    plan.instant.push_back("alarms");
+  }
   auto restart = [&](const char* name, const auto& a, const auto& b) {
     if (a != b) plan.restart.push_back(name);
   };

@@ -12,7 +12,8 @@ namespace petdaq::daemon {
 // The keys of DESIGN section 9 that a SIGHUP applies; the others need a restart.
 struct ReloadPlan {
   Settings applied;                  // the running settings with the live keys replaced
-  std::vector<std::string> live;     // sections applied
+  std::vector<std::string> live;     // sections applied with a new run
+  std::vector<std::string> instant;  // sections applied at once, the run going on (alarms)
   std::vector<std::string> restart;  // sections that changed but need a restart
 };
 

@@ -3,6 +3,7 @@
 // loop, its phases and the reload that swaps the engine share the worker's state.
 #include "daemon/worker.h"
 
+
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -13,8 +14,10 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
@@ -60,6 +63,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       print_rates_(print_rates),
       arena_(arena),
       rates_(counters),
+      alarms_(settings.alarms),
       temperature_degC_(counters.bdm_count(), NAN),
       pending_(4 * std::size_t{ring.chunk_count()}),
       staging_(ring.chunk_count()) {
@@ -77,6 +81,25 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
 
 Worker::~Worker() {
   if (thread_.joinable()) stop();
+}
+
+void Worker::set_catalogue(Catalogue* catalogue) {
+  catalogue_ = catalogue;
+  if (!catalogue) return;
+  if (file_)
+    file_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
+      if (opened)
+        catalogue->file_opened(p, "plm");
+      else
+        catalogue->file_closed(p);
+    });
+  if (raw_)
+    raw_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
+      if (opened)
+        catalogue->file_opened(p, "frames");
+      else
+        catalogue->file_closed(p);
+    });
 }
 
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
@@ -150,6 +173,8 @@ void Worker::loop() {
     release_staged(true);
   }
   retire_latency(Clock::now(), true);
+  // An acquisition the daemon's stop closed: its end goes into the last file too.
+  if (acquisitions_ && acquisitions_->version() != acquisition_version_) publish_acquisition();
   if (file_) file_->close();
   if (raw_) raw_->close();
   tick(Clock::now(), true);
@@ -233,6 +258,10 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   PhaseScope phase(&phases_, Phase::publish);
   const std::uint64_t run = published_run_id(slicer_run);
   last_run_ = run;
+  if (catalogue_ && run != catalogue_run_) {  // the run's first slice
+    catalogue_run_ = run;
+    catalogue_->run_started(run);
+  }
   if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
   // The run's .pdh is named after the .plm file its first message goes to.
   if (file_ && run_file_stem_.empty()) run_file_stem_ = file_->current_file().stem().string();
@@ -279,6 +308,16 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
   run_file_stem_.clear();
   publish_image(published_run_id(slicer_run), true);
   if (image_window_) image_window_->reset();
+  if (catalogue_) {
+    Catalogue::CounterValues values;
+    for (std::size_t i = 0; i < kCounterCount; ++i)
+      values[i] = counters_.get(static_cast<Counter>(i));
+    catalogue_->run_ended(published_run_id(slicer_run),
+                          reason == RunEnd::clock_reset                  ? "clock reset"
+                          : stop_.load(std::memory_order_acquire) ? "daemon stopped"
+                                                                  : "reload",
+                          values);
+  }
   run_first_prompt_.reset();
   run_slice_end_ = 0;
   rates_horizon_ = 0;
@@ -297,8 +336,13 @@ void Worker::apply_reload() {
   const ReloadPlan plan = plan_reload(engine_->settings, *reread);
   for (const std::string& s : plan.restart)
     spdlog::warn("reload: `{}` changed; it takes effect only after a restart", s);
+  if (!plan.instant.empty()) {
+    engine_->settings.alarms = plan.applied.alarms;
+    alarms_.set_settings(plan.applied.alarms);
+    spdlog::info("reload: alarm thresholds applied");
+  }
   if (plan.live.empty()) {
-    spdlog::info("reload: nothing that can change live changed");
+    if (plan.instant.empty()) spdlog::info("reload: nothing that can change live changed");
     return;
   }
   // The slicer cannot change windows in the middle of a run: finish this run, then start a
@@ -344,6 +388,7 @@ void Worker::keep_alive(Clock::time_point now, bool force_rates) {
 
 void Worker::tick(Clock::time_point now, bool force_rates) {
   PhaseScope phase(&phases_, Phase::tick);
+  if (acquisitions_ && acquisitions_->version() != acquisition_version_) publish_acquisition();
   keep_alive(now, force_rates);
   const auto histogram_interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.histograms.interval_ms);
@@ -421,6 +466,10 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   m.record_count = 1;
   m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
   publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
+  const CrystalHealth health = judge_crystals(
+      h->layout().geometry, [h](std::uint32_t c) { return h->at(Hist::crystal_singles, c); },
+      s.alarms.hot_crystal_factor);
+  alarms_.set_crystal_health(health.hot, health.dead);
   if (write_file && s.output.file.enabled) {
     // Beside the .plm that holds the run's first message, named after it; a run that
     // published nothing gets a name of its own.
@@ -431,8 +480,36 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
     try {
       write_histogram_file(path, histogram_bytes_);
       spdlog::info("histograms of run {}: {}", run_id, path.string());
+      if (catalogue_) catalogue_->file_written(path, "pdh", run_id);
     } catch (const HistogramFileError& e) {
       spdlog::error("histograms of run {}: {}", run_id, e.what());
+    }
+  }
+}
+
+// The `acquisition` message (kind 7, its JSON document as the body): published, and written
+// into the list-mode file, at each change; every later file starts with it while it is open.
+void Worker::publish_acquisition() {
+  acquisition_version_ = acquisitions_->version();
+  acquisition_ = acquisitions_->current();
+  const std::optional<Acquisition> latest = acquisitions_->latest();
+  if (!latest) return;
+  nlohmann::json doc = latest->to_json();
+  doc["open"] = acquisition_.has_value();
+  const std::string body = doc.dump();
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(MessageKind::acquisition);
+  m.message_id = acquisition_message_id_++;
+  m.run_id = published_run_id(engine_->slicer->run_id());
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(body.size());
+  publisher_.send(topic::acquisition, m, body.data(), body.size());
+  if (file_) {
+    if (acquisition_) {
+      file_->set_preamble(m, body);
+    } else {
+      file_->write(m, body.data(), body.size());
+      file_->set_preamble(m, std::string());
     }
   }
 }
@@ -480,6 +557,8 @@ void Worker::publish_rates(Clock::time_point now) {
     s.worker_cpu_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
     s.worker_involuntary_switches = static_cast<std::uint64_t>(usage.ru_nivcsw);
   }
+  s.alarms = &alarms_;
+  s.acquisition = acquisition_ ? &*acquisition_ : nullptr;
   const std::string& json = rates_.build(s);
   phases_.take_interval_max();
   MessageHeader h;
@@ -489,6 +568,8 @@ void Worker::publish_rates(Clock::time_point now) {
   publisher_.send(topic::rates, h, json.data(), json.size());
   notify_status(rates_.summary());
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
+  if (rates_observer_) rates_observer_(json);
+  if (catalogue_) catalogue_->rates(json);
 }
 
 std::string Worker::phase_report() const {

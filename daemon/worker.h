@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
+#include "daemon/catalogue.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
@@ -56,6 +58,20 @@ class Worker final : public ResultSink {
   // log at exit; the rates document has the same per interval). After stop() only.
   std::string phase_report() const;
 
+  // Called on the worker thread with every `rates` document it publishes (the Prometheus
+  // metrics keep the latest). Set before start().
+  void set_rates_observer(std::function<void(const std::string&)> observer) {
+    rates_observer_ = std::move(observer);
+  }
+
+  // The named acquisitions (docs/operations.md): published in `rates`, as an `acquisition`
+  // message at every change, and at the start of every list-mode file. Set before start().
+  void set_acquisitions(const AcquisitionControl* acquisitions) { acquisitions_ = acquisitions; }
+
+  // The run catalogue (output.catalogue.path): told of each run's start and end, every
+  // `rates` document and every file written. Set before start().
+  void set_catalogue(Catalogue* catalogue);
+
   void on_slice(std::uint64_t run_id, const SliceResult& result) override;
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
@@ -71,6 +87,7 @@ class Worker final : public ResultSink {
   void keep_alive(Clock::time_point now, bool force_rates);
   void tick(Clock::time_point now, bool force_rates);
   void publish_rates(Clock::time_point now);
+  void publish_acquisition();
   void retire_latency(Clock::time_point now, bool all);
   void apply_reload();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
@@ -97,6 +114,14 @@ class Worker final : public ResultSink {
   std::uint64_t last_run_ = run_base_;
 
   RatesReporter rates_;
+  AlarmMonitor alarms_;
+  const AcquisitionControl* acquisitions_ = nullptr;
+  std::uint64_t acquisition_version_ = 0;
+  std::uint64_t acquisition_message_id_ = 0;
+  std::optional<Acquisition> acquisition_;  // the open one, as last seen
+  std::function<void(const std::string&)> rates_observer_;
+  Catalogue* catalogue_ = nullptr;
+  std::uint64_t catalogue_run_ = 0;  // the run the catalogue was last told started
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;

@@ -108,6 +108,7 @@ enum class MessageKind : std::uint16_t {
   histograms = 4,
   deadtime = 5,
   image = 6,  // the body is an image file (core/image.h, DESIGN section 7), record_count 1
+  acquisition = 7,  // the open acquisition as JSON (docs/operations.md), record_count 1
 };
 
 // An interval of acquisition time in which the daemon kept no frame of any source (an

@@ -15,7 +15,8 @@ inline constexpr std::string_view singles = "singles";
 inline constexpr std::string_view histograms = "histograms";
 inline constexpr std::string_view deadtime = "deadtime";
 inline constexpr std::string_view image = "image";
-inline constexpr std::array<std::string_view, 7> all = {prompts, delayed, rates, singles,
-                                                        histograms, deadtime, image};
+inline constexpr std::string_view acquisition = "acquisition";
+inline constexpr std::array<std::string_view, 8> all = {prompts,    delayed,  rates, singles,
+                                                        histograms, deadtime, image, acquisition};
 
 }  // namespace petdaq::topic

@@ -15,7 +15,8 @@ packages=(build-essential cmake pkg-config git libboost-dev libzmq3-dev cppzmq-d
           libsystemd-dev libpcap-dev libncurses-dev python3 python3-zmq python3-numpy tmux
           systemd iproute2 libcli11-dev nlohmann-json3-dev libhdf5-dev python3-h5py help2man python3-matplotlib
           python3-scipy python3-yaml
-          bash-completion libjs-chart.js chromium clang libclang-rt-14-dev)
+          bash-completion libjs-chart.js chromium clang libclang-rt-14-dev
+          prometheus-cpp-dev prometheus libsqlite3-dev libssl-dev)
 
 install_missing() {
   local missing=()

@@ -415,6 +415,13 @@ bool has_type(const nlohmann::json& v, const std::string& type) {
       if (!e.is_number() && !(e.is_null() && type.ends_with("or null"))) return false;
     return true;
   }
+  if (type == "object or null") return v.is_object() || v.is_null();
+  if (type == "array of object") {
+    if (!v.is_array()) return false;
+    for (const auto& e : v)
+      if (!e.is_object()) return false;
+    return true;
+  }
   if (type == "array of integer") {
     if (!v.is_array()) return false;
     for (const auto& e : v)
@@ -476,11 +483,20 @@ TEST(RatesDocument, MatchesTheSchemaInTheDesign) {
   snap.worker_s = phases.wall_seconds(t0 + 6ms);
   snap.worker_cpu_s = 0.004;
   snap.worker_involuntary_switches = 3;
+  counters.add(Counter::rx_ring_full, 2);
+  AlarmMonitor alarms{AlarmSettings{}};
+  snap.alarms = &alarms;
   const nlohmann::json doc = nlohmann::json::parse(reporter.build(snap));
+  ASSERT_EQ(doc["alarms"].size(), 1u) << "the ring's drops raise data_loss";
+  for (const auto& [key, value] : doc["alarms"][0].items())
+    EXPECT_TRUE(schema.count("alarms[]." + key) &&
+                has_type(value, schema.at("alarms[]." + key)))
+        << "alarms[]." << key;
 
   // Every leaf of the document is in the table with its type, and nothing in the table is
   // missing from the document.
   std::set<std::string> seen;
+  for (const auto& [key, value] : doc["alarms"][0].items()) seen.insert("alarms[]." + key);
   check_leaves(doc, "", schema, seen);
   for (const auto& [path, type] : schema) EXPECT_TRUE(seen.count(path)) << path << " is missing";
   ASSERT_EQ(doc["worker"]["phases"].size(), kPhaseCount);

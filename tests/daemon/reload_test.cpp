@@ -103,6 +103,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(Settings, stream.max_slice_ms, "stream", false),
     PETDAQ_FIELD(Settings, input.flush_ms, "input", false),
     PETDAQ_FIELD(Settings, output.rates_interval_ms, "output", false),
+    PETDAQ_FIELD(Settings, alarms.max_losses_per_s, "alarms", false),
     PETDAQ_FIELD(Settings, backend, "backend", false),
     PETDAQ_FIELD(Settings, backend_threads, "backend_threads", false),
     PETDAQ_FIELD(Settings, log.level, "log", false),
@@ -173,6 +174,9 @@ const Field kFields[] = {
     PETDAQ_FIELD(OutputSettings, output.image.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.singles.enabled, "output", false),
     PETDAQ_FIELD(OutputSettings, output.raw.enabled, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.metrics.listen, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.control.endpoint, "output", false),
+    PETDAQ_FIELD(OutputSettings, output.catalogue.path, "output", false),
 
     PETDAQ_FIELD(ZmqSettings, output.zmq.endpoint, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.send_hwm, "output", false),
@@ -212,6 +216,21 @@ const Field kFields[] = {
     PETDAQ_FIELD(RawCaptureSettings, output.raw.directory, "output", false),
     PETDAQ_FIELD(RawCaptureSettings, output.raw.rotate_bytes, "output", false),
 
+    PETDAQ_FIELD(MetricsSettings, output.metrics.listen, "output", false),
+    PETDAQ_FIELD(ControlSettings, output.control.endpoint, "output", false),
+    PETDAQ_FIELD(CatalogueSettings, output.catalogue.path, "output", false),
+
+    PETDAQ_FIELD(AlarmSettings, alarms.max_losses_per_s, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.min_live_fraction, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.board_min_singles_per_s, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.board_max_singles_per_s, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.board_min_temperature_degC, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.board_max_temperature_degC, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.max_hot_crystals, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.max_dead_crystals, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.hot_crystal_factor, "alarms", false),
+    PETDAQ_FIELD(AlarmSettings, alarms.lagging_board, "alarms", false),
+
     PETDAQ_FIELD(LogSettings, log.level, "log", false),
 };
 
@@ -241,6 +260,10 @@ TEST(ReloadPlan, EverySettingsStructHasARowPerMember) {
   PETDAQ_COUNT(ImageSettings);
   PETDAQ_COUNT(SinglesOutputSettings);
   PETDAQ_COUNT(RawCaptureSettings);
+  PETDAQ_COUNT(MetricsSettings);
+  PETDAQ_COUNT(ControlSettings);
+  PETDAQ_COUNT(CatalogueSettings);
+  PETDAQ_COUNT(AlarmSettings);
   PETDAQ_COUNT(LogSettings);
 #undef PETDAQ_COUNT
 }
@@ -255,11 +278,13 @@ TEST(ReloadPlan, EveryFieldReachesItsSectionAndTheHashWhereItShapesTheOutput) {
     EXPECT_NE(reread, running);
     const ReloadPlan p = plan_reload(running, reread);
     const bool live = f.section == "energy_window" || f.section == "coincidence";
+    const bool instant = f.section == "alarms";  // applied at once, the run going on
     const std::vector<std::string> want{std::string(f.section)};
     const std::vector<std::string> none;
     EXPECT_EQ(p.live, live ? want : none);
-    EXPECT_EQ(p.restart, live || f.section.empty() ? none : want);
-    EXPECT_EQ(p.applied, live ? reread : running);  // only live sections are applied
+    EXPECT_EQ(p.instant, instant ? want : none);
+    EXPECT_EQ(p.restart, live || instant || f.section.empty() ? none : want);
+    EXPECT_EQ(p.applied, live || instant ? reread : running);  // only live sections are applied
     EXPECT_EQ(output_settings_hash(reread) != running_hash, f.hashed);
   }
 }

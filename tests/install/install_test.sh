@@ -9,6 +9,7 @@ trap 'rm -rf "$dest" "$log"' EXIT
 DESTDIR=$dest "$cmake" --install "$build" > "$log" 2>&1 || { cat "$log"; exit 1; }
 for f in "$bindir/petdaqd" "$bindir/petdaq-offline" "$bindir/petdaq-dump" "$bindir/petdaq-sim" \
          "$bindir/petdaq-replay" "$bindir/petdaq-top" "$bindir/petdaq-record" "$bindir/petdaq-export" \
+         "$bindir/petdaq-runs" \
          "$bindir/petdaq-qa" "$prefix/share/petdaq/python/petdaq/histograms.py" \
          "$bindir/petdaq-nema" "$prefix/share/petdaq/python/petdaq/nema.py" \
          "$bindir/petdaq-calibrate" "$prefix/share/petdaq/python/petdaq_calibrate/cli.py" \

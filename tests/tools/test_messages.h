@@ -76,7 +76,10 @@ inline std::string test_rates_json(std::uint64_t sequence) {
          "  \"counters\": {\"rx.datagrams\": 4242, \"rx.frames\": 999, \"rx.kernel_drops\": 7,"
          " \"rx.seq_missing\": 3, \"stream.late\": 0, \"out.zmq_refused\": 0},\n"
          "  \"queues\": {\"ring_chunks\": 64, \"ring_free\": 60, \"pending_frames\": 17},\n"
-         "  \"latency_ms\": {\"p50\": 1.5, \"p99\": 4.25, \"max\": 9.75}\n}";
+         "  \"latency_ms\": {\"p50\": 1.5, \"p99\": 4.25, \"max\": 9.75},\n"
+         "  \"alarms\": [{\"name\": \"board_temperature\", \"subject\": \"bdm 23\","
+         " \"message\": \"BDM 23 at 41.5 C, outside [-40.0, 40.0] C\", \"value\": 41.5,"
+         " \"threshold\": 40.0, \"since_unix_ns\": 1763768000000000000}]\n}";
 }
 
 }  // namespace petdaq::test

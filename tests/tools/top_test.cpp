@@ -43,6 +43,8 @@ TEST(TopRates, ReadsTheDocumentPetdaqdPublishes) {
   EXPECT_EQ(r.counter("no.such"), std::nullopt);
   EXPECT_EQ(*r.ring_free, 60u);
   EXPECT_EQ(*r.latency_p99_ms, 4.25);
+  EXPECT_EQ(r.alarms, std::vector<std::string>{
+                          "board_temperature (bdm 23): BDM 23 at 41.5 C, outside [-40.0, 40.0] C"});
 }
 
 TEST(TopRates, RefusesOtherVersionsAndNonJson) {

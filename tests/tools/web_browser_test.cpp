@@ -3,11 +3,13 @@
 // protocol (a WebSocket), reads the numbers the page shows and the histograms it draws (a
 // .pdh file made with the project's writer, published next to each rates document), stops
 // the publisher and waits for the "no data" state, starts it again and waits for the page to come back, and saves a
-// screenshot (web_page.png in the build folder). Skips when chromium is not installed.
+// screenshot (web_page.png in the build folder). Skips when chromium is not installed. The
+// Runs section against a run catalogue made with petdaqd's own writer.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <regex>
 
@@ -18,6 +20,10 @@
 #include "tests/tools/web_histograms.h"
 #include "tests/tools/web_support.h"
 #include "core/image.h"
+#include "tools/runs/catalogue_reader.h"
+#ifdef PETDAQ_HAVE_DAEMON
+#include "daemon/catalogue.h"
+#endif
 
 namespace {
 
@@ -228,6 +234,10 @@ TEST(WebBrowser, ShowsTheRatesSentThenNoDataThenRecovers) {
   // The trues' label names the estimate the daemon used (rates.randoms_method).
   EXPECT_EQ(b.eval("document.getElementById('trues-method').textContent"),
             "prompts − randoms from the singles-prompts window model");
+  // The daemon's alarms in the banner.
+  EXPECT_EQ(b.eval("[...document.querySelectorAll('#alarms .alarm')].map(e => e.textContent)"),
+            json::parse(R"(["ALARM board_temperature (bdm 23): BDM 23 at 41.5 C, outside [-40.0, 40.0] C"])"));
+  EXPECT_EQ(b.eval("document.getElementById('alarms').hidden"), false);
   // The non-zero loss counters, named, and nothing else.
   EXPECT_EQ(b.eval("[...document.querySelectorAll('#problems li.problem')]"
                    ".map(e => e.textContent)"),
@@ -344,6 +354,98 @@ std::vector<std::uint8_t> known_image(Settings& s, ImageSet*& out_set, std::uniq
   encode_image_file(*keep, s, 91, nullptr, ImageSpan{1000, 70'000'000, 1000, 70'000'000}, bytes);
   return bytes;
 }
+#ifdef PETDAQ_HAVE_DAEMON
+TEST(WebBrowser, RunsSectionShowsTheCatalogueWithCountersAndQaLinks) {
+  const auto chromium = find_chromium();
+  if (!chromium) GTEST_SKIP() << "chromium is not installed (Debian package chromium): skipped";
+  ScratchDir dir;
+  const fs::path db = dir / "runs.sqlite";
+  const fs::path qa = dir / "qa8";
+  fs::create_directories(qa);
+  std::ofstream(qa / "index.html") << "<html><body>QA of run 8</body></html>";
+  {
+    Counters counters(4);
+    daemon::Catalogue c(db, counters, "test");
+    daemon::AcquisitionControl acq(c.next_acquisition_id());
+    acq.on_change([&](const daemon::Acquisition& a, const char* what) { c.acquisition_changed(a, what); });
+    acq.start(json{{"name", "NEMA phantom"}, {"isotope", "F-18"}, {"activity_MBq", 40.0},
+                   {"operator", "jd"}}, 1'800'000'000'000'000'000ull);
+    c.run_started(8);
+    c.rates(R"({"run_id":8,"interval_s":2.0,"live_fraction":0.75,"counters":{}})");
+    daemon::Catalogue::CounterValues end{};
+    end[static_cast<std::size_t>(Counter::coinc_prompts)] = 123456;
+    end[static_cast<std::size_t>(Counter::coinc_delayed)] = 2345;
+    end[static_cast<std::size_t>(Counter::rx_frames)] = 999999;
+    end[static_cast<std::size_t>(Counter::rx_ring_full)] = 7;
+    c.run_ended(8, "clock reset", end);
+    acq.annotate("bed moved", 1'800'000'001'000'000'000ull);
+    acq.stop(1'800'000'002'000'000'000ull);
+    acq.start(json{{"name", "still open"}}, 1'800'000'003'000'000'000ull);
+    c.run_started(9);
+    c.flush();
+  }
+  {
+    runs::CatalogueReader writer(db, true);
+    ASSERT_TRUE(writer.set_qa(8, qa.string()));
+  }
+  WebServer w(dir, dir.ipc("pub"), {"--catalogue", db.string()});
+  ASSERT_NE(w.port(), 0) << w.log();
+  Browser b(*chromium, dir, w.url());
+  ASSERT_TRUE(b.until("document.querySelector('#runs-table tr[data-id=\"8\"]') !== null",
+                      std::chrono::seconds(15)))
+      << b.eval("document.getElementById('runs-none').textContent");
+  const std::string run8 = "#runs-table tr[data-id=\"8\"] td[data-key=\"%\"]";
+  auto run_value = [&](const std::string& key) {
+    return b.eval("document.querySelector('" + std::regex_replace(run8, std::regex("%"), key) +
+                  "').dataset.value");
+  };
+  auto run_text = [&](const std::string& key) {
+    return b.eval("document.querySelector('" + std::regex_replace(run8, std::regex("%"), key) +
+                  "').textContent");
+  };
+  EXPECT_EQ(run_value("prompts"), "123456");
+  EXPECT_EQ(run_value("delayed"), "2345");
+  EXPECT_EQ(run_value("frames"), "999999");
+  EXPECT_EQ(run_value("losses"), "7");
+  EXPECT_EQ(run_value("live"), "0.75");
+  EXPECT_EQ(run_text("prompts"), "123 k");
+  EXPECT_EQ(run_text("end_reason"), "clock reset");
+  // The open run and acquisition, marked as open.
+  EXPECT_EQ(b.eval("document.querySelector('#runs-table tr[data-id=\"9\"]').classList.contains('open')"), true);
+  EXPECT_EQ(b.eval("[...document.querySelectorAll('#acquisitions-table tbody tr')].map(r => "
+                   "[r.dataset.id, r.querySelector('td[data-key=\"name\"]').textContent, "
+                   "r.classList.contains('open')])"),
+            json::parse(R"([["2", "still open", true], ["1", "NEMA phantom", false]])"));
+  EXPECT_EQ(b.eval("document.querySelector('#acquisitions-table tr[data-id=\"1\"]').textContent.includes('bed moved')"),
+            true);
+  // The QA link opens the report, served by petdaq-web from the report's folder.
+  const json report = b.eval(
+      "(() => { const a = document.querySelector('" +
+      std::regex_replace(run8, std::regex("%"), "qa") +
+      " a'); const x = new XMLHttpRequest(); x.open('GET', a.href, false); x.send();"
+      " return [a.getAttribute('href'), x.status, x.responseText]; })()");
+  EXPECT_EQ(report[0], "qa/8/");
+  EXPECT_EQ(report[1], 200);
+  EXPECT_NE(report[2].get<std::string>().find("QA of run 8"), std::string::npos);
+  // Nothing outside the report's folder, and no report for a run without one.
+  const json refused = b.eval(
+      "['qa/8/..%2F..%2Fetc%2Fpasswd', 'qa/8/.hidden', 'qa/9/', 'qa/x/'].map(u => {"
+      " const x = new XMLHttpRequest(); x.open('GET', u, false); x.send(); return x.status; })");
+  EXPECT_EQ(refused, json::parse("[404, 404, 404, 404]"));
+
+  // Without a catalogue the section says how to name one.
+  ScratchDir dir2;  // a profile of its own for the second browser
+  WebServer bare(dir2, dir2.ipc("pub"));
+  Browser b2(*chromium, dir2, bare.url());
+  EXPECT_TRUE(b2.until("document.getElementById('runs-none').textContent.includes('--catalogue')",
+                       std::chrono::seconds(15)));
+  // ... asked once: the page stops asking (each refusal counts in web.http_refused).
+  EXPECT_EQ(b2.eval("document.getElementById('runs').dataset.polling"), "off");
+  EXPECT_TRUE(b2.until("document.querySelector('#web-counters tr[data-name=\"web.http_refused\"]')"
+                       "?.dataset.value === '1'",
+                       std::chrono::seconds(10)));
+}
+#endif
 
 }  // namespace
 

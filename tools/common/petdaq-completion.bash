@@ -17,4 +17,5 @@ _petdaq_complete() {
   fi
 }
 complete -F _petdaq_complete petdaqd petdaq-sim petdaq-sim-check petdaq-replay petdaq-offline \
-  petdaq-dump petdaq-record petdaq-top petdaq-export petdaq-web petdaq-qa petdaq-calibrate
+  petdaq-dump petdaq-record petdaq-top petdaq-export petdaq-web petdaq-qa petdaq-calibrate \
+  petdaq-ctl petdaq-runs

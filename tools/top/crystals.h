@@ -1,40 +1,16 @@
 // petdaq-top's crystals view: per-DU singles and hot/dead crystals from the `histograms`
-// message (DESIGN section 7). A crystal is flagged when its accepted singles since the run
-// started are far from its DU's median: more than kHotDeadFactor times the median (hot), or
-// less than the median divided by it (dead or weak). DUs whose median is below
-// kMinMedianCounts are not judged: too few counts to tell noise from a fault.
+// message (DESIGN section 7), by the rule of core/crystal_health.h over the accepted singles
+// since the run started.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "core/crystal_health.h"
 #include "core/histograms.h"
 
 namespace petdaq::top {
-
-inline constexpr double kHotDeadFactor = 3.0;
-inline constexpr double kMinMedianCounts = 20.0;
-
-struct DuSingles {
-  std::uint32_t bdm = 0;
-  std::uint32_t du = 0;
-  std::uint64_t singles = 0;      // accepted, since the run started
-  double median_crystal = 0;      // median over the DU's crystals
-  std::uint32_t hot = 0;
-  std::uint32_t dead = 0;
-  bool judged = false;            // median >= kMinMedianCounts
-};
-
-struct FlaggedCrystal {
-  std::uint32_t crystal = 0;  // global id
-  std::uint32_t bdm = 0;
-  std::uint32_t du = 0;
-  std::uint32_t local = 0;
-  std::uint64_t singles = 0;
-  double median = 0;  // of its DU
-  bool hot = false;   // else dead or weak
-};
 
 struct CrystalView {
   std::uint64_t run_id = 0;

@@ -125,6 +125,13 @@ std::string sparkline(const std::deque<double>& values, std::size_t width) {
   return out;
 }
 
+// One line: "ALARMS (n): first; second; ...".
+std::string alarms_text(const Rates& r) {
+  std::string out = "ALARMS (" + std::to_string(r.alarms.size()) + "): ";
+  for (std::size_t i = 0; i < r.alarms.size(); ++i) out += (i ? "; " : "") + r.alarms[i];
+  return out;
+}
+
 std::string problems_text(const State& st) {
   std::string out;
   if (!st.latest) return out;
@@ -260,6 +267,8 @@ class Screen {
       line(st.latest ? format("%s (last update %.0f s ago)", no_data_text(o).c_str(), age_s)
                      : no_data_text(o),
            A_BOLD | A_REVERSE | COLOR_PAIR(kProblem));
+    } else if (st.latest && !st.latest->alarms.empty()) {
+      line(alarms_text(*st.latest), A_BOLD | A_REVERSE | COLOR_PAIR(kProblem));
     } else {
       line("");
     }
@@ -614,12 +623,13 @@ int main(int argc, char** argv) {
           if (o.mode == Mode::plain) {
             const Rates& cur = *st.latest;
             const std::string problems = problems_text(st);
-            std::printf("%s %s run %llu up %s | %s | singles %s/s | latency p99 %.1f ms | %s\n",
+            std::printf("%s %s run %llu up %s | %s | singles %s/s | latency p99 %.1f ms | %s%s\n",
                         clock_text().c_str(), cur.backend.c_str(),
                         static_cast<unsigned long long>(cur.run_id),
                         duration_text(cur.uptime_s).c_str(), rates_line(cur).c_str(),
                         si(cur.singles).c_str(), cur.latency_p99_ms.value_or(0),
-                        problems.empty() ? "no drops or errors" : ("problems: " + problems).c_str());
+                        problems.empty() ? "no drops or errors" : ("problems: " + problems).c_str(),
+                        cur.alarms.empty() ? "" : (" | " + alarms_text(cur)).c_str());
             std::fflush(stdout);
           }
           changed = true;

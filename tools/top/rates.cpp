@@ -112,19 +112,29 @@ Rates parse_rates(std::string_view json_text) {
   r.latency_p50_ms = optional_number(lat, "p50");
   r.latency_p99_ms = optional_number(lat, "p99");
   r.latency_max_ms = optional_number(lat, "max");
+  if (const Json* a = member(&doc, "alarms"); a && a->is_array()) {
+    for (const Json& alarm : *a) {
+      if (!alarm.is_object()) continue;
+      auto text = [&](const char* key) {
+        const auto it = alarm.find(key);
+        return it != alarm.end() && it->is_string() ? it->get<std::string>() : std::string();
+      };
+      r.alarms.push_back(text("name") + " (" + text("subject") + "): " + text("message"));
+    }
+  }
   return r;
 }
 
 bool is_problem_counter(std::string_view name) {
   // stream.source_idle is normal at the end of every acquisition, and stream.exact_blocks
   // counts blocks the slicer took frame by frame (nothing lost), so neither is a problem.
-  static constexpr std::array<std::string_view, 19> informational = {
+  static constexpr std::array<std::string_view, 20> informational = {
       "rx.datagrams",        "rx.bytes",        "rx.frames",
       "single.accepted",     "single.energy_rejected",
       "stream.runs",         "stream.slices",   "stream.source_idle", "stream.exact_blocks",
       "coinc.prompts",       "coinc.delayed",   "coinc.multiples",
       "coinc.delayed_multiples", "out.messages", "out.file_bytes", "out.raw_bytes",
-      "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects"};
+      "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects", "ctl.commands"};
   return std::find(informational.begin(), informational.end(), name) == informational.end();
 }
 

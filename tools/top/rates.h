@@ -38,6 +38,8 @@ struct Rates {
   std::vector<std::pair<std::string, std::uint64_t>> counters;  // sorted by name
   std::optional<std::uint64_t> ring_chunks, ring_free, pending_frames;
   std::optional<double> latency_p50_ms, latency_p99_ms, latency_max_ms;
+  // The active alarms (docs/operations.md), each "name (subject): message".
+  std::vector<std::string> alarms;
 
   std::optional<std::uint64_t> counter(std::string_view name) const;
 };

@@ -15,6 +15,7 @@
 
 #include "core/settings.h"
 #include "tools/web/intake.h"
+#include "tools/web/runs.h"
 #include "tools/web/server.h"
 
 namespace {
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
                "The scanner's live view in a browser: rates and histograms of petdaqd over a "
                "WebSocket. See docs/tools.md.");
   std::filesystem::path config;
-  std::string endpoint, listen_text = "127.0.0.1:8080";
+  std::string endpoint, listen_text = "127.0.0.1:8080", catalogue;
   std::string web_root, chartjs = "/usr/share/javascript/chart.js/chart.min.js";
   double stale_after_s = 5, client_timeout_s = 10;
   std::size_t history_points = 600, client_queue = 16;
@@ -88,6 +89,9 @@ int main(int argc, char** argv) {
                   "petdaqd's configuration: the ZeroMQ endpoint is its output.zmq.endpoint")
       ->check(CLI::ExistingFile);
   cli::add_endpoint(app, endpoint);
+  app.add_option("--catalogue", catalogue,
+                 "the run catalogue shown on the Runs page (default: output.catalogue.path of "
+                 "--config)");
   app.add_option("--listen", listen_text,
                  "ADDRESS:PORT the page is served on; anything but loopback is logged as a "
                  "deliberate choice; port 0 takes a free one")
@@ -135,6 +139,14 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  if (catalogue.empty() && !config.empty()) {
+    try {
+      catalogue = load_settings(config).output.catalogue.path.string();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "petdaq-web: %s\n", e.what());
+      return 2;
+    }
+  }
   if (endpoint.empty()) endpoint = ZmqSettings{}.endpoint;
 
   ServerOptions options;
@@ -145,6 +157,12 @@ int main(int argc, char** argv) {
   options.client_queue = client_queue;
   options.client_write_timeout =
       std::chrono::milliseconds(static_cast<long long>(client_timeout_s * 1000));
+  options.dynamic = [runs = RunsPage(catalogue)](const std::string& target)
+      -> std::optional<std::tuple<int, std::string, std::string>> {
+    auto a = runs.answer(target);
+    if (!a) return std::nullopt;
+    return std::make_tuple(a->status, std::move(a->content_type), std::move(a->body));
+  };
   const fs::path root = web_root.empty() ? default_web_root() : fs::path(web_root);
   try {
     const std::string html = read_file(root / "index.html");

@@ -154,6 +154,21 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
   out["counters"] = std::move(all);
   out["problems"] = std::move(problems);
 
+  // The daemon's active alarms (docs/operations.md), passed on as strings only.
+  json alarms = json::array();
+  if (const auto a = doc.find("alarms"); a != doc.end() && a->is_array()) {
+    for (const json& alarm : *a) {
+      if (!alarm.is_object()) continue;
+      auto text = [&](const char* key) {
+        const auto it = alarm.find(key);
+        return it != alarm.end() && it->is_string() ? it->get<std::string>() : std::string();
+      };
+      alarms.push_back({{"name", text("name")}, {"subject", text("subject")},
+                        {"message", text("message")}});
+    }
+  }
+  out["alarms"] = std::move(alarms);
+
   json queues = nullptr;
   if (const json* q = object_member(doc, "queues")) {
     queues = json::object();

@@ -374,6 +374,12 @@ http::response<http::string_body> Hub::respond(const http::request<http::string_
     } else {
       plain(http::status::service_unavailable, "no histograms message yet\n");
     }
+  } else if (auto dynamic = options_.dynamic ? options_.dynamic(target) : std::nullopt) {
+    auto& [status, type, body] = *dynamic;
+    if (status != 200) counters_.add(WebCounter::http_refused);
+    res.result(static_cast<http::status>(status));
+    res.set(http::field::content_type, type);
+    res.body() = std::move(body);
   } else if (const auto it = options_.files.find(target); it != options_.files.end()) {
     res.result(http::status::ok);
     res.set(http::field::content_type, it->second.content_type);

@@ -7,9 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -32,6 +35,9 @@ struct ServerOptions {
   std::size_t client_queue = 16;  // messages waiting per client before it is dropped
   std::chrono::milliseconds client_write_timeout{10000};
   std::map<std::string, StaticFile> files;  // by request path, e.g. "/" and "/app.js"
+  // Other GET paths (the Runs page): the status, content type and body, or nullopt.
+  std::function<std::optional<std::tuple<int, std::string, std::string>>(const std::string&)>
+      dynamic;
 };
 
 class Hub;

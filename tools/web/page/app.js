@@ -168,6 +168,16 @@ function onRates(m) {
   $("trues-method").textContent = TRUES_METHODS[m.randoms_method] ||
     (m.randoms_method ? `prompts − randoms (${m.randoms_method} estimate)`
                       : "prompts − the daemon's randoms estimate");
+  const banner = $("alarms");
+  const alarms = m.alarms || [];
+  banner.hidden = alarms.length === 0;
+  banner.replaceChildren(...alarms.map((a) => {
+    const div = document.createElement("div");
+    div.className = "alarm";
+    div.dataset.name = a.name;
+    div.textContent = "ALARM " + a.name + " (" + a.subject + "): " + a.message;
+    return div;
+  }));
   const list = $("problems");
   if (m.problems.length === 0) {
     list.innerHTML = '<li class="none">none</li>';
@@ -458,5 +468,120 @@ setInterval(() => {
                                  `${((Date.now() - lastRatesAt) / 1000).toFixed(0)} s ago`);
 }, 500);
 
+// ---- the Runs section: the run catalogue, read over HTTP every few seconds ----
+
+const RUNS_EVERY_MS = 5000;
+// Counters of a run whose growth is data lost (petdaqd's data_loss and file_loss alarms).
+const LOSS_COUNTERS = ["rx.kernel_drops", "rx.ring_full", "rx.seq_missing", "stream.pending_full",
+                       "stream.late", "stream.carry_overflow", "coinc.records_overflow",
+                       "out.file_dropped_bytes", "out.raw_lost_frames"];
+let runsAt = null;
+
+function cell(tr, text, opts = {}) {
+  const td = document.createElement("td");
+  td.textContent = text === null || text === undefined || text === "" ? "–" : String(text);
+  if (opts.value !== undefined && opts.value !== null) td.dataset.value = String(opts.value);
+  if (opts.cls) td.className = opts.cls;
+  if (opts.key) td.dataset.key = opts.key;
+  tr.appendChild(td);
+  return td;
+}
+
+const when = (iso) => (iso ? iso.replace("T", " ").replace("Z", "") : null);
+
+function counterCell(tr, run, name, key) {
+  const v = run.counters ? run.counters[name] : undefined;
+  cell(tr, v === undefined ? null : si(v), { value: v, cls: "num", key });
+}
+
+function renderRuns(doc) {
+  $("runs-none").hidden = true;
+  $("runs-views").hidden = false;
+  show("runs-catalogue", doc.catalogue);
+  const acq = $("acquisitions-table").tBodies[0];
+  acq.replaceChildren();
+  for (const a of doc.acquisitions) {
+    const tr = document.createElement("tr");
+    tr.dataset.id = String(a.id);
+    if (a.ended_unix_ns === null) tr.classList.add("open");
+    if (a.end_reason === "daemon died") tr.classList.add("died");
+    cell(tr, a.id);
+    cell(tr, a.name, { key: "name" });
+    cell(tr, a.subject);
+    cell(tr, a.isotope);
+    cell(tr, a.activity_MBq, { value: a.activity_MBq, cls: "num" });
+    cell(tr, a.operator);
+    cell(tr, when(a.started));
+    cell(tr, a.ended_unix_ns === null ? "(open)" : when(a.ended));
+    cell(tr, a.end_reason, { cls: "end", key: "end_reason" });
+    cell(tr, a.runs.join(" "));
+    cell(tr, a.file_count, { value: a.file_count, cls: "num", key: "files" });
+    cell(tr, (a.annotations || []).map((n) => n.text).join("; "));
+    acq.appendChild(tr);
+  }
+  const runs = $("runs-table").tBodies[0];
+  runs.replaceChildren();
+  for (const r of doc.runs) {
+    const tr = document.createElement("tr");
+    tr.dataset.id = String(r.run_id);
+    if (r.ended_unix_ns === null) tr.classList.add("open");
+    if (r.end_reason === "daemon died") tr.classList.add("died");
+    cell(tr, r.run_id);
+    cell(tr, when(r.started));
+    cell(tr, r.ended_unix_ns === null ? "(open)" : when(r.ended));
+    cell(tr, r.end_reason, { cls: "end", key: "end_reason" });
+    counterCell(tr, r, "rx.frames", "frames");
+    counterCell(tr, r, "single.accepted", "singles");
+    counterCell(tr, r, "coinc.prompts", "prompts");
+    counterCell(tr, r, "coinc.delayed", "delayed");
+    const losses = LOSS_COUNTERS.reduce((sum, n) => sum + ((r.counters || {})[n] || 0), 0);
+    cell(tr, si(losses), { value: losses, cls: losses > 0 ? "num end" : "num", key: "losses" });
+    cell(tr, r.live_fraction === null ? null : `${(100 * r.live_fraction).toFixed(2)} %`,
+         { value: r.live_fraction, cls: "num", key: "live" });
+    cell(tr, r.file_count, { value: r.file_count, cls: "num", key: "files" });
+    cell(tr, r.acquisitions.join(" "));
+    const qa = cell(tr, r.qa_report ? "" : null, { key: "qa" });
+    if (r.qa_report) {
+      const a = document.createElement("a");
+      a.href = `qa/${r.run_id}/`;
+      a.textContent = "report";
+      a.title = r.qa_report;
+      qa.appendChild(a);
+    }
+    runs.appendChild(tr);
+  }
+}
+
+async function loadRuns() {
+  try {
+    const res = await fetch("runs.json", { cache: "no-store" });
+    if (res.ok) {
+      renderRuns(await res.json());
+      runsAt = Date.now();
+    } else {
+      const body = await res.text();
+      let why = body;
+      try { why = JSON.parse(body).error || body; } catch (e) { /* plain text */ }
+      $("runs-none").hidden = false;
+      $("runs-none").textContent = why.trim();
+      // No catalogue configured: that stays so until petdaq-web restarts; ask no more.
+      if (res.status === 404) {
+        $("runs-views").hidden = true;
+        $("runs").dataset.polling = "off";
+        return;
+      }
+    }
+  } catch (e) {
+    // petdaq-web unreachable: the WebSocket's state says so.
+  }
+  setTimeout(loadRuns, RUNS_EVERY_MS);
+}
+
+setInterval(() => {
+  if (runsAt !== null) show("runs-age", (Date.now() - runsAt) / 1000,
+                            `${((Date.now() - runsAt) / 1000).toFixed(0)} s ago`);
+}, 1000);
+
 charts = makeCharts();
 connect();
+loadRuns();
