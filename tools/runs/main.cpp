@@ -127,7 +127,7 @@ int main(int argc, char** argv) {
   petdaq::cli::App app("petdaq-runs",
                        "petdaq-runs: the run catalogue of petdaqd (acquisitions, runs, files with "
                        "SHA-256, counters), read while the daemon writes it. See "
-                       "docs/operations.md, "The run catalogue".");
+                       "docs/operations.md, \"The run catalogue\".");
   std::filesystem::path config, catalogue;
   bool json = false;
   std::size_t limit = 0;
