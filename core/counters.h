@@ -38,7 +38,9 @@ namespace petdaq {
   X(out_zmq_disconnects, "out.zmq_disconnects")                                 \
   X(out_file_errors, "out.file_errors") X(out_file_dropped_bytes, "out.file_dropped_bytes") \
   X(rx_seq_restarts, "rx.seq_restarts") X(rx_seq_wild, "rx.seq_wild")              \
-  X(out_zmq_auth_refused, "out.zmq_auth_refused")
+  X(out_zmq_auth_refused, "out.zmq_auth_refused")                               \
+  X(out_zmq_over_budget, "out.zmq_over_budget")                                 \
+  X(out_zmq_stalled_dropped, "out.zmq_stalled_dropped")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

@@ -298,7 +298,7 @@ bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& re
   }
   header = decode_message_header(bytes);
   if (header.magic != kMessageMagic) throw PlmError(where + ": bad message magic");
-  if (header.version != kMessageVersion)
+  if (!message_version_supported(header.version))
     throw PlmError(where + ": message version " + std::to_string(header.version) +
                    " is not supported");
   if (header.kind != static_cast<std::uint16_t>(MessageKind::prompts) &&

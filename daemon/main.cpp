@@ -64,9 +64,11 @@ int check_config(const Loaded& loaded, const Options& opt) {
     std::string source;
     const std::uint64_t limit = memory_limit_bytes(source);
     fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free); buffers {:.2f} GiB "
-               "(ring {:.2f} GiB, engine {:.2f} GiB, messages {:.2f} GiB) of {:.2f} GiB ({})\n",
+               "(ring {:.2f} GiB, engine {:.2f} GiB, messages {:.2f} GiB, held for subscribers at "
+               "most {:.2f} GiB, other outputs {:.2f} GiB) of {:.2f} GiB ({})\n",
                opt.config.string(), gib(plan.total()), gib(plan.ring_bytes),
-               gib(plan.engine_bytes), gib(plan.message_bytes), gib(limit), source);
+               gib(plan.engine_bytes), gib(plan.message_bytes), gib(plan.held_bytes),
+               gib(plan.output_bytes), gib(limit), source);
     return 0;
   }
   bool only_in_use = true;

@@ -19,6 +19,9 @@
 #include <zmq.hpp>
 
 #include "daemon/curve.h"
+#include "daemon/publisher.h"
+#include "daemon/raw_sink.h"
+#include "core/histograms.h"
 #include "engine/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -171,6 +174,14 @@ MemoryPlan memory_plan(const Settings& s) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
   p.message_bytes = s.output.zmq.message_buffer_bytes;
+  p.held_bytes = s.output.zmq.held_bytes_max +
+                 static_cast<std::uint64_t>(s.output.zmq.send_hwm) * Publisher::kSmallBodyBytes;
+  if (s.output.histograms.enabled) {
+    // The backend's set and the encoded message body (its header and metadata in the MiB).
+    p.output_bytes += 2 * make_histogram_layout(s).bytes + (1u << 20);
+  }
+  if (s.output.raw.enabled) p.output_bytes += RawSink::kBufferBytes;
+  if (s.output.file.enabled) p.output_bytes += 4u << 20;  // PlmWriter's file buffer
   const auto& st = s.stream;
   const std::uint64_t singles = st.max_carry_singles + st.max_slice_frames;
   const std::uint64_t record_kinds = s.coincidence.delayed.enabled ? 2 : 1;
@@ -214,13 +225,18 @@ std::vector<Problem> check_sizes(const Settings& s) {
   const std::string total = fmt::format(
       "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks), the engine buffers "
       "({}, from stream.max_slice_frames, max_pending_frames, max_carry_singles, "
-      "max_records_per_single) and the message arena ({}, output.zmq.message_buffer_bytes) "
-      "need {}, more than {} allows ({})",
-      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.total()), source,
-      gib(limit));
+      "max_records_per_single), the message arena ({}, output.zmq.message_buffer_bytes), "
+      "the message bodies held for subscribers ({}, output.zmq.held_bytes_max and send_hwm) "
+      "and the other outputs ({}, histograms and file buffers) need {}, more than {} allows "
+      "({})",
+      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.held_bytes),
+      gib(p.output_bytes), gib(p.total()), source, gib(limit));
   // Name the key that contributes most.
   std::string key;
-  if (p.message_bytes >= p.ring_bytes && p.message_bytes >= p.engine_bytes) {
+  if (p.held_bytes >= p.ring_bytes && p.held_bytes >= p.engine_bytes &&
+      p.held_bytes >= p.message_bytes) {
+    key = "output.zmq.held_bytes_max";
+  } else if (p.message_bytes >= p.ring_bytes && p.message_bytes >= p.engine_bytes) {
     key = "output.zmq.message_buffer_bytes";
   } else if (p.ring_bytes >= p.engine_bytes) {
     key = "input.ring_chunks";

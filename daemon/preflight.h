@@ -32,7 +32,15 @@ struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
   std::uint64_t message_bytes = 0;  // output.zmq.message_buffer_bytes
-  std::uint64_t total() const { return ring_bytes + engine_bytes + message_bytes; }
+  // What libzmq may hold for subscribers outside the arena: output.zmq.held_bytes_max, and
+  // send_hwm small bodies (docs/daemon.md, "Memory").
+  std::uint64_t held_bytes = 0;
+  // The other outputs' own memory: the live histograms (accumulated and encoded), the raw
+  // capture's and the list-mode file sink's write buffers.
+  std::uint64_t output_bytes = 0;
+  std::uint64_t total() const {
+    return ring_bytes + engine_bytes + message_bytes + held_bytes + output_bytes;
+  }
 };
 MemoryPlan memory_plan(const Settings& s);
 

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD
+from .formats import KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, MESSAGE_VERSIONS, RECORD
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
 # The coincidence topics; the C++ side names every topic once, in proto/topics.h.
@@ -18,6 +18,12 @@ class Batch:
     header: np.void       # MESSAGE_HEADER fields: message_id, run_id, slice_id, t_begin, ...
     records: np.ndarray   # RECORD structured array, a zero-copy view of the received bytes
     missed: int           # messages of this topic missed since the previous one (message ids)
+    new_publisher: bool = False  # another publisher than the previous batch's (restart, or
+                                 # another process on the endpoint): its ids start afresh
+
+    @property
+    def publisher_id(self):
+        return int(self.header["publisher_id"])
 
     @property
     def kind(self):
@@ -32,7 +38,7 @@ def decode(frames):
     if len(head) != MESSAGE_HEADER.itemsize:
         raise ValueError(f"header of {len(head)} bytes instead of {MESSAGE_HEADER.itemsize}")
     h = np.frombuffer(head, dtype=MESSAGE_HEADER)[0]
-    if h["magic"] != MESSAGE_MAGIC or h["version"] != 1:
+    if h["magic"] != MESSAGE_MAGIC or h["version"] not in MESSAGE_VERSIONS:
         raise ValueError("not a petdaq message (bad magic or version)")
     count, size = int(h["record_count"]), int(h["record_size"])
     if size != RECORD.itemsize or len(body) != count * size:
@@ -59,6 +65,7 @@ def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
             socket.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
         socket.connect(endpoint)
         expected = {}
+        publisher_seen = None
         while True:
             try:
                 frames = socket.recv_multipart(copy=True)
@@ -70,9 +77,14 @@ def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
                 if on_error:
                     on_error(e)
                 continue
+            publisher = int(header["publisher_id"])
+            new_publisher = publisher_seen is not None and publisher != publisher_seen
+            if new_publisher:
+                expected = {}  # message ids are counted per publisher
+            publisher_seen = publisher
             message_id = int(header["message_id"])
             missed = max(0, message_id - expected.get(topic, message_id))
             expected[topic] = message_id + 1
-            yield Batch(topic, header, records, missed)
+            yield Batch(topic, header, records, missed, new_publisher)
     finally:
         socket.close(linger=0)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_PROMPTS, MESSAGE_HEADER,
-                      MESSAGE_MAGIC, RECORD)
+                      MESSAGE_MAGIC, MESSAGE_VERSIONS, RECORD)
 
 
 @dataclass
@@ -55,7 +55,7 @@ def read_plm(path):
             break
         mh = data[at:at + MESSAGE_HEADER.itemsize].view(MESSAGE_HEADER)[0]
         where = f"{name}: message at byte {at}"
-        if mh["magic"] != MESSAGE_MAGIC or mh["version"] != 1:
+        if mh["magic"] != MESSAGE_MAGIC or mh["version"] not in MESSAGE_VERSIONS:
             raise PlmError(f"{where}: bad message magic or version")
         if mh["kind"] not in (KIND_PROMPTS, KIND_DELAYED):
             raise PlmError(f"{where}: kind {int(mh['kind'])} (prompts and delayed only)")

@@ -63,7 +63,7 @@ TEST(MessageBuilder, IdsAreConsecutivePerKindFromZero) {
   EXPECT_EQ(builder.next_id(MessageKind::prompts), 3u);
   EXPECT_EQ(builder.next_id(MessageKind::delayed), 2u);
   EXPECT_EQ(a.magic, kMessageMagic);
-  EXPECT_EQ(a.version, 1u);
+  EXPECT_EQ(a.version, kMessageVersion);
   EXPECT_EQ(a.kind, 1u);
   EXPECT_EQ(b.kind, 2u);
   EXPECT_EQ(a.run_id, 3u);
@@ -75,7 +75,7 @@ TEST(MessageBuilder, IdsAreConsecutivePerKindFromZero) {
   EXPECT_EQ(b.record_count, 1u);
   EXPECT_EQ(a.record_size, 32u);
   EXPECT_EQ(a.flags, 0u);
-  EXPECT_EQ(a.reserved, 0u);
+  EXPECT_EQ(a.publisher_id, 0u);
 }
 
 TEST(Plm, WriterReaderRoundTrip) {

@@ -200,6 +200,33 @@ class Export(unittest.TestCase):
         np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
 
 
+class LiveSubscribe(unittest.TestCase):
+    def test_a_change_of_publisher_is_reported_and_its_ids_count_afresh(self):
+        try:
+            import zmq  # noqa: F401
+        except ImportError:
+            self.skipTest("pyzmq (python3-zmq) missing")
+        with tempfile.TemporaryDirectory(prefix="petdaq-sub-") as d:
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            pub = subprocess.Popen([tool("petdaq-test-publisher"), "--endpoint", endpoint,
+                                    "--wait-subscriptions", "2", "--batches", "6",
+                                    "--publisher-id", "4660", "--new-publisher-from", "3"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                batches = []
+                for b in petdaq.subscribe(endpoint, timeout_s=20):
+                    batches.append(b)
+                    if len(batches) == 12:
+                        break
+            finally:
+                pub.wait(timeout=30)
+            self.assertEqual([b.publisher_id for b in batches], [0x1234] * 6 + [0x1235] * 6)
+            self.assertEqual([b.new_publisher for b in batches],
+                             [False] * 6 + [True] + [False] * 5)
+            self.assertEqual([b.missed for b in batches], [0] * 12)
+            self.assertEqual({int(b.header["version"]) for b in batches}, {2})
+
+
 class LiveExport(unittest.TestCase):
     def test_hdf5_of_a_subscription_equals_a_recording_of_it(self):
         try:

@@ -38,6 +38,7 @@ class Intake {
 
   RatesMessageBuilder builder_;
   std::string last_error_;
+  std::uint32_t publisher_id_ = 0;  // of the last message (0: none yet, or version 1)
 };
 
 }  // namespace petdaq::web

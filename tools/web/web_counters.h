@@ -15,6 +15,7 @@
   X(histograms_received, "web.histograms_received") /* messages on topic histograms */    \
   X(histograms_malformed, "web.histograms_malformed") /* of those, refused: skipped */ \
   X(messages_malformed, "web.messages_malformed")   /* wrong frames, header or topic */   \
+  X(publisher_changes, "web.publisher_changes") /* another publisher_id than before */   \
   X(updates_dropped, "web.updates_dropped")         /* the server loop was behind */       \
   X(clients_accepted, "web.clients_accepted")       /* WebSocket connections */           \
   X(clients_dropped_slow, "web.clients_dropped_slow") /* queue full or write stalled */   \
