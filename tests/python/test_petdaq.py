@@ -142,6 +142,53 @@ class Export(unittest.TestCase):
                         os.path.join(acq, "petdaq.yaml"), "--format", fmt, "--output", out,
                         "--quiet"], check=True, capture_output=True)
 
+    def test_castor_leaves_out_and_reports_crystal_ids_outside_the_scanner(self):
+        import struct
+        acq = Acquisition.get()
+        with tempfile.TemporaryDirectory(prefix="petdaq-py-castor-") as d:
+            with open(os.path.join(acq, "out.plm"), "rb") as f:
+                file_header = f.read(64)
+            rec = lambda a, b: struct.pack("<QiIIffI", 1000, 5, a, b, 511.0, 511.0, 0)
+            head = struct.pack("<IHHQQQQQIIII", 0x31514450, 2, 1, 0, 1, 0, 0, 2000, 3, 32, 0, 0)
+            plm = os.path.join(d, "bad.plm")
+            with open(plm, "wb") as f:
+                f.write(file_header + head + rec(0, 1) + rec(0xFFFFFFFF, 2) + rec(3, 0xFFFFFFFF))
+            r = subprocess.run([tool("petdaq-export"), "--input", plm, "--config",
+                                os.path.join(acq, "petdaq.yaml"), "--format", "castor", "--output",
+                                os.path.join(d, "out"), "--quiet"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("2 prompts left out: a crystal id outside the scanner", r.stderr)
+            cdf = np.fromfile(os.path.join(d, "out.cdf"), dtype="<u4").reshape(-1, 3)
+            self.assertEqual(cdf[:, 1:].tolist(), [[0, 1]])
+
+    def test_an_output_that_is_an_input_is_refused_and_the_input_kept(self):
+        acq = Acquisition.get()
+        d = tempfile.mkdtemp(prefix="petdaq-py-same-")
+        try:
+            plm = os.path.join(d, "run.plm")
+            shutil.copyfile(os.path.join(acq, "out.plm"), plm)
+            config = os.path.join(d, "petdaq.yaml")
+            shutil.copyfile(os.path.join(acq, "petdaq.yaml"), config)
+            os.symlink(plm, os.path.join(d, "link.plm"))
+            os.link(plm, os.path.join(d, "hard.plm"))
+            shutil.copyfile(plm, os.path.join(d, "base.cdf"))
+            before = {p: open(p, "rb").read() for p in (plm, config, os.path.join(d, "base.cdf"))}
+            cases = [(["--input", plm, "--config", config, "--output", plm], "input"),
+                     (["--input", plm, "--config", config, "--output", os.path.join(d, "link.plm")], "input"),
+                     (["--input", plm, "--config", config, "--output", os.path.join(d, "hard.plm")], "input"),
+                     (["--input", plm, "--config", config, "--output", config], "configuration"),
+                     (["--input", os.path.join(d, "base.cdf"), "--config", config, "--format", "castor",
+                       "--output", os.path.join(d, "base")], "input")]
+            for args, what in cases:
+                r = subprocess.run([tool("petdaq-export"), *args, "--quiet"], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertIn(f"is the {what} file", r.stderr)
+            for p, data in before.items():
+                self.assertEqual(open(p, "rb").read(), data, p)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+
     def test_hdf5_equals_petdaq_dump(self):
         try:
             import h5py

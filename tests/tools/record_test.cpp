@@ -210,6 +210,18 @@ TEST(RecordTool, BadArgumentsAreClearErrors) {
                          dir / "o", dir / "e");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(test::read_text(dir / "e").find("dir.plm"), std::string::npos) << test::read_text(dir / "e");
+  // An output that is its configuration (here through a symlink) is refused, the file kept.
+  const auto config = dir / "petdaq.yaml";
+  std::filesystem::copy_file(config_file(), config);
+  std::filesystem::create_symlink(config, dir / "link.plm");
+  const std::string before = test::read_text(config);
+  rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--config", config.string(),
+                          "--output", (dir / "link.plm").string(), "--duration-s", "0.2"},
+                         dir / "o", dir / "e");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(test::read_text(dir / "e").find("is the configuration file"), std::string::npos)
+      << test::read_text(dir / "e");
+  EXPECT_EQ(test::read_text(config), before);
 }
 
 }  // namespace

@@ -23,6 +23,7 @@
 #include "proto/records.h"
 #include "proto/topics.h"
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
 #include "tools/stop_signal.h"
@@ -89,6 +90,18 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
     return app.usage_error("--input FILE or --endpoint EP is required");
   if (!o.histograms.empty() && o.format != "hdf5")
     return app.usage_error("--histograms: only the hdf5 format carries histograms");
+  // The files it will write, none of which may be one it reads.
+  std::vector<std::filesystem::path> outputs = {o.output};
+  if (o.format == "castor") {
+    outputs.clear();
+    for (const char* ext : {".cdh", ".cdf", ".hscan", ".lut"})
+      outputs.push_back(o.output.string() + ext);
+  }
+  for (const auto& out : outputs)
+    if (const auto why = cli::output_is_an_input(
+            "--output", out,
+            {{"input", o.input}, {"configuration", o.config}, {"histogram", o.histograms}}))
+      return app.usage_error(*why);
   return std::nullopt;
 }
 

@@ -25,12 +25,12 @@
 #include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/plm_file.h"
-#include "same_file.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
 #include "engine/select_backend.h"
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/offline/batch_reader.h"
 #include "proto/datagram.h"
@@ -85,7 +85,14 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->type_name("N")
       ->check(CLI::Range(0LL, static_cast<long long>(kMaxBackendThreads)));
   cli::add_quiet(app, o.quiet);
-  return app.parse_or_exit(argc, argv);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  for (const auto& [option, output] : {std::pair<std::string_view, std::filesystem::path>{
+                                           "--output", o.output},
+                                       {"--histograms", o.histograms}})
+    if (const auto why = cli::output_is_an_input(option, output,
+                                                 {{"input", o.input}, {"configuration", o.config}}))
+      return app.usage_error(*why);
+  return std::nullopt;
 }
 
 BackendKind backend_kind(const std::string& name, BackendKind from_config) {
@@ -253,7 +260,6 @@ int run(const Options& o) {
   FileCloser input(std::fopen(o.input.c_str(), "rb"));
   if (!input.get())
     throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
-  refuse_output_that_is_input(input.get(), o.input, o.output);
   std::error_code ec;
   const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
 

@@ -10,6 +10,7 @@
 #include <zmq.hpp>
 
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/stop_signal.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -66,6 +67,8 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (duration->count()) o.duration_s = duration_s;
   if (count->count()) o.messages = messages;
+  if (const auto why = cli::output_is_an_input("--output", o.output, {{"configuration", o.config}}))
+    return app.usage_error(*why);
   return std::nullopt;
 }
 
