@@ -20,7 +20,10 @@
   X(clients_accepted, "web.clients_accepted")       /* WebSocket connections */           \
   X(clients_dropped_slow, "web.clients_dropped_slow") /* queue full or write stalled */   \
   X(http_requests, "web.http_requests")                                                   \
-  X(http_refused, "web.http_refused") /* not GET/HEAD, or no such page */
+  X(http_refused, "web.http_refused") /* not GET/HEAD, or no such page */              \
+  X(connections_refused, "web.connections_refused") /* over --max-connections */         \
+  X(messages_too_large, "web.messages_too_large") /* request or WebSocket message */     \
+  X(origin_refused, "web.origin_refused") /* Origin or Host not allowed: 403 */
 
 namespace petdaq::web {
 
