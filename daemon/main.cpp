@@ -161,6 +161,10 @@ int main(int argc, char** argv) {
   if (!loaded) return 2;
   for (const std::string& w : preflight_warnings(loaded->calibration))
     fmt::print(stderr, "petdaqd: warning: {}\n", w);
+  if (const auto problems = calibration_problems(loaded->calibration); !problems.empty()) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
+    return 2;
+  }
   if (opt.check_config) return check_config(*loaded, opt);
   // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
   if (const auto problems = check_sizes(loaded->settings); !problems.empty()) {

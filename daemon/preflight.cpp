@@ -265,11 +265,21 @@ std::vector<std::string> preflight_warnings(const Calibration& calibration) {
   const auto& e = calibration.energy_correction;
   const auto bad = static_cast<std::size_t>(
       std::count_if(e.begin(), e.end(), [](float v) { return !std::isfinite(v); }));
-  if (bad > 0)
+  if (bad > 0 && bad < e.size())
     out.push_back(fmt::format(
-        "calibration.energy_correction: {} of {} entries are NaN or infinite{}; a single that "
-        "falls on one is energy-rejected",
-        bad, e.size(), bad == e.size() ? " (all of them: no single will be accepted)" : ""));
+        "calibration.energy_correction: {} of {} entries are NaN or infinite; a single that "
+        "falls on one is energy-rejected (single.energy_rejected)",
+        bad, e.size()));
+  return out;
+}
+
+std::vector<Problem> calibration_problems(const Calibration& calibration) {
+  std::vector<Problem> out;
+  const auto& e = calibration.energy_correction;
+  if (!e.empty() && std::none_of(e.begin(), e.end(), [](float v) { return std::isfinite(v); }))
+    out.push_back({fmt::format("calibration.energy_correction: all {} entries are NaN or "
+                               "infinite: no single could ever be accepted",
+                               e.size())});
   return out;
 }
 

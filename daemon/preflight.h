@@ -52,7 +52,10 @@ std::uint64_t memory_limit_bytes(std::string& source);
 std::vector<Problem> check_sizes(const Settings& s);
 // Everything: endpoints, sink directory, backend, sizes.
 std::vector<Problem> preflight(const Settings& s, BackendKind backend);
-// Not refusals: values that start but are probably wrong (non-finite calibration entries).
+// Not refusals: values that start but are probably wrong (some non-finite calibration
+// entries: crystals whose singles are all energy-rejected, which may be meant).
 std::vector<std::string> preflight_warnings(const Calibration& calibration);
+// Refusals of the calibration: an energy correction with no finite entry at all.
+std::vector<Problem> calibration_problems(const Calibration& calibration);
 
 }  // namespace petdaq::daemon

@@ -50,15 +50,22 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
   const double ms_per_tick = tick_ps_ * 1e-9;
   run_end_ms_ = run_offset_ms_ + double(m.t_end - run_start_ticks_) * ms_per_tick;
   std::uint8_t event[12];
+  const std::uint32_t crystals = Geometry::from(settings_.scanner).crystal_count();
+  std::size_t written = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const CoincRecord& r = records[i];
+    if (r.crystal_a >= crystals || r.crystal_b >= crystals) {
+      ++skipped_;  // no line of response in the scanner's LUT: left out, counted
+      continue;
+    }
+    ++written;
     const double ms = run_offset_ms_ + std::floor(double(r.time_a - run_start_ticks_) * ms_per_tick);
     bytes::store_le32(event + 0, static_cast<std::uint32_t>(ms));
     bytes::store_le32(event + 4, r.crystal_a);
     bytes::store_le32(event + 8, r.crystal_b);
     write_or_throw(cdf_, event, sizeof event, with_suffix(base_, ".cdf"));
   }
-  events_ += n;
+  events_ += written;
 }
 
 void CastorWriter::finish() {

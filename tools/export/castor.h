@@ -26,6 +26,8 @@ class CastorWriter {
   // Writes the headers and closes; throws on a write error.
   void finish();
   std::uint64_t events() const { return events_; }
+  // Prompts left out because a crystal id lies outside the scanner (a corrupt record).
+  std::uint64_t skipped() const { return skipped_; }
 
  private:
   std::filesystem::path base_;
@@ -33,6 +35,7 @@ class CastorWriter {
   double tick_ps_;
   std::FILE* cdf_ = nullptr;
   std::uint64_t events_ = 0;
+  std::uint64_t skipped_ = 0;
   bool have_run_ = false;
   std::uint64_t run_ = 0;
   std::uint64_t run_start_ticks_ = 0;

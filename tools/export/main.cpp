@@ -175,7 +175,7 @@ class LiveSource {
   std::string take_histograms(const std::vector<zmq::message_t>& parts) {
     if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
     const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
-    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+    if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
         h.kind != static_cast<std::uint16_t>(MessageKind::histograms) || h.record_count != 1 ||
         h.record_size != parts[2].size())
       return "bad message header (magic, version, kind, record count or size)";
@@ -200,7 +200,7 @@ class LiveSource {
     if (kind == MessageKind{}) return "unexpected topic";
     if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
     h = decode_message_header(parts[1].data<std::uint8_t>());
-    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+    if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
         h.kind != static_cast<std::uint16_t>(kind) || h.record_size != sizeof(CoincRecord))
       return "bad message header (magic, version, kind or record size)";
     if (parts[2].size() != std::size_t{h.record_count} * sizeof(CoincRecord))
@@ -308,12 +308,14 @@ int main(int argc, char** argv) {
       }
     };
     std::string written;
+    std::uint64_t skipped = 0;  // records no output can hold
     if (o.format == "castor") {
       exporter::CastorWriter w(o.output, settings, h.tick_ps);
       each([&](const MessageHeader& mh, const CoincRecord* r, std::size_t n) { w.add(mh, r, n); });
       w.finish();
       written = std::to_string(w.events()) + " prompts to " + o.output.string() +
                 ".cdh/.cdf, scanner " + o.output.string() + ".hscan/.lut";
+      skipped = w.skipped();
     }
 #ifdef PETDAQ_HAVE_HDF5
     if (o.format == "hdf5") {
@@ -346,6 +348,14 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(messages), source.c_str(), written.c_str());
     if (messages == 0) {
       std::fprintf(stderr, "%s: warning: no complete message from %s\n", kProgram, source.c_str());
+      return 1;
+    }
+    if (skipped > 0) {
+      std::fprintf(stderr,
+                   "%s: %llu prompts left out: a crystal id outside the scanner's %u crystals "
+                   "(a corrupt file, or --config of another scanner)\n",
+                   kProgram, static_cast<unsigned long long>(skipped),
+                   Geometry::from(settings.scanner).crystal_count());
       return 1;
     }
     return 0;
