@@ -172,7 +172,10 @@ class Export(unittest.TestCase):
             os.symlink(plm, os.path.join(d, "link.plm"))
             os.link(plm, os.path.join(d, "hard.plm"))
             shutil.copyfile(plm, os.path.join(d, "base.cdf"))
-            before = {p: open(p, "rb").read() for p in (plm, config, os.path.join(d, "base.cdf"))}
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            before = {p: read(p) for p in (plm, config, os.path.join(d, "base.cdf"))}
             cases = [(["--input", plm, "--config", config, "--output", plm], "input"),
                      (["--input", plm, "--config", config, "--output", os.path.join(d, "link.plm")], "input"),
                      (["--input", plm, "--config", config, "--output", os.path.join(d, "hard.plm")], "input"),
@@ -185,7 +188,7 @@ class Export(unittest.TestCase):
                 self.assertEqual(r.returncode, 2, (args, r.stderr))
                 self.assertIn(f"is the {what} file", r.stderr)
             for p, data in before.items():
-                self.assertEqual(open(p, "rb").read(), data, p)
+                self.assertEqual(read(p), data, p)
         finally:
             shutil.rmtree(d, ignore_errors=True)
 
