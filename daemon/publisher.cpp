@@ -280,11 +280,8 @@ bool Publisher::send(std::string_view topic, const MessageHeader& header, const 
   service();
   // A constant topic goes out without a copy (no free function: libzmq never frees it).
   zmq::message_t topic_msg(const_cast<char*>(topic.data()), topic.size(), nullptr, nullptr);
-  MessageHeader stamped = header;
-  stamped.version = kMessageVersion;
-  stamped.publisher_id = instance_id_;
   std::uint8_t h[kMessageHeaderBytes];
-  encode_message_header(stamped, h);
+  encode_message_header(stamp(header), h);
   // The body is made first: one that would pass the budget is not sent at all.
   std::optional<zmq::message_t> body_msg = body_message(body, body_bytes);
   if (!body_msg) return false;

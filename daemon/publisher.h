@@ -72,6 +72,12 @@ class Publisher {
 
   // The random nonzero number every header carries (MessageHeader::publisher_id).
   std::uint32_t instance_id() const { return instance_id_; }
+  // `h` as send() publishes it: this version, this publisher's id.
+  MessageHeader stamp(MessageHeader h) const {
+    h.version = kMessageVersion;
+    h.publisher_id = instance_id_;
+    return h;
+  }
   // Bytes of message bodies outside the arena that libzmq still holds (any thread).
   std::uint64_t held_bytes() const { return held_->load(std::memory_order_relaxed); }
 
