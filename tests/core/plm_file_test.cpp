@@ -215,6 +215,22 @@ TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {
   EXPECT_NE(error_of(scanner.dir / "missing.plm").find("cannot open"), std::string::npos);
 }
 
+// A refused file is closed: 200 foreign files opened in turn leave no descriptor behind
+// (a reader over many bad files, or a fuzzer, would otherwise run out of them).
+TEST(Plm, ARefusedFileLeavesNoDescriptorOpen) {
+  TestScanner scanner;
+  const auto bad = scanner.dir / "foreign.plm";
+  std::ofstream(bad, std::ios::binary) << std::string(100, 'x');
+  auto open_descriptors = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const std::size_t before = open_descriptors();
+  for (int i = 0; i < 200; ++i) EXPECT_THROW(PlmReader reader(bad), PlmError);
+  EXPECT_EQ(open_descriptors(), before);
+}
+
 TEST(Plm, SinkWritesPromptsAndDelayedForEverySliceIncludingEmptyOnes) {
   TestScanner scanner;
   scanner.settings.coincidence.delayed.enabled = true;
