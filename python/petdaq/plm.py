@@ -32,7 +32,9 @@ def read_plm(path):
     """Reads a .plm file up to its last complete message.
 
     A file petdaqd or petdaq-record is still writing ends inside a message: that message is
-    left out and its bytes counted in `partial_tail_bytes`. Anything else wrong (bad magic,
+    left out and its bytes counted in `partial_tail_bytes`; a file with no complete message
+    but such a tail raises PlmError (its first record count is corrupt, or it has only just
+    been created). Anything else wrong (bad magic,
     version, kind or record size) raises PlmError naming the byte offset.
     """
     data = np.fromfile(path, dtype=np.uint8)
@@ -80,4 +82,8 @@ def read_plm(path):
             return np.zeros(0, dtype=RECORD)
         return np.concatenate(chosen).view(RECORD)
 
+    if partial and not headers:
+        # Nothing complete at all: a corrupt first record_count reads as an empty file otherwise.
+        raise PlmError(f"{name}: no complete message: the first one, at byte 64, needs more than "
+                       f"the {partial} bytes that follow (corrupt, or still being written)")
     return PlmFile(header, messages, records(KIND_PROMPTS), records(KIND_DELAYED), partial)

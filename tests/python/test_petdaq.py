@@ -117,6 +117,22 @@ class ReadPlm(unittest.TestCase):
         n_prompts = sum(int(m["record_count"]) for m in part.messages if m["kind"] == 1)
         np.testing.assert_array_equal(part.prompts, whole.prompts[:n_prompts])
 
+    def test_a_corrupt_first_record_count_is_an_error_not_an_empty_file(self):
+        import struct
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        with open(plm, "rb") as f:
+            data = bytearray(f.read())
+        struct.pack_into("<I", data, 64 + 48, 0x7FFFFFFF)  # the first message's record_count
+        with tempfile.TemporaryDirectory(prefix="petdaq-py-count-") as d:
+            bad = os.path.join(d, "bad.plm")
+            with open(bad, "wb") as f:
+                f.write(data)
+            with self.assertRaisesRegex(petdaq.plm.PlmError, "no complete message"):
+                petdaq.read_plm(bad)
+            r = subprocess.run([tool("petdaq-dump"), bad], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("no complete message", r.stderr)
+
     def test_corruption_is_an_error_naming_the_offset(self):
         plm = os.path.join(Acquisition.get(), "out.plm")
         with open(plm, "rb") as f:

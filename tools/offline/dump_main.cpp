@@ -70,6 +70,16 @@ int main(int argc, char** argv) {
                 " and %" PRIu64 ")\n",
                 record_count[1], record_count[2], from_multiple[1], from_multiple[2]);
     std::printf("# runs %" PRIu64 " ticks [%" PRIu64 ", %" PRIu64 ")\n", runs, t_first, t_last);
+    if (reader.partial_tail_bytes() && !any) {
+      // Nothing complete at all: a corrupt first record_count, which would read as an empty
+      // file, or a file created a moment ago.
+      std::fprintf(stderr,
+                   "petdaq-dump: %s: no complete message: the first one, at byte %" PRIu64
+                   ", needs more than the %" PRIu64 " bytes that follow (corrupt, or still "
+                   "being written)\n",
+                   file.c_str(), reader.partial_tail_offset(), reader.partial_tail_bytes());
+      return 1;
+    }
     if (reader.partial_tail_bytes()) {
       std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
                   reader.partial_tail_offset(), reader.partial_tail_bytes());
