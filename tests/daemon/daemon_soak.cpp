@@ -31,7 +31,7 @@ using namespace std::chrono_literals;
 int main(int argc, char** argv) {
   int seconds = 120;
   std::size_t events_per_s = 20000;
-  double histogram_interval_ms = 200;
+  double histogram_interval_ms = 1000;
   double max_growth_mib = 64;
   cli::App app("petdaqd_soak",
                "petdaqd for minutes under mixed traffic, histograms on, one stalled and one "
