@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -495,6 +496,15 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The engine's buffers are sized by the configuration, all at start.
+    std::fprintf(stderr,
+                 "petdaq-offline: not enough memory for the engine buffers of %s: make "
+                 "stream.max_slice_frames, max_pending_frames, max_carry_singles or "
+                 "max_records_per_single smaller (petdaqd --check-config prints what they "
+                 "need)\n",
+                 o.config.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
