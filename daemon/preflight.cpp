@@ -174,8 +174,7 @@ MemoryPlan memory_plan(const Settings& s) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
   p.message_bytes = s.output.zmq.message_buffer_bytes;
-  p.held_bytes = s.output.zmq.held_bytes_max +
-                 static_cast<std::uint64_t>(s.output.zmq.send_hwm) * Publisher::kSmallBodyBytes;
+  p.held_bytes = s.output.zmq.held_bytes_max;
   if (s.output.histograms.enabled) {
     // The backend's set and the encoded message body (its header and metadata in the MiB).
     p.output_bytes += 2 * make_histogram_layout(s).bytes + (1u << 20);
@@ -226,7 +225,7 @@ std::vector<Problem> check_sizes(const Settings& s) {
       "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks), the engine buffers "
       "({}, from stream.max_slice_frames, max_pending_frames, max_carry_singles, "
       "max_records_per_single), the message arena ({}, output.zmq.message_buffer_bytes), "
-      "the message bodies held for subscribers ({}, output.zmq.held_bytes_max and send_hwm) "
+      "the message bodies held for subscribers ({}, output.zmq.held_bytes_max) "
       "and the other outputs ({}, histograms and file buffers) need {}, more than {} allows "
       "({})",
       gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.held_bytes),

@@ -32,8 +32,8 @@ struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
   std::uint64_t message_bytes = 0;  // output.zmq.message_buffer_bytes
-  // What libzmq may hold for subscribers outside the arena: output.zmq.held_bytes_max, and
-  // send_hwm small bodies (docs/daemon.md, "Memory").
+  // What libzmq may hold for subscribers outside the arena: output.zmq.held_bytes_max
+  // (docs/daemon.md, "Memory of the outputs").
   std::uint64_t held_bytes = 0;
   // The other outputs' own memory: the live histograms (accumulated and encoded), the raw
   // capture's and the list-mode file sink's write buffers.

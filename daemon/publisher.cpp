@@ -310,10 +310,8 @@ std::optional<zmq::message_t> Publisher::body_message(const void* body, std::siz
       return zmq::message_t(piece, bytes, &MessageArena::let_go_message, hint);
     }
   }
-  if (bytes <= kSmallBodyBytes) {
-    if (arena_) counters_.add(Counter::out_message_copies);
-    return zmq::message_t(body, bytes);
-  }
+  // libzmq keeps a body this small inside the message itself (no allocation).
+  if (bytes <= kInlineBodyBytes) return zmq::message_t(body, bytes);
   // A copy of its own, counted against output.zmq.held_bytes_max until libzmq lets go.
   if (!admit_held(bytes, std::chrono::steady_clock::now())) return std::nullopt;
   void* mem = std::malloc(kHeldCopyHeader + bytes);

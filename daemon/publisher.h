@@ -7,8 +7,9 @@
 // and a peer that piles refused subscriptions up cannot grow the daemon's memory past
 // kMaxRefusedSubscriptions (every connection is closed and the subscribers reconnect; the
 // listening socket stays bound all along, so no other process can take the endpoint).
-// Bodies that are not in the message arena are copied into memory of their own, and all of
-// them together never hold more than output.zmq.held_bytes_max: a message that would pass it
+// Bodies that are not in the message arena (rates documents, histograms, batches when the
+// arena is full) are copied into memory of their own, and all of them together never hold
+// more than output.zmq.held_bytes_max: a message that would pass it
 // is refused for every subscriber (out.zmq_over_budget), and a subscriber whose connection
 // has not drained for a second is then disconnected (out.zmq_stalled_dropped), which frees
 // what it held. Every header carries the publisher's instance id (publisher_id).
@@ -48,9 +49,8 @@ class Publisher {
   static constexpr std::uint64_t kMaxRefusedSubscriptions = 4096;
   static constexpr std::int64_t kMaxSubscriptionBytes = 64;
   static constexpr std::int64_t kMaxCurveMessageBytes = 1024;
-  // Bodies up to this size outside the arena are copied by libzmq and not counted against
-  // output.zmq.held_bytes_max (at most send_hwm of them per subscriber: rates documents).
-  static constexpr std::size_t kSmallBodyBytes = 64 * 1024;
+  // Bodies up to this size are kept inside libzmq's message (no allocation, no budget).
+  static constexpr std::size_t kInlineBodyBytes = 32;
 
   // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
   // ipc:// endpoint is already served by another process). With CURVE keys configured only
