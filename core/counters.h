@@ -41,7 +41,9 @@ namespace petdaq {
   X(out_zmq_auth_refused, "out.zmq_auth_refused")                               \
   X(ctl_commands, "ctl.commands") X(ctl_refused, "ctl.refused")                 \
   X(out_catalogue_errors, "out.catalogue_errors")                               \
-  X(out_catalogue_dropped, "out.catalogue_dropped")
+  X(out_catalogue_dropped, "out.catalogue_dropped")                             \
+  X(out_zmq_over_budget, "out.zmq_over_budget")                                 \
+  X(out_zmq_stalled_dropped, "out.zmq_stalled_dropped")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,

@@ -47,7 +47,7 @@ PlmHeader make_plm_header(const Settings& settings) {
 // ---- PlmWriter ----
 
 PlmWriter::PlmWriter(const std::filesystem::path& file, const PlmHeader& header)
-    : path_(file), buffer_(std::make_unique<char[]>(kFileBufferBytes)) {
+    : path_(file), buffer_(std::make_unique_for_overwrite<char[]>(kFileBufferBytes)) {
   file_ = std::fopen(file.c_str(), "wb");
   if (!file_) throw PlmError(path_.string() + ": cannot create: " + describe_errno());
   std::setvbuf(file_, buffer_.get(), _IOFBF, kFileBufferBytes);
@@ -229,14 +229,29 @@ void PlmThreadWriter::close() {
 
 // ---- PlmReader ----
 
-PlmReader::PlmReader(const std::filesystem::path& file)
-    : path_(file), buffer_(std::make_unique<char[]>(kFileBufferBytes)) {
+PlmReader::PlmReader(const std::filesystem::path& file) : path_(file) {
   file_ = std::fopen(file.c_str(), "rb");
   if (!file_) throw PlmError(path_.string() + ": cannot open: " + describe_errno());
-  std::setvbuf(file_, buffer_.get(), _IOFBF, kFileBufferBytes);
+  // A refused file is closed here: no destructor runs after a throw from a constructor.
+  try {
+    open_file_header();
+  } catch (...) {
+    std::fclose(file_);
+    file_ = nullptr;
+    throw;
+  }
+}
+
+void PlmReader::open_file_header() {
   std::error_code ec;
-  file_bytes_ = std::filesystem::file_size(file, ec);
+  file_bytes_ = std::filesystem::file_size(path_, ec);
   if (ec) file_bytes_ = UINT64_MAX;
+  // A buffer no larger than the file (a small file is read at once), not cleared: stdio
+  // fills it.
+  const std::size_t buffer_bytes = static_cast<std::size_t>(
+      std::clamp<std::uint64_t>(file_bytes_, 4096, kFileBufferBytes));
+  buffer_ = std::make_unique_for_overwrite<char[]>(buffer_bytes);
+  std::setvbuf(file_, buffer_.get(), _IOFBF, buffer_bytes);
   std::uint8_t bytes[kPlmHeaderBytes];
   const std::size_t got = read_some(bytes, sizeof bytes);
   if (got != sizeof bytes)
@@ -345,7 +360,7 @@ bool PlmReader::read_header(MessageHeader& header, std::size_t& want, bool toler
   }
   header = decode_message_header(bytes);
   if (header.magic != kMessageMagic) throw PlmError(where + ": bad message magic");
-  if (header.version != kMessageVersion)
+  if (!message_version_supported(header.version))
     throw PlmError(where + ": message version " + std::to_string(header.version) +
                    " is not supported");
   const std::size_t record_size = plm_record_size(header.kind);

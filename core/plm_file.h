@@ -146,6 +146,7 @@ class PlmReader {
   std::uint64_t offset() const { return offset_; }
 
  private:
+  void open_file_header();  // the file header and the buffer; throws PlmError
   std::size_t read_some(void* data, std::size_t bytes);
   bool read_coincidences(MessageHeader& header, std::vector<CoincRecord>& records,
                          bool tolerate_tail);

@@ -157,6 +157,9 @@ struct ZmqSettings {
   // Memory for the bodies of published messages, taken at start-up (daemon/message_arena.h):
   // bodies are sent without a copy inside libzmq and without an allocation. 0: off.
   std::uint64_t message_buffer_bytes = 128u << 20;
+  // Bodies outside that memory (histograms; batches when it is full) that libzmq may hold
+  // for subscribers, all together; a message that would pass it is refused (counted).
+  std::uint64_t held_bytes_max = 512u << 20;
   // CURVE authentication and encryption (both set, or neither): the server's secret key
   // (Z85, 40 characters) and the public keys of the clients allowed to subscribe (Z85, one
   // per line; a line that starts with '#' is a comment).

@@ -208,10 +208,11 @@ void parse_zmq(Reader& r, const YAML::Node& output, const std::filesystem::path&
   const std::string P = "output.zmq";
   auto n = r.section(output, "output", "zmq",
                      {"endpoint", "send_hwm", "message_buffer_bytes", "curve_secret_key_file",
-                      "curve_client_keys_file"});
+                      "curve_client_keys_file", "held_bytes_max"});
   r.string(n, P, "endpoint", z.endpoint);
   r.integer(n, P, "send_hwm", z.send_hwm, 0, 1 << 30);
   r.integer(n, P, "message_buffer_bytes", z.message_buffer_bytes, 0, 1LL << 40);
+  r.integer(n, P, "held_bytes_max", z.held_bytes_max, 0, 1LL << 40);
   r.require(!z.endpoint.empty(), "output.zmq.endpoint", "must not be empty", "''");
   std::string secret, clients;
   r.string(n, P, "curve_secret_key_file", secret);

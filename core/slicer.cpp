@@ -24,6 +24,10 @@ constexpr std::size_t kWarmupFrames = 64;
 // Far-backwards frames each source must have sent before a clock reset is acted on, so one
 // corrupt timestamp on a single-source scanner does not start a new run.
 constexpr std::uint64_t kResetConfirmFrames = 4;
+// A source of the run silent for this many stream.source_idle_ms no longer counts as
+// evidence for or against a clock reset (a board that is off); one idle for less must make
+// the reset too.
+constexpr int kResetIgnoresSilentForIdles = 50;
 // Frames in a row a source must send far ahead of the horizon before they are taken as its
 // clock having moved on (the scanner paused while its clock ran) rather than corrupt stamps.
 constexpr std::uint32_t kJumpConfirmFrames = 4;
@@ -115,18 +119,20 @@ struct SourceClocks {
     return false;
   }
 
-  // Every live source reset, each has sent enough far-backwards frames and has sent nothing
-  // else for `confirm` of wall-clock time: a burst of forged datagrams, however many, cannot
-  // end a run while the genuine sources go on with their clock.
+  // Every source of the run reset, each has sent enough far-backwards frames and has sent
+  // nothing else for `confirm` of wall-clock time: a burst of forged datagrams, however many,
+  // cannot end a run while the genuine sources go on with their clock. An idle source is
+  // evidence too (it must reset when it sends again: forged frames sent while the scanner
+  // pauses start no run); only one silent for `silent` (a board that is off) is left out.
   bool reset_due(bool at_finish, std::size_t held, Clock::time_point now,
-                 Clock::duration confirm) const {
+                 Clock::duration confirm, Clock::duration silent) const {
     bool any = false;
     for (const Source& s : sources) {
       if (s.reset) {
         if (!at_finish && (s.held < kResetConfirmFrames || now - s.reset_since < confirm))
           return false;
         any = true;
-      } else if (s.sent && !s.idle) {
+      } else if (s.sent && (!s.idle || now - s.last_seen < silent)) {
         return false;
       }
     }
@@ -622,7 +628,8 @@ struct Slicer::Impl {
   }
 
   bool reset_due(bool at_finish) const {
-    return clocks.reset_due(at_finish, held.count, now, reset_confirm);
+    return clocks.reset_due(at_finish, held.count, now, reset_confirm,
+                            source_idle * kResetIgnoresSilentForIdles);
   }
 
   void flush_counters() {

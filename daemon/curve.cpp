@@ -1,6 +1,7 @@
 #include "daemon/curve.h"
 
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <vector>
@@ -43,6 +44,12 @@ CurveKeys load_curve_keys(const ZmqSettings& zmq) {
   CurveKeys k;
   const std::string secret_key = "output.zmq.curve_secret_key_file";
   const std::string clients_key = "output.zmq.curve_client_keys_file";
+  // A secret every local user can read is no secret (the group may read it: root:petdaq 0640).
+  std::error_code ec;
+  const auto perms = std::filesystem::status(zmq.curve_secret_key_file, ec).permissions();
+  if (!ec && (perms & std::filesystem::perms::others_read) != std::filesystem::perms::none)
+    throw std::runtime_error(secret_key + ": " + zmq.curve_secret_key_file.string() +
+                             " is readable by every user; make it 0600 or 0640 (chmod o-r)");
   const auto secret = key_lines(zmq.curve_secret_key_file, secret_key);
   if (secret.size() != 1 || decode_key(secret[0]).empty())
     throw std::runtime_error(secret_key + ": " + zmq.curve_secret_key_file.string() +

@@ -75,9 +75,11 @@ int check_config(const Loaded& loaded, const Options& opt) {
     std::string source;
     const std::uint64_t limit = memory_limit_bytes(source);
     fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free); buffers {:.2f} GiB "
-               "(ring {:.2f} GiB, engine {:.2f} GiB, messages {:.2f} GiB) of {:.2f} GiB ({})\n",
+               "(ring {:.2f} GiB, engine {:.2f} GiB, messages {:.2f} GiB, held for subscribers at "
+               "most {:.2f} GiB, other outputs {:.2f} GiB) of {:.2f} GiB ({})\n",
                opt.config.string(), gib(plan.total()), gib(plan.ring_bytes),
-               gib(plan.engine_bytes), gib(plan.message_bytes), gib(limit), source);
+               gib(plan.engine_bytes), gib(plan.message_bytes), gib(plan.held_bytes),
+               gib(plan.output_bytes), gib(limit), source);
     return 0;
   }
   bool only_in_use = true;
@@ -204,6 +206,10 @@ int main(int argc, char** argv) {
   if (!loaded) return 2;
   for (const std::string& w : preflight_warnings(loaded->calibration))
     fmt::print(stderr, "petdaqd: warning: {}\n", w);
+  if (const auto problems = calibration_problems(loaded->calibration); !problems.empty()) {
+    fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
+    return 2;
+  }
   if (opt.check_config) return check_config(*loaded, opt);
   // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
   if (const auto problems = check_sizes(loaded->settings); !problems.empty()) {

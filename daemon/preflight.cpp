@@ -21,6 +21,9 @@
 #include <zmq.hpp>
 
 #include "daemon/curve.h"
+#include "daemon/publisher.h"
+#include "daemon/raw_sink.h"
+#include "core/histograms.h"
 #include "engine/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -217,6 +220,13 @@ MemoryPlan memory_plan(const Settings& s) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
   p.message_bytes = s.output.zmq.message_buffer_bytes;
+  p.held_bytes = s.output.zmq.held_bytes_max;
+  if (s.output.histograms.enabled) {
+    // The backend's set and the encoded message body (its header and metadata in the MiB).
+    p.output_bytes += 2 * make_histogram_layout(s).bytes + (1u << 20);
+  }
+  if (s.output.raw.enabled) p.output_bytes += RawSink::kBufferBytes;
+  if (s.output.file.enabled) p.output_bytes += 4u << 20;  // PlmWriter's file buffer
   const auto& st = s.stream;
   const std::uint64_t singles = st.max_carry_singles + st.max_slice_frames;
   const std::uint64_t record_kinds = s.coincidence.delayed.enabled ? 2 : 1;
@@ -260,13 +270,18 @@ std::vector<Problem> check_sizes(const Settings& s) {
   const std::string total = fmt::format(
       "the host ring ({} = input.ring_chunk_bytes x input.ring_chunks), the engine buffers "
       "({}, from stream.max_slice_frames, max_pending_frames, max_carry_singles, "
-      "max_records_per_single) and the message arena ({}, output.zmq.message_buffer_bytes) "
-      "need {}, more than {} allows ({})",
-      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.total()), source,
-      gib(limit));
+      "max_records_per_single), the message arena ({}, output.zmq.message_buffer_bytes), "
+      "the message bodies held for subscribers ({}, output.zmq.held_bytes_max) "
+      "and the other outputs ({}, histograms and file buffers) need {}, more than {} allows "
+      "({})",
+      gib(p.ring_bytes), gib(p.engine_bytes), gib(p.message_bytes), gib(p.held_bytes),
+      gib(p.output_bytes), gib(p.total()), source, gib(limit));
   // Name the key that contributes most.
   std::string key;
-  if (p.message_bytes >= p.ring_bytes && p.message_bytes >= p.engine_bytes) {
+  if (p.held_bytes >= p.ring_bytes && p.held_bytes >= p.engine_bytes &&
+      p.held_bytes >= p.message_bytes) {
+    key = "output.zmq.held_bytes_max";
+  } else if (p.message_bytes >= p.ring_bytes && p.message_bytes >= p.engine_bytes) {
     key = "output.zmq.message_buffer_bytes";
   } else if (p.ring_bytes >= p.engine_bytes) {
     key = "input.ring_chunks";
@@ -297,11 +312,21 @@ std::vector<std::string> preflight_warnings(const Calibration& calibration) {
   const auto& e = calibration.energy_correction;
   const auto bad = static_cast<std::size_t>(
       std::count_if(e.begin(), e.end(), [](float v) { return !std::isfinite(v); }));
-  if (bad > 0)
+  if (bad > 0 && bad < e.size())
     out.push_back(fmt::format(
-        "calibration.energy_correction: {} of {} entries are NaN or infinite{}; a single that "
-        "falls on one is energy-rejected",
-        bad, e.size(), bad == e.size() ? " (all of them: no single will be accepted)" : ""));
+        "calibration.energy_correction: {} of {} entries are NaN or infinite; a single that "
+        "falls on one is energy-rejected (single.energy_rejected)",
+        bad, e.size()));
+  return out;
+}
+
+std::vector<Problem> calibration_problems(const Calibration& calibration) {
+  std::vector<Problem> out;
+  const auto& e = calibration.energy_correction;
+  if (!e.empty() && std::none_of(e.begin(), e.end(), [](float v) { return std::isfinite(v); }))
+    out.push_back({fmt::format("calibration.energy_correction: all {} entries are NaN or "
+                               "infinite: no single could ever be accepted",
+                               e.size())});
   return out;
 }
 

@@ -32,7 +32,15 @@ struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
   std::uint64_t message_bytes = 0;  // output.zmq.message_buffer_bytes
-  std::uint64_t total() const { return ring_bytes + engine_bytes + message_bytes; }
+  // What libzmq may hold for subscribers outside the arena: output.zmq.held_bytes_max
+  // (docs/daemon.md, "Memory of the outputs").
+  std::uint64_t held_bytes = 0;
+  // The other outputs' own memory: the live histograms (accumulated and encoded), the raw
+  // capture's and the list-mode file sink's write buffers.
+  std::uint64_t output_bytes = 0;
+  std::uint64_t total() const {
+    return ring_bytes + engine_bytes + message_bytes + held_bytes + output_bytes;
+  }
 };
 MemoryPlan memory_plan(const Settings& s);
 
@@ -44,7 +52,10 @@ std::uint64_t memory_limit_bytes(std::string& source);
 std::vector<Problem> check_sizes(const Settings& s);
 // Everything: endpoints, sink directory, backend, sizes.
 std::vector<Problem> preflight(const Settings& s, BackendKind backend);
-// Not refusals: values that start but are probably wrong (non-finite calibration entries).
+// Not refusals: values that start but are probably wrong (some non-finite calibration
+// entries: crystals whose singles are all energy-rejected, which may be meant).
 std::vector<std::string> preflight_warnings(const Calibration& calibration);
+// Refusals of the calibration: an energy correction with no finite entry at all.
+std::vector<Problem> calibration_problems(const Calibration& calibration);
 
 }  // namespace petdaq::daemon

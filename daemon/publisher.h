@@ -5,10 +5,18 @@
 // message_id). Subscriptions are handled by hand (ZMQ_XPUB_MANUAL): only a prefix of a topic
 // the daemon publishes is applied; anything else can never match, is refused and counted,
 // and a peer that piles refused subscriptions up cannot grow the daemon's memory past
-// kMaxRefusedSubscriptions (the socket is reset: every subscriber reconnects).
+// kMaxRefusedSubscriptions (every connection is closed and the subscribers reconnect; the
+// listening socket stays bound all along, so no other process can take the endpoint).
+// Bodies that are not in the message arena (rates documents, histograms, batches when the
+// arena is full) are copied into memory of their own, and all of them together never hold
+// more than output.zmq.held_bytes_max: a message that would pass it
+// is refused for every subscriber (out.zmq_over_budget), and a subscriber whose connection
+// has not drained for a second is then disconnected (out.zmq_stalled_dropped), which frees
+// what it held. Every header carries the publisher's instance id (publisher_id).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <optional>
 #include <cstddef>
@@ -16,6 +24,8 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <sys/socket.h>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -39,6 +49,8 @@ class Publisher {
   static constexpr std::uint64_t kMaxRefusedSubscriptions = 4096;
   static constexpr std::int64_t kMaxSubscriptionBytes = 64;
   static constexpr std::int64_t kMaxCurveMessageBytes = 1024;
+  // Bodies up to this size are kept inside libzmq's message (no allocation, no budget).
+  static constexpr std::size_t kInlineBodyBytes = 32;
 
   // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
   // ipc:// endpoint is already served by another process). With CURVE keys configured only
@@ -58,6 +70,17 @@ class Publisher {
   bool send(std::string_view topic, const MessageHeader& header, const void* body,
             std::size_t body_bytes);
 
+  // The random nonzero number every header carries (MessageHeader::publisher_id).
+  std::uint32_t instance_id() const { return instance_id_; }
+  // `h` as send() publishes it: this version, this publisher's id.
+  MessageHeader stamp(MessageHeader h) const {
+    h.version = kMessageVersion;
+    h.publisher_id = instance_id_;
+    return h;
+  }
+  // Bytes of message bodies outside the arena that libzmq still holds (any thread).
+  std::uint64_t held_bytes() const { return held_->load(std::memory_order_relaxed); }
+
   const std::string& endpoint() const { return endpoint_; }
   // Connected subscribers (peers accepted and not yet gone), as of the last send().
   std::uint64_t subscribers() const { return subscribers_; }
@@ -66,8 +89,25 @@ class Publisher {
   void open();
   // Applies or refuses the subscriptions that arrived, and follows connections.
   void service();
+  // A connection libzmq accepted (the fd of its monitor event), as it was then.
+  struct Peer {
+    int fd = -1;
+    sockaddr_storage local{}, remote{};
+    socklen_t local_len = 0, remote_len = 0;
+    int outq = 0;  // bytes not yet taken by the peer at the last look
+    std::chrono::steady_clock::time_point outq_since{};  // since when outq has not changed
+  };
+  // Whether `p.fd` is still the connection accepted (not a descriptor used again since).
+  static bool still_same(const Peer& p);
+  // Closes the connections that `which` selects (libzmq sees them end and frees what they
+  // held); returns how many.
+  template <class Which>
+  std::uint64_t drop_peers(Which which);
+  void look_at_queues(std::chrono::steady_clock::time_point now);
+  bool admit_held(std::size_t bytes, std::chrono::steady_clock::time_point now);
   void take_subscription(const zmq::message_t& m);
-  zmq::message_t body_message(const void* body, std::size_t bytes);
+  // Null when the body would pass output.zmq.held_bytes_max (counted).
+  std::optional<zmq::message_t> body_message(const void* body, std::size_t bytes);
   bool take_monitor_event();  // false when none was waiting
 
   ZmqSettings settings_;
@@ -84,6 +124,11 @@ class Publisher {
   std::uint64_t refused_live_ = 0;
   std::optional<std::chrono::steady_clock::time_point> trim_after_;
   unsigned generation_ = 0;
+  std::uint32_t instance_id_ = 0;
+  std::vector<Peer> peers_;
+  std::chrono::steady_clock::time_point last_look_{};
+  // Shared with the free function of each held copy, which may run on libzmq's threads.
+  std::shared_ptr<std::atomic<std::uint64_t>> held_;
 };
 
 }  // namespace petdaq::daemon

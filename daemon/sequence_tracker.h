@@ -4,15 +4,14 @@
 // duplicate, if it was seen); a number that leaves the window unseen is missing. So a
 // datagram that is merely late is never counted missing, and missing counts are final.
 //
-// A number outside the window, ahead or behind, is held back (not processed) until the
-// source's next datagram follows it (less than kWindow ahead): then it was a gap (counted
-// missing) or, for a jump of more than kRestartDistance, the source restarting its numbering
-// (rx.seq_restarts). A shorter jump back could be old datagrams replayed, so it is taken as
-// a restart only after a run of kRestartRun following datagrams. If the old numbering goes
-// on instead, the held-back datagrams were wild headers: dropped, counted in rx.seq_wild,
-// the window untouched, so a corrupt or forged header can neither fake a loss nor switch
-// duplicate detection off. Held-back datagrams of a confirmed jump count as missing. No
-// number is processed twice.
+// A number outside the window, ahead or behind, is held back (not processed) until a run of
+// kRestartRun datagrams of the source follows it (each ahead of the one before): then it was a gap (counted missing) or, for a jump of more than
+// kRestartDistance or any jump back, the source restarting its numbering (rx.seq_restarts).
+// If the old numbering goes on before that, the held-back datagrams were wild headers:
+// dropped, counted in rx.seq_wild, the window untouched, so a few corrupt or forged headers
+// (a short run, ahead or behind) can neither fake a loss or a restart nor make the genuine
+// datagrams that follow look out of place. Held-back datagrams of a confirmed jump count as
+// missing. No number is processed twice.
 #pragma once
 
 #include <algorithm>
@@ -36,7 +35,7 @@ class SequenceTracker {
   // A confirmed jump ahead of more than this is taken as the source restarting its
   // numbering (a new acquisition), not as that many missing datagrams.
   static constexpr std::uint32_t kRestartDistance = 1u << 16;
-  // Datagrams that must follow a short jump back before it is taken as a restart.
+  // Datagrams that must follow a jump out of the window before it is believed.
   static constexpr std::uint32_t kRestartRun = 16;
 
   SequenceTracker() : sources_(std::make_unique<Source[]>(kSources)) {}
@@ -49,10 +48,15 @@ class SequenceTracker {
       restart(s, sequence, true);
       return true;
     }
-    if (s.held > 0) {
+    // The old numbering going on (a number in the window) ends a held-back run as wild.
+    if (s.held > 0 && distance(static_cast<std::int32_t>(sequence - s.newest)) >= kWindow) {
       const auto from_last = static_cast<std::int32_t>(sequence - s.held_last);
       const auto from_first = static_cast<std::int32_t>(sequence - s.held_first);
-      if (from_last > 0 && static_cast<std::uint32_t>(from_last) < kWindow) {
+      const bool forward_run = static_cast<std::int32_t>(s.held_first - s.newest) > 0;
+      // The run goes on (ahead of a gap, another gap inside it is counted missing when it is
+      // believed).
+      if (from_last > 0 &&
+          static_cast<std::uint32_t>(from_last) < (forward_run ? kRestartDistance : kWindow)) {
         s.held_last = sequence;
         if (++s.held <= followers_needed(s)) return false;
         confirm(s, counts);  // the held-back numbers count as missing
@@ -60,6 +64,10 @@ class SequenceTracker {
       }
       if (from_first >= 0 && from_last <= 0) {
         ++counts.duplicate;  // inside the held-back run
+        return false;
+      }
+      if (forward_run && static_cast<std::int32_t>(sequence - s.newest) < 0) {
+        ++counts.wild;  // an old number while a gap ahead is being confirmed
         return false;
       }
     }
@@ -113,12 +121,9 @@ class SequenceTracker {
     s.held = 0;
   }
 
-  // Datagrams that must follow a jump before it is believed. A jump back of less than
-  // kRestartDistance looks like old datagrams replayed, so it needs a long run.
-  static std::uint32_t followers_needed(const Source& s) {
-    const auto ahead = static_cast<std::int32_t>(s.held_first - s.newest);
-    return ahead < 0 && distance(ahead) <= kRestartDistance ? kRestartRun : 1;
-  }
+  // Datagrams that must follow a jump before it is believed: a run a few forged or corrupt
+  // headers do not make, ahead (a fake loss) or behind (old datagrams replayed).
+  static std::uint32_t followers_needed(const Source&) { return kRestartRun; }
 
   // Enough datagrams followed the held-back number: a gap or a restart.
   static void confirm(Source& s, SequenceCounts& counts) {

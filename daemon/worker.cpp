@@ -266,12 +266,14 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   // The run's .pdh is named after the .plm file its first message goes to.
   if (file_ && run_file_stem_.empty()) run_file_stem_ = file_->current_file().stem().string();
   run_slice_end_ = result.t_end;
-  const MessageHeader prompts = builder_.build(MessageKind::prompts, run, result);
+  // Stamped with the publisher's id: the list-mode file holds the headers as published.
+  const MessageHeader prompts = publisher_.stamp(builder_.build(MessageKind::prompts, run, result));
   const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
   publisher_.send(topic::prompts, prompts, result.prompts, prompt_bytes);
   if (file_) file_->write(prompts, result.prompts, prompt_bytes);
   if (publish_delayed_) {
-    const MessageHeader delayed = builder_.build(MessageKind::delayed, run, result);
+    const MessageHeader delayed =
+        publisher_.stamp(builder_.build(MessageKind::delayed, run, result));
     const std::size_t delayed_bytes = result.delayed_count * sizeof(CoincRecord);
     publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
     if (file_) file_->write(delayed, result.delayed, delayed_bytes);

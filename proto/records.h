@@ -96,8 +96,14 @@ inline CoincRecord decode_record(const std::uint8_t* p) {
 // ---- published message header (DESIGN section 7) ----
 
 inline constexpr std::uint32_t kMessageMagic = 0x31514450;  // "PDQ1"
-inline constexpr std::uint16_t kMessageVersion = 1;
+// Version 2 fills the last field with the publisher's instance id; readers also take 1 (the
+// field was 0 there).
+inline constexpr std::uint16_t kMessageVersion = 2;
+inline constexpr std::uint16_t kOldestMessageVersion = 1;
 inline constexpr std::size_t kMessageHeaderBytes = 64;
+inline constexpr bool message_version_supported(std::uint16_t v) {
+  return v >= kOldestMessageVersion && v <= kMessageVersion;
+}
 
 // histograms: the body is a histogram file (proto/histogram_file.h), record_count 1.
 // deadtime: the body is DeadInterval records (DESIGN section 6, "Overload").
@@ -132,7 +138,9 @@ struct MessageHeader {
   std::uint32_t record_count = 0;
   std::uint32_t record_size = 0;
   std::uint32_t flags = 0;
-  std::uint32_t reserved = 0;
+  // A random nonzero number drawn when the publisher starts (0 in version 1): a subscriber
+  // that sees it change is talking to another publisher (a restart, or another process).
+  std::uint32_t publisher_id = 0;
 };
 
 inline void encode_message_header(const MessageHeader& h, std::uint8_t* p) {
@@ -147,7 +155,7 @@ inline void encode_message_header(const MessageHeader& h, std::uint8_t* p) {
   bytes::store_le32(p + 48, h.record_count);
   bytes::store_le32(p + 52, h.record_size);
   bytes::store_le32(p + 56, h.flags);
-  bytes::store_le32(p + 60, h.reserved);
+  bytes::store_le32(p + 60, h.publisher_id);
 }
 
 inline MessageHeader decode_message_header(const std::uint8_t* p) {
@@ -163,7 +171,7 @@ inline MessageHeader decode_message_header(const std::uint8_t* p) {
   h.record_count = bytes::load_le32(p + 48);
   h.record_size = bytes::load_le32(p + 52);
   h.flags = bytes::load_le32(p + 56);
-  h.reserved = bytes::load_le32(p + 60);
+  h.publisher_id = bytes::load_le32(p + 60);
   return h;
 }
 

@@ -26,10 +26,12 @@ assert SINGLE.itemsize == 16
 MESSAGE_HEADER = np.dtype([
     ("magic", "<u4"), ("version", "<u2"), ("kind", "<u2"), ("message_id", "<u8"),
     ("run_id", "<u8"), ("slice_id", "<u8"), ("t_begin", "<u8"), ("t_end", "<u8"),
-    ("record_count", "<u4"), ("record_size", "<u4"), ("flags", "<u4"), ("reserved", "<u4"),
+    ("record_count", "<u4"), ("record_size", "<u4"), ("flags", "<u4"),
+    ("publisher_id", "<u4"),  # version 2: the publisher's instance id (0 in version 1)
 ])
 assert MESSAGE_HEADER.itemsize == 64
 MESSAGE_MAGIC = 0x31514450  # "PDQ1"
+MESSAGE_VERSIONS = (1, 2)  # version 2 added publisher_id
 
 # The 64-byte header of a .plm file.
 FILE_HEADER = np.dtype([

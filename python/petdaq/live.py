@@ -4,7 +4,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import KIND_DTYPES, KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC
+from .formats import KIND_DTYPES, KIND_NAMES, MESSAGE_HEADER, MESSAGE_MAGIC, MESSAGE_VERSIONS, RECORD
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5556"
 # The record topics; the C++ side names every topic once, in proto/topics.h.
@@ -20,6 +20,12 @@ class Batch:
     records: np.ndarray   # RECORD (coincidences) or SINGLE (singles) structured array, a
                           # zero-copy view of the received bytes
     missed: int           # messages of this topic missed since the previous one (message ids)
+    new_publisher: bool = False  # another publisher than the previous batch's (restart, or
+                                 # another process on the endpoint): its ids start afresh
+
+    @property
+    def publisher_id(self):
+        return int(self.header["publisher_id"])
 
     @property
     def kind(self):
@@ -35,7 +41,7 @@ def decode(frames):
     if len(head) != MESSAGE_HEADER.itemsize:
         raise ValueError(f"header of {len(head)} bytes instead of {MESSAGE_HEADER.itemsize}")
     h = np.frombuffer(head, dtype=MESSAGE_HEADER)[0]
-    if h["magic"] != MESSAGE_MAGIC or h["version"] != 1:
+    if h["magic"] != MESSAGE_MAGIC or h["version"] not in MESSAGE_VERSIONS:
         raise ValueError("not a petdaq message (bad magic or version)")
     kind = int(h["kind"])
     dtype = KIND_DTYPES.get(kind)
@@ -69,6 +75,7 @@ def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
             socket.setsockopt(zmq.RCVTIMEO, int(timeout_s * 1000))
         socket.connect(endpoint)
         expected = {}
+        publisher_seen = None
         while True:
             try:
                 frames = socket.recv_multipart(copy=True)
@@ -80,9 +87,14 @@ def subscribe(endpoint=DEFAULT_ENDPOINT, topics=(TOPIC_PROMPTS, TOPIC_DELAYED),
                 if on_error:
                     on_error(e)
                 continue
+            publisher = int(header["publisher_id"])
+            new_publisher = publisher_seen is not None and publisher != publisher_seen
+            if new_publisher:
+                expected = {}  # message ids are counted per publisher
+            publisher_seen = publisher
             message_id = int(header["message_id"])
             missed = max(0, message_id - expected.get(topic, message_id))
             expected[topic] = message_id + 1
-            yield Batch(topic, header, records, missed)
+            yield Batch(topic, header, records, missed, new_publisher)
     finally:
         socket.close(linger=0)

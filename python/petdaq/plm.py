@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_DTYPES, KIND_PROMPTS,
-                      KIND_SINGLES, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD, SINGLE)
+                      KIND_SINGLES, MESSAGE_HEADER, MESSAGE_MAGIC, MESSAGE_VERSIONS, RECORD, SINGLE)
 
 
 @dataclass
@@ -35,9 +35,11 @@ def read_plm(path):
     """Reads a .plm file up to its last complete message.
 
     A file petdaqd or petdaq-record is still writing ends inside a message: that message is
-    left out and its bytes counted in `partial_tail_bytes`. Anything else wrong (bad magic,
-    version, record size of a known kind) raises PlmError naming the byte offset. Messages
-    of a kind this reader does not decode are skipped and counted in `skipped`.
+    left out and its bytes counted in `partial_tail_bytes`; a file with no complete message
+    but such a tail raises PlmError (its first record count is corrupt, or it has only just
+    been created). Anything else wrong (bad magic, version, record size of a known kind)
+    raises PlmError naming the byte offset. Messages of a kind this reader does not decode
+    are skipped and counted in `skipped`.
     """
     data = np.fromfile(path, dtype=np.uint8)
     name = os.fspath(path)
@@ -59,7 +61,7 @@ def read_plm(path):
             break
         mh = data[at:at + MESSAGE_HEADER.itemsize].view(MESSAGE_HEADER)[0]
         where = f"{name}: message at byte {at}"
-        if mh["magic"] != MESSAGE_MAGIC or mh["version"] != 1:
+        if mh["magic"] != MESSAGE_MAGIC or mh["version"] not in MESSAGE_VERSIONS:
             raise PlmError(f"{where}: bad message magic or version")
         dtype = KIND_DTYPES.get(int(mh["kind"]))
         if dtype is not None and mh["record_size"] != dtype.itemsize:
@@ -84,6 +86,10 @@ def read_plm(path):
             return np.zeros(0, dtype=dtype)
         return np.concatenate(chosen).view(dtype)
 
+    if partial and not headers:
+        # Nothing complete at all: a corrupt first record_count reads as an empty file otherwise.
+        raise PlmError(f"{name}: no complete message: the first one, at byte 64, needs more than "
+                       f"the {partial} bytes that follow (corrupt, or still being written)")
     skipped = {}
     for k in kinds:
         if int(k) not in KIND_DTYPES:

@@ -113,6 +113,8 @@ def main():
             "--energy-correction", os.path.join(point, "energy_correction.npy"), "--source", "point"],
            1, "separate groups", "BDMs 0,4", no_file=os.path.join(out, "time_offsets.npy"))
 
+    expect("a directory as the frame file", cmap(a.scratch), 2, a.scratch, "directory",
+           no_file=lut_out)
     expect("no step", [tool], 2, "usage")
     expect("no --frames", [tool, "crystal-map", "--config", a.config, "--output-dir", out], 2, "--frames")
     expect("an unknown source", [tool, "time-offsets", "--config", a.config, "--frames", few, "--output-dir", out,

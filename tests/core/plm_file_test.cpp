@@ -64,7 +64,7 @@ TEST(MessageBuilder, IdsAreConsecutivePerKindFromZero) {
   EXPECT_EQ(builder.next_id(MessageKind::prompts), 3u);
   EXPECT_EQ(builder.next_id(MessageKind::delayed), 2u);
   EXPECT_EQ(a.magic, kMessageMagic);
-  EXPECT_EQ(a.version, 1u);
+  EXPECT_EQ(a.version, kMessageVersion);
   EXPECT_EQ(a.kind, 1u);
   EXPECT_EQ(b.kind, 2u);
   EXPECT_EQ(a.run_id, 3u);
@@ -76,7 +76,7 @@ TEST(MessageBuilder, IdsAreConsecutivePerKindFromZero) {
   EXPECT_EQ(b.record_count, 1u);
   EXPECT_EQ(a.record_size, 32u);
   EXPECT_EQ(a.flags, 0u);
-  EXPECT_EQ(a.reserved, 0u);
+  EXPECT_EQ(a.publisher_id, 0u);
 }
 
 TEST(Plm, WriterReaderRoundTrip) {
@@ -279,6 +279,22 @@ TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {
   bytes[64 + 51] = 0x7F;
   EXPECT_NE(error_of(write_prefix(bytes.size(), "e.plm")).find("truncated records"), std::string::npos);
   EXPECT_NE(error_of(scanner.dir / "missing.plm").find("cannot open"), std::string::npos);
+}
+
+// A refused file is closed: 200 foreign files opened in turn leave no descriptor behind
+// (a reader over many bad files, or a fuzzer, would otherwise run out of them).
+TEST(Plm, ARefusedFileLeavesNoDescriptorOpen) {
+  TestScanner scanner;
+  const auto bad = scanner.dir / "foreign.plm";
+  std::ofstream(bad, std::ios::binary) << std::string(100, 'x');
+  auto open_descriptors = [] {
+    std::size_t n = 0;
+    for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+    return n;
+  };
+  const std::size_t before = open_descriptors();
+  for (int i = 0; i < 200; ++i) EXPECT_THROW(PlmReader reader(bad), PlmError);
+  EXPECT_EQ(open_descriptors(), before);
 }
 
 TEST(Plm, SinkWritesPromptsAndDelayedForEverySliceIncludingEmptyOnes) {

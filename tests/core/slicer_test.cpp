@@ -657,6 +657,94 @@ TEST(Slicer, AForgedBurstOfPastFramesDoesNotEndTheRun) {
   expect_run_equals_batch(sink, 0, want);
 }
 
+// The same while the scanner pauses: every source idle, then 96 forged frames of one board
+// with times near 0, left for far longer than the confirmation. The idle sources made no
+// reset, so no run starts: the forged frames count as late, and the genuine sources resume
+// their run losing nothing.
+TEST(Slicer, ForgedPastFramesWhileEverySourceIsIdleDoNotEndTheRun) {
+  std::mt19937_64 rng(29);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
+  s.stream.reset_confirm_ms = 20;
+  s.stream.source_idle_ms = 50;
+  AcquisitionOptions o;
+  o.events = 3000;
+  o.start_ticks = 5'000'000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  std::vector<RawFrame> burst;
+  for (std::uint64_t k = 0; k < 96; ++k) burst.push_back(scanner.frame(0, 0, 1, 10 + k, 500));
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    slicer.push(&frames[i], 1, now);
+    now += std::chrono::microseconds(10);
+    slicer.poll(now);
+    if (i == frames.size() / 2) {
+      // A pause: every source goes idle; then the forged frames, and a long wait.
+      for (int k = 0; k < 20; ++k) {
+        now += std::chrono::milliseconds(10);
+        slicer.poll(now);
+      }
+      slicer.push(burst.data(), burst.size(), now);
+      for (int k = 0; k < 20; ++k) {
+        now += std::chrono::milliseconds(10);
+        slicer.poll(now);
+      }
+    }
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(counters.get(Counter::stream_late), burst.size());
+  EXPECT_EQ(counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
+  expect_run_equals_batch(sink, 0, want);
+}
+
+// Past-time frames of one board at the end of the stream, the sources then idle for a
+// while before the end: the stream is not split into a second run; the frames count as late.
+TEST(Slicer, PastFramesAtTheEndOfTheStreamDoNotSplitTheRun) {
+  std::mt19937_64 rng(31);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
+  s.stream.reset_confirm_ms = 20;
+  s.stream.source_idle_ms = 50;
+  AcquisitionOptions o;
+  o.events = 2000;
+  o.start_ticks = 5'000'000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  RecordingSink sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  Slicer::Clock::time_point now{};
+  for (const RawFrame& f : frames) {
+    slicer.push(&f, 1, now);
+    now += std::chrono::microseconds(10);
+    slicer.poll(now);
+  }
+  std::vector<RawFrame> past;
+  for (std::uint64_t k = 0; k < 20; ++k) past.push_back(scanner.frame(1, 0, 2, 100 + 7 * k, 500));
+  slicer.push(past.data(), past.size(), now);
+  for (int k = 0; k < 100; ++k) {  // 1 s: every source idle, the confirmation long passed
+    now += std::chrono::milliseconds(10);
+    slicer.poll(now);
+  }
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(counters.get(Counter::stream_late), past.size());
+  expect_run_equals_batch(sink, 0, want);
+}
+
 TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
   TestScanner scanner;
   Settings& s = scanner.settings;

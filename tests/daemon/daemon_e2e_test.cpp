@@ -649,6 +649,10 @@ TEST(Subscribers, CurveAdmitsOnlyTheListedClients) {
   Rig rig;
   const KeyPair server, allowed, stranger;
   std::ofstream(rig.scanner.dir / "server.key") << "# petdaqd's secret key\n" << server.secret_key << "\n";
+  // Readable by every user first: refused, naming the key.
+  std::filesystem::permissions(rig.scanner.dir / "server.key", std::filesystem::perms::owner_read |
+                                                                   std::filesystem::perms::owner_write |
+                                                                   std::filesystem::perms::others_read);
   std::ofstream(rig.scanner.dir / "clients.keys") << "# recorder\n" << allowed.public_key << "\n";
   rig.daemon.extra = "";
   rig.write();
@@ -659,6 +663,15 @@ TEST(Subscribers, CurveAdmitsOnlyTheListedClients) {
                  hwm + "    curve_secret_key_file: server.key\n    curve_client_keys_file: clients.keys\n");
     std::ofstream(rig.config) << text;
   }
+  {
+    const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
+                                                  rig.scanner.dir / "check.log");
+    ASSERT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("curve_secret_key_file"), std::string::npos) << out;
+    EXPECT_NE(out.find("readable by every user"), std::string::npos) << out;
+  }
+  std::filesystem::permissions(rig.scanner.dir / "server.key",
+                               std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
   {
     const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
                                                   rig.scanner.dir / "check.log");
@@ -866,24 +879,41 @@ TEST(Lifecycle, CheckConfigCatchesWhatWouldFailAtStart) {
   }
 }
 
-// An energy-correction table of NaN or infinite gains loads, but the check says what it
-// will do: reject every single that falls on such an entry.
-TEST(Lifecycle, CheckConfigWarnsOfNonFiniteEnergyCorrections) {
+// An energy-correction table with some NaN or infinite gains loads (crystals taken out of
+// use), and the check says what it will do; one with no finite gain at all is refused at
+// the check and at start (exit 2), naming the key.
+TEST(Lifecycle, CheckConfigWarnsOfNonFiniteEnergyCorrectionsAndRefusesAllOfThem) {
   Rig rig;
   rig.write();
   const auto table = rig.scanner.dir / "energy_correction.npy";
   NpyArray a = read_npy(table);
   ASSERT_EQ(a.dtype, "<f4");
-  std::vector<float> gains(a.element_count(), std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> gains(a.element_count(), 1.0f);
+  gains[0] = std::numeric_limits<float>::infinity();
+  gains[1] = std::numeric_limits<float>::quiet_NaN();
+  write_npy(table, a.shape, gains);
+  {
+    const auto [status, out] = run_daemon_to_exit(
+        {"--config", rig.config.string(), "--check-config"}, rig.scanner.dir / "check.log");
+    EXPECT_EQ(status, 0) << out;
+    EXPECT_NE(out.find("warning: calibration.energy_correction: 2 of " +
+                       std::to_string(gains.size()) + " entries are NaN or infinite"),
+              std::string::npos)
+        << out;
+  }
+  std::fill(gains.begin(), gains.end(), std::numeric_limits<float>::quiet_NaN());
   gains[0] = std::numeric_limits<float>::infinity();
   write_npy(table, a.shape, gains);
-  const auto [status, out] = run_daemon_to_exit({"--config", rig.config.string(), "--check-config"},
-                                                rig.scanner.dir / "check.log");
-  EXPECT_EQ(status, 0) << out;
-  EXPECT_NE(out.find("warning: calibration.energy_correction: " + std::to_string(gains.size()) +
-                     " of " + std::to_string(gains.size()) + " entries are NaN or infinite"),
-            std::string::npos)
-      << out;
+  for (const bool check : {true, false}) {
+    std::vector<std::string> args = {"--config", rig.config.string()};
+    if (check) args.push_back("--check-config");
+    const auto [status, out] = run_daemon_to_exit(args, rig.scanner.dir / "check.log");
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("configuration refused: calibration.energy_correction: all " +
+                       std::to_string(gains.size()) + " entries are NaN or infinite"),
+              std::string::npos)
+        << out;
+  }
 }
 
 // A run_id names one run across restarts of the daemon.

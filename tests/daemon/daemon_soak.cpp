@@ -1,12 +1,15 @@
 // petdaqd for minutes under mixed traffic (a bench, not run by ctest): sequenced datagrams
 // of good frames (with a few bad frames inside) and, every second, garbage datagrams,
-// duplicates and wild sequence headers; one stalled and one healthy subscriber; a SIGHUP
-// every 10 s; and the file sink's disk refusing writes for the middle third of the run
-// (RLIMIT_FSIZE on the daemon, which makes writes fail as a full disk does). Prints resident
-// memory and a few counters once a second; at the end, the final counters and whether the
-// healthy subscriber's prompts equal the batch result of every good frame sent.
+// duplicates and wild sequence headers; the live histograms on (a large message every
+// --histogram-interval-ms) with one stalled and one healthy subscriber; a SIGHUP every 10 s;
+// and the file sink's disk refusing writes for the middle third of the run (RLIMIT_FSIZE on
+// the daemon, which makes writes fail as a full disk does). Prints resident memory and a few
+// counters once a second; at the end, the final counters, the growth of resident memory
+// over the second half of the run, and whether the healthy subscriber's prompts equal the
+// batch result of every good frame sent. Exits 1 when they differ or resident memory grew
+// more than --max-growth-mib over the second half.
 //
-//   petdaqd_soak [--seconds S] [--events-per-s N]
+//   petdaqd_soak [--seconds S] [--events-per-s N] [--histogram-interval-ms MS]
 #include <signal.h>
 #include <sys/resource.h>
 
@@ -19,6 +22,7 @@
 
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+#include "tools/common/cli.h"
 
 using namespace petdaq;
 using namespace petdaq::test;
@@ -27,11 +31,25 @@ using namespace std::chrono_literals;
 int main(int argc, char** argv) {
   int seconds = 120;
   std::size_t events_per_s = 20000;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--events-per-s")) events_per_s = std::strtoul(argv[i + 1], nullptr, 10);
-    else return std::fprintf(stderr, "usage: petdaqd_soak [--seconds S] [--events-per-s N]\n"), 2;
-  }
+  double histogram_interval_ms = 1000;
+  double max_growth_mib = 64;
+  cli::App app("petdaqd_soak",
+               "petdaqd for minutes under mixed traffic, histograms on, one stalled and one "
+               "healthy subscriber, SIGHUPs and a refusing disk; prints resident memory and "
+               "counters once a second.");
+  app.add_option("--seconds", seconds, "how long to run")->type_name("S")->check(CLI::Range(10, 86400));
+  app.add_option("--events-per-s", events_per_s, "annihilations per second")
+      ->type_name("N")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10'000'000}));
+  app.add_option("--histogram-interval-ms", histogram_interval_ms,
+                 "how often the histograms message is published")
+      ->type_name("MS")
+      ->check(CLI::Range(10.0, 60000.0));
+  app.add_option("--max-growth-mib", max_growth_mib,
+                 "resident memory growth over the second half that fails the run")
+      ->type_name("MiB")
+      ->check(CLI::NonNegativeNumber);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   TestScanner scanner;
   auto& st = scanner.settings.stream;
   st.max_slice_frames = 1u << 16;
@@ -45,6 +63,8 @@ int main(int argc, char** argv) {
   c.rates_interval_ms = 500;
   c.file_directory = scanner.dir / "plm";
   c.file_rotate_bytes = 4u << 20;
+  c.output_extra = "  histograms:\n    enabled: true\n    interval_ms: " +
+                   std::to_string(histogram_interval_ms) + "\n";
   std::filesystem::create_directories(c.file_directory);
   const auto config = scanner.write_config();
   std::ofstream(config, std::ios::app) << daemon_yaml(c);
@@ -70,6 +90,7 @@ int main(int argc, char** argv) {
   const std::size_t per_second = (datagrams.size() + seconds - 1) / seconds;
   std::printf("  t_s  rss_MiB  rx.frames  seq_dup  seq_wild  bad_header  file_errors  file_dropped_MiB  subscribers\n");
   std::uint64_t rss_min = ~0ull, rss_max = 0;
+  std::uint64_t rss_half = 0, rss_end = 0, rss_half_max = 0;
   for (int s = 0; s < seconds; ++s) {
     const std::size_t begin = std::min(datagrams.size(), per_second * s);
     const std::size_t end = std::min(datagrams.size(), begin + per_second);
@@ -100,6 +121,9 @@ int main(int argc, char** argv) {
     }
     const std::uint64_t rss = vm_rss_kib(d.pid());
     if (s >= 5) rss_min = std::min(rss_min, rss), rss_max = std::max(rss_max, rss);
+    if (s == seconds / 2) rss_half = rss;
+    if (s >= seconds / 2) rss_half_max = std::max(rss_half_max, rss);
+    rss_end = rss;
     const std::string j = healthy.last_rates().value_or("");
     std::printf("%5d  %7.1f  %9llu  %7llu  %8llu  %10llu  %11llu  %16.1f  %11.0f\n", s + 1,
                 static_cast<double>(rss) / 1024,
@@ -127,6 +151,17 @@ int main(int argc, char** argv) {
   std::printf("healthy subscriber: %zu prompts, batch result %zu: %s; message ids %s\n",
               prompts.records.size(), ref.prompts.size(), equal ? "equal" : "DIFFERENT",
               prompts.ids_consecutive ? "consecutive" : "with gaps");
-  std::printf("final counters: %s\n", last.substr(last.find("\"counters\"")).c_str());
-  return status.value_or(-1) == 0 && equal ? 0 : 1;
+  const double growth_mib =
+      (static_cast<double>(rss_half_max) - static_cast<double>(rss_half)) / 1024;
+  std::printf("resident memory over the second half: %.1f MiB at %d s, peak %.1f MiB, %.1f MiB at "
+              "the end: growth %.1f MiB (limit %.1f)\n",
+              static_cast<double>(rss_half) / 1024, seconds / 2,
+              static_cast<double>(rss_half_max) / 1024, static_cast<double>(rss_end) / 1024,
+              growth_mib, max_growth_mib);
+  std::printf("stalled subscriber: out.zmq_over_budget %llu, out.zmq_stalled_dropped %llu\n",
+              static_cast<unsigned long long>(json_counter(last, "out.zmq_over_budget")),
+              static_cast<unsigned long long>(json_counter(last, "out.zmq_stalled_dropped")));
+  const std::size_t at = last.find("\"counters\"");
+  std::printf("final counters: %s\n", at == std::string::npos ? "(none)" : last.substr(at).c_str());
+  return status.value_or(-1) == 0 && equal && growth_mib <= max_growth_mib ? 0 : 1;
 }

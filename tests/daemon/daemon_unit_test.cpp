@@ -70,17 +70,35 @@ TEST(SequenceTracker, GapsCountEveryMissingDatagram) {
   t.observe(0, 5, c);    // 2, 3, 4 missing (not yet final)
   EXPECT_EQ(c.missing, 0u);
   // 6 .. 399: 394 missing; 2, 3, 4 fall out of the window. A jump past the window is
-  // believed once the next datagram follows it.
-  EXPECT_FALSE(t.observe(0, 400, c));
+  // believed once a run of kRestartRun datagrams follows it.
+  constexpr std::uint32_t kRun = SequenceTracker::kRestartRun;
+  for (std::uint32_t s = 400; s < 400 + kRun; ++s) EXPECT_FALSE(t.observe(0, s, c));
   EXPECT_EQ(c.missing, 0u);  // held back: nothing is final yet
-  EXPECT_TRUE(t.observe(0, 401, c));
-  // 400 itself was held back until 401 confirmed the jump: it counts as missing too.
-  EXPECT_EQ(c.missing, 3u + 395u - SequenceTracker::kWindow + 1);  // and 273 falls out
+  EXPECT_TRUE(t.observe(0, 400 + kRun, c));
   t.flush(c);
-  EXPECT_EQ(c.missing, 398u);
+  // 400 .. 400 + kRun - 1 were held back until the run confirmed the jump: missing too.
+  EXPECT_EQ(c.missing, 3u + 394u + kRun);
   EXPECT_EQ(c.reordered, 0u);
   EXPECT_EQ(c.wild, 0u);
   EXPECT_EQ(c.restarts, 0u);
+}
+
+// Two forged headers far ahead, one after the other (a short run): they are wild, no loss is
+// invented, and the genuine datagrams that follow are all processed.
+TEST(SequenceTracker, TwoForgedHeadersAheadAreWildNotALoss) {
+  SequenceTracker t;
+  SequenceCounts c;
+  for (std::uint32_t s = 0; s < 100; ++s) ASSERT_TRUE(t.observe(4, s, c));
+  EXPECT_FALSE(t.observe(4, 1100, c));
+  EXPECT_FALSE(t.observe(4, 1101, c));
+  std::size_t processed = 0;
+  for (std::uint32_t s = 100; s < 200; ++s) processed += t.observe(4, s, c);
+  t.flush(c);
+  EXPECT_EQ(processed, 100u);
+  EXPECT_EQ(c.wild, 2u);
+  EXPECT_EQ(c.missing, 0u);
+  EXPECT_EQ(c.restarts, 0u);
+  EXPECT_EQ(c.duplicate, 0u);
 }
 
 // One corrupt or forged header far ahead must not move the window: the duplicates that
@@ -154,8 +172,8 @@ TEST(SequenceTracker, EveryNumberIsProcessedOnceOrCountedMissing) {
     }
     for (std::size_t i = 1; i + 1 < stream.size(); ++i)
       if (rng() % 20 == 0) std::swap(stream[i], stream[i + 1]);  // small reorders
-    // The source goes on after the last gap (a gap nothing follows stays unconfirmed).
-    stream.push_back(next++);
+    // The source goes on after the last gap (a gap no run follows stays unconfirmed).
+    for (std::uint32_t k = 0; k < SequenceTracker::kRestartRun; ++k) stream.push_back(next++);
     std::multiset<std::uint32_t> processed;
     for (std::uint32_t s : stream)
       if (t.observe(0, s, c)) processed.insert(s);

@@ -181,6 +181,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(ZmqSettings, output.zmq.endpoint, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.send_hwm, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.message_buffer_bytes, "output", false),
+    PETDAQ_FIELD(ZmqSettings, output.zmq.held_bytes_max, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.curve_secret_key_file, "output", false),
     PETDAQ_FIELD(ZmqSettings, output.zmq.curve_client_keys_file, "output", false),
 

@@ -100,3 +100,46 @@ pcap += struct.pack("<IIII", 1, 0, len(eth), len(eth)) + eth
 put("pcap", "one_udp.pcap", b"\x00" + pcap)
 put("pcap", "decode_eth", b"\x01\x01" + eth)
 put("pcap", "decode_fragment", b"\x01\x01" + eth[:14] + ip[:6] + b"\x20\x00" + ip[8:])
+
+
+# pdh: proto/histogram_file.h: a 64-byte header, 96-byte descriptors, the bins, JSON.
+def pdh(hists, meta=b'{"run_id": 1}', version=2):
+    """hists: (name, unit, element_bytes, element_type, shape, values)."""
+    n = len(hists)
+    at = 64 + 96 * n
+    descs, bins = b"", b""
+    for name, unit, eb, et, shape, values in hists:
+        fmt = {(4, 0): "<I", (8, 0): "<Q", (8, 1): "<d"}[(eb, et)]
+        data = b"".join(struct.pack(fmt, v) for v in values)
+        full = list(shape) + [1] * (4 - len(shape))
+        descs += name.encode().ljust(32, b"\0") + unit.encode().ljust(16, b"\0") + \
+            struct.pack("<HHI4I", eb, et, len(shape), *full) + struct.pack("<ddQ", 0.0, 1.0, at)
+        bins += data
+        at += len(data)
+    meta_at = 64 + 96 * n + len(bins)
+    size = meta_at + len(meta)
+    header = struct.pack("<IHHIIQQQQQd", 0x48514450, version, 64, n, 96, 1, 0, meta_at,
+                         len(meta), size, 15.625)
+    return header + descs + bins + meta
+
+
+counts = ("singles_per_crystal", "", 8, 0, (4,), [5, 0, 7, 1])
+spectrum = ("energy_keV", "keV", 4, 0, (2, 3), [1, 2, 3, 4, 5, 6])
+estimate = ("bdm_pair_randoms", "", 8, 1, (2, 2), [0.5, 1.5, 2.5, 3.5])
+put("pdh", "three", pdh([counts, spectrum, estimate]))
+put("pdh", "version1", pdh([counts], version=1))
+put("pdh", "cut", pdh([counts, spectrum])[:200])
+
+# web: first byte even: intake frames (a length byte, the bytes; the fourth takes the rest);
+# odd: bytes a browser sends.
+head = struct.pack("<IHHQQQQQIIII", 0x31514450, 2, 0, 0, 1, 0, 0, 0, 0, 0, 0, 7)
+rates = b'{"version": 1, "run_id": 1, "time_unix_ns": 1, "uptime_s": 1, "rates": {"prompts": 5}}'
+put("web", "intake_rates", bytes([0, 5]) + b"rates" + bytes([64]) + head + bytes([len(rates)]) +
+    rates)
+put("web", "http_get", b"\x01GET /status.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+put("web", "http_origin", b"\x01GET /rates.json HTTP/1.1\r\nHost: evil.example\r\n"
+    b"Origin: http://evil.example\r\n\r\n")
+ws_frame = bytes([0x81, 0x85, 1, 2, 3, 4]) + bytes(b ^ k for b, k in zip(b"hello", b"\x01\x02\x03\x04\x01"))
+put("web", "websocket", b"\x01GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Version: 13\r\n\r\n" + ws_frame)

@@ -402,6 +402,28 @@ TEST(Offline, HistogramsOfEachRunGoToTheirOwnFile) {
   EXPECT_EQ(file_counter(second, "stream.time_jump"), 0u);
 }
 
+// Buffers larger than the memory the process may take (here RLIMIT_AS at 2 GiB, slices of
+// 2^30 frames): a message naming the keys and exit 2, not a bare std::bad_alloc.
+TEST(Offline, BuffersLargerThanMemoryAreAClearErrorNamingTheKeys) {
+  TestScanner scanner;
+  scanner.settings.stream.max_slice_frames = 1u << 30;
+  scanner.settings.stream.max_pending_frames = 1u << 30;
+  const auto input = scanner.dir / "acq.frames";
+  write_frames(input, {scanner.frame(0, 0, 0, 1000, 500)}, 0);
+  const auto config = scanner.write_config();
+  const auto err = scanner.dir / "err.txt";
+  const std::string cmd = "ulimit -v 2097152; exec " + quote(PETDAQ_OFFLINE_BIN) + " --config " +
+                          quote(config.string()) + " --input " + quote(input.string()) +
+                          " --output " + quote((scanner.dir / "out.plm").string()) +
+                          " > /dev/null 2> " + quote(err.string());
+  const int status = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 2);
+  const std::string text = read_text(err);
+  EXPECT_NE(text.find("not enough memory for the engine buffers"), std::string::npos) << text;
+  EXPECT_NE(text.find("stream.max_slice_frames"), std::string::npos) << text;
+}
+
 TEST(Offline, BadConfigurationOrInputExitsTwoWithAMessage) {
   TestScanner scanner;
   const auto input = scanner.dir / "acq.frames";

@@ -93,12 +93,13 @@ TEST(MessageHeader, EncodesToDocumentedBytes) {
   h.t_end = 0xF0E0D0C0B0A09080ull;
   h.record_count = 0x0A0B;
   h.record_size = 32;
+  h.publisher_id = 0xA1B2C3D4;
   std::uint8_t p[kMessageHeaderBytes];
   std::memset(p, 0xEE, sizeof p);
   encode_message_header(h, p);
   const std::uint8_t want[kMessageHeaderBytes] = {
       0x50, 0x44, 0x51, 0x31,                          // 0: magic 0x31514450 "PDQ1"
-      0x01, 0x00,                                      // 4: version 1
+      0x02, 0x00,                                      // 4: version 2
       0x02, 0x00,                                      // 6: kind 2 (delayed)
       0x02, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 8: message_id
       0x04, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,  // 16: run_id
@@ -108,7 +109,7 @@ TEST(MessageHeader, EncodesToDocumentedBytes) {
       0x0B, 0x0A, 0x00, 0x00,                          // 48: record count
       0x20, 0x00, 0x00, 0x00,                          // 52: record size 32
       0x00, 0x00, 0x00, 0x00,                          // 56: flags
-      0x00, 0x00, 0x00, 0x00,                          // 60: reserved
+      0xD4, 0xC3, 0xB2, 0xA1,                          // 60: publisher id
   };
   expect_bytes(p, want);
   const MessageHeader d = decode_message_header(want);
@@ -123,7 +124,11 @@ TEST(MessageHeader, EncodesToDocumentedBytes) {
   EXPECT_EQ(d.record_count, h.record_count);
   EXPECT_EQ(d.record_size, 32u);
   EXPECT_EQ(d.flags, 0u);
-  EXPECT_EQ(d.reserved, 0u);
+  EXPECT_EQ(d.publisher_id, 0xA1B2C3D4u);
+  EXPECT_TRUE(message_version_supported(1));
+  EXPECT_TRUE(message_version_supported(2));
+  EXPECT_FALSE(message_version_supported(0));
+  EXPECT_FALSE(message_version_supported(3));
 }
 
 TEST(PlmHeader, EncodesToDocumentedBytes) {

@@ -121,6 +121,22 @@ class ReadPlm(unittest.TestCase):
         n_prompts = sum(int(m["record_count"]) for m in part.messages if m["kind"] == 1)
         np.testing.assert_array_equal(part.prompts, whole.prompts[:n_prompts])
 
+    def test_a_corrupt_first_record_count_is_an_error_not_an_empty_file(self):
+        import struct
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        with open(plm, "rb") as f:
+            data = bytearray(f.read())
+        struct.pack_into("<I", data, 64 + 48, 0x7FFFFFFF)  # the first message's record_count
+        with tempfile.TemporaryDirectory(prefix="petdaq-py-count-") as d:
+            bad = os.path.join(d, "bad.plm")
+            with open(bad, "wb") as f:
+                f.write(data)
+            with self.assertRaisesRegex(petdaq.plm.PlmError, "no complete message"):
+                petdaq.read_plm(bad)
+            r = subprocess.run([tool("petdaq-dump"), bad], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("no complete message", r.stderr)
+
     def test_corruption_is_an_error_naming_the_offset(self):
         plm = os.path.join(Acquisition.get(), "out.plm")
         with open(plm, "rb") as f:
@@ -145,6 +161,56 @@ class Export(unittest.TestCase):
         subprocess.run([tool("petdaq-export"), "--input", os.path.join(acq, "out.plm"), "--config",
                         os.path.join(acq, "petdaq.yaml"), "--format", fmt, "--output", out,
                         "--quiet"], check=True, capture_output=True)
+
+    def test_castor_refuses_crystal_ids_outside_the_scanner(self):
+        import struct
+        acq = Acquisition.get()
+        with tempfile.TemporaryDirectory(prefix="petdaq-py-castor-") as d:
+            with open(os.path.join(acq, "out.plm"), "rb") as f:
+                file_header = f.read(64)
+            rec = lambda a, b: struct.pack("<QiIIffI", 1000, 5, a, b, 511.0, 511.0, 0)
+            head = struct.pack("<IHHQQQQQIIII", 0x31514450, 2, 1, 0, 1, 0, 0, 2000, 3, 32, 0, 0)
+            plm = os.path.join(d, "bad.plm")
+            with open(plm, "wb") as f:
+                f.write(file_header + head + rec(0, 1) + rec(0xFFFFFFFF, 2) + rec(3, 0xFFFFFFFF))
+            r = subprocess.run([tool("petdaq-export"), "--input", plm, "--config",
+                                os.path.join(acq, "petdaq.yaml"), "--format", "castor", "--output",
+                                os.path.join(d, "out"), "--quiet"], capture_output=True, text=True)
+            # Refused, not written: a reconstruction gets no file with a hole in it.
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("4294967295", r.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "out.cdf")))
+
+    def test_an_output_that_is_an_input_is_refused_and_the_input_kept(self):
+        acq = Acquisition.get()
+        d = tempfile.mkdtemp(prefix="petdaq-py-same-")
+        try:
+            plm = os.path.join(d, "run.plm")
+            shutil.copyfile(os.path.join(acq, "out.plm"), plm)
+            config = os.path.join(d, "petdaq.yaml")
+            shutil.copyfile(os.path.join(acq, "petdaq.yaml"), config)
+            os.symlink(plm, os.path.join(d, "link.plm"))
+            os.link(plm, os.path.join(d, "hard.plm"))
+            shutil.copyfile(plm, os.path.join(d, "base.cdf"))
+            def read(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            before = {p: read(p) for p in (plm, config, os.path.join(d, "base.cdf"))}
+            cases = [(["--input", plm, "--config", config, "--output", plm], "input"),
+                     (["--input", plm, "--config", config, "--output", os.path.join(d, "link.plm")], "input"),
+                     (["--input", plm, "--config", config, "--output", os.path.join(d, "hard.plm")], "input"),
+                     (["--input", plm, "--config", config, "--output", config], "configuration"),
+                     (["--input", os.path.join(d, "base.cdf"), "--config", config, "--format", "castor",
+                       "--output", os.path.join(d, "base")], "input")]
+            for args, what in cases:
+                r = subprocess.run([tool("petdaq-export"), *args, "--quiet"], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 2, (args, r.stderr))
+                self.assertIn(f"is the {what} file", r.stderr)
+            for p, data in before.items():
+                self.assertEqual(read(p), data, p)
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
 
     def test_hdf5_equals_petdaq_dump(self):
         try:
@@ -224,6 +290,33 @@ class Export(unittest.TestCase):
         # Geometry.lut() is the same six values per crystal.
         np.testing.assert_allclose(lut, g.lut(), atol=1e-4)
         np.testing.assert_allclose(np.linalg.norm(lut[:, 3:], axis=1), 1, atol=1e-6)
+
+
+class LiveSubscribe(unittest.TestCase):
+    def test_a_change_of_publisher_is_reported_and_its_ids_count_afresh(self):
+        try:
+            import zmq  # noqa: F401
+        except ImportError:
+            self.skipTest("pyzmq (python3-zmq) missing")
+        with tempfile.TemporaryDirectory(prefix="petdaq-sub-") as d:
+            endpoint = "ipc://" + os.path.join(d, "pub.sock")
+            pub = subprocess.Popen([tool("petdaq-test-publisher"), "--endpoint", endpoint,
+                                    "--wait-subscriptions", "2", "--batches", "6",
+                                    "--publisher-id", "4660", "--new-publisher-from", "3"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                batches = []
+                for b in petdaq.subscribe(endpoint, timeout_s=20):
+                    batches.append(b)
+                    if len(batches) == 12:
+                        break
+            finally:
+                pub.wait(timeout=30)
+            self.assertEqual([b.publisher_id for b in batches], [0x1234] * 6 + [0x1235] * 6)
+            self.assertEqual([b.new_publisher for b in batches],
+                             [False] * 6 + [True] + [False] * 5)
+            self.assertEqual([b.missed for b in batches], [0] * 12)
+            self.assertEqual({int(b.header["version"]) for b in batches}, {2})
 
 
 class LiveExport(unittest.TestCase):

@@ -1,9 +1,12 @@
 // Child processes for tests: a program run as a person would, its stdout and stderr in files,
-// its exit status read with a deadline, and killed if a test leaves it running.
+// its exit status read with a deadline, and killed if a test leaves it running or if the
+// test process itself dies (even by SIGKILL: PR_SET_PDEATHSIG), so that no daemon outlives
+// the test that started it.
 #pragma once
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -28,9 +31,13 @@ class Child {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    const pid_t parent = ::getpid();
     pid_ = ::fork();
     if (pid_ < 0) throw std::runtime_error("fork failed for " + argv.at(0));
     if (pid_ == 0) {
+      // SIGKILL when the thread that started it ends: Child objects live on a test's main
+      // thread. A parent that died before the call is seen by getppid().
+      if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
       const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int e = err == out ? o : ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       const int in = ::open("/dev/null", O_RDONLY);

@@ -154,6 +154,18 @@ data = open(pdh, "rb").read()
 bad = {"truncated.pdh": (data[: len(data) // 2], "truncated"),
        "version4.pdh": (data[:4] + b"\x04\x00" + data[6:], "version 4"),
        "tiny.pdh": (data[:10], "truncated")}
+# Files the reader takes whose histograms are not what petdaqd writes: a flood map of rank 1
+# and an energy spectrum of rank 3 (same elements, same bytes): a clear message, no traceback.
+for hist, rank in ((b"flood", 1), (b"energy_keV", 3)):
+    changed = bytearray(data)
+    for i in range(ph.HEADER.unpack_from(changed, 0)[3]):
+        at = ph.HEADER.size + i * ph.DESCRIPTOR.size
+        d = list(ph.DESCRIPTOR.unpack_from(changed, at))
+        if d[0].rstrip(b"\0") == hist:
+            n = d[5] * d[6] * d[7] * d[8]
+            d[4], d[5:9] = rank, ([n, 1, 1, 1] if rank == 1 else [1, 1, n, 1])
+            ph.DESCRIPTOR.pack_into(changed, at, *d)
+    bad[hist.decode() + f"_rank{rank}.pdh"] = (bytes(changed), "cannot make a report")
 for name, (content, message) in bad.items():
     path = os.path.join(work, name)
     with open(path, "wb") as f:
@@ -161,6 +173,7 @@ for name, (content, message) in bad.items():
     r = subprocess.run([qa, path, "--output", os.path.join(work, "bad")], capture_output=True,
                        text=True)
     check(r.returncode == 2, f"{name}: exit 2 (got {r.returncode})")
+    check("Traceback" not in r.stderr, f"{name}: no traceback: {r.stderr!r}")
     check(message in r.stderr and name in r.stderr, f"{name}: message names it: {r.stderr!r}")
 r = subprocess.run([qa, os.path.join(work, "missing.pdh"), "--output", out], capture_output=True,
                    text=True)

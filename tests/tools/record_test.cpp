@@ -1,5 +1,7 @@
 // petdaq-record: the message-id bookkeeping, then the tool against a test publisher: the file
 // holds exactly the batches published, and the missed ones are reported.
+#include <set>
+
 #include <gtest/gtest.h>
 
 #include "core/plm_file.h"
@@ -119,6 +121,57 @@ TEST(RecordTool, StopsOnSigtermWithACompleteFile) {
   EXPECT_EQ(n, 8);
 }
 
+// Another publisher on the endpoint (a restarted daemon, or another process that took it):
+// petdaq-record stops and says so, and its file holds the first publisher's messages only;
+// with --across-publishers it records on and says where the publisher changed.
+TEST(RecordTool, AnotherPublishersMessagesAreNotAppendedSilently) {
+  for (const bool across : {false, true}) {
+    SCOPED_TRACE(across ? "--across-publishers" : "default");
+    ScratchDir dir;
+    const std::string endpoint = dir.ipc("coinc");
+    const auto plm = dir / "out.plm";
+    std::vector<std::string> args = {(bin_dir() / "petdaq-record").string(), "--config",
+                                     config_file(), "--output", plm.string(), "--endpoint",
+                                     endpoint, "--messages", "12", "--duration-s", "20"};
+    if (across) args.push_back("--across-publishers");
+    test::Child rec(args, dir / "rec.out", dir / "rec.err");
+    ASSERT_EQ(test::run_command({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint",
+                                 endpoint, "--wait-subscriptions", "2", "--batches", "6",
+                                 "--publisher-id", "4660", "--new-publisher-from", "3"},
+                                dir / "pub.out", dir / "pub.err", std::chrono::seconds(30)),
+              0);
+    const auto rc = rec.wait_for(std::chrono::seconds(20));
+    const std::string err = test::read_text(dir / "rec.err");
+    ASSERT_TRUE(rc.has_value()) << err;
+    PlmReader reader(plm);
+    MessageHeader h;
+    std::vector<CoincRecord> records;
+    int n = 0;
+    std::set<std::uint32_t> publishers;
+    while (reader.next(h, records)) {
+      ++n;
+      publishers.insert(h.publisher_id);
+    }
+    if (!across) {
+      EXPECT_EQ(*rc, 1) << err;
+      EXPECT_NE(err.find("messages from another publisher (publisher_id 00001235, was 00001234"),
+                std::string::npos)
+          << err;
+      EXPECT_EQ(n, 6);  // batches 0..2, prompts and delayed
+      EXPECT_EQ(publishers, std::set<std::uint32_t>{0x1234});
+    } else {
+      EXPECT_EQ(*rc, 0) << err;
+      EXPECT_NE(err.find("another publisher from here on"), std::string::npos) << err;
+      EXPECT_NE(err.find("publisher changed 1 time(s)"), std::string::npos) << err;
+      // Ids starting again with the new publisher are neither a gap nor a restart.
+      EXPECT_NE(err.find("prompts  first message id 0, received 6, missed 0\n"), std::string::npos)
+          << err;
+      EXPECT_EQ(n, 12);
+      EXPECT_EQ(publishers, (std::set<std::uint32_t>{0x1234, 0x1235}));
+    }
+  }
+}
+
 TEST(RecordTool, StopsAfterItsDurationEvenWithoutDataAndSaysSo) {
   ScratchDir dir;
   const auto start = std::chrono::steady_clock::now();
@@ -157,6 +210,18 @@ TEST(RecordTool, BadArgumentsAreClearErrors) {
                          dir / "o", dir / "e");
   EXPECT_EQ(rc, 1);
   EXPECT_NE(test::read_text(dir / "e").find("dir.plm"), std::string::npos) << test::read_text(dir / "e");
+  // An output that is its configuration (here through a symlink) is refused, the file kept.
+  const auto config = dir / "petdaq.yaml";
+  std::filesystem::copy_file(config_file(), config);
+  std::filesystem::create_symlink(config, dir / "link.plm");
+  const std::string before = test::read_text(config);
+  rc = test::run_command({(bin_dir() / "petdaq-record").string(), "--config", config.string(),
+                          "--output", (dir / "link.plm").string(), "--duration-s", "0.2"},
+                         dir / "o", dir / "e");
+  EXPECT_EQ(rc, 2);
+  EXPECT_NE(test::read_text(dir / "e").find("is the configuration file"), std::string::npos)
+      << test::read_text(dir / "e");
+  EXPECT_EQ(test::read_text(config), before);
 }
 
 }  // namespace

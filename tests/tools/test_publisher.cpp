@@ -13,6 +13,9 @@
 // instead of sending for --duration-s. --opaque-histograms N sends N messages on topic
 // `histograms` whose body is bytes 0..255 (a layout no reader knows), before the rates.
 //
+// --publisher-id ID puts ID in every header's publisher_id; --new-publisher-from N sends the
+// batches from index N on as another publisher would (publisher_id ID + 1, ids from 0).
+//
 // With --wait-subscriptions it publishes nothing before N subscriptions arrived (XPUB), so a
 // test does not lose the first messages to ZeroMQ's slow-joiner effect.
 #include <chrono>
@@ -37,10 +40,14 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::uint32_t g_publisher_id = 0;
+
 void send_message(zmq::socket_t& pub, std::string_view topic, const MessageHeader& h,
                   const void* body, std::size_t body_bytes) {
   std::uint8_t header[kMessageHeaderBytes];
-  encode_message_header(h, header);
+  MessageHeader stamped = h;
+  if (g_publisher_id != 0) stamped.publisher_id = g_publisher_id;
+  encode_message_header(stamped, header);
   pub.send(zmq::buffer(topic), zmq::send_flags::sndmore);
   pub.send(zmq::buffer(header, sizeof header), zmq::send_flags::sndmore);
   pub.send(zmq::const_buffer(body, body_bytes), zmq::send_flags::none);
@@ -87,6 +94,11 @@ int main(int argc, char** argv) {
   std::string image;  // a .pdim file, also published with each rates document
   app.add_option("--image", image, "an image file published with each rates document")
       ->type_name("FILE.pdim");
+  int new_publisher_from = -1;
+  app.add_option("--publisher-id", g_publisher_id, "publisher_id of every header")->type_name("ID");
+  app.add_option("--new-publisher-from", new_publisher_from,
+                 "batches from this index on come from another publisher (id + 1, ids from 0)")
+      ->type_name("N");
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   skip_prompt_ids.insert(skip_ids.begin(), skip_ids.end());
   if (rates_count >= 0) rates = true;
@@ -133,10 +145,16 @@ int main(int argc, char** argv) {
 
   // Coincidence batches: prompts and delayed alternate; message ids count per kind.
   std::uint64_t prompt_id = 0;
+  int first_index = 0;  // of the current publisher
   for (int i = 0; i < batches; ++i) {
+    if (i == new_publisher_from) {
+      ++g_publisher_id;
+      prompt_id = 0;
+      first_index = i;
+    }
     for (MessageKind kind : {MessageKind::prompts, MessageKind::delayed}) {
       const auto records = test::test_batch_records(kind, static_cast<std::uint64_t>(i));
-      std::uint64_t id = static_cast<std::uint64_t>(i);
+      std::uint64_t id = static_cast<std::uint64_t>(i - first_index);
       if (kind == MessageKind::prompts) {
         id = prompt_id++;
         // A skipped id is a message that was "lost": the id is used, nothing is sent.

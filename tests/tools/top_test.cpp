@@ -180,6 +180,29 @@ TEST(TopTool, NoPublisherAtAllSaysSoAfterThreeSeconds) {
       << tmux.capture();
 }
 
+// A publisher that goes and another that takes the endpoint (a restarted petdaqd, or another
+// process): petdaq-top says that the publisher changed.
+TEST(TopTool, SaysWhenAnotherPublisherServesTheEndpoint) {
+  ScratchDir dir;
+  const std::string endpoint = dir.ipc("rates");
+  test::Child top({(bin_dir() / "petdaq-top").string(), "--endpoint", endpoint, "--plain"},
+                  dir / "top.out", dir / "top.err");
+  for (const char* id : {"1000", "2000"}) {
+    ASSERT_EQ(test::run_command({(bin_dir() / "petdaq-test-publisher").string(), "--endpoint",
+                                 endpoint, "--wait-subscriptions", "1", "--rates-count", "3",
+                                 "--interval-ms", "100", "--publisher-id", id},
+                                dir / "pub.out", dir / "pub.err", std::chrono::seconds(30)),
+              0)
+        << test::read_text(dir / "pub.err");
+  }
+  EXPECT_TRUE(test::wait_until([&] {
+    return test::read_text(dir / "top.err").find(
+               "another publisher (publisher_id 000007d0, was 000003e8)") != std::string::npos;
+  })) << test::read_text(dir / "top.err");
+  top.signal(SIGTERM);
+  EXPECT_EQ(top.wait_for(std::chrono::seconds(5)), 0);
+}
+
 TEST(TopTool, PlainAndJsonModesPrintOneLinePerDocumentFromTheConfigsEndpoint) {
   ScratchDir dir;
   const std::string endpoint = dir.ipc("rates");

@@ -423,9 +423,10 @@ class WebIntakeTest : public ::testing::Test {
     intake.take(views.data(), views.size());
   }
   static std::string header(std::uint32_t magic = kMessageMagic,
-                            MessageKind kind = MessageKind{}) {
+                            MessageKind kind = MessageKind{}, std::uint32_t publisher_id = 0) {
     MessageHeader h;
     h.magic = magic;
+    h.publisher_id = publisher_id;
     h.kind = static_cast<std::uint16_t>(kind);
     std::string bytes(kMessageHeaderBytes, '\0');
     encode_message_header(h, reinterpret_cast<std::uint8_t*>(bytes.data()));
@@ -460,6 +461,20 @@ TEST_F(WebIntakeTest, CountsAndSkipsWhatItCannotUse) {
   EXPECT_EQ(counters.get(WebCounter::histograms_received), 7u);
   EXPECT_EQ(counters.get(WebCounter::histograms_malformed), 6u);
   EXPECT_EQ(counters.get(WebCounter::updates_dropped), 0u);
+}
+
+// Another publisher on the endpoint (petdaqd restarted, or another process took it) is
+// counted; messages of header version 1 (publisher_id 0) are taken and change nothing.
+TEST_F(WebIntakeTest, CountsEveryChangeOfPublisher) {
+  const std::string doc = test::test_rates_json(0);
+  take({std::string(topic::rates), header(kMessageMagic, MessageKind{}, 7), doc});
+  take({std::string(topic::rates), header(kMessageMagic, MessageKind{}, 7), doc});
+  take({std::string(topic::rates), header(kMessageMagic, MessageKind{}, 0), doc});
+  EXPECT_EQ(counters.get(WebCounter::publisher_changes), 0u);
+  take({std::string(topic::rates), header(kMessageMagic, MessageKind{}, 9), doc});
+  take({std::string(topic::rates), header(kMessageMagic, MessageKind{}, 7), doc});
+  EXPECT_EQ(counters.get(WebCounter::publisher_changes), 2u);
+  EXPECT_EQ(counters.get(WebCounter::rates_received), 5u);
 }
 
 TEST_F(WebIntakeTest, NeverQueuesWithoutBoundWhenTheServerLoopIsBehind) {

@@ -286,4 +286,99 @@ TEST(WebServer, DropsAClientWhoseWriteStalls) {
   EXPECT_EQ(status(w)["clients"], 0);
 }
 
+// A client costs a bounded amount: connections past --max-connections are closed at once and
+// counted (and the page is still served), a WebSocket message or request past
+// --max-message-bytes ends its connection and is counted, and a page of another site (its
+// Origin) or a name that is not this machine's (DNS rebinding) gets 403.
+TEST(WebServer, BoundsConnectionsAndMessagesAndRefusesOtherOrigins) {
+  ScratchDir dir;
+  WebServer w(dir, dir.ipc("nobody"),
+              {"--max-connections", "8", "--max-message-bytes", "4096", "--allowed-origin",
+               "http://viewer.example:9000"});
+  ASSERT_NE(w.port(), 0) << w.log();
+  namespace asio = web_net::asio;
+  using web_net::tcp;
+  {
+    // 20 idle connections: 8 are kept, 12 closed at once (the client reads end-of-file).
+    asio::io_context io;
+    std::vector<std::unique_ptr<tcp::socket>> held;
+    for (int i = 0; i < 20; ++i) {
+      held.push_back(std::make_unique<tcp::socket>(io));
+      held.back()->connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), w.port()));
+    }
+    int closed = 0;
+    const bool settled = wait_until([&] {
+      closed = 0;
+      for (auto& s : held) {
+        s->non_blocking(true);
+        char c;
+        boost::system::error_code ec;
+        const std::size_t n = s->read_some(asio::buffer(&c, 1), ec);
+        if (ec == asio::error::eof || ec == asio::error::connection_reset || (!ec && n == 0))
+          ++closed;
+      }
+      return closed == 12;
+    }, std::chrono::seconds(5));
+    EXPECT_TRUE(settled) << closed << " of 20 connections closed, expected 12";
+  }
+  // The held connections are gone: the page is served again.
+  EXPECT_TRUE(wait_until([&] {
+    try {
+      return http_request(w.port(), "/").status == 200;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }));
+  EXPECT_EQ(counter(w, "web.connections_refused"), 12u);
+
+  // A large WebSocket message ends that client's connection.
+  {
+    WsClient big(w.port(), "/ws");
+    ASSERT_TRUE(wait_until([&] { return status(w)["clients"] == 1; }));
+    try {
+      big.write(std::string(100 * 1024, 'x'));
+      while (big.read(std::chrono::seconds(5))) {
+      }
+    } catch (const std::exception&) {
+      // The server may close before the whole message is written.
+    }
+  }
+  EXPECT_TRUE(wait_until([&] { return counter(w, "web.messages_too_large") == 1; }))
+      << status(w).dump();
+  // So does a request with 100 KiB of headers.
+  {
+    asio::io_context io;
+    tcp::socket s(io);
+    s.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), w.port()));
+    const std::string req = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Filler: " +
+                            std::string(100 * 1024, 'y') + "\r\n\r\n";
+    boost::system::error_code ec;
+    asio::write(s, asio::buffer(req), ec);
+  }
+  EXPECT_TRUE(wait_until([&] { return counter(w, "web.messages_too_large") == 2; }))
+      << status(w).dump();
+
+  // Origins: none (not a browser), the page's own and a listed one are taken; another
+  // site's page is refused at the handshake.
+  const std::string own = "http://127.0.0.1:" + std::to_string(w.port());
+  for (const std::string origin : {std::string(), own, std::string("http://viewer.example:9000")}) {
+    WsClient ok(w.port(), "/ws", std::nullopt, origin);
+    EXPECT_TRUE(ok.read(std::chrono::seconds(5)).has_value()) << origin;
+  }
+  EXPECT_THROW(WsClient(w.port(), "/ws", std::nullopt, "http://evil.example"), std::exception);
+  EXPECT_THROW(WsClient(w.port(), "/ws", std::nullopt, "null"), std::exception);
+  EXPECT_EQ(http_request(w.port(), "/rates.json", web_net::http::verb::get, "127.0.0.1",
+                         "http://evil.example")
+                .status,
+            403);
+  // DNS rebinding: another site's name pointed at this machine.
+  EXPECT_EQ(http_request(w.port(), "/status.json", web_net::http::verb::get,
+                         "evil.example:" + std::to_string(w.port()))
+                .status,
+            403);
+  EXPECT_EQ(http_request(w.port(), "/", web_net::http::verb::get, "viewer.example:9000").status,
+            200);
+  EXPECT_EQ(counter(w, "web.origin_refused"), 4u);
+}
+
 }  // namespace

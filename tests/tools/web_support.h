@@ -65,13 +65,16 @@ struct HttpReply {
 };
 
 inline HttpReply http_request(std::uint16_t port, const std::string& target,
-                              web_net::http::verb method = web_net::http::verb::get) {
+                              web_net::http::verb method = web_net::http::verb::get,
+                              const std::string& host = "127.0.0.1",
+                              const std::string& origin = "") {
   using namespace web_net;
   asio::io_context io;
   beast::tcp_stream stream(io);
   stream.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   http::request<http::string_body> req(method, target, 11);
-  req.set(http::field::host, "127.0.0.1");
+  req.set(http::field::host, host);
+  if (!origin.empty()) req.set(http::field::origin, origin);
   http::write(stream, req);
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
@@ -86,10 +89,15 @@ inline HttpReply http_request(std::uint16_t port, const std::string& target,
 // server must drop.
 class WsClient {
  public:
+  // `origin`: the Origin header a browser page would send (none by default).
   WsClient(std::uint16_t port, const std::string& target,
-           std::optional<int> receive_buffer_bytes = std::nullopt)
+           std::optional<int> receive_buffer_bytes = std::nullopt,
+           const std::string& origin = "")
       : ws_(io_) {
     using namespace web_net;
+    if (!origin.empty())
+      ws_.set_option(websocket::stream_base::decorator(
+          [origin](websocket::request_type& r) { r.set(http::field::origin, origin); }));
     auto& socket = beast::get_lowest_layer(ws_).socket();
     socket.open(tcp::v4());
     if (receive_buffer_bytes) socket.set_option(asio::socket_base::receive_buffer_size(*receive_buffer_bytes));

@@ -24,6 +24,7 @@
 #include "proto/records.h"
 #include "proto/topics.h"
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
 #include "tools/export/petsird_writer.h"
@@ -130,6 +131,18 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
     return app.usage_error("--castor-mode histogram: from a file only");
   if ((o.randoms == "singles-rate" || o.randoms == "singles-prompts") && o.histograms.empty())
     return app.usage_error("--randoms " + o.randoms + " needs --histograms (per-crystal singles)");
+  // The files it will write, none of which may be one it reads.
+  std::vector<std::filesystem::path> outputs = {o.output};
+  if (o.format == "castor") {
+    outputs.clear();
+    for (const char* ext : {".cdh", ".cdf", "_norm.cdh", "_norm.cdf"})
+      outputs.push_back(o.output.string() + ext);
+  }
+  for (const auto& out : outputs)
+    if (const auto why = cli::output_is_an_input(
+            "--output", out,
+            {{"input", o.input}, {"configuration", o.config}, {"histogram", o.histograms}}))
+      return app.usage_error(*why);
   return std::nullopt;
 }
 
@@ -203,7 +216,7 @@ class LiveSource {
   std::string take_histograms(const std::vector<zmq::message_t>& parts) {
     if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
     const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
-    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+    if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
         h.kind != static_cast<std::uint16_t>(MessageKind::histograms) || h.record_count != 1 ||
         h.record_size != parts[2].size())
       return "bad message header (magic, version, kind, record count or size)";
@@ -228,7 +241,7 @@ class LiveSource {
     if (kind == MessageKind{}) return "unexpected topic";
     if (parts[1].size() != kMessageHeaderBytes) return "message header is not 64 bytes";
     h = decode_message_header(parts[1].data<std::uint8_t>());
-    if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+    if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
         h.kind != static_cast<std::uint16_t>(kind) || h.record_size != sizeof(CoincRecord))
       return "bad message header (magic, version, kind or record size)";
     if (parts[2].size() != std::size_t{h.record_count} * sizeof(CoincRecord))
@@ -386,6 +399,7 @@ int main(int argc, char** argv) {
       }
     };
     std::string written;
+    std::uint64_t skipped = 0;  // records no output can hold
     if (o.format == "castor") {
       exporter::CastorWriter w(o.output, settings, h.tick_ps, corrections,
                                o.castor_mode == "histogram" ? exporter::CastorMode::histogram
@@ -507,6 +521,14 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(messages), source.c_str(), written.c_str());
     if (messages == 0) {
       std::fprintf(stderr, "%s: warning: no complete message from %s\n", kProgram, source.c_str());
+      return 1;
+    }
+    if (skipped > 0) {
+      std::fprintf(stderr,
+                   "%s: %llu prompts left out: a crystal id outside the scanner's %u crystals "
+                   "(a corrupt file, or --config of another scanner)\n",
+                   kProgram, static_cast<unsigned long long>(skipped),
+                   Geometry::from(settings.scanner).crystal_count());
       return 1;
     }
     return 0;

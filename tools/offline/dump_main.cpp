@@ -106,6 +106,16 @@ int main(int argc, char** argv) {
     for (const auto& [kind, n] : skipped)
       std::printf("# skipped %" PRIu64 " message(s) of kind %u (not printed by this tool)\n", n,
                   static_cast<unsigned>(kind));
+    if (reader.partial_tail_bytes() && !any) {
+      // Nothing complete at all: a corrupt first record_count, which would read as an empty
+      // file, or a file created a moment ago.
+      std::fprintf(stderr,
+                   "petdaq-dump: %s: no complete message: the first one, at byte %" PRIu64
+                   ", needs more than the %" PRIu64 " bytes that follow (corrupt, or still "
+                   "being written)\n",
+                   file.c_str(), reader.partial_tail_offset(), reader.partial_tail_bytes());
+      return 1;
+    }
     if (reader.partial_tail_bytes()) {
       std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
                   reader.partial_tail_offset(), reader.partial_tail_bytes());

@@ -15,6 +15,7 @@
 #include <exception>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,12 +28,12 @@
 #include "core/phase_timer.h"
 #include "core/image.h"
 #include "core/plm_file.h"
-#include "same_file.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
 #include "engine/select_backend.h"
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/offline/batch_reader.h"
 #include "proto/datagram.h"
@@ -104,7 +105,14 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
       ->type_name("N")
       ->check(CLI::Range(0u, kMaxReaderThreads));
   cli::add_quiet(app, o.quiet);
-  return app.parse_or_exit(argc, argv);
+  if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
+  for (const auto& [option, output] : {std::pair<std::string_view, std::filesystem::path>{
+                                           "--output", o.output},
+                                       {"--histograms", o.histograms}})
+    if (const auto why = cli::output_is_an_input(option, output,
+                                                 {{"input", o.input}, {"configuration", o.config}}))
+      return app.usage_error(*why);
+  return std::nullopt;
 }
 
 BackendKind backend_kind(const std::string& name, BackendKind from_config) {
@@ -316,7 +324,6 @@ int run(const Options& o) {
   FileCloser input(std::fopen(o.input.c_str(), "rb"));
   if (!input.get())
     throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
-  refuse_output_that_is_input(input.get(), o.input, o.output);
   std::error_code ec;
   const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
 
@@ -577,6 +584,15 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "petdaq-offline: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    // The engine's buffers are sized by the configuration, all at start.
+    std::fprintf(stderr,
+                 "petdaq-offline: not enough memory for the engine buffers of %s: make "
+                 "stream.max_slice_frames, max_pending_frames, max_carry_singles or "
+                 "max_records_per_single smaller (petdaqd --check-config prints what they "
+                 "need)\n",
+                 o.config.c_str());
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-offline: %s\n", e.what());

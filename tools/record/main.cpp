@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "tools/common/cli.h"
+#include "tools/common/same_file.h"
 #include "tools/stop_signal.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
@@ -34,6 +35,7 @@ struct Options {
   std::optional<std::uint64_t> messages;
   bool prompts_only = false;
   bool singles = false;
+  bool across_publishers = false;
   bool quiet = false;
 };
 
@@ -63,10 +65,16 @@ std::optional<int> parse_args(int argc, char** argv, Options& o) {
   app.add_flag("--singles", o.singles,
                "also record the singles topic (kind-3 messages; petdaqd publishes it with "
                "output.singles.enabled)");
+  app.add_flag("--across-publishers", o.across_publishers,
+               "go on recording when messages come from another publisher (a restarted "
+               "petdaqd: another publisher_id in the header); without it the recording stops "
+               "there (exit 1) and the file holds the first publisher's messages only");
   cli::add_quiet(app, o.quiet);
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   if (duration->count()) o.duration_s = duration_s;
   if (count->count()) o.messages = messages;
+  if (const auto why = cli::output_is_an_input("--output", o.output, {{"configuration", o.config}}))
+    return app.usage_error(*why);
   return std::nullopt;
 }
 
@@ -75,6 +83,8 @@ struct Tally {
   std::uint64_t records[3] = {};
   std::uint64_t refused = 0;
   std::string last_refusal;
+  std::uint32_t publisher = 0;  // publisher_id of the messages written (0: none yet, or version 1)
+  std::uint64_t publisher_changes = 0;
 };
 
 const char* kind_name(int k) { return k == 0 ? "prompts" : k == 1 ? "delayed" : "singles"; }
@@ -223,8 +233,8 @@ int main(int argc, char** argv) {
                                          MessageKind::singles};
       const auto expected_kind = static_cast<std::uint16_t>(kKinds[k]);
       const std::size_t record_size = plm_record_size(expected_kind);
-      if (h.magic != kMessageMagic || h.version != kMessageVersion || h.kind != expected_kind ||
-          h.record_size != record_size) {
+      if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
+          h.kind != expected_kind || h.record_size != record_size) {
         refuse("bad message header (magic, version, kind or record size)");
         continue;
       }
@@ -233,6 +243,26 @@ int main(int argc, char** argv) {
                std::to_string(h.record_count) + " records");
         continue;
       }
+      if (h.publisher_id != 0 && t.publisher != 0 && h.publisher_id != t.publisher) {
+        ++t.publisher_changes;
+        if (!o.across_publishers) {
+          std::fprintf(stderr,
+                       "petdaq-record: messages from another publisher (publisher_id %08x, "
+                       "was %08x: petdaqd restarted, or another process serves %s); stopped: "
+                       "%s holds the first publisher's messages only (--across-publishers "
+                       "records on)\n",
+                       h.publisher_id, t.publisher, endpoint.c_str(), o.output.c_str());
+          rc = 1;
+          break;
+        }
+        std::fprintf(stderr,
+                     "petdaq-record: messages from another publisher from here on (publisher_id "
+                     "%08x, was %08x); message ids start again\n",
+                     h.publisher_id, t.publisher);
+        t.ids[0].new_publisher();
+        t.ids[1].new_publisher();
+      }
+      if (h.publisher_id != 0) t.publisher = h.publisher_id;
       writer->write_message(h, parts[2].data(), parts[2].size());
       t.ids[k].see(h.message_id);
       t.records[k] += h.record_count;
@@ -261,6 +291,9 @@ int main(int argc, char** argv) {
                                        .c_str()
                                  : "");
   }
+  if (t.publisher_changes > 0)
+    std::fprintf(stderr, "  publisher changed %llu time(s) during the recording\n",
+                 static_cast<unsigned long long>(t.publisher_changes));
   if (rc == 0 && total == 0) {
     std::fprintf(stderr,
                  "petdaq-record: warning: no message received from %s in %.1f s (is petdaqd "

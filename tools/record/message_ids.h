@@ -14,14 +14,19 @@ class MessageIdTracker {
     if (!started_) {
       started_ = true;
       first_id_ = id;
+    } else if (fresh_) {
+      // Another publisher counts its ids on its own: neither a gap nor a step back.
     } else if (id > next_) {
       missed_ += id - next_;
     } else if (id < next_) {
       ++went_back_;
     }
+    fresh_ = false;
     next_ = id + 1;
     ++received_;
   }
+  // The next id comes from another publisher (its publisher_id changed); counts are kept.
+  void new_publisher() { fresh_ = true; }
 
   bool started() const { return started_; }
   std::uint64_t first_id() const { return first_id_; }
@@ -31,6 +36,7 @@ class MessageIdTracker {
 
  private:
   bool started_ = false;
+  bool fresh_ = false;
   std::uint64_t first_id_ = 0;
   std::uint64_t next_ = 0;
   std::uint64_t received_ = 0;

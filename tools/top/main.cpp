@@ -56,6 +56,11 @@ struct State {
   std::uint64_t documents = 0;
   std::uint64_t bad_messages = 0;
   std::string last_error;
+  // The publisher's instance id (message header version 2) and how often it changed.
+  std::uint32_t publisher_id = 0;
+  std::uint64_t publisher_changes = 0;
+  std::string publisher_note;  // the last change, said once on stderr outside the screen
+  bool publisher_note_pending = false;
   // The crystals view: the latest histograms message and, per DU, the singles rate between
   // the last two messages of one run.
   std::optional<CrystalView> crystals;
@@ -313,6 +318,11 @@ class Screen {
     draw_bdms(r, y, rows, cols);
     line("");
     draw_counters(st, y, rows, cols);
+    if (st.publisher_changes) {
+      line(format("publisher changed %llu time(s); last: %s",
+                  static_cast<unsigned long long>(st.publisher_changes), st.publisher_note.c_str()),
+           COLOR_PAIR(kWarn));
+    }
     if (st.bad_messages) {
       line(format("%llu unreadable messages; last: %s",
                   static_cast<unsigned long long>(st.bad_messages), st.last_error.c_str()),
@@ -497,8 +507,18 @@ std::optional<std::string> receive(zmq::socket_t& sub, State& st, bool& received
   if (parts[0].to_string_view() != topic::rates) return refuse("topic is not 'rates'");
   if (parts[1].size() != kMessageHeaderBytes) return refuse("message header is not 64 bytes");
   const MessageHeader h = decode_message_header(parts[1].data<std::uint8_t>());
-  if (h.magic != kMessageMagic || h.version != kMessageVersion) {
+  if (h.magic != kMessageMagic || !message_version_supported(h.version)) {
     return refuse("message header has a wrong magic or version");
+  }
+  if (h.publisher_id != 0) {
+    if (st.publisher_id != 0 && h.publisher_id != st.publisher_id) {
+      ++st.publisher_changes;
+      st.publisher_note = format("another publisher (publisher_id %08x, was %08x): petdaqd "
+                                 "restarted, or another process serves the endpoint",
+                                 h.publisher_id, st.publisher_id);
+      st.publisher_note_pending = true;
+    }
+    st.publisher_id = h.publisher_id;
   }
   return std::string(parts[2].to_string_view());
 }
@@ -612,6 +632,10 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
           changed = true;
+        }
+        if (st.publisher_note_pending && o.mode != Mode::screen) {
+          std::fprintf(stderr, "petdaq-top: %s\n", st.publisher_note.c_str());
+          st.publisher_note_pending = false;
         }
         if (!text) continue;
         if (o.mode == Mode::json) {

@@ -35,10 +35,22 @@ void Intake::take(const std::string_view* frames, std::size_t frame_count) {
   }
   const MessageHeader h =
       decode_message_header(reinterpret_cast<const std::uint8_t*>(frames[1].data()));
-  if (h.magic != kMessageMagic || h.version != kMessageVersion ||
+  if (h.magic != kMessageMagic || !message_version_supported(h.version) ||
       (histograms && h.kind != static_cast<std::uint16_t>(MessageKind::histograms))) {
     counters_.add(malformed);
     return;
+  }
+  if (h.publisher_id != 0) {
+    if (publisher_id_ != 0 && h.publisher_id != publisher_id_) {
+      counters_.add(WebCounter::publisher_changes);
+      char why[160];
+      std::snprintf(why, sizeof why,
+                    "another publisher (publisher_id %08x, was %08x): petdaqd restarted, or "
+                    "another process serves the endpoint",
+                    h.publisher_id, publisher_id_);
+      report(why);
+    }
+    publisher_id_ = h.publisher_id;
   }
   if (histograms) {
     try {

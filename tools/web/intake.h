@@ -40,6 +40,7 @@ class Intake {
   RatesMessageBuilder builder_;
   FiguresCache figures_;
   std::string last_error_;
+  std::uint32_t publisher_id_ = 0;  // of the last message (0: none yet, or version 1)
 };
 
 }  // namespace petdaq::web

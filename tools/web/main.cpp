@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -14,6 +15,7 @@
 #include <boost/asio/ip/address.hpp>
 
 #include "core/settings.h"
+#include "tools/common/cli.h"
 #include "tools/web/intake.h"
 #include "tools/web/runs.h"
 #include "tools/web/server.h"
@@ -84,6 +86,8 @@ int main(int argc, char** argv) {
   std::string web_root, chartjs = "/usr/share/javascript/chart.js/chart.min.js";
   double stale_after_s = 5, client_timeout_s = 10;
   std::size_t history_points = 600, client_queue = 16;
+  std::size_t max_connections = 64, max_message_bytes = 16384;
+  std::vector<std::string> allowed_origins;
   tcp::endpoint listen;
   cli::add_config(app, config,
                   "petdaqd's configuration: the ZeroMQ endpoint is its output.zmq.endpoint")
@@ -119,6 +123,28 @@ int main(int argc, char** argv) {
                  "a browser whose write has not completed after this long is dropped")
       ->capture_default_str()
       ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--max-connections", max_connections,
+                 "HTTP and WebSocket connections open at once; more are closed at once "
+                 "(web.connections_refused); keep it below the descriptor limit")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+  app.add_option("--max-message-bytes", max_message_bytes,
+                 "the largest HTTP request or WebSocket message taken from a client "
+                 "(web.messages_too_large)")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1024}, std::size_t{1} << 24));
+  app.add_option("--allowed-origin", allowed_origins,
+                 "a web origin (http://host:port) whose pages may read the data, besides the "
+                 "page's own; its host is also accepted as a name for this machine; repeat for "
+                 "several (web.origin_refused counts the others)")
+      ->type_name("ORIGIN")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.starts_with("http://") || v.starts_with("https://")
+                       ? std::string()
+                       : std::string("an origin is http://host[:port] or https://host[:port]");
+          },
+          "ORIGIN"));
   app.add_option("--web-root", web_root,
                  "folder with index.html, app.js, style.css (default: share/petdaq/web beside "
                  "the program's bin/)")
@@ -155,6 +181,9 @@ int main(int argc, char** argv) {
   options.stale_after = std::chrono::milliseconds(static_cast<long long>(stale_after_s * 1000));
   options.history_points = history_points;
   options.client_queue = client_queue;
+  options.max_connections = max_connections;
+  options.max_message_bytes = max_message_bytes;
+  options.allowed_origins = allowed_origins;
   options.client_write_timeout =
       std::chrono::milliseconds(static_cast<long long>(client_timeout_s * 1000));
   options.dynamic = [runs = RunsPage(catalogue)](const std::string& target)

@@ -1,7 +1,9 @@
 #include "tools/web/server.h"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -29,6 +31,44 @@ constexpr int kClientSendBufferBytes = 64 * 1024;
 constexpr auto kTick = std::chrono::milliseconds(250);
 constexpr auto kStatusEvery = std::chrono::milliseconds(1000);
 constexpr auto kHttpTimeout = std::chrono::seconds(30);
+// After a failed accept (no descriptor left): wait this long instead of spinning.
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+
+// One connection's place under max_connections, given back when the session ends. The count
+// is shared, so that it outlives the hub (handlers may be destroyed after it).
+class Slot {
+ public:
+  explicit Slot(std::shared_ptr<std::size_t> count) : count_(std::move(count)) { ++*count_; }
+  ~Slot() { --*count_; }
+  Slot(const Slot&) = delete;
+  Slot& operator=(const Slot&) = delete;
+
+ private:
+  std::shared_ptr<std::size_t> count_;
+};
+
+// "host" of "host:port" or "[v6]:port".
+std::string host_part(std::string_view host_port) {
+  if (host_port.starts_with('[')) {
+    const auto end = host_port.find(']');
+    return std::string(host_port.substr(1, end == std::string_view::npos ? std::string_view::npos
+                                                                        : end - 1));
+  }
+  return std::string(host_port.substr(0, host_port.rfind(':')));
+}
+
+bool is_address_or_localhost(const std::string& host) {
+  if (host == "localhost") return true;
+  beast::error_code ec;
+  asio::ip::make_address(host, ec);
+  return !ec;
+}
+
+std::string lower(beast::string_view s) {
+  std::string out(s.data(), s.size());
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 }  // namespace
 
 class WsSession;
@@ -51,6 +91,12 @@ class Hub {
   void join(const std::shared_ptr<WsSession>& s);
   void leave(const WsSession* s);
   std::size_t client_queue() const { return options_.client_queue; }
+  const ServerOptions& options() const { return options_; }
+  // Whether a request may be answered: its Host is an address, localhost or an allowed
+  // origin's host, and its Origin (if any) is the page's own or an allowed one.
+  bool allowed(const http::request<http::string_body>& req) const;
+  // A connection's place, or null when max_connections are open (counted).
+  std::unique_ptr<Slot> take_slot();
   WebCounters& counters() { return counters_; }
   // The response to a plain HTTP request.
   http::response<http::string_body> respond(const http::request<http::string_body>& req);
@@ -77,11 +123,13 @@ class Hub {
   Clock::time_point last_status_{};
   bool have_data_ = false;
   FeedState announced_ = FeedState::waiting;
+  std::shared_ptr<std::size_t> connections_ = std::make_shared<std::size_t>(0);
 };
 
 class WsSession : public std::enable_shared_from_this<WsSession> {
  public:
-  WsSession(tcp::socket socket, Hub& hub) : ws_(std::move(socket)), hub_(hub) {}
+  WsSession(tcp::socket socket, Hub& hub, std::unique_ptr<Slot> slot)
+      : ws_(std::move(socket)), hub_(hub), slot_(std::move(slot)) {}
   ~WsSession() {
     beast::error_code ec;
     beast::get_lowest_layer(ws_).socket().close(ec);
@@ -98,6 +146,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
     ws_.set_option(websocket::stream_base::decorator(
         [](websocket::response_type& r) { r.set(http::field::server, "petdaq-web"); }));
     ws_.text(true);
+    // The page sends nothing the server acts on: a large message is refused, not kept.
+    ws_.read_message_max(hub_.options().max_message_bytes);
     ws_.async_accept(req, beast::bind_front_handler(&WsSession::on_accept, shared_from_this()));
   }
 
@@ -137,6 +187,8 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
   }
   void on_read(beast::error_code ec, std::size_t) {
     if (ec) {
+      if (ec == websocket::error::message_too_big)
+        hub_.counters().add(WebCounter::messages_too_large);
       close();
       return;
     }
@@ -174,6 +226,7 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
   websocket::stream<beast::tcp_stream> ws_;
   Hub& hub_;
+  std::unique_ptr<Slot> slot_;
   beast::flat_buffer in_;
   std::deque<Message> queue_;
   Message in_flight_;
@@ -184,23 +237,47 @@ class WsSession : public std::enable_shared_from_this<WsSession> {
 
 class HttpSession : public std::enable_shared_from_this<HttpSession> {
  public:
-  HttpSession(tcp::socket socket, Hub& hub) : stream_(std::move(socket)), hub_(hub) {}
+  HttpSession(tcp::socket socket, Hub& hub, std::unique_ptr<Slot> slot)
+      : stream_(std::move(socket)),
+        hub_(hub),
+        slot_(std::move(slot)),
+        buffer_(hub.options().max_message_bytes) {}
 
   void read() {
-    req_ = {};
+    parser_.emplace();
+    // Headers and body together within max_message_bytes (the buffer's limit too).
+    parser_->header_limit(static_cast<std::uint32_t>(hub_.options().max_message_bytes));
+    parser_->body_limit(hub_.options().max_message_bytes);
     stream_.expires_after(kHttpTimeout);
-    http::async_read(stream_, buffer_, req_,
+    http::async_read(stream_, buffer_, *parser_,
                      beast::bind_front_handler(&HttpSession::on_read, shared_from_this()));
   }
 
  private:
   void on_read(beast::error_code ec, std::size_t) {
     if (ec) {
+      if (ec == http::error::header_limit || ec == http::error::body_limit ||
+          ec == http::error::buffer_overflow)
+        hub_.counters().add(WebCounter::messages_too_large);
       stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
       return;
     }
+    req_ = parser_->release();
+    if (!hub_.allowed(req_)) {
+      hub_.counters().add(WebCounter::origin_refused);
+      res_ = {http::status::forbidden, req_.version()};
+      res_.set(http::field::server, "petdaq-web");
+      res_.set(http::field::content_type, "text/plain; charset=utf-8");
+      res_.body() = "petdaq-web: this page's origin or host is not allowed (--allowed-origin)\n";
+      res_.keep_alive(false);
+      res_.prepare_payload();
+      http::async_write(stream_, res_,
+                        beast::bind_front_handler(&HttpSession::on_write, shared_from_this()));
+      return;
+    }
     if (websocket::is_upgrade(req_) && req_.target() == "/ws") {
-      std::make_shared<WsSession>(stream_.release_socket(), hub_)->start(std::move(req_));
+      std::make_shared<WsSession>(stream_.release_socket(), hub_, std::move(slot_))
+          ->start(std::move(req_));
       return;
     }
     res_ = hub_.respond(req_);
@@ -217,7 +294,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 
   beast::tcp_stream stream_;
   Hub& hub_;
+  std::unique_ptr<Slot> slot_;
   beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
   http::request<http::string_body> req_;
   http::response<http::string_body> res_;
 };
@@ -225,7 +304,7 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(asio::io_context& io, tcp::acceptor& acceptor, Hub& hub)
-      : io_(io), acceptor_(acceptor), hub_(hub) {}
+      : io_(io), acceptor_(acceptor), hub_(hub), backoff_(io) {}
   void accept() {
     acceptor_.async_accept(io_, beast::bind_front_handler(&Listener::on_accept, shared_from_this()));
   }
@@ -233,17 +312,65 @@ class Listener : public std::enable_shared_from_this<Listener> {
  private:
   void on_accept(beast::error_code ec, tcp::socket socket) {
     if (ec == asio::error::operation_aborted) return;
-    if (!ec) std::make_shared<HttpSession>(std::move(socket), hub_)->read();
+    if (ec) {
+      // Out of descriptors (or another transient error): try again a little later, so the
+      // loop goes on serving the connections it has instead of spinning here.
+      backoff_.expires_after(kAcceptBackoff);
+      backoff_.async_wait([self = shared_from_this()](beast::error_code e) {
+        if (!e) self->accept();
+      });
+      return;
+    }
+    if (auto slot = hub_.take_slot()) {
+      std::make_shared<HttpSession>(std::move(socket), hub_, std::move(slot))->read();
+    } else {
+      beast::error_code ignored;
+      socket.close(ignored);  // over max_connections: closed at once (counted)
+    }
     accept();
   }
   asio::io_context& io_;
   tcp::acceptor& acceptor_;
   Hub& hub_;
+  asio::steady_timer backoff_;
 };
 
 // ---------------- Hub ----------------
 
 void Hub::start() { tick(); }
+
+std::unique_ptr<Slot> Hub::take_slot() {
+  if (*connections_ >= options_.max_connections) {
+    counters_.add(WebCounter::connections_refused);
+    return nullptr;
+  }
+  return std::make_unique<Slot>(connections_);
+}
+
+bool Hub::allowed(const http::request<http::string_body>& req) const {
+  const std::string host = lower(req[http::field::host]);
+  auto listed = [&](const std::string& origin) {
+    for (const auto& o : options_.allowed_origins)
+      if (lower(o) == origin) return true;
+    return false;
+  };
+  auto listed_host = [&](const std::string& h) {
+    for (const auto& o : options_.allowed_origins) {
+      const std::string lo = lower(o);
+      const auto at = lo.find("://");
+      if (at != std::string::npos && lo.substr(at + 3) == h) return true;
+    }
+    return false;
+  };
+  // A name that is not this machine's address: a page of another site that made its name
+  // point here (DNS rebinding) would otherwise be same-origin.
+  if (!host.empty() && !is_address_or_localhost(host_part(host)) && !listed_host(host))
+    return false;
+  const auto origin_field = req.find(http::field::origin);
+  if (origin_field == req.end()) return true;  // not a browser page's request
+  const std::string origin = lower(origin_field->value());
+  return origin == "http://" + host || listed(origin);
+}
 
 void Hub::join(const std::shared_ptr<WsSession>& s) {
   sessions_.push_back(s);

@@ -1,7 +1,13 @@
 // petdaq-web's HTTP and WebSocket side (Boost.Beast, one thread): serves the page's files
 // from memory and pushes every update to every connected page. Nothing here waits for a
 // client: each WebSocket client has a bounded queue, and a client whose queue is full or
-// whose write has stalled is dropped and counted (web.clients_dropped_slow).
+// whose write has stalled is dropped and counted (web.clients_dropped_slow). What a client
+// may cost is bounded: connections at most max_connections (more are closed at once,
+// web.connections_refused), requests and WebSocket messages at most max_message_bytes
+// (web.messages_too_large). A browser page of another site cannot read the data: a request
+// whose Origin is not the page's own or one of allowed_origins, or whose Host names another
+// machine than an address or one of allowed_origins' (DNS rebinding), is refused with 403
+// (web.origin_refused).
 #pragma once
 
 #include <atomic>
@@ -13,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -34,6 +41,11 @@ struct ServerOptions {
   std::size_t history_points = 600;
   std::size_t client_queue = 16;  // messages waiting per client before it is dropped
   std::chrono::milliseconds client_write_timeout{10000};
+  std::size_t max_connections = 64;       // HTTP and WebSocket together
+  std::size_t max_message_bytes = 16384;  // one request (headers and body) or WebSocket message
+  // Origins ("http://host:port") besides the page's own whose pages may read the data; their
+  // hosts are also accepted in the Host header.
+  std::vector<std::string> allowed_origins;
   std::map<std::string, StaticFile> files;  // by request path, e.g. "/" and "/app.js"
   // Other GET paths (the Runs page): the status, content type and body, or nullopt.
   std::function<std::optional<std::tuple<int, std::string, std::string>>(const std::string&)>

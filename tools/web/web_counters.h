@@ -17,11 +17,15 @@
   X(image_received, "web.image_received")           /* messages on topic image */         \
   X(image_malformed, "web.image_malformed")         /* of those, refused: skipped */      \
   X(messages_malformed, "web.messages_malformed")   /* wrong frames, header or topic */   \
+  X(publisher_changes, "web.publisher_changes") /* another publisher_id than before */   \
   X(updates_dropped, "web.updates_dropped")         /* the server loop was behind */       \
   X(clients_accepted, "web.clients_accepted")       /* WebSocket connections */           \
   X(clients_dropped_slow, "web.clients_dropped_slow") /* queue full or write stalled */   \
   X(http_requests, "web.http_requests")                                                   \
-  X(http_refused, "web.http_refused") /* not GET/HEAD, or no such page */
+  X(http_refused, "web.http_refused") /* not GET/HEAD, or no such page */              \
+  X(connections_refused, "web.connections_refused") /* over --max-connections */         \
+  X(messages_too_large, "web.messages_too_large") /* request or WebSocket message */     \
+  X(origin_refused, "web.origin_refused") /* Origin or Host not allowed: 403 */
 
 namespace petdaq::web {
 

@@ -450,6 +450,12 @@ def main(argv=None):
     except CalibrationError as e:
         print(f"petdaq-calibrate: error: {e}", file=sys.stderr)
         return 1
+    except OSError as e:
+        # A path that cannot be read or written as given (a directory for a file, no
+        # permission): the path and the reason, no traceback.
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"petdaq-calibrate: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     return 0
