@@ -102,7 +102,7 @@ void CastorWriter::add(const MessageHeader& m, const CoincRecord* records, std::
     bytes::store_le32(p + 8, id2);
     write_or_throw(cdf_, event, size, with_suffix(base_, ".cdf"));
   }
-  events_ += written;
+  events_ += n;
 }
 
 template <class Fn>

@@ -399,7 +399,6 @@ int main(int argc, char** argv) {
       }
     };
     std::string written;
-    std::uint64_t skipped = 0;  // records no output can hold
     if (o.format == "castor") {
       exporter::CastorWriter w(o.output, settings, h.tick_ps, corrections,
                                o.castor_mode == "histogram" ? exporter::CastorMode::histogram
@@ -521,14 +520,6 @@ int main(int argc, char** argv) {
                  static_cast<unsigned long long>(messages), source.c_str(), written.c_str());
     if (messages == 0) {
       std::fprintf(stderr, "%s: warning: no complete message from %s\n", kProgram, source.c_str());
-      return 1;
-    }
-    if (skipped > 0) {
-      std::fprintf(stderr,
-                   "%s: %llu prompts left out: a crystal id outside the scanner's %u crystals "
-                   "(a corrupt file, or --config of another scanner)\n",
-                   kProgram, static_cast<unsigned long long>(skipped),
-                   Geometry::from(settings.scanner).crystal_count());
       return 1;
     }
     return 0;
