@@ -38,7 +38,9 @@ namespace petdaq {
   X(out_zmq_disconnects, "out.zmq_disconnects")                                 \
   X(out_file_errors, "out.file_errors") X(out_file_dropped_bytes, "out.file_dropped_bytes") \
   X(rx_seq_restarts, "rx.seq_restarts") X(rx_seq_wild, "rx.seq_wild")              \
-  X(out_zmq_auth_refused, "out.zmq_auth_refused")
+  X(out_zmq_auth_refused, "out.zmq_auth_refused")                             \
+  X(stream_source_lagging, "stream.source_lagging") X(stream_dead_frames, "stream.dead_frames") \
+  X(stream_dead_intervals, "stream.dead_intervals")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,
@@ -97,12 +99,28 @@ class Counters {
   std::uint64_t bdm_energy_rejected(std::uint32_t bdm) const {
     return bdm_energy_rejected_[bdm].load(std::memory_order_relaxed);
   }
+  // Per-BDM losses (DESIGN section 6): frames dropped as late (stream.late; a lagging
+  // source's frames behind the horizon among them) and in dead time (stream.dead_frames).
+  void add_bdm_late(std::uint32_t bdm, std::uint64_t n) {
+    bdm_late_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  void add_bdm_dead(std::uint32_t bdm, std::uint64_t n) {
+    bdm_dead_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_late(std::uint32_t bdm) const {
+    return bdm_late_[bdm].load(std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_dead(std::uint32_t bdm) const {
+    return bdm_dead_[bdm].load(std::memory_order_relaxed);
+  }
 
  private:
   std::array<std::atomic<std::uint64_t>, kCounterCount> values_{};
   std::uint32_t bdm_count_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_singles_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_energy_rejected_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_late_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_dead_;
 };
 
 }  // namespace petdaq

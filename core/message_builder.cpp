@@ -28,7 +28,8 @@ MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
       h.record_count = static_cast<std::uint32_t>(result.single_count);
       h.record_size = sizeof(Single);
       break;
-    case MessageKind::histograms: break;
+    case MessageKind::histograms:
+    case MessageKind::deadtime: break;
   }
   return h;
 }

@@ -49,6 +49,16 @@
 //   cut is at or after its bound. When more than max_slice_frames staged frames are below a
 //   bound, the backend takes the earliest and says so (SliceResult::split); the next cut
 //   takes the rest, and the end of a run cuts until nothing is left.
+// * Lagging sources (a board whose link cannot keep up): a live source whose latest time is
+//   more than stream.max_lag_ms behind the leaders' (the upper median of the live sources'
+//   latest times) is lagging, checked whenever the horizon is brought up to date; so is the
+//   source holding the horizon when the frames waiting for it fill stream.lag_stage_fraction
+//   of the stage and another live source is ahead of it. A lagging source does not hold the
+//   horizon (like an idle one); its frames that go on from its own clock are taken when at or
+//   after the published horizon and late (stream.late, and per BDM) when behind it, and never
+//   count as a clock reset or a time jump. Each episode is counted in stream.source_lagging.
+//   It holds the horizon again once back within half of max_lag_ms of the leaders (half its
+//   distance to them when the room rule declared it).
 // * Frames held for the next run wait in a buffer of stream.max_pending_frames; a frame that
 //   finds it full is counted in stream.pending_full and dropped.
 // * After finish(), a later push() starts a new run (run_id + 1, not counted as a reset).
@@ -116,6 +126,12 @@ class Slicer {
   void poll(Clock::time_point now);
   // End of the acquisition: resolves everything pending and delivers all results.
   void finish();
+
+  // The source (BDM) is lagging (DESIGN section 6): it does not hold the horizon.
+  bool source_lagging(std::uint32_t bdm) const;
+  // Acquisition time before t_end was shed as dead time (DESIGN section 6, "Overload"): no
+  // frame of [t_begin, t_end) will come. The sources holding the horizon go on from t_end.
+  void skip_dead(std::uint64_t t_end);
 
   std::uint64_t run_id() const;
   std::uint64_t horizon() const;  // last published raw-time horizon

@@ -66,6 +66,14 @@ struct RatesSnapshot {
   // could run (getrusage RUSAGE_THREAD), cumulative.
   double worker_cpu_s = 0;
   std::uint64_t worker_involuntary_switches = 0;
+  // Lagging sources (bdm_count entries, nonzero: lagging; null: none) and dead time
+  // (DESIGN section 6): whether the worker is shedding now, and the live fraction of the run
+  // and of the interval's acquisition time.
+  const std::uint8_t* lagging = nullptr;
+  bool shedding = false;
+  double dead_s_run = 0;
+  double live_fraction_run = 1;
+  double live_fraction_interval = 1;
 };
 
 class RatesReporter {

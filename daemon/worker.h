@@ -20,6 +20,7 @@
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "core/slicer.h"
+#include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
@@ -73,6 +74,11 @@ class Worker final : public ResultSink {
   void apply_reload();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
   void publish_histograms(std::uint64_t run_id, bool write_file);
+  // Dead time (DESIGN section 6, "Overload"): the intervals closed since the last call, on
+  // `deadtime` and into the list-mode file.
+  void publish_dead_intervals();
+  // Logs the BDMs that began or ended lagging since the last call (once per rates document).
+  void note_lagging();
 
   BackendKind backend_kind_;
   HostRing& ring_;
@@ -90,6 +96,9 @@ class Worker final : public ResultSink {
   std::uint64_t last_run_ = run_base_;
 
   RatesReporter rates_;
+  std::unique_ptr<DeadTime> dead_;
+  std::uint64_t deadtime_message_id_ = 0;
+  std::vector<std::uint8_t> lagging_;  // per BDM, as the last rates document said
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;
