@@ -301,14 +301,16 @@ bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& re
   if (header.version != kMessageVersion)
     throw PlmError(where + ": message version " + std::to_string(header.version) +
                    " is not supported");
+  const bool dead = header.kind == static_cast<std::uint16_t>(MessageKind::deadtime);
   if (header.kind != static_cast<std::uint16_t>(MessageKind::prompts) &&
-      header.kind != static_cast<std::uint16_t>(MessageKind::delayed))
+      header.kind != static_cast<std::uint16_t>(MessageKind::delayed) && !dead)
     throw PlmError(where + ": kind " + std::to_string(header.kind) +
-                   " (a list-mode file holds prompts (1) and delayed (2) only)");
-  if (header.record_size != sizeof(CoincRecord))
+                   " (a list-mode file holds prompts (1), delayed (2) and deadtime (5) only)");
+  const std::size_t record_size = dead ? sizeof(DeadInterval) : sizeof(CoincRecord);
+  if (header.record_size != record_size)
     throw PlmError(where + ": record size " + std::to_string(header.record_size) + ", expected " +
-                   std::to_string(sizeof(CoincRecord)));
-  const std::size_t want = std::size_t{header.record_count} * sizeof(CoincRecord);
+                   std::to_string(record_size));
+  const std::size_t want = std::size_t{header.record_count} * record_size;
   if (tolerate_tail && want > file_bytes_ - std::min(file_bytes_, offset_)) {
     // A file being written has grown since it was opened.
     std::error_code ec;
@@ -325,8 +327,15 @@ bool PlmReader::read_message(MessageHeader& header, std::vector<CoincRecord>& re
     throw PlmError(where + ": truncated records (" + std::to_string(left) + " of " +
                    std::to_string(want) + " bytes)");
   }
-  records.resize(header.record_count);
-  const std::size_t body = read_some(records.data(), want);
+  dead_.clear();
+  if (dead) {
+    records.clear();
+    dead_.resize(header.record_count);
+  } else {
+    records.resize(header.record_count);
+  }
+  const std::size_t body =
+      read_some(dead ? static_cast<void*>(dead_.data()) : static_cast<void*>(records.data()), want);
   if (body != want) {
     if (tolerate_tail) {
       partial_tail_bytes_ = kMessageHeaderBytes + body;

@@ -126,7 +126,9 @@ class PlmReader {
   const PlmHeader& header() const { return header_; }
   // Reads the next message into `header` and `records` (resized to its record count).
   // Returns false at a clean end of file; throws PlmError on a truncated message, a bad
-  // magic or version, a kind other than prompts/delayed or a record size other than 32.
+  // magic or version, a kind other than prompts/delayed/deadtime or a record size other than
+  // the kind's (32; 24 for deadtime). A deadtime message (DESIGN section 6, "Overload")
+  // leaves `records` empty and its intervals in dead_intervals().
   bool next(MessageHeader& header, std::vector<CoincRecord>& records);
   // Like next(), but a message cut short by the end of the file (a file still being
   // written) ends the reading instead of throwing; partial_tail_bytes() then says how many
@@ -135,6 +137,8 @@ class PlmReader {
   std::uint64_t partial_tail_bytes() const { return partial_tail_bytes_; }
   std::uint64_t partial_tail_offset() const { return partial_tail_offset_; }
   std::uint64_t offset() const { return offset_; }
+  // The intervals of the last message read, when it was a deadtime message.
+  const std::vector<DeadInterval>& dead_intervals() const { return dead_; }
 
  private:
   std::size_t read_some(void* data, std::size_t bytes);
@@ -148,6 +152,7 @@ class PlmReader {
   std::uint64_t file_bytes_ = 0;
   std::uint64_t partial_tail_bytes_ = 0;
   std::uint64_t partial_tail_offset_ = 0;
+  std::vector<DeadInterval> dead_;
 };
 
 // A ResultSink that writes each slice as one prompts message and, when delayed windows are

@@ -1,13 +1,14 @@
 """Reading a list-mode (.plm) file (DESIGN section 7): a 64-byte file header, then the
-coincidence messages exactly as published (message header + records, prompts and delayed)."""
+coincidence messages exactly as published (message header + records, prompts and delayed),
+and the dead intervals the daemon shed under overload (deadtime, DESIGN section 6)."""
 
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_PROMPTS, MESSAGE_HEADER,
-                      MESSAGE_MAGIC, RECORD)
+from .formats import (DEAD_INTERVAL, FILE_HEADER, FILE_MAGIC, KIND_DEADTIME, KIND_DELAYED,
+                      KIND_PROMPTS, MESSAGE_HEADER, MESSAGE_MAGIC, RECORD)
 
 
 @dataclass
@@ -18,6 +19,13 @@ class PlmFile:
     prompts: np.ndarray      # RECORD, every prompt in file order
     delayed: np.ndarray      # RECORD, every delayed coincidence in file order
     partial_tail_bytes: int  # bytes of a last message not complete yet (a file being written)
+    dead: np.ndarray = None  # DEAD_INTERVAL, every dead interval in file order
+
+    def dead_ticks(self):
+        """Acquisition time shed as dead time, ticks (the intervals do not overlap)."""
+        if self.dead is None or self.dead.size == 0:
+            return 0
+        return int(np.sum(self.dead["t_end"] - self.dead["t_begin"]))
 
     @property
     def tick_ps(self):
@@ -57,11 +65,12 @@ def read_plm(path):
         where = f"{name}: message at byte {at}"
         if mh["magic"] != MESSAGE_MAGIC or mh["version"] != 1:
             raise PlmError(f"{where}: bad message magic or version")
-        if mh["kind"] not in (KIND_PROMPTS, KIND_DELAYED):
-            raise PlmError(f"{where}: kind {int(mh['kind'])} (prompts and delayed only)")
-        if mh["record_size"] != RECORD.itemsize:
-            raise PlmError(f"{where}: record size {int(mh['record_size'])}, expected 32")
-        body = int(mh["record_count"]) * RECORD.itemsize
+        if mh["kind"] not in (KIND_PROMPTS, KIND_DELAYED, KIND_DEADTIME):
+            raise PlmError(f"{where}: kind {int(mh['kind'])} (prompts, delayed and deadtime only)")
+        size = DEAD_INTERVAL.itemsize if mh["kind"] == KIND_DEADTIME else RECORD.itemsize
+        if mh["record_size"] != size:
+            raise PlmError(f"{where}: record size {int(mh['record_size'])}, expected {size}")
+        body = int(mh["record_count"]) * size
         start = at + MESSAGE_HEADER.itemsize
         if start + body > end:
             partial = end - at
@@ -80,4 +89,6 @@ def read_plm(path):
             return np.zeros(0, dtype=RECORD)
         return np.concatenate(chosen).view(RECORD)
 
-    return PlmFile(header, messages, records(KIND_PROMPTS), records(KIND_DELAYED), partial)
+    dead = [b for b, k in zip(bodies, kinds) if k == KIND_DEADTIME]
+    dead = np.concatenate(dead).view(DEAD_INTERVAL) if dead else np.zeros(0, dtype=DEAD_INTERVAL)
+    return PlmFile(header, messages, records(KIND_PROMPTS), records(KIND_DELAYED), partial, dead)

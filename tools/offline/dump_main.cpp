@@ -41,7 +41,20 @@ int main(int argc, char** argv) {
     std::uint64_t runs = 0, last_run = 0;
     std::uint64_t t_first = 0, t_last = 0;
     bool any = false;
+    std::uint64_t dead_messages = 0, dead_ticks = 0, dead_frames = 0;
     while (reader.next_complete(m, records)) {
+      if (m.kind == static_cast<std::uint16_t>(MessageKind::deadtime)) {
+        // Acquisition time shed as dead time (DESIGN section 6, "Overload").
+        ++dead_messages;
+        for (const DeadInterval& d : reader.dead_intervals()) {
+          dead_ticks += d.t_end > d.t_begin ? d.t_end - d.t_begin : 0;
+          dead_frames += d.frames_dropped;
+          if (!summary)
+            std::printf("deadtime %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", m.run_id,
+                        d.t_begin, d.t_end, d.frames_dropped);
+        }
+        continue;
+      }
       const int k = m.kind == 1 ? 1 : 2;
       ++message_count[k];
       record_count[k] += records.size();
@@ -70,6 +83,10 @@ int main(int argc, char** argv) {
                 " and %" PRIu64 ")\n",
                 record_count[1], record_count[2], from_multiple[1], from_multiple[2]);
     std::printf("# runs %" PRIu64 " ticks [%" PRIu64 ", %" PRIu64 ")\n", runs, t_first, t_last);
+    if (dead_messages)
+      std::printf("# dead time: %" PRIu64 " intervals, %" PRIu64 " ticks, %" PRIu64
+                  " frames dropped\n",
+                  dead_messages, dead_ticks, dead_frames);
     if (reader.partial_tail_bytes()) {
       std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
                   reader.partial_tail_offset(), reader.partial_tail_bytes());
