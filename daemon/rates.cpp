@@ -115,8 +115,10 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   nlohmann::ordered_json lagging = nlohmann::ordered_json::array();
   nlohmann::ordered_json late = nlohmann::ordered_json::array();
   nlohmann::ordered_json dead = nlohmann::ordered_json::array();
+  nlohmann::ordered_json taken = nlohmann::ordered_json::array();
   for (std::uint32_t b = 0; b < bdm_count; ++b) {
     lagging.push_back(s.lagging != nullptr && s.lagging[b] != 0);
+    taken.push_back(counters_.bdm_singles(b) + counters_.bdm_energy_rejected(b));
     late.push_back(counters_.bdm_late(b));
     dead.push_back(counters_.bdm_dead(b));
   }
@@ -125,6 +127,7 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
                 {"singles_per_s", std::move(singles)},
                 {"temperature_degC", std::move(temperatures)},
                 {"lagging", std::move(lagging)},
+                {"frames_taken", std::move(taken)},
                 {"late", std::move(late)},
                 {"dead", std::move(dead)}};
   doc["deadtime"] = {{"shedding", s.shedding},
