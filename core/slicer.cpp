@@ -126,15 +126,17 @@ struct SourceClocks {
   }
 
   // A live source more than max_lag behind the leaders is lagging; a lagging one back within
-  // its rejoin distance holds the horizon again. Returns the sources newly lagging.
-  std::uint32_t update_lag(std::uint64_t max_lag, std::array<std::uint64_t, 256>& scratch) {
+  // its rejoin distance of them, and no longer behind the horizon `h` (which cannot go back),
+  // holds the horizon again. Returns the sources newly lagging.
+  std::uint32_t update_lag(std::uint64_t max_lag, std::uint64_t h,
+                           std::array<std::uint64_t, 256>& scratch) {
     const std::uint64_t leaders = leaders_time(scratch);
     std::uint32_t declared = 0;
     for (Source& s : sources) {
       if (!live(s)) continue;
       const std::uint64_t gap = sat_sub(leaders, s.latest);
       if (s.lagging) {
-        if (gap <= s.lag_rejoin) s.lagging = false;
+        if (gap <= s.lag_rejoin && s.latest >= h) s.lagging = false;
       } else if (max_lag > 0 && gap > max_lag) {
         s.lagging = true;
         s.lag_rejoin = max_lag / 2;
@@ -470,7 +472,8 @@ struct Slicer::Impl {
   // The time rule: sources further than stream.max_lag_ms behind the leaders lag.
   void update_lag() {
     if (max_lag_ticks == 0 && !clocks.any_lagging()) return;
-    stream_delta[Counter::stream_source_lagging] += clocks.update_lag(max_lag_ticks, lag_scratch);
+    stream_delta[Counter::stream_source_lagging] +=
+        clocks.update_lag(max_lag_ticks, h_cur, lag_scratch);
   }
 
   // The room rule: the frames waiting for the horizon fill the share of the stage one
@@ -478,9 +481,13 @@ struct Slicer::Impl {
   void release_lagging(std::size_t n) {
     if (h_cur == lag_stage_idle_at && !split_seen) return;
     for (;;) {
-      if (stage.since_cut > 0 || h_cur > published) cut(h_cur, false);
+      const std::size_t before = stage.held_upper;
+      cut(h_cur, false);
       drain();
       if (stage.held_upper + n <= lag_stage_frames) return;
+      // The cut freed frames (a split slice leaves the rest of them): cut again before the
+      // frames left can be said to wait for a source.
+      if (stage.held_upper < before) continue;
       const int src = clocks.holding_back(max_disorder_ticks);
       if (src < 0) {
         lag_stage_idle_at = h_cur;
@@ -876,6 +883,13 @@ void Slicer::skip_dead(std::uint64_t t_end) {
     if (s.sent && !s.reset && !s.lagging) s.latest = std::max(s.latest, t_end - 1);
   m.update_horizon();
   m.flush_counters();
+}
+
+std::uint64_t Slicer::latest_time() const {
+  std::uint64_t t = 0;
+  for (const auto& s : impl_->clocks.sources)
+    if (s.sent) t = std::max(t, s.latest);
+  return t;
 }
 
 std::uint64_t Slicer::run_id() const { return impl_->run; }

@@ -58,7 +58,8 @@
 //   after the published horizon and late (stream.late, and per BDM) when behind it, and never
 //   count as a clock reset or a time jump. Each episode is counted in stream.source_lagging.
 //   It holds the horizon again once back within half of max_lag_ms of the leaders (half its
-//   distance to them when the room rule declared it).
+//   distance to them when the room rule declared it) and no longer behind the horizon (the
+//   others may have gone idle meanwhile: its frames stay late, never a clock reset).
 // * Frames held for the next run wait in a buffer of stream.max_pending_frames; a frame that
 //   finds it full is counted in stream.pending_full and dropped.
 // * After finish(), a later push() starts a new run (run_id + 1, not counted as a reset).
@@ -132,6 +133,8 @@ class Slicer {
   // Acquisition time before t_end was shed as dead time (DESIGN section 6, "Overload"): no
   // frame of [t_begin, t_end) will come. The sources holding the horizon go on from t_end.
   void skip_dead(std::uint64_t t_end);
+  // The latest raw time taken in this run (the sources' latest, time jumps excluded; 0: none).
+  std::uint64_t latest_time() const;
 
   std::uint64_t run_id() const;
   std::uint64_t horizon() const;  // last published raw-time horizon

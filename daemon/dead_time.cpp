@@ -78,10 +78,10 @@ void DeadTime::drop_frames(Chunk& c) {
   c.used_bytes = kept * kFrameBytes;
 }
 
-void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t trusted_max) {
+void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken) {
   if (!shedding_ && in_use >= high_chunks_) {
     shedding_ = true;
-    open_.t_begin = std::max(taken_any_ ? taken_max_ + 1 : 0, last_end_);
+    open_.t_begin = std::max(latest_taken > 0 ? latest_taken + 1 : 0, last_end_);
     open_.t_end = open_.t_begin;
     open_.frames_dropped = 0;
   }
@@ -101,10 +101,6 @@ void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
       drop_whole(c, whole);
     else if (overlaps)
       drop_frames(c);
-  }
-  if (c.frame_count > 0 && c.summary.present_count > 0 && c.summary.max_time <= trusted_max) {
-    taken_max_ = std::max(taken_max_, c.summary.max_time);
-    taken_any_ = true;
   }
   if (shedding_ && (in_use <= low_chunks_ || waiting == 0)) close_open();
 }
@@ -137,8 +133,6 @@ void DeadTime::new_run() {
   if (shedding_) close_open();
   recent_count_ = 0;
   recent_next_ = 0;
-  taken_max_ = 0;
-  taken_any_ = false;
   last_end_ = 0;
   run_dead_closed_ = 0;
   reported_dead_ = 0;

@@ -30,9 +30,9 @@ class DeadTime {
   // `waiting` sealed ones wait for the worker. Opens an interval above the high mark, drops
   // the chunk's frames inside dead time (rewriting the chunk and its summary in place) and
   // counts them; closes the open interval once the backlog is below the low mark.
-  // `trusted_max`: frame times above it are not believed to be the acquisition's latest
-  // (wild stamps the slicer drops as time jumps).
-  void filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t trusted_max);
+  // `latest_taken`: the latest raw time the slicer has taken (Slicer::latest_time(), so wild
+  // stamps it dropped as time jumps do not count; 0: none); an interval opens after it.
+  void filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken);
   // The next interval closed since the last call (false: none).
   bool take_closed(DeadInterval& out);
   // A new run (clock reset, reload): the old run's intervals no longer apply; an open one
@@ -62,8 +62,6 @@ class DeadTime {
   const SourceRule rule_;
   Counters& counters_;
   bool shedding_ = false;
-  std::uint64_t taken_max_ = 0;  // latest trusted time passed on to the slicer
-  bool taken_any_ = false;
   std::uint64_t last_end_ = 0;   // end of the last closed interval of the run
   // The open interval [begin, end) while shedding; `end` follows the frames it drops.
   DeadInterval open_{};

@@ -183,9 +183,8 @@ void Worker::take_chunk(Chunk* c) {
   const bool was_shedding = dead_->shedding();
   {
     const std::size_t chunks = ring_.chunk_count();
-    const std::uint64_t horizon = slicer.horizon();
     dead_->filter(*c, chunks - std::min(chunks, ring_.free_approx()), ring_.sealed_approx(),
-                  horizon > 0 ? horizon + engine_->max_future_ticks : ~std::uint64_t{0});
+                  slicer.latest_time());
   }
   const bool dead_closed = was_shedding && !dead_->shedding();
   if (c->frame_count == 0) {
@@ -296,6 +295,7 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                  stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
+  note_run_dead_time(run_slice_end_);
   // The old run's dead intervals do not apply to the next run's clock.
   dead_->new_run();
   publish_dead_intervals();
@@ -449,14 +449,11 @@ void Worker::publish_rates(Clock::time_point now) {
         static_cast<double>(horizon - from) * engine_->settings.scanner.tick_ps * 1e-12;
   {
     const double tick_s = engine_->settings.scanner.tick_ps * 1e-12;
-    const std::uint64_t dead_run = dead_->run_dead_ticks();
     const std::uint64_t dead_interval = dead_->take_interval_dead_ticks();
     s.shedding = dead_->shedding();
-    s.dead_s_run = static_cast<double>(dead_run) * tick_s;
-    if (run_first_prompt_ && horizon > *run_first_prompt_)
-      s.live_fraction_run = std::clamp(
-          1.0 - static_cast<double>(dead_run) / static_cast<double>(horizon - *run_first_prompt_),
-          0.0, 1.0);
+    if (run_first_prompt_) note_run_dead_time(horizon);
+    s.dead_s_run = dead_s_run_;
+    s.live_fraction_run = live_fraction_run_;
     if (s.acquisition_s > 0)
       s.live_fraction_interval =
           std::clamp(1.0 - static_cast<double>(dead_interval) * tick_s / s.acquisition_s, 0.0, 1.0);
@@ -486,6 +483,14 @@ void Worker::publish_rates(Clock::time_point now) {
   publisher_.send(topic::rates, h, json.data(), json.size());
   notify_status(rates_.summary());
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
+}
+
+void Worker::note_run_dead_time(std::uint64_t until) {
+  if (!run_first_prompt_ || until <= *run_first_prompt_) return;
+  const std::uint64_t dead = dead_->run_dead_ticks();
+  dead_s_run_ = static_cast<double>(dead) * engine_->settings.scanner.tick_ps * 1e-12;
+  live_fraction_run_ = std::clamp(
+      1.0 - static_cast<double>(dead) / static_cast<double>(until - *run_first_prompt_), 0.0, 1.0);
 }
 
 void Worker::publish_dead_intervals() {

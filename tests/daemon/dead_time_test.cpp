@@ -44,20 +44,19 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
       out.push_back(sc.frame(static_cast<std::uint32_t>(t / step % 4), 0, 1, t, 500));
     return out;
   };
-  const std::uint64_t any = ~std::uint64_t{0};
 
   TestChunk a(frames(100, 200, 1), rule);
-  dead.filter(a.chunk, 1, 1, any);
+  dead.filter(a.chunk, 1, 1, 0);
   EXPECT_EQ(a.chunk.frame_count, 100u);
   EXPECT_FALSE(dead.shedding());
 
   TestChunk b(frames(200, 300, 1), rule);  // the ring fills: the interval opens at 200
-  dead.filter(b.chunk, 5, 4, any);
+  dead.filter(b.chunk, 5, 4, 199);  // the slicer took up to 199
   EXPECT_TRUE(dead.shedding());
   EXPECT_EQ(b.chunk.frame_count, 0u) << "a chunk inside dead time goes whole";
 
   TestChunk c(frames(150, 350, 2), rule);  // another receiver's chunk across the boundary
-  dead.filter(c.chunk, 3, 2, any);
+  dead.filter(c.chunk, 3, 2, 199);
   EXPECT_TRUE(dead.shedding());
   for (std::uint64_t t : c.times()) EXPECT_LT(t, 200u);
   EXPECT_EQ(c.chunk.frame_count, 25u);
@@ -65,7 +64,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   EXPECT_EQ(c.chunk.summary.max_time, 198u);
 
   TestChunk d(frames(400, 450, 1), rule);  // below the low mark: the interval closes
-  dead.filter(d.chunk, 2, 1, any);
+  dead.filter(d.chunk, 2, 1, 199);
   EXPECT_EQ(d.chunk.frame_count, 0u);
   EXPECT_FALSE(dead.shedding());
   DeadInterval di{};
@@ -78,7 +77,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   EXPECT_EQ(dead.run_dead_ticks(), 250u);
 
   TestChunk e(frames(300, 500, 1), rule);  // late arrivals of the closed interval still go
-  dead.filter(e.chunk, 1, 1, any);
+  dead.filter(e.chunk, 1, 1, 198);
   for (std::uint64_t t : e.times()) EXPECT_GE(t, 450u);
   EXPECT_EQ(e.chunk.frame_count, 50u);
 
@@ -97,7 +96,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   // A new run (clock reset): the old intervals no longer apply.
   dead.new_run();
   TestChunk f(frames(300, 320, 1), rule);
-  dead.filter(f.chunk, 1, 1, any);
+  dead.filter(f.chunk, 1, 1, 0);
   EXPECT_EQ(f.chunk.frame_count, 20u);
   EXPECT_EQ(dead.run_dead_ticks(), 0u);
 }
@@ -110,11 +109,11 @@ TEST(DeadTime, AShedThatDroppedNothingPublishesNoInterval) {
   std::vector<RawFrame> early;
   for (std::uint64_t t = 100; t < 200; ++t) early.push_back(sc.frame(0, 0, 1, t, 500));
   TestChunk a(early, rule);
-  dead.filter(a.chunk, 1, 1, ~std::uint64_t{0});
+  dead.filter(a.chunk, 1, 1, 0);
   std::vector<RawFrame> disordered;
   for (std::uint64_t t = 50; t < 100; ++t) disordered.push_back(sc.frame(1, 0, 1, t, 500));
   TestChunk b(disordered, rule);
-  dead.filter(b.chunk, 5, 0, ~std::uint64_t{0});  // opens and, with nothing waiting, closes
+  dead.filter(b.chunk, 5, 0, 199);  // opens and, with nothing waiting, closes
   EXPECT_EQ(b.chunk.frame_count, 50u) << "frames before the interval are kept";
   EXPECT_FALSE(dead.shedding());
   DeadInterval di{};
