@@ -68,11 +68,15 @@ struct Trial {
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
   std::uint64_t intervals = 0;  // stream.dead_intervals
-  double seconds = 0;           // of sending
+  double seconds = 0;           // of sending at the trial's rate
+  double recovery_seconds = 0;  // of sending at the recovery rate after it (its frames count)
   double live_fraction = 1;     // the last rates document's deadtime.live_fraction_run
   double recovery_ms = -1;      // after the trial: last dead interval published (-1: not run)
   std::uint64_t recovery_lost = 0;  // frames lost in the recovery phase
   // Frames that went on to coincidence finding: received less every drop after receipt.
+  double taken_fps() const {
+    return static_cast<double>(taken()) / (seconds + recovery_seconds);
+  }
   std::uint64_t taken() const {
     const std::uint64_t out = dead + late + jumps + pending_full;
     return received_frames > out ? received_frames - out : 0;
@@ -333,6 +337,7 @@ int main(int argc, char** argv) {
   int trials = 0;                     // 0: search the highest zero-loss rate
   std::vector<double> rates_mfps;     // fixed rates (each --trials times, at least once)
   double recovery_mfps = 0, recovery_s = 0;
+  std::uint32_t ring_chunks = 64;  // the daemon's input.ring_chunks (4 MiB each)
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -380,6 +385,11 @@ int main(int argc, char** argv) {
                  "when the last dead interval was published after the trial ended")
       ->type_name("R")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--ring-chunks", ring_chunks,
+                 "the daemon's input.ring_chunks of 4 MiB (default 64, its default ring); a "
+                 "smaller ring reaches a steady overload within a short trial")
+      ->type_name("N")
+      ->check(CLI::Range(4u, 4096u));
   app.add_option("--recovery-s", recovery_s, "seconds of the recovery phase (0: none)")
       ->type_name("S")
       ->check(CLI::NonNegativeNumber);
@@ -409,7 +419,7 @@ int main(int argc, char** argv) {
   // The daemon's default ring (config/petdaq.yaml): what it holds in time is what absorbs
   // the worker's longest pauses.
   dc.ring_chunk_bytes = 4u << 20;
-  dc.ring_chunks = 64;
+  dc.ring_chunks = ring_chunks;
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
   dc.receiver_threads = senders;
@@ -539,6 +549,7 @@ int main(int argc, char** argv) {
       }
       recovery.join();
       source.align();
+      t.recovery_seconds = recovery_s;
       t.recovery_ms = seen > dead_before_recovery
                           ? std::chrono::duration<double, std::milli>(last - overload_end).count()
                           : 0.0;
@@ -651,7 +662,7 @@ int main(int argc, char** argv) {
                                            : "LOSS";
       std::printf("%5zu %8.2f %8.2f %9.2f %7.2f %7.2f %9llu %9llu %9llu %8.2f %8.2f %6llu %8.0f  %s\n",
                   i + 1, t.rate_fps / 1e6, t.achieved_fps / 1e6,
-                  static_cast<double>(t.taken()) / t.seconds / 1e6, 100.0 * t.lost_fraction(),
+                  t.taken_fps() / 1e6, 100.0 * t.lost_fraction(),
                   sent > 0 ? 100.0 * static_cast<double>(t.dead) / sent : 0.0,
                   static_cast<unsigned long long>(t.ring_full),
                   static_cast<unsigned long long>(t.kernel_drops),
@@ -663,7 +674,8 @@ int main(int argc, char** argv) {
           {"asked_fps", t.rate_fps},        {"sent_fps", t.achieved_fps},
           {"seconds", t.seconds},           {"sent", t.sent_frames},
           {"received", t.received_frames},  {"taken", t.taken()},
-          {"taken_fps", static_cast<double>(t.taken()) / t.seconds},
+          {"taken_fps", t.taken_fps()},
+          {"recovery_seconds", t.recovery_seconds},
           {"lost_fraction", t.lost_fraction()},
           {"dead", t.dead},                 {"dead_intervals", t.intervals},
           {"live_fraction_run", t.live_fraction},

@@ -79,15 +79,15 @@ std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_b
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%.1f s  prompts %llu msgs %llu records  delayed %llu msgs %llu records  "
-                "missed %llu prompts %llu delayed  dead intervals %llu  refused %llu  file %.1f MB",
+                "missed %llu prompts %llu delayed  refused %llu  dead intervals %llu  file %.1f MB",
                 elapsed_s, static_cast<unsigned long long>(t.ids[0].received()),
                 static_cast<unsigned long long>(t.records[0]),
                 static_cast<unsigned long long>(t.ids[1].received()),
                 static_cast<unsigned long long>(t.records[1]),
                 static_cast<unsigned long long>(t.ids[0].missed()),
                 static_cast<unsigned long long>(t.ids[1].missed()),
-                static_cast<unsigned long long>(t.dead_intervals),
-                static_cast<unsigned long long>(t.refused), file_bytes / 1e6);
+                static_cast<unsigned long long>(t.refused),
+                static_cast<unsigned long long>(t.dead_intervals), file_bytes / 1e6);
   return buf;
 }
 
