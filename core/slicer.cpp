@@ -318,6 +318,7 @@ struct Slicer::Impl {
   std::vector<std::uint64_t> bdm_late;
   bool bdm_late_any = false;
   std::uint64_t lag_stage_idle_at = kNoLimit;
+  std::uint64_t lag_stage_leaders = 0;
 
   Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut)
       : backend(b),
@@ -479,7 +480,9 @@ struct Slicer::Impl {
   // The room rule: the frames waiting for the horizon fill the share of the stage one
   // source's wait may, so the source holding it lags (as long as another is ahead of it).
   void release_lagging(std::size_t n) {
-    if (h_cur == lag_stage_idle_at && !split_seen) return;
+    // Nothing to declare last time, and neither the horizon nor the leaders moved since.
+    const std::uint64_t leaders = clocks.leaders_time(lag_scratch);
+    if (h_cur == lag_stage_idle_at && leaders == lag_stage_leaders && !split_seen) return;
     for (;;) {
       const std::size_t before = stage.held_upper;
       cut(h_cur, false);
@@ -491,14 +494,33 @@ struct Slicer::Impl {
       const int src = clocks.holding_back(max_disorder_ticks);
       if (src < 0) {
         lag_stage_idle_at = h_cur;
+        lag_stage_leaders = leaders;
         return;
       }
-      SourceClocks::Source& s = clocks.sources[static_cast<std::size_t>(src)];
-      s.lagging = true;
-      s.lag_rejoin = sat_sub(clocks.leaders_time(lag_scratch), s.latest) / 2;
-      stream_delta[Counter::stream_source_lagging] += 1;
-      h_cur = std::max(h_cur, clocks.horizon(max_disorder_ticks));
+      declare_lagging(src);
     }
+  }
+
+  void declare_lagging(int src) {
+    SourceClocks::Source& s = clocks.sources[static_cast<std::size_t>(src)];
+    s.lagging = true;
+    s.lag_rejoin = sat_sub(clocks.leaders_time(lag_scratch), s.latest) / 2;
+    stream_delta[Counter::stream_source_lagging] += 1;
+    h_cur = std::max(h_cur, clocks.horizon(max_disorder_ticks));
+  }
+
+  // The room rule for the ring: its chunks hold frames that wait for the horizon. The source
+  // holding it lags when another live source is more than a chunk's span (half of
+  // max_future) ahead of it.
+  bool release_for_ring() {
+    if (!warm || lag_stage_frames == 0) return false;
+    const int src = clocks.holding_back(max_future_ticks / 2);
+    if (src < 0) return false;
+    flush();
+    declare_lagging(src);
+    cut(h_cur, false);
+    drain();
+    return true;
   }
 
   // A frame of a lagging source that goes on from its own clock: behind the published
@@ -869,6 +891,13 @@ void Slicer::finish() {
   m.run_finished = m.run_finished || m.run_delivered;
   m.start_run();
   m.flush_counters();
+}
+
+bool Slicer::release_lagging_source() {
+  Impl& m = *impl_;
+  const bool declared = m.release_for_ring();
+  m.flush_counters();
+  return declared;
 }
 
 bool Slicer::source_lagging(std::uint32_t bdm) const {

@@ -128,6 +128,12 @@ class Slicer {
   // End of the acquisition: resolves everything pending and delivers all results.
   void finish();
 
+  // The ring is filling (the caller's high mark): when the room rule is on
+  // (stream.lag_stage_fraction > 0) and another live source is more than half of
+  // stream.max_future_ps ahead of the one holding the horizon, that one is lagging and a
+  // slice is cut at the new horizon, which frees the chunks that waited for it. Returns
+  // whether a source was declared (then the backlog was a lagging board, not an overload).
+  bool release_lagging_source();
   // The source (BDM) is lagging (DESIGN section 6): it does not hold the horizon.
   bool source_lagging(std::uint32_t bdm) const;
   // Acquisition time before t_end was shed as dead time (DESIGN section 6, "Overload"): no

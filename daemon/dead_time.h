@@ -40,6 +40,8 @@ class DeadTime {
   void new_run();
 
   bool shedding() const { return shedding_; }
+  // Chunks in use at which an interval opens.
+  std::size_t high_chunks() const { return high_chunks_; }
   // End of the last interval closed in this run (0: none).
   std::uint64_t last_end() const { return last_end_; }
   // Dead acquisition time of the run so far (the open interval up to now included), ticks.

@@ -183,8 +183,12 @@ void Worker::take_chunk(Chunk* c) {
   const bool was_shedding = dead_->shedding();
   {
     const std::size_t chunks = ring_.chunk_count();
-    dead_->filter(*c, chunks - std::min(chunks, ring_.free_approx()), ring_.sealed_approx(),
-                  slicer.latest_time());
+    std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
+    // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
+    // declared lagging first, and only a backlog that remains is shed as dead time.
+    if (!dead_->shedding() && in_use >= dead_->high_chunks() && slicer.release_lagging_source())
+      in_use = 0;
+    dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time());
   }
   const bool dead_closed = was_shedding && !dead_->shedding();
   if (c->frame_count == 0) {
