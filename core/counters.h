@@ -43,7 +43,9 @@ namespace petdaq {
   X(out_catalogue_errors, "out.catalogue_errors")                               \
   X(out_catalogue_dropped, "out.catalogue_dropped")                             \
   X(out_zmq_over_budget, "out.zmq_over_budget")                                 \
-  X(out_zmq_stalled_dropped, "out.zmq_stalled_dropped")
+  X(out_zmq_stalled_dropped, "out.zmq_stalled_dropped")                         \
+  X(stream_source_lagging, "stream.source_lagging") X(stream_dead_frames, "stream.dead_frames") \
+  X(stream_dead_intervals, "stream.dead_intervals")
 
 enum class Counter : std::uint16_t {
 #define PETDAQ_COUNTER_ENUM(id, name) id,
@@ -102,12 +104,28 @@ class Counters {
   std::uint64_t bdm_energy_rejected(std::uint32_t bdm) const {
     return bdm_energy_rejected_[bdm].load(std::memory_order_relaxed);
   }
+  // Per-BDM losses (DESIGN section 6): frames dropped as late (stream.late; a lagging
+  // source's frames behind the horizon among them) and in dead time (stream.dead_frames).
+  void add_bdm_late(std::uint32_t bdm, std::uint64_t n) {
+    bdm_late_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  void add_bdm_dead(std::uint32_t bdm, std::uint64_t n) {
+    bdm_dead_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_late(std::uint32_t bdm) const {
+    return bdm_late_[bdm].load(std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_dead(std::uint32_t bdm) const {
+    return bdm_dead_[bdm].load(std::memory_order_relaxed);
+  }
 
  private:
   std::array<std::atomic<std::uint64_t>, kCounterCount> values_{};
   std::uint32_t bdm_count_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_singles_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_energy_rejected_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_late_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_dead_;
 };
 
 }  // namespace petdaq

@@ -10,7 +10,7 @@ MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
                                     const SliceResult& result) {
   MessageHeader h;
   h.kind = static_cast<std::uint16_t>(kind);
-  h.message_id = next_id_[static_cast<int>(kind) & 3]++;
+  h.message_id = next_id_[static_cast<int>(kind) & 7]++;
   h.run_id = run_id;
   h.slice_id = result.slice_id;
   h.t_begin = result.t_begin;
@@ -28,14 +28,16 @@ MessageHeader MessageBuilder::build(MessageKind kind, std::uint64_t run_id,
       h.record_count = static_cast<std::uint32_t>(result.single_count);
       h.record_size = sizeof(Single);
       break;
-    case MessageKind::histograms: break;
-    case MessageKind::image: break;
+    case MessageKind::histograms:
+    case MessageKind::deadtime:
+    case MessageKind::image:
+    case MessageKind::acquisition: break;
   }
   return h;
 }
 
 std::uint64_t MessageBuilder::next_id(MessageKind kind) const {
-  return next_id_[static_cast<int>(kind) & 3];
+  return next_id_[static_cast<int>(kind) & 7];
 }
 
 }  // namespace petdaq

@@ -25,7 +25,7 @@ class MessageBuilder {
   std::uint64_t next_id(MessageKind kind) const;
 
  private:
-  std::uint64_t next_id_[4] = {};
+  std::uint64_t next_id_[8] = {};  // by kind (1..7)
 };
 
 }  // namespace petdaq

@@ -319,6 +319,12 @@ bool PlmReader::read_coincidences(MessageHeader& header, std::vector<CoincRecord
       records.resize(header.record_count);
       return read_body(records.data(), want, tolerate_tail);
     }
+    if (header.kind == static_cast<std::uint16_t>(MessageKind::deadtime)) {
+      // Returned with no records, its intervals in dead_intervals() (DESIGN section 6).
+      records.clear();
+      dead_.resize(header.record_count);
+      return read_body(dead_.data(), want, tolerate_tail);
+    }
     // Another kind (singles, or one this build does not know): skipped and counted.
     std::uint8_t scratch[1 << 14];
     for (std::size_t left = want; left > 0;) {
@@ -337,6 +343,8 @@ std::size_t plm_record_size(std::uint16_t kind) {
       return sizeof(CoincRecord);
     case MessageKind::singles:
       return sizeof(Single);
+    case MessageKind::deadtime:
+      return sizeof(DeadInterval);
     default:
       return 0;
   }

@@ -126,10 +126,12 @@ class PlmReader {
 
   const PlmHeader& header() const { return header_; }
   // Reads the next coincidence message (prompts or delayed) into `header` and `records`
-  // (resized to its record count). Messages of other kinds (singles, or kinds this build
-  // does not know) are skipped and counted in skipped(). Returns false at a clean end of
-  // file; throws PlmError on a truncated message, a bad magic or version, or a record size
-  // other than its kind's (32 for coincidences, 16 for singles).
+  // (resized to its record count), or the next deadtime message (DESIGN section 6,
+  // "Overload"), which leaves `records` empty and its intervals in dead_intervals().
+  // Messages of other kinds (singles, or kinds this build does not know) are skipped and
+  // counted in skipped(). Returns false at a clean end of file; throws PlmError on a
+  // truncated message, a bad magic or version, or a record size other than its kind's (32
+  // for coincidences, 16 for singles, 24 for deadtime).
   bool next(MessageHeader& header, std::vector<CoincRecord>& records);
   // Like next(), but a message cut short by the end of the file (a file still being
   // written) ends the reading instead of throwing; partial_tail_bytes() then says how many
@@ -144,6 +146,8 @@ class PlmReader {
   std::uint64_t partial_tail_bytes() const { return partial_tail_bytes_; }
   std::uint64_t partial_tail_offset() const { return partial_tail_offset_; }
   std::uint64_t offset() const { return offset_; }
+  // The intervals of the last message read, when it was a deadtime message.
+  const std::vector<DeadInterval>& dead_intervals() const { return dead_; }
 
  private:
   void open_file_header();  // the file header and the buffer; throws PlmError
@@ -165,6 +169,7 @@ class PlmReader {
   std::uint64_t partial_tail_offset_ = 0;
   std::uint64_t message_bytes_ = 0;  // of the message being read
   std::map<std::uint16_t, std::uint64_t> skipped_;
+  std::vector<DeadInterval> dead_;
 };
 
 // The record size of a message kind a .plm file holds (32 for coincidences, 16 for

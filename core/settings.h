@@ -134,6 +134,11 @@ struct StreamSettings {
   std::uint64_t max_pending_frames = 16u << 20;  // frames waiting for the horizon
   std::uint64_t max_carry_singles = 1u << 20;    // carry-over a backend keeps between slices
   std::uint32_t max_records_per_single = 2;      // sizes the record buffers of a slice
+  // A lagging source (DESIGN section 6): one whose latest time is this far behind the
+  // leading live sources' (data time; 0: never by time), or the source holding the horizon
+  // while the frames waiting for it fill this share of max_pending_frames (0: never by room).
+  double max_lag_ms = 100.0;
+  double lag_stage_fraction = 0.5;
 
   bool operator==(const StreamSettings&) const = default;
 };
@@ -147,6 +152,10 @@ struct InputSettings {
   std::uint32_t receiver_threads = 1;
   std::uint64_t ring_chunk_bytes = 4u << 20;
   std::uint32_t ring_chunks = 64;
+  // Overload (DESIGN section 6): above shed_high_fraction of the ring's chunks in use the
+  // worker sheds whole intervals of acquisition time, until below shed_low_fraction.
+  double shed_high_fraction = 0.5;
+  double shed_low_fraction = 0.25;
 
   bool operator==(const InputSettings&) const = default;
 };

@@ -144,7 +144,8 @@ void parse_stream(Reader& r, const YAML::Node& top, StreamSettings& st) {
   auto n = r.section(top, "", "stream",
                      {"max_disorder_ps", "source_idle_ms", "max_future_ps", "max_slice_ms",
                       "reset_confirm_ms", "max_slice_frames", "max_pending_frames",
-                      "max_carry_singles", "max_records_per_single"});
+                      "max_carry_singles", "max_records_per_single", "max_lag_ms",
+                      "lag_stage_fraction"});
   r.real(n, P, "max_disorder_ps", st.max_disorder_ps);
   r.real(n, P, "source_idle_ms", st.source_idle_ms);
   r.real(n, P, "max_future_ps", st.max_future_ps);
@@ -154,6 +155,11 @@ void parse_stream(Reader& r, const YAML::Node& top, StreamSettings& st) {
   r.integer(n, P, "max_pending_frames", st.max_pending_frames, 1, 1ull << 32);
   r.integer(n, P, "max_carry_singles", st.max_carry_singles, 1, 1ull << 30);
   r.integer(n, P, "max_records_per_single", st.max_records_per_single, 1, 64);
+  r.real(n, P, "max_lag_ms", st.max_lag_ms);
+  r.real(n, P, "lag_stage_fraction", st.lag_stage_fraction);
+  r.require(st.max_lag_ms >= 0, "stream.max_lag_ms", "must be >= 0 (0: off)", st.max_lag_ms);
+  r.require(st.lag_stage_fraction >= 0 && st.lag_stage_fraction <= 1, "stream.lag_stage_fraction",
+            "must be in [0, 1] (0: off)", st.lag_stage_fraction);
   r.require(st.max_disorder_ps >= 0, "stream.max_disorder_ps", "must be >= 0", st.max_disorder_ps);
   r.require(st.source_idle_ms > 0, "stream.source_idle_ms", "must be > 0", st.source_idle_ms);
   r.require(st.max_future_ps > 0, "stream.max_future_ps", "must be > 0", st.max_future_ps);
@@ -168,7 +174,8 @@ void parse_input(Reader& r, const YAML::Node& top, InputSettings& in) {
   const std::string P = "input";
   auto n = r.section(top, "", "input",
                      {"endpoints", "framing", "allowed_sources", "receive_buffer_bytes",
-                      "flush_ms", "receiver_threads", "ring_chunk_bytes", "ring_chunks"});
+                      "flush_ms", "receiver_threads", "ring_chunk_bytes", "ring_chunks",
+                      "shed_high_fraction", "shed_low_fraction"});
   std::vector<std::string> endpoints, networks;
   const bool have_endpoints = r.strings(n, P, "endpoints", endpoints);
   r.choose(n, P, "framing", in.framing, kFramingNames);
@@ -178,6 +185,13 @@ void parse_input(Reader& r, const YAML::Node& top, InputSettings& in) {
   r.integer(n, P, "receiver_threads", in.receiver_threads, 1, 64);
   r.integer(n, P, "ring_chunk_bytes", in.ring_chunk_bytes, 65536, 1ull << 32);
   r.integer(n, P, "ring_chunks", in.ring_chunks, 2, 1u << 20);
+  r.real(n, P, "shed_high_fraction", in.shed_high_fraction);
+  r.real(n, P, "shed_low_fraction", in.shed_low_fraction);
+  r.require(in.shed_high_fraction > 0 && in.shed_high_fraction <= 1, "input.shed_high_fraction",
+            "must be in (0, 1] (1: shed only when the ring is full)", in.shed_high_fraction);
+  r.require(in.shed_low_fraction >= 0 && in.shed_low_fraction < in.shed_high_fraction,
+            "input.shed_low_fraction", "must be >= 0 and below input.shed_high_fraction",
+            in.shed_low_fraction);
   if (have_endpoints) {
     r.require(!endpoints.empty(), "input.endpoints", "must name at least one address:port",
               "an empty list");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "core/geometry.h"
@@ -57,6 +58,8 @@ struct SourceClocks {
     std::uint64_t held = 0;          // its frames waiting for the next run
     Clock::time_point last_seen{};   // wall clock of its last frame
     bool woken = false;  // held the horizon again when the pause ended, not yet sent since
+    bool lagging = false;          // too far behind the others: does not hold the horizon
+    std::uint64_t lag_rejoin = 0;  // holds it again once this close to the leaders
   };
   std::vector<Source> sources;
   bool maybe_reset = false;  // some source may be waiting for the next run
@@ -102,13 +105,72 @@ struct SourceClocks {
       if (!s.sent) continue;
       any_sent = true;
       highest = std::max(highest, s.latest);
-      if (s.idle || s.reset) continue;
+      if (s.idle || s.reset || s.lagging) continue;
       any_live = true;
       lowest = std::min(lowest, s.latest);
     }
     if (!any_sent) return 0;
     // With every source idle (or gone to the next run) what was received is complete.
     return any_live ? sat_sub(lowest, max_disorder_ticks) : sat_add(highest, 1);
+  }
+
+  // ---- lagging sources (DESIGN section 6) ----
+
+  bool live(const Source& s) const { return s.sent && !s.idle && !s.reset; }
+
+  // The leaders' time: the upper median of the live sources' latest times (one source far
+  // ahead, or a few behind, do not move it). 0: no live source.
+  std::uint64_t leaders_time(std::array<std::uint64_t, 256>& scratch) const {
+    std::size_t n = 0;
+    for (const Source& s : sources)
+      if (live(s) && n < scratch.size()) scratch[n++] = s.latest;
+    if (n == 0) return 0;
+    std::nth_element(scratch.begin(), scratch.begin() + n / 2, scratch.begin() + n);
+    return scratch[n / 2];
+  }
+
+  // A live source more than max_lag behind the leaders is lagging; a lagging one back within
+  // its rejoin distance of them, and no longer behind the horizon `h` (which cannot go back),
+  // holds the horizon again. Returns the sources newly lagging.
+  std::uint32_t update_lag(std::uint64_t max_lag, std::uint64_t h,
+                           std::array<std::uint64_t, 256>& scratch) {
+    const std::uint64_t leaders = leaders_time(scratch);
+    std::uint32_t declared = 0;
+    for (Source& s : sources) {
+      if (!live(s)) continue;
+      const std::uint64_t gap = sat_sub(leaders, s.latest);
+      if (s.lagging) {
+        if (gap <= s.lag_rejoin && s.latest >= h) s.lagging = false;
+      } else if (max_lag > 0 && gap > max_lag) {
+        s.lagging = true;
+        s.lag_rejoin = max_lag / 2;
+        ++declared;
+      }
+    }
+    return declared;
+  }
+
+  // The source holding the horizon, when another live source is ahead of it by more than
+  // `margin`; -1 otherwise.
+  int holding_back(std::uint64_t margin) const {
+    int lowest = -1;
+    std::uint64_t lo = kNoLimit, hi = 0;
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+      const Source& s = sources[i];
+      if (!live(s) || s.lagging) continue;
+      hi = std::max(hi, s.latest);
+      if (s.latest < lo) {
+        lo = s.latest;
+        lowest = static_cast<int>(i);
+      }
+    }
+    return lowest >= 0 && hi > sat_add(lo, margin) ? lowest : -1;
+  }
+
+  bool any_lagging() const {
+    for (const Source& s : sources)
+      if (s.lagging) return true;
+    return false;
   }
 
   bool any_reset() {
@@ -223,6 +285,8 @@ struct Slicer::Impl {
   const std::size_t slice_capacity;  // frames staged between two cuts
   const std::size_t cut_frames;      // a cut once this many are staged (<= slice_capacity)
   const std::size_t stage_capacity;  // frames the backend holds
+  const std::uint64_t max_lag_ticks;    // stream.max_lag_ms in ticks (0: off)
+  const std::size_t lag_stage_frames;   // stream.lag_stage_fraction of the stage (0: off)
 
   SourceClocks clocks;
   HeldFrames held;
@@ -254,6 +318,13 @@ struct Slicer::Impl {
   bool final_split = false;  // ... and it was the final slice of the run
   std::uint64_t final_slice_id = kNoLimit;
   CounterDelta stream_delta;
+  // Lagging sources: scratch for the leaders' time, late frames per BDM since the last
+  // flush, and the horizon at which the stage's share found no source to declare.
+  std::array<std::uint64_t, 256> lag_scratch{};
+  std::vector<std::uint64_t> bdm_late;
+  bool bdm_late_any = false;
+  std::uint64_t lag_stage_idle_at = kNoLimit;
+  std::uint64_t lag_stage_leaders = 0;
 
   Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut)
       : backend(b),
@@ -274,11 +345,15 @@ struct Slicer::Impl {
         slice_capacity(std::max<std::size_t>(1, b.max_slice_frames() / 2)),
         cut_frames(cut == 0 ? slice_capacity : std::clamp<std::size_t>(cut, 1, slice_capacity)),
         stage_capacity(b.max_staged_frames()),
+        max_lag_ticks(ps_to_ticks(s.stream.max_lag_ms * 1e9, s.scanner.tick_ps)),
+        lag_stage_frames(static_cast<std::size_t>(s.stream.lag_stage_fraction *
+                                                  static_cast<double>(b.max_staged_frames()))),
         clocks(bdm_count),
         held(std::max<std::uint64_t>(1, s.stream.max_pending_frames)),
         copy(std::make_unique_for_overwrite<RawFrame[]>(std::min(kCopyBlockFrames, b.max_slice_frames()))),
         copy_capacity(std::min(kCopyBlockFrames, b.max_slice_frames())),
-        max_span_ticks(max_chunk_span_ticks(s)) {
+        max_span_ticks(max_chunk_span_ticks(s)),
+        bdm_late(bdm_count, 0) {
     if (b.max_slice_frames() == 0) throw std::invalid_argument("backend takes no frames per slice");
     if (stage_capacity < slice_capacity)
       throw std::invalid_argument("backend stages fewer frames than one slice takes");
@@ -349,6 +424,7 @@ struct Slicer::Impl {
   // returns how many may.
   std::size_t make_room(std::size_t n) {
     if (stage.since_cut > 0 && stage.since_cut + n > cut_frames) cut(h_cur, false);
+    if (lag_stage_frames > 0 && stage.held_upper + n > lag_stage_frames) release_lagging(n);
     while (stage.held_upper + n > stage_capacity) {
       if (stage.blocked && h_cur == stage.blocked_at && !split_seen) break;
       const std::size_t before = stage.held_upper;
@@ -394,7 +470,85 @@ struct Slicer::Impl {
 
   void update_horizon() {
     if (!warm) return;
+    update_lag();
     h_cur = std::max(h_cur, clocks.horizon(max_disorder_ticks));
+  }
+
+  // ---- lagging sources (DESIGN section 6) ----
+
+  // The time rule: sources further than stream.max_lag_ms behind the leaders lag.
+  void update_lag() {
+    if (max_lag_ticks == 0 && !clocks.any_lagging()) return;
+    stream_delta[Counter::stream_source_lagging] +=
+        clocks.update_lag(max_lag_ticks, h_cur, lag_scratch);
+  }
+
+  // The room rule: the frames waiting for the horizon fill the share of the stage one
+  // source's wait may, so the source holding it lags (as long as another is ahead of it).
+  void release_lagging(std::size_t n) {
+    // Nothing to declare last time, and neither the horizon nor the leaders moved since.
+    const std::uint64_t leaders = clocks.leaders_time(lag_scratch);
+    if (h_cur == lag_stage_idle_at && leaders == lag_stage_leaders && !split_seen) return;
+    for (;;) {
+      const std::size_t before = stage.held_upper;
+      cut(h_cur, false);
+      drain();
+      if (stage.held_upper + n <= lag_stage_frames) return;
+      // The cut freed frames (a split slice leaves the rest of them): cut again before the
+      // frames left can be said to wait for a source.
+      if (stage.held_upper < before) continue;
+      const int src = clocks.holding_back(max_disorder_ticks);
+      if (src < 0) {
+        lag_stage_idle_at = h_cur;
+        lag_stage_leaders = leaders;
+        return;
+      }
+      declare_lagging(src);
+    }
+  }
+
+  void declare_lagging(int src) {
+    SourceClocks::Source& s = clocks.sources[static_cast<std::size_t>(src)];
+    s.lagging = true;
+    s.lag_rejoin = sat_sub(clocks.leaders_time(lag_scratch), s.latest) / 2;
+    stream_delta[Counter::stream_source_lagging] += 1;
+    h_cur = std::max(h_cur, clocks.horizon(max_disorder_ticks));
+  }
+
+  // The room rule for the ring: its chunks hold frames that wait for the horizon. The source
+  // holding it lags when another live source is more than a chunk's span (half of
+  // max_future) ahead of it.
+  bool release_for_ring() {
+    if (!warm || lag_stage_frames == 0) return false;
+    const int src = clocks.holding_back(max_future_ticks / 2);
+    if (src < 0) return false;
+    flush();
+    declare_lagging(src);
+    cut(h_cur, false);
+    drain();
+    return true;
+  }
+
+  // A frame of a lagging source that goes on from its own clock: behind the published
+  // horizon it is late (counted for its BDM), else kept. Its time moves the source's
+  // latest, so that the source can catch up. False: the usual rules decide.
+  bool lagging_frame(SourceClocks::Source& s, int src, const RawFrame& f, std::uint64_t key) {
+    if (!s.lagging || sat_add(key, max_future_ticks) < s.latest) return false;
+    const bool far_back = h_cur > max_future_ticks && key < h_cur - max_future_ticks;
+    if (key >= published && !far_back) return false;
+    if (key > s.latest) s.latest = key;
+    if (key < published)
+      count_late(src);
+    else
+      keep(f);
+    return true;
+  }
+
+  void count_late(int src) {
+    stream_delta[Counter::stream_late] += 1;
+    if (src < 0) return;
+    bdm_late[static_cast<std::size_t>(src)] += 1;
+    bdm_late_any = true;
   }
 
   // ---- warm-up: the first frames of a run fix the time-jump reference ----
@@ -525,6 +679,7 @@ struct Slicer::Impl {
     s.last_seen = now;
     s.idle = false;
     const std::uint64_t key = key_of(f);
+    if (warm && lagging_frame(s, src, f, key)) return;
 
     if (!warm) {
       if (held.count + warmup_count >= held.capacity) {
@@ -554,7 +709,7 @@ struct Slicer::Impl {
       s.held = 0;
     }
     if (key < published || far_back) {
-      stream_delta[Counter::stream_late] += 1;
+      count_late(src);
       return;
     }
     // The horizon is brought up to date once per block of frames; a frame that looks far
@@ -635,6 +790,10 @@ struct Slicer::Impl {
   void flush_counters() {
     counters.add(stream_delta);
     stream_delta = CounterDelta{};
+    if (!bdm_late_any) return;
+    for (std::uint32_t b = 0; b < bdm_count; ++b)
+      if (bdm_late[b]) counters.add_bdm_late(b, std::exchange(bdm_late[b], 0));
+    bdm_late_any = false;
   }
 
   void start_clock(Clock::time_point t) {
@@ -739,6 +898,34 @@ void Slicer::finish() {
   m.run_finished = m.run_finished || m.run_delivered;
   m.start_run();
   m.flush_counters();
+}
+
+bool Slicer::release_lagging_source() {
+  Impl& m = *impl_;
+  const bool declared = m.release_for_ring();
+  m.flush_counters();
+  return declared;
+}
+
+bool Slicer::source_lagging(std::uint32_t bdm) const {
+  const auto& sources = impl_->clocks.sources;
+  return bdm < sources.size() && sources[bdm].lagging;
+}
+
+void Slicer::skip_dead(std::uint64_t t_end) {
+  Impl& m = *impl_;
+  if (!m.warm || t_end == 0) return;
+  for (auto& s : m.clocks.sources)
+    if (s.sent && !s.reset && !s.lagging) s.latest = std::max(s.latest, t_end - 1);
+  m.update_horizon();
+  m.flush_counters();
+}
+
+std::uint64_t Slicer::latest_time() const {
+  std::uint64_t t = 0;
+  for (const auto& s : impl_->clocks.sources)
+    if (s.sent) t = std::max(t, s.latest);
+  return t;
 }
 
 std::uint64_t Slicer::run_id() const { return impl_->run; }

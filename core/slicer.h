@@ -49,6 +49,17 @@
 //   cut is at or after its bound. When more than max_slice_frames staged frames are below a
 //   bound, the backend takes the earliest and says so (SliceResult::split); the next cut
 //   takes the rest, and the end of a run cuts until nothing is left.
+// * Lagging sources (a board whose link cannot keep up): a live source whose latest time is
+//   more than stream.max_lag_ms behind the leaders' (the upper median of the live sources'
+//   latest times) is lagging, checked whenever the horizon is brought up to date; so is the
+//   source holding the horizon when the frames waiting for it fill stream.lag_stage_fraction
+//   of the stage and another live source is ahead of it. A lagging source does not hold the
+//   horizon (like an idle one); its frames that go on from its own clock are taken when at or
+//   after the published horizon and late (stream.late, and per BDM) when behind it, and never
+//   count as a clock reset or a time jump. Each episode is counted in stream.source_lagging.
+//   It holds the horizon again once back within half of max_lag_ms of the leaders (half its
+//   distance to them when the room rule declared it) and no longer behind the horizon (the
+//   others may have gone idle meanwhile: its frames stay late, never a clock reset).
 // * Frames held for the next run wait in a buffer of stream.max_pending_frames; a frame that
 //   finds it full is counted in stream.pending_full and dropped.
 // * After finish(), a later push() starts a new run (run_id + 1, not counted as a reset).
@@ -116,6 +127,20 @@ class Slicer {
   void poll(Clock::time_point now);
   // End of the acquisition: resolves everything pending and delivers all results.
   void finish();
+
+  // The ring is filling (the caller's high mark): when the room rule is on
+  // (stream.lag_stage_fraction > 0) and another live source is more than half of
+  // stream.max_future_ps ahead of the one holding the horizon, that one is lagging and a
+  // slice is cut at the new horizon, which frees the chunks that waited for it. Returns
+  // whether a source was declared (then the backlog was a lagging board, not an overload).
+  bool release_lagging_source();
+  // The source (BDM) is lagging (DESIGN section 6): it does not hold the horizon.
+  bool source_lagging(std::uint32_t bdm) const;
+  // Acquisition time before t_end was shed as dead time (DESIGN section 6, "Overload"): no
+  // frame of [t_begin, t_end) will come. The sources holding the horizon go on from t_end.
+  void skip_dead(std::uint64_t t_end);
+  // The latest raw time taken in this run (the sources' latest, time jumps excluded; 0: none).
+  std::uint64_t latest_time() const;
 
   std::uint64_t run_id() const;
   std::uint64_t horizon() const;  // last published raw-time horizon

@@ -125,10 +125,28 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
     const double t = s.temperature_degC ? s.temperature_degC[b] : NAN;
     temperatures.push_back(std::isfinite(t) ? nlohmann::ordered_json(t) : nullptr);
   }
+  nlohmann::ordered_json lagging = nlohmann::ordered_json::array();
+  nlohmann::ordered_json late = nlohmann::ordered_json::array();
+  nlohmann::ordered_json dead = nlohmann::ordered_json::array();
+  nlohmann::ordered_json taken = nlohmann::ordered_json::array();
+  for (std::uint32_t b = 0; b < bdm_count; ++b) {
+    lagging.push_back(s.lagging != nullptr && s.lagging[b] != 0);
+    taken.push_back(counters_.bdm_singles(b) + counters_.bdm_energy_rejected(b));
+    late.push_back(counters_.bdm_late(b));
+    dead.push_back(counters_.bdm_dead(b));
+  }
   doc["bdm"] = {{"transaxial", s.bdm_transaxial},
                 {"axial", s.bdm_axial},
                 {"singles_per_s", std::move(singles)},
-                {"temperature_degC", std::move(temperatures)}};
+                {"temperature_degC", std::move(temperatures)},
+                {"lagging", std::move(lagging)},
+                {"frames_taken", std::move(taken)},
+                {"late", std::move(late)},
+                {"dead", std::move(dead)}};
+  doc["deadtime"] = {{"shedding", s.shedding},
+                     {"dead_s_run", finite(s.dead_s_run)},
+                     {"live_fraction_run", finite(s.live_fraction_run)},
+                     {"live_fraction_interval", finite(s.live_fraction_interval)}};
   nlohmann::ordered_json& counters = doc["counters"] = nlohmann::ordered_json::object();
   for (std::size_t i = 0; i < kCounterCount; ++i)
     counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
@@ -180,10 +198,10 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
   summary_.clear();
   fmt::format_to(std::back_inserter(summary_),
                  "run {} | frames {:.3g}/s singles {:.3g}/s prompts {:.3g}/s delayed {:.3g}/s | "
-                 "drops ring {} kernel {} | latency p99 {:.1f} ms",
+                 "drops ring {} kernel {} | live {:.3f} | latency p99 {:.1f} ms",
                  s.run_id, rate(Counter::rx_frames, dt), rate(Counter::single_accepted, dt),
                  prompts, delayed, now_[Counter::rx_ring_full], now_[Counter::rx_kernel_drops],
-                 s.latency.p99_ms);
+                 s.live_fraction_interval, s.latency.p99_ms);
   before_ = now_;
   return json_;
 }

@@ -75,6 +75,14 @@ struct RatesSnapshot {
   AlarmMonitor* alarms = nullptr;
   // The open acquisition (docs/operations.md), published as `acquisition`; null when none.
   const Acquisition* acquisition = nullptr;
+  // Lagging sources (bdm_count entries, nonzero: lagging; null: none) and dead time
+  // (DESIGN section 6): whether the worker is shedding now, and the live fraction of the run
+  // and of the interval's acquisition time.
+  const std::uint8_t* lagging = nullptr;
+  bool shedding = false;
+  double dead_s_run = 0;
+  double live_fraction_run = 1;
+  double live_fraction_interval = 1;
 };
 
 class RatesReporter {

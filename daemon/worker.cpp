@@ -21,11 +21,17 @@
 #include "core/histograms.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
+#include "daemon/rate_limited_log.h"
 #include "daemon/timed_backend.h"
 #include "engine/select_backend.h"
 #include "proto/frame.h"
 
 namespace petdaq::daemon {
+
+namespace {
+RateLimitedWarning g_dead_time_warning;
+RateLimitedWarning g_lagging_warning;
+}  // namespace
 
 // ---- the engine: backend + slicer for one set of settings ----
 
@@ -64,6 +70,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
       arena_(arena),
       rates_(counters),
       alarms_(settings.alarms),
+      lagging_(counters.bdm_count(), 0),
       temperature_degC_(counters.bdm_count(), NAN),
       pending_(4 * std::size_t{ring.chunk_count()}),
       staging_(ring.chunk_count()) {
@@ -72,6 +79,9 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
   publish_delayed_ = publishes_delayed(settings);
   publish_singles_ = settings.output.singles.enabled;
   file_singles_ = settings.output.file.enabled && settings.output.file.singles;
+  dead_ = std::make_unique<DeadTime>(settings.input.shed_high_fraction,
+                                     settings.input.shed_low_fraction, ring.chunk_count(),
+                                     make_source_rule(settings), counters_);
   if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
   if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
   watchdog_interval_ = watchdog_interval();
@@ -190,7 +200,6 @@ void Worker::take_chunk(Chunk* c) {
   const RawFrame* frames = c->frames();
   for (std::uint32_t i = 0; i < sum.present_count; ++i) {
     const SourceSpan& s = sum.sources[sum.present[i]];
-    last_time = std::max(last_time, s.max_time);
     // One temperature reading per source and chunk is plenty for a once-a-second display.
     const FrameFields f = decode_frame(frames[s.first_index].bytes);
     if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
@@ -200,11 +209,36 @@ void Worker::take_chunk(Chunk* c) {
     PhaseScope p(&phases_, Phase::raw_capture);
     raw_->write(c->frames(), c->frame_count);
   }
+  // Overload: the frames in dead time go (DESIGN section 6); the chunk keeps the others.
+  const bool was_shedding = dead_->shedding();
+  {
+    const std::size_t chunks = ring_.chunk_count();
+    std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
+    // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
+    // declared lagging first, and only a backlog that remains is shed as dead time.
+    if (!dead_->shedding() && in_use >= dead_->high_chunks() && slicer.release_lagging_source())
+      in_use = 0;
+    dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time());
+  }
+  const bool dead_closed = was_shedding && !dead_->shedding();
+  if (c->frame_count == 0) {
+    ring_.release(c);
+    if (dead_closed) {
+      slicer.skip_dead(dead_->last_end());
+      publish_dead_intervals();
+    }
+    return;
+  }
+  for (std::uint32_t i = 0; i < sum.present_count; ++i)
+    last_time = std::max(last_time, sum.sources[sum.present[i]].max_time);
   std::uint64_t ticket = 0;
   {
     PhaseScope p(&phases_, Phase::slicer_push);
     ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
+    // The dead interval is behind the sources now: the horizon goes on from its end.
+    if (dead_closed) slicer.skip_dead(dead_->last_end());
   }
+  if (dead_closed) publish_dead_intervals();
   if (pending_count_ == pending_.size()) {
     // More chunks in the slicer than entries (it is far behind): the newest joins the last
     // entry, whose older arrival time makes its sample an upper bound.
@@ -305,6 +339,10 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                  stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
+  note_run_dead_time(run_slice_end_);
+  // The old run's dead intervals do not apply to the next run's clock.
+  dead_->new_run();
+  publish_dead_intervals();
   // The next run's histograms count from here; so do its counters in them.
   run_counter_base_ = counter_base(counters_);
   run_file_stem_.clear();
@@ -358,6 +396,8 @@ void Worker::apply_reload() {
     release_staged(true);  // the tickets are the old backend's
   }
   retire_latency(Clock::now(), true);
+  dead_->new_run();
+  publish_dead_intervals();
   const std::uint64_t next_run = last_run_ + 1;
   try {
     auto next = std::make_unique<Engine>(plan.applied, engine_->calibration, backend_kind_,
@@ -455,10 +495,21 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   const Settings& s = engine_->settings;
   const HistogramSet* h = engine_->timed->histograms();
   if (!h) return;
-  encode_histogram_file(*h, s, run_id,
-                        histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_,
-                                                &run_counter_base_),
-                        histogram_bytes_,
+  std::string meta = histogram_metadata_json(s, run_id, engine_->backend->name(), &counters_,
+                                             &run_counter_base_);
+  {
+    // The run's dead time (DESIGN section 6): its live fraction corrects the histograms' rates.
+    const double tick_s = s.scanner.tick_ps * 1e-12;
+    const double dead_s = static_cast<double>(dead_->run_dead_ticks()) * tick_s;
+    const double span_s =
+        run_first_prompt_ && run_slice_end_ > *run_first_prompt_
+            ? static_cast<double>(run_slice_end_ - *run_first_prompt_) * tick_s
+            : 0.0;
+    const double live = span_s > 0 ? std::clamp(1.0 - dead_s / span_s, 0.0, 1.0) : 1.0;
+    if (!meta.empty() && meta.back() == '}') meta.pop_back();
+    meta += fmt::format(",\"dead_s\":{:.9g},\"live_fraction\":{:.9g}}}", dead_s, live);
+  }
+  encode_histogram_file(*h, s, run_id, meta, histogram_bytes_,
                         run_first_prompt_ ? HistogramSpan{*run_first_prompt_, run_slice_end_}
                                           : HistogramSpan{});
   MessageHeader m;
@@ -547,6 +598,21 @@ void Worker::publish_rates(Clock::time_point now) {
   if (from != 0 && horizon > from)
     s.acquisition_s =
         static_cast<double>(horizon - from) * engine_->settings.scanner.tick_ps * 1e-12;
+  {
+    const double tick_s = engine_->settings.scanner.tick_ps * 1e-12;
+    const std::uint64_t dead_interval = dead_->take_interval_dead_ticks();
+    s.shedding = dead_->shedding();
+    if (run_first_prompt_) note_run_dead_time(horizon);
+    s.dead_s_run = dead_s_run_;
+    s.live_fraction_run = live_fraction_run_;
+    if (s.acquisition_s > 0)
+      s.live_fraction_interval =
+          std::clamp(1.0 - static_cast<double>(dead_interval) * tick_s / s.acquisition_s, 0.0, 1.0);
+    else if (s.shedding)
+      s.live_fraction_interval = 0;
+  }
+  note_lagging();
+  s.lagging = lagging_.data();
   if (run_first_prompt_) rates_horizon_ = horizon;
   last_rates_ = now;
   s.phases = &phases_;
@@ -572,6 +638,55 @@ void Worker::publish_rates(Clock::time_point now) {
   if (print_rates_) fmt::print(stderr, "petdaqd: {}\n", rates_.summary());
   if (rates_observer_) rates_observer_(json);
   if (catalogue_) catalogue_->rates(json);
+}
+
+void Worker::note_run_dead_time(std::uint64_t until) {
+  if (!run_first_prompt_ || until <= *run_first_prompt_) return;
+  const std::uint64_t dead = dead_->run_dead_ticks();
+  dead_s_run_ = static_cast<double>(dead) * engine_->settings.scanner.tick_ps * 1e-12;
+  live_fraction_run_ = std::clamp(
+      1.0 - static_cast<double>(dead) / static_cast<double>(until - *run_first_prompt_), 0.0, 1.0);
+}
+
+void Worker::publish_dead_intervals() {
+  DeadInterval d;
+  while (dead_->take_closed(d)) {
+    MessageHeader h;
+    h.kind = static_cast<std::uint16_t>(MessageKind::deadtime);
+    h.message_id = deadtime_message_id_++;
+    h.run_id = last_run_;
+    h.t_begin = d.t_begin;
+    h.t_end = d.t_end;
+    h.record_count = 1;
+    h.record_size = sizeof(DeadInterval);
+    publisher_.send(topic::deadtime, h, &d, sizeof d);
+    if (file_) file_->write(h, &d, sizeof d);
+    g_dead_time_warning.warn(
+        "overload: {:.3f} ms of acquisition time shed as dead time for every board ({} frames; "
+        "the ring held more than input.shed_high_fraction of its chunks)",
+        static_cast<double>(d.t_end - d.t_begin) * engine_->settings.scanner.tick_ps * 1e-9,
+        d.frames_dropped);
+  }
+}
+
+void Worker::note_lagging() {
+  const Slicer& slicer = *engine_->slicer;
+  const double max_lag_ms = engine_->settings.stream.max_lag_ms;
+  for (std::uint32_t b = 0; b < lagging_.size(); ++b) {
+    const std::uint8_t now = slicer.source_lagging(b) ? 1 : 0;
+    if (now == lagging_[b]) continue;
+    lagging_[b] = now;
+    if (now)
+      g_lagging_warning.warn(
+          "BDM {} is lagging: its data time fell more than stream.max_lag_ms = {} ms behind the "
+          "other boards' (or its wait filled stream.lag_stage_fraction of the stage); it no "
+          "longer holds the horizon, and its frames behind it are dropped (stream.late, "
+          "bdm.late[{}])",
+          b, max_lag_ms, b);
+    else
+      spdlog::info("BDM {} caught up: it holds the horizon again ({} of its frames late so far)", b,
+                   counters_.bdm_late(b));
+  }
 }
 
 std::string Worker::phase_report() const {

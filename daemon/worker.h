@@ -24,6 +24,7 @@
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/catalogue.h"
+#include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
 #include "daemon/publisher.h"
@@ -93,6 +94,14 @@ class Worker final : public ResultSink {
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
   void publish_histograms(std::uint64_t run_id, bool write_file);
   void publish_image(std::uint64_t run_id, bool write_file);
+  // Dead time (DESIGN section 6, "Overload"): the intervals closed since the last call, on
+  // `deadtime` and into the list-mode file.
+  void publish_dead_intervals();
+  // The run's dead time and live fraction up to raw time `until` (dead_s_run_,
+  // live_fraction_run_), while the run has a first prompt.
+  void note_run_dead_time(std::uint64_t until);
+  // Logs the BDMs that began or ended lagging since the last call (once per rates document).
+  void note_lagging();
 
   BackendKind backend_kind_;
   HostRing& ring_;
@@ -122,6 +131,13 @@ class Worker final : public ResultSink {
   std::function<void(const std::string&)> rates_observer_;
   Catalogue* catalogue_ = nullptr;
   std::uint64_t catalogue_run_ = 0;  // the run the catalogue was last told started
+  std::unique_ptr<DeadTime> dead_;
+  std::uint64_t deadtime_message_id_ = 0;
+  // The last run's dead time and live fraction, kept for the rates documents after it ended
+  // (the final one at stop among them) until the next run has a prompt.
+  double dead_s_run_ = 0;
+  double live_fraction_run_ = 1;
+  std::vector<std::uint8_t> lagging_;  // per BDM, as the last rates document said
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;

@@ -25,7 +25,8 @@ The formats are those of docs/DESIGN.md (sections 3, 4, 5 and 7).
 __version__ = "0.1.0"
 
 from .formats import (FILE_HEADER, MESSAGE_HEADER, RECORD, SINGLE, KIND_PROMPTS, KIND_DELAYED,  # noqa: F401
-                      KIND_SINGLES, FLAG_DELAYED, FLAG_FROM_MULTIPLE)
+                      KIND_SINGLES, KIND_DEADTIME, DEAD_INTERVAL, FLAG_DELAYED,
+                      FLAG_FROM_MULTIPLE)
 from .plm import PlmFile, read_plm  # noqa: F401
 from .histograms import HistogramFileError, read_histograms  # noqa: F401
 from .image import Image, ImageFileError, read_image  # noqa: F401

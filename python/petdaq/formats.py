@@ -43,9 +43,17 @@ assert FILE_HEADER.itemsize == 64
 FILE_MAGIC = 0x4C514450  # "PDQL"
 
 KIND_PROMPTS, KIND_DELAYED, KIND_SINGLES = 1, 2, 3
-KIND_NAMES = {KIND_PROMPTS: "prompts", KIND_DELAYED: "delayed", KIND_SINGLES: "singles"}
+KIND_DEADTIME = 5
+KIND_NAMES = {KIND_PROMPTS: "prompts", KIND_DELAYED: "delayed", KIND_SINGLES: "singles",
+              KIND_DEADTIME: "deadtime"}
+
+# An interval of acquisition time shed as scanner-wide dead time (DESIGN section 6,
+# "Overload"): raw ticks [t_begin, t_end) and the frames dropped in it.
+DEAD_INTERVAL = np.dtype([("t_begin", "<u8"), ("t_end", "<u8"), ("frames_dropped", "<u8")])
+assert DEAD_INTERVAL.itemsize == 24
 # The record layout of each kind that carries records this package reads.
-KIND_DTYPES = {KIND_PROMPTS: RECORD, KIND_DELAYED: RECORD, KIND_SINGLES: SINGLE}
+KIND_DTYPES = {KIND_PROMPTS: RECORD, KIND_DELAYED: RECORD, KIND_SINGLES: SINGLE,
+               KIND_DEADTIME: DEAD_INTERVAL}
 FLAG_DELAYED = 1
 FLAG_FROM_MULTIPLE = 2
 

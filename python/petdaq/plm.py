@@ -1,14 +1,16 @@
 """Reading a list-mode (.plm) file (DESIGN section 7): a 64-byte file header, then the
 messages exactly as published (message header + records): prompts and delayed, singles where
-the writer was asked to record them, and any other kind, which is skipped and counted."""
+the writer was asked to record them, the dead intervals the daemon shed under overload
+(deadtime, DESIGN section 6), and any other kind, which is skipped and counted."""
 
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import (FILE_HEADER, FILE_MAGIC, KIND_DELAYED, KIND_DTYPES, KIND_PROMPTS,
-                      KIND_SINGLES, MESSAGE_HEADER, MESSAGE_MAGIC, MESSAGE_VERSIONS, RECORD, SINGLE)
+from .formats import (DEAD_INTERVAL, FILE_HEADER, FILE_MAGIC, KIND_DEADTIME, KIND_DELAYED,
+                      KIND_DTYPES, KIND_PROMPTS, KIND_SINGLES, MESSAGE_HEADER, MESSAGE_MAGIC,
+                      MESSAGE_VERSIONS, RECORD, SINGLE)
 
 
 @dataclass
@@ -21,6 +23,13 @@ class PlmFile:
     partial_tail_bytes: int  # bytes of a last message not complete yet (a file being written)
     singles: np.ndarray = None  # SINGLE, every single in file order (empty without kind 3)
     skipped: dict = None     # {kind: messages} of kinds this reader does not decode
+    dead: np.ndarray = None  # DEAD_INTERVAL, every dead interval in file order
+
+    def dead_ticks(self):
+        """Acquisition time shed as dead time, ticks (the intervals do not overlap)."""
+        if self.dead is None or self.dead.size == 0:
+            return 0
+        return int(np.sum(self.dead["t_end"] - self.dead["t_begin"]))
 
     @property
     def tick_ps(self):
@@ -95,4 +104,5 @@ def read_plm(path):
         if int(k) not in KIND_DTYPES:
             skipped[int(k)] = skipped.get(int(k), 0) + 1
     return PlmFile(header, messages, records(KIND_PROMPTS, RECORD), records(KIND_DELAYED, RECORD),
-                   partial, records(KIND_SINGLES, SINGLE), skipped)
+                   partial, records(KIND_SINGLES, SINGLE), skipped,
+                   records(KIND_DEADTIME, DEAD_INTERVAL))

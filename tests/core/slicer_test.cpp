@@ -803,6 +803,10 @@ TEST(Slicer, AFullStageWaitingForALaggingSourceDropsWithoutASlicePerBlock) {
   s.stream.max_slice_frames = 1024;
   s.stream.max_pending_frames = 4096;
   s.stream.max_slice_ms = 1e6;
+  // The lag rules off: the full stage itself is under test (tests/core/slicer_lag_test.cpp
+  // has the rule that declares BDM 0 lagging instead).
+  s.stream.max_lag_ms = 0;
+  s.stream.lag_stage_fraction = 0;
   RecordingSink sink;
   Counters counters(scanner.geometry().bdm_count());
   CpuBackend backend(s, scanner.calibration);

@@ -168,7 +168,9 @@ class TestScanner {
         << "  max_slice_frames: " << s.stream.max_slice_frames << "\n"
         << "  max_pending_frames: " << s.stream.max_pending_frames << "\n"
         << "  max_carry_singles: " << s.stream.max_carry_singles << "\n"
-        << "  max_records_per_single: " << s.stream.max_records_per_single << "\n";
+        << "  max_records_per_single: " << s.stream.max_records_per_single << "\n"
+        << "  max_lag_ms: " << s.stream.max_lag_ms << "\n"
+        << "  lag_stage_fraction: " << s.stream.lag_stage_fraction << "\n";
     return file;
   }
 

@@ -7,8 +7,13 @@
 // searches the rate: doubling until frames are lost, then bisecting. The ceiling is the
 // same senders, unpaced, into plain receivers that only count (recvmmsg).
 //
+// With --trials N (or --rates), no search: N trials at each rate, one table row each, for
+// trial-to-trial reproducibility and for the overload curve (frames taken per second and the
+// lost fraction against the offered rate; DESIGN section 6, "Overload").
+//
 //   petdaqd_bench [--duration-s S] [--start-mfps R] [--max-mfps R] [--steps N]
-//                 [--backend cpu|gpu] [--senders N]
+//                 [--backend cpu|gpu] [--senders N] [--trials N] [--rates R,R,...]
+//                 [--recovery-mfps R --recovery-s S]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -17,6 +22,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include <algorithm>
 #include <cmath>
@@ -58,25 +64,49 @@ struct Trial {
   std::uint64_t splits = 0;  // slices the backend had to split (core/backend.h)
   std::uint64_t exact = 0;   // chunks that took the slicer's per-frame pass
   std::uint64_t jumps = 0;   // stream.time_jump
-  std::uint64_t skipped_passes = 0;  // passes of slower senders skipped after the trial
+  std::uint64_t skipped_passes = 0;  // passes a sender skipped to stay on the clock
+  std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
+  std::uint64_t pending_full = 0;
+  std::uint64_t intervals = 0;  // stream.dead_intervals
+  double seconds = 0;           // of sending at the trial's rate
+  double recovery_seconds = 0;  // of sending at the recovery rate after it (its frames count)
+  double live_fraction = 1;     // the last rates document's deadtime.live_fraction_run
+  double recovery_ms = -1;      // after the trial: last dead interval published (-1: not run)
+  std::uint64_t recovery_lost = 0;  // frames lost in the recovery phase
+  // Frames that went on to coincidence finding: received less every drop after receipt.
+  double taken_fps() const {
+    return static_cast<double>(taken()) / (seconds + recovery_seconds);
+  }
+  std::uint64_t taken() const {
+    const std::uint64_t out = dead + late + jumps + pending_full;
+    return received_frames > out ? received_frames - out : 0;
+  }
+  double lost_fraction() const {
+    return sent_frames ? 1.0 - static_cast<double>(taken()) / static_cast<double>(sent_frames) : 0;
+  }
+  // A sender that fell a pass behind its schedule measured the sender, not the daemon.
+  bool void_trial() const { return skipped_passes > 0; }
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
   bool lossless() const {
     return received_frames == sent_frames && kernel_drops == 0 && ring_full == 0 && late == 0 && jumps == 0 &&
-           refused == 0;
+           refused == 0 && dead == 0 && pending_full == 0;
   }
 };
 
 struct Snapshot {
-  std::uint64_t frames, kernel, ring, late, refused, slices, splits, exact, jumps;
+  std::uint64_t frames, kernel, ring, late, refused, slices, splits, exact, jumps, dead,
+      pending_full, intervals;
+  std::uint64_t lost() const { return kernel + ring + late + jumps + dead + pending_full; }
 };
 Snapshot snapshot(const std::string& j) {
   return {json_counter(j, "rx.frames"), json_counter(j, "rx.kernel_drops"),
           json_counter(j, "rx.ring_full"), json_counter(j, "stream.late"),
           json_counter(j, "out.zmq_refused"), json_counter(j, "stream.slices"),
           json_counter(j, "stream.split_slices"), json_counter(j, "stream.exact_blocks"),
-          json_counter(j, "stream.time_jump")};
+          json_counter(j, "stream.time_jump"), json_counter(j, "stream.dead_frames"),
+          json_counter(j, "stream.pending_full"), json_counter(j, "stream.dead_intervals")};
 }
 
 // The worker's phases between two rates documents `a` and `b` (docs/daemon.md, "Worker
@@ -304,6 +334,10 @@ int main(int argc, char** argv) {
   std::uint32_t senders = 1;
   double max_future_ms = 0;  // 0: the test scanner's stream.max_future_ps
   std::uint32_t backend_threads = 0;  // 0: the daemon's default
+  int trials = 0;                     // 0: search the highest zero-loss rate
+  std::vector<double> rates_mfps;     // fixed rates (each --trials times, at least once)
+  double recovery_mfps = 0, recovery_s = 0;
+  std::uint32_t ring_chunks = 64;  // the daemon's input.ring_chunks (4 MiB each)
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -339,7 +373,34 @@ int main(int argc, char** argv) {
   app.add_flag("--image", image,
                "the live image on (output.image.enabled with its defaults and the delayed "
                "subtracted, published every 1 s; docs/image.md)");
+  app.add_option("--trials", trials,
+                 "no search: this many consecutive trials at --start-mfps (or at each of "
+                 "--rates), one table row each; a trial in which a sender fell a pass behind "
+                 "its schedule is reported VOID")
+      ->type_name("N")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--rates", rates_mfps,
+                 "no search: trials at each of these rates, M frames/s (the overload curve)")
+      ->type_name("R,R,...")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  app.add_option("--recovery-mfps", recovery_mfps,
+                 "after each fixed-rate trial, send at this rate for --recovery-s and report "
+                 "when the last dead interval was published after the trial ended")
+      ->type_name("R")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--ring-chunks", ring_chunks,
+                 "the daemon's input.ring_chunks of 4 MiB (default 64, its default ring); a "
+                 "smaller ring reaches a steady overload within a short trial")
+      ->type_name("N")
+      ->check(CLI::Range(4u, 4096u));
+  app.add_option("--recovery-s", recovery_s, "seconds of the recovery phase (0: none)")
+      ->type_name("S")
+      ->check(CLI::NonNegativeNumber);
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  const bool fixed = trials > 0 || !rates_mfps.empty();
+  if (fixed && rates_mfps.empty()) rates_mfps.push_back(start_mfps);
+  if (fixed && trials == 0) trials = 1;
 
   TestScanner sc;
   auto& st = sc.settings.stream;
@@ -362,7 +423,7 @@ int main(int argc, char** argv) {
   // The daemon's default ring (config/petdaq.yaml): what it holds in time is what absorbs
   // the worker's longest pauses.
   dc.ring_chunk_bytes = 4u << 20;
-  dc.ring_chunks = 64;
+  dc.ring_chunks = ring_chunks;
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
   dc.receiver_threads = senders;
@@ -390,6 +451,8 @@ int main(int argc, char** argv) {
   // a second subscriber takes every coincidence batch (and drops it), as a consumer would.
   Subscriber sub(dc.zmq_endpoint, 0, true, true, std::string(topic::rates));
   Subscriber consumer(dc.zmq_endpoint, 0, true, false, "coinc.");
+  // The dead intervals (DESIGN section 6, "Overload"): when the last one came.
+  Subscriber dead_sub(dc.zmq_endpoint, 0, true, true, std::string(topic::deadtime));
   if (!sub.wait_rates([](const std::string&) { return true; }, 20s)) {
     std::fprintf(stderr, "petdaqd did not start:\n%s\n", d.log().c_str());
     return 1;
@@ -436,20 +499,70 @@ int main(int argc, char** argv) {
     const std::uint64_t send_begin_ns = unix_ns();
     // Each sender paces its share of the rate on one schedule for the whole trial, so that the
     // time between its passes (the shift of the next pass's times) is caught up.
+    // A sender more than a whole pass behind its schedule skips a pass (its scanner time
+    // stays with the other senders'): that trial is void.
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
+    std::vector<std::uint64_t> skipped(senders, 0);
     t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
       const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
+      const double pass = static_cast<double>(source.datagrams(k).size());
+      const double due = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() *
+                         datagrams_per_s * share;
+      if (static_cast<double>(datagrams_sent[k]) + 2 * pass < due) {
+        datagrams_sent[k] += source.datagrams(k).size();
+        source.advance(k);
+        ++skipped[k];
+        return std::uint64_t{0};
+      }
       tx[k].send(source.datagrams(k), dc.udp_port, datagrams_per_s * share, start, datagrams_sent[k]);
       datagrams_sent[k] += source.datagrams(k).size();
       source.advance(k);
       return source.frames(k);
     });
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     t.skipped_passes = source.align();
-    // Latency is taken from the intervals while frames were coming: after the last one, the
-    // tail waits for the sources to be declared idle, which is not a steady-state figure.
+    for (auto n : skipped) t.skipped_passes += n;
+    t.achieved_fps = static_cast<double>(t.sent_frames) / t.seconds;
     const std::uint64_t send_end_ns = unix_ns();
-    t.achieved_fps = static_cast<double>(t.sent_frames) /
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::size_t dead_before_recovery = dead_sub.messages().size();
+    const auto overload_end = std::chrono::steady_clock::now();
+    const std::uint64_t overload_end_ns = unix_ns();
+    if (fixed && recovery_s > 0 && recovery_mfps > 0) {
+      // The overload ends: the same senders at the recovery rate, on a schedule of their own.
+      std::atomic<bool> done{false};
+      std::thread recovery([&] {
+        const auto from = std::chrono::steady_clock::now();
+        std::vector<std::uint64_t> sent(senders, 0);
+        t.sent_frames += run_senders(senders, recovery_s, [&](std::size_t k) {
+          const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
+          tx[k].send(source.datagrams(k), dc.udp_port, recovery_mfps * 1e6 / kFramesPerDatagram * share,
+                     from, sent[k]);
+          sent[k] += source.datagrams(k).size();
+          source.advance(k);
+          return source.frames(k);
+        });
+        done = true;
+      });
+      std::size_t seen = dead_before_recovery;
+      auto last = overload_end;
+      while (!done) {
+        const std::size_t n = dead_sub.messages().size();
+        if (n > seen) {
+          seen = n;
+          last = std::chrono::steady_clock::now();
+        }
+        std::this_thread::sleep_for(5ms);
+      }
+      recovery.join();
+      source.align();
+      t.recovery_seconds = recovery_s;
+      t.recovery_ms = seen > dead_before_recovery
+                          ? std::chrono::duration<double, std::milli>(last - overload_end).count()
+                          : 0.0;
+    }
+    // Latency is taken from the intervals while frames were coming (send_end_ns): after the
+    // last one, the tail waits for the sources to be declared idle, which is not a
+    // steady-state figure.
     const std::string after_json = settle();
     const Snapshot after = snapshot(after_json);
     // The worker's phases over the sending: from the document before it to the first one
@@ -476,6 +589,20 @@ int main(int argc, char** argv) {
     t.splits = after.splits - before.splits;
     t.exact = after.exact - before.exact;
     t.jumps = after.jumps - before.jumps;
+    t.dead = after.dead - before.dead;
+    t.pending_full = after.pending_full - before.pending_full;
+    t.intervals = after.intervals - before.intervals;
+    t.live_fraction = json_number(after_json, "live_fraction_run");
+    if (t.recovery_ms >= 0) {
+      // Frames lost from 1 s after the overload ended to the end.
+      for (const auto& m : sub.messages()) {
+        const std::string j(m.body.begin(), m.body.end());
+        if (static_cast<std::uint64_t>(json_number(j, "time_unix_ns")) < overload_end_ns + 1'000'000'000ull)
+          continue;
+        t.recovery_lost = after.lost() - snapshot(j).lost();
+        break;
+      }
+    }
     std::vector<double> p50, p99;
     const auto messages = sub.messages();
     const auto interval_ns = static_cast<std::uint64_t>(dc.rates_interval_ms * 1e6);
@@ -519,6 +646,57 @@ int main(int argc, char** argv) {
   });
   source.align();
   settle();
+
+  if (fixed) {
+    // No search: `trials` trials at each rate, one row each (and one TRIAL line of JSON each,
+    // for scripts).
+    std::vector<Trial> done;
+    for (double r : rates_mfps)
+      for (int i = 0; i < trials; ++i) done.push_back(trial(r * 1e6));
+    d.signal(SIGTERM);
+    const auto status = d.wait_for(20s);
+    std::printf("\n%u sender(s), %s backend, %.1f s per trial; loopback ceiling %.2f M frames/s\n",
+                senders, backend.c_str(), seconds, ceiling_fps / 1e6);
+    std::printf("%5s %8s %8s %9s %7s %7s %9s %9s %9s %8s %8s %6s %8s  %s\n", "trial", "asked_M",
+                "sent_M", "taken_M/s", "lost_%", "dead_%", "ring_full", "kernel", "late+jump",
+                "p50_ms", "p99_ms", "passes", "recov_ms", "verdict");
+    for (std::size_t i = 0; i < done.size(); ++i) {
+      const Trial& t = done[i];
+      const double sent = static_cast<double>(t.sent_frames);
+      const char* verdict = t.void_trial() ? "VOID (a sender fell behind)"
+                            : t.lossless() ? "zero loss"
+                                           : "LOSS";
+      std::printf("%5zu %8.2f %8.2f %9.2f %7.2f %7.2f %9llu %9llu %9llu %8.2f %8.2f %6llu %8.0f  %s\n",
+                  i + 1, t.rate_fps / 1e6, t.achieved_fps / 1e6,
+                  t.taken_fps() / 1e6, 100.0 * t.lost_fraction(),
+                  sent > 0 ? 100.0 * static_cast<double>(t.dead) / sent : 0.0,
+                  static_cast<unsigned long long>(t.ring_full),
+                  static_cast<unsigned long long>(t.kernel_drops),
+                  static_cast<unsigned long long>(t.late + t.jumps), t.p50_ms, t.p99_ms,
+                  static_cast<unsigned long long>(t.skipped_passes), t.recovery_ms, verdict);
+    }
+    for (const Trial& t : done) {
+      nlohmann::ordered_json j = {
+          {"asked_fps", t.rate_fps},        {"sent_fps", t.achieved_fps},
+          {"seconds", t.seconds},           {"sent", t.sent_frames},
+          {"received", t.received_frames},  {"taken", t.taken()},
+          {"taken_fps", t.taken_fps()},
+          {"recovery_seconds", t.recovery_seconds},
+          {"lost_fraction", t.lost_fraction()},
+          {"dead", t.dead},                 {"dead_intervals", t.intervals},
+          {"live_fraction_run", t.live_fraction},
+          {"ring_full", t.ring_full},       {"kernel_drops", t.kernel_drops},
+          {"late", t.late},                 {"time_jump", t.jumps},
+          {"pending_full", t.pending_full}, {"p50_ms", t.p50_ms},
+          {"p99_ms", t.p99_ms},             {"skipped_passes", t.skipped_passes},
+          {"void", t.void_trial()},         {"lossless", t.lossless()},
+          {"recovery_ms", t.recovery_ms},   {"recovery_lost_after_1s", t.recovery_lost},
+          {"ceiling_fps", ceiling_fps}};
+      std::printf("TRIAL %s\n", j.dump().c_str());
+    }
+    std::printf("petdaqd exit %d\n", status.value_or(-1));
+    return 0;
+  }
 
   std::optional<Trial> best;
   double lo = 0, hi = 0;

@@ -424,6 +424,13 @@ std::map<std::string, std::string> rates_schema() {
 
 bool has_type(const nlohmann::json& v, const std::string& type) {
   if (type == "integer") return v.is_number_integer();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "array of boolean") {
+    if (!v.is_array()) return false;
+    for (const auto& e : v)
+      if (!e.is_boolean()) return false;
+    return true;
+  }
   if (type == "number") return v.is_number();
   if (type == "number or null") return v.is_number() || v.is_null();
   if (type == "string") return v.is_string();

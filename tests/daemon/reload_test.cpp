@@ -157,6 +157,8 @@ const Field kFields[] = {
     PETDAQ_FIELD(StreamSettings, stream.max_pending_frames, "stream", false),
     PETDAQ_FIELD(StreamSettings, stream.max_carry_singles, "stream", false),
     PETDAQ_FIELD(StreamSettings, stream.max_records_per_single, "stream", false),
+    PETDAQ_FIELD(StreamSettings, stream.max_lag_ms, "stream", false),
+    PETDAQ_FIELD(StreamSettings, stream.lag_stage_fraction, "stream", false),
 
     PETDAQ_FIELD(InputSettings, input.endpoints, "input", false),
     PETDAQ_FIELD(InputSettings, input.framing, "input", false),
@@ -166,6 +168,8 @@ const Field kFields[] = {
     PETDAQ_FIELD(InputSettings, input.receiver_threads, "input", false),
     PETDAQ_FIELD(InputSettings, input.ring_chunk_bytes, "input", false),
     PETDAQ_FIELD(InputSettings, input.ring_chunks, "input", false),
+    PETDAQ_FIELD(InputSettings, input.shed_high_fraction, "input", false),
+    PETDAQ_FIELD(InputSettings, input.shed_low_fraction, "input", false),
 
     PETDAQ_FIELD(OutputSettings, output.zmq.send_hwm, "output", false),
     PETDAQ_FIELD(OutputSettings, output.file.enabled, "output", false),

@@ -37,11 +37,19 @@ def dump_records(plm):
     out = subprocess.run([tool("petdaq-dump"), plm], check=True, capture_output=True, text=True).stdout
     records = {"prompt": [], "delayed": []}
     for line in out.splitlines():
-        if line.startswith("#") or line.startswith("single "):
+        if line.startswith("#") or line.startswith("single ") or line.startswith("deadtime "):
             continue
         kind, _run, _slice, t, dt, a, b, ea, eb, flags = line.split()
         records[kind].append((int(t), int(dt), int(a), int(b), float(ea), float(eb), int(flags, 16)))
     return records, out
+
+
+def dump_records_and_dead(plm):
+    """petdaq-dump's dead intervals: [(run, t_begin, t_end, frames_dropped)], and its text."""
+    out = subprocess.run([tool("petdaq-dump"), plm], check=True, capture_output=True, text=True).stdout
+    dead = [tuple(int(v) for v in line.split()[1:]) for line in out.splitlines()
+            if line.startswith("deadtime ")]
+    return dead, out
 
 
 class Acquisition:
@@ -136,6 +144,34 @@ class ReadPlm(unittest.TestCase):
             r = subprocess.run([tool("petdaq-dump"), bad], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn("no complete message", r.stderr)
+    def test_dead_intervals_are_read_by_python_and_petdaq_dump(self):
+        # A file with the deadtime messages petdaqd writes under overload (DESIGN section 6).
+        plm = os.path.join(Acquisition.get(), "out.plm")
+        whole = petdaq.read_plm(plm)
+        intervals = np.array([(1000, 5000, 77), (9000, 9500, 3)], dtype=petdaq.DEAD_INTERVAL)
+        h = np.zeros(1, dtype=petdaq.MESSAGE_HEADER)
+        h["magic"], h["version"], h["kind"] = petdaq.formats.MESSAGE_MAGIC, 1, petdaq.KIND_DEADTIME
+        h["t_begin"], h["t_end"] = 1000, 9500
+        h["record_count"], h["record_size"] = 2, petdaq.DEAD_INTERVAL.itemsize
+        with open(plm, "rb") as f:
+            data = f.read()
+        dead = os.path.join(Acquisition.get(), "dead.plm")
+        with open(dead, "wb") as f:
+            f.write(data + h.tobytes() + intervals.tobytes())
+        got = petdaq.read_plm(dead)
+        np.testing.assert_array_equal(got.dead, intervals)
+        self.assertEqual(got.dead_ticks(), 4500)
+        np.testing.assert_array_equal(got.prompts, whole.prompts)
+        self.assertEqual(whole.dead.size, 0)
+        records, text = dump_records_and_dead(dead)
+        self.assertEqual(records, [(0, 1000, 5000, 77), (0, 9000, 9500, 3)])
+        self.assertIn("# dead time: 1 intervals, 4500 ticks, 80 frames dropped", text)
+        # A deadtime message with the wrong record size is refused, naming the offset.
+        h["record_size"] = 32
+        with open(dead, "wb") as f:
+            f.write(data + h.tobytes() + intervals.tobytes())
+        with self.assertRaisesRegex(petdaq.plm.PlmError, "record size 32, expected 24"):
+            petdaq.read_plm(dead)
 
     def test_corruption_is_an_error_naming_the_offset(self):
         plm = os.path.join(Acquisition.get(), "out.plm")

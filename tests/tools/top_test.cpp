@@ -2,6 +2,8 @@
 // a test publisher, read back with capture-pane the way a person would read it.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <fstream>
 
 #include "tests/tools/tool_harness.h"
@@ -45,6 +47,32 @@ TEST(TopRates, ReadsTheDocumentPetdaqdPublishes) {
   EXPECT_EQ(*r.latency_p99_ms, 4.25);
   EXPECT_EQ(r.alarms, std::vector<std::string>{
                           "board_temperature (bdm 23): BDM 23 at 41.5 C, outside [-40.0, 40.0] C"});
+}
+
+// Lagging boards and dead time (DESIGN section 6): the flags per BDM and the live fraction.
+TEST(TopRates, ReadsLaggingBoardsAndTheLiveFraction) {
+  nlohmann::json doc = nlohmann::json::parse(test::test_rates_json(4));
+  const std::size_t n = doc["bdm"]["singles_per_s"].size();
+  doc["bdm"]["lagging"] = nlohmann::json::array();
+  doc["bdm"]["late"] = nlohmann::json::array();
+  for (std::size_t b = 0; b < n; ++b) {
+    doc["bdm"]["lagging"].push_back(b == 3);
+    doc["bdm"]["late"].push_back(b == 3 ? 1234 : 0);
+  }
+  doc["deadtime"] = {{"shedding", true}, {"dead_s_run", 0.5}, {"live_fraction_run", 0.9},
+                     {"live_fraction_interval", 0.75}};
+  const top::Rates r = top::parse_rates(doc.dump());
+  ASSERT_EQ(r.bdm_lagging.size(), n);
+  EXPECT_TRUE(r.bdm_lagging[3]);
+  EXPECT_FALSE(r.bdm_lagging[2]);
+  ASSERT_EQ(r.bdm_late.size(), n);
+  EXPECT_EQ(r.bdm_late[3], 1234u);
+  EXPECT_EQ(r.live_fraction_run.value_or(0), 0.9);
+  EXPECT_EQ(r.live_fraction_interval.value_or(0), 0.75);
+  EXPECT_TRUE(r.shedding);
+  const top::Rates old = top::parse_rates(test::test_rates_json(4));
+  EXPECT_TRUE(old.bdm_lagging.empty());
+  EXPECT_FALSE(old.live_fraction_run.has_value());
 }
 
 TEST(TopRates, RefusesOtherVersionsAndNonJson) {

@@ -84,6 +84,34 @@ TEST(WebRatesMessage, ListsNonZeroLossCountersWithTheirGrowth) {
   EXPECT_EQ(m["problems"][2], json::parse(R"({"name":"rx.something_new","value":2,"increase":0})"));
 }
 
+// Lagging boards and dead time (DESIGN section 6) reach the page as published; a lagging
+// array of the wrong length or type is refused like the other per-BDM arrays.
+TEST(WebRatesMessage, CarriesLaggingBoardsAndTheLiveFraction) {
+  json doc = json::parse(test::test_rates_json(4));
+  const std::size_t n = doc["bdm"]["singles_per_s"].size();
+  json lagging = json::array();
+  for (std::size_t b = 0; b < n; ++b) lagging.push_back(b == 5);
+  doc["bdm"]["lagging"] = lagging;
+  doc["deadtime"] = {{"shedding", true}, {"dead_s_run", 0.25}, {"live_fraction_run", 0.875},
+                     {"live_fraction_interval", 0.5}};
+  RatesMessageBuilder builder;
+  const json m = json::parse(builder.build(doc.dump()).message);
+  EXPECT_EQ(m["bdm"]["lagging"], lagging);
+  EXPECT_EQ(m["deadtime"]["live_fraction_run"], 0.875);
+  EXPECT_EQ(m["deadtime"]["live_fraction_interval"], 0.5);
+  EXPECT_EQ(m["deadtime"]["shedding"], true);
+  doc["bdm"]["lagging"] = json::array({true});
+  EXPECT_THROW(builder.build(doc.dump()), std::exception);
+  doc["bdm"]["lagging"] = json::array();
+  for (std::size_t b = 0; b < n; ++b) doc["bdm"]["lagging"].push_back(1);
+  EXPECT_THROW(builder.build(doc.dump()), std::exception);
+  // A document without them (an older daemon) has neither.
+  doc = json::parse(test::test_rates_json(4));
+  const json old = json::parse(builder.build(doc.dump()).message);
+  EXPECT_FALSE(old["bdm"].contains("lagging"));
+  EXPECT_TRUE(old["deadtime"].is_null());
+}
+
 TEST(WebRatesMessage, DerivesTruesRandomsAndNecrWhenMissing) {
   json doc = json::parse(test::test_rates_json(0));
   doc["rates"] = {{"singles", 1000.0}, {"prompts", 400.0}, {"delayed", 100.0}};

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
     std::uint64_t runs = 0, last_run = 0;
     std::uint64_t t_first = 0, t_last = 0;
     bool any = false;
+    std::uint64_t dead_messages = 0, dead_ticks = 0, dead_frames = 0;
     while (reader.next_message(m, body, true)) {
       if (m.kind == static_cast<std::uint16_t>(MessageKind::singles)) {
         ++single_messages;
@@ -62,6 +63,21 @@ int main(int argc, char** argv) {
           std::memcpy(&sg, body.data() + i * sizeof(Single), sizeof sg);
           std::printf("single %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %.9g\n", m.run_id,
                       m.slice_id, sg.time, sg.crystal, static_cast<double>(sg.energy));
+        }
+        continue;
+      }
+      if (m.kind == static_cast<std::uint16_t>(MessageKind::deadtime) &&
+          m.record_size == sizeof(DeadInterval)) {
+        // Acquisition time shed as dead time (DESIGN section 6, "Overload").
+        ++dead_messages;
+        for (std::uint32_t i = 0; i < m.record_count; ++i) {
+          DeadInterval d;
+          std::memcpy(&d, body.data() + i * sizeof(DeadInterval), sizeof d);
+          dead_ticks += d.t_end > d.t_begin ? d.t_end - d.t_begin : 0;
+          dead_frames += d.frames_dropped;
+          if (!summary)
+            std::printf("deadtime %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", m.run_id,
+                        d.t_begin, d.t_end, d.frames_dropped);
         }
         continue;
       }
@@ -116,6 +132,10 @@ int main(int argc, char** argv) {
                    file.c_str(), reader.partial_tail_offset(), reader.partial_tail_bytes());
       return 1;
     }
+    if (dead_messages)
+      std::printf("# dead time: %" PRIu64 " intervals, %" PRIu64 " ticks, %" PRIu64
+                  " frames dropped\n",
+                  dead_messages, dead_ticks, dead_frames);
     if (reader.partial_tail_bytes()) {
       std::printf("# partial message at byte %" PRIu64 " (%" PRIu64 " bytes) not read\n",
                   reader.partial_tail_offset(), reader.partial_tail_bytes());

@@ -85,6 +85,8 @@ struct Tally {
   std::string last_refusal;
   std::uint32_t publisher = 0;  // publisher_id of the messages written (0: none yet, or version 1)
   std::uint64_t publisher_changes = 0;
+  std::uint64_t dead_intervals = 0;  // deadtime messages (DESIGN section 6, "Overload")
+  std::uint64_t dead_ticks = 0;
 };
 
 const char* kind_name(int k) { return k == 0 ? "prompts" : k == 1 ? "delayed" : "singles"; }
@@ -97,14 +99,15 @@ std::string progress_text(const Tally& t, double elapsed_s, std::uint64_t file_b
   char buf[640];
   std::snprintf(buf, sizeof buf,
                 "%.1f s  prompts %llu msgs %llu records  delayed %llu msgs %llu records  "
-                "missed %llu prompts %llu delayed  refused %llu  file %.1f MB",
+                "missed %llu prompts %llu delayed  refused %llu  dead intervals %llu  file %.1f MB",
                 elapsed_s, static_cast<unsigned long long>(t.ids[0].received()),
                 static_cast<unsigned long long>(t.records[0]),
                 static_cast<unsigned long long>(t.ids[1].received()),
                 static_cast<unsigned long long>(t.records[1]),
                 static_cast<unsigned long long>(t.ids[0].missed()),
                 static_cast<unsigned long long>(t.ids[1].missed()),
-                static_cast<unsigned long long>(t.refused), file_bytes / 1e6);
+                static_cast<unsigned long long>(t.refused),
+                static_cast<unsigned long long>(t.dead_intervals), file_bytes / 1e6);
   std::string text = buf;
   if (singles) {
     std::snprintf(buf, sizeof buf, "  singles %llu msgs %llu records missed %llu",
@@ -142,6 +145,8 @@ int main(int argc, char** argv) {
     sub.set(zmq::sockopt::subscribe, topic::prompts);
     if (!o.prompts_only) sub.set(zmq::sockopt::subscribe, topic::delayed);
     if (o.singles) sub.set(zmq::sockopt::subscribe, topic::singles);
+    // The dead intervals belong in the file: they make the live fraction that corrects it.
+    sub.set(zmq::sockopt::subscribe, topic::deadtime);
     sub.connect(endpoint);
   } catch (const zmq::error_t& e) {
     std::fprintf(stderr, "petdaq-record: cannot subscribe to %s: %s\n", endpoint.c_str(), e.what());
@@ -216,6 +221,23 @@ int main(int argc, char** argv) {
         continue;
       }
       const auto name = parts[0].to_string_view();
+      if (name == topic::deadtime) {
+        const MessageHeader h = parts[1].size() == kMessageHeaderBytes
+                                    ? decode_message_header(parts[1].data<std::uint8_t>())
+                                    : MessageHeader{};
+        if (parts[1].size() != kMessageHeaderBytes || h.magic != kMessageMagic ||
+            !message_version_supported(h.version) ||
+            h.kind != static_cast<std::uint16_t>(MessageKind::deadtime) ||
+            h.record_size != sizeof(DeadInterval) ||
+            parts[2].size() != std::size_t{h.record_count} * sizeof(DeadInterval)) {
+          refuse("bad deadtime message (header, kind, record size or body)");
+          continue;
+        }
+        writer->write_message(h, parts[2].data(), parts[2].size());
+        ++t.dead_intervals;
+        t.dead_ticks += h.t_end > h.t_begin ? h.t_end - h.t_begin : 0;
+        continue;
+      }
       const int k = name == topic::prompts ? 0
                     : name == topic::delayed ? 1
                     : (o.singles && name == topic::singles) ? 2

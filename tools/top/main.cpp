@@ -304,6 +304,13 @@ class Screen {
     if (r.pending_frames) {
       second += format("  pending %llu", static_cast<unsigned long long>(*r.pending_frames));
     }
+    if (r.live_fraction_run) {
+      // Dead time of an overload (DESIGN section 6): the live fraction corrects the rates.
+      second += format("  live %.3f (run %.3f)%s", r.live_fraction_interval.value_or(1),
+                       *r.live_fraction_run, r.shedding ? " SHEDDING" : "");
+    }
+    const auto lagging = std::count(r.bdm_lagging.begin(), r.bdm_lagging.end(), true);
+    if (lagging > 0) second += format("  %lld BDM(s) LAGGING", static_cast<long long>(lagging));
     line(second);
     line("");
     const int spark_width = std::max(10, std::min<int>(int(kHistory_s), cols - 40));
@@ -427,6 +434,8 @@ class Screen {
         } else {
           tail += "     -C";
         }
+        // A lagging board (DESIGN section 6) does not hold the horizon; its late frames drop.
+        if (b < r.bdm_lagging.size() && r.bdm_lagging[b]) tail += " LAG";
         if (x + 8 + bar < cols) mvaddnstr(y, x + 8 + bar, tail.c_str(), cols - (x + 8 + bar));
       }
       ++y;

@@ -96,6 +96,10 @@ Rates parse_rates(std::string_view json_text) {
                                                        : std::nullopt);
       }
     }
+    if (const Json* l = member(bdm, "lagging"); l && l->is_array())
+      for (const auto& v : *l) r.bdm_lagging.push_back(v.is_boolean() && v.get<bool>());
+    if (const Json* l = member(bdm, "late"); l && l->is_array())
+      for (const auto& v : *l) r.bdm_late.push_back(v.is_number() ? count_of(v) : 0);
   }
   if (const Json* c = member(&doc, "counters"); c && c->is_object()) {
     for (const auto& [name, v] : c->items()) {
@@ -107,6 +111,11 @@ Rates parse_rates(std::string_view json_text) {
     if (auto v = optional_number(q, "ring_chunks")) r.ring_chunks = to_count(*v);
     if (auto v = optional_number(q, "ring_free")) r.ring_free = to_count(*v);
     if (auto v = optional_number(q, "pending_frames")) r.pending_frames = to_count(*v);
+  }
+  if (const Json* d = member(&doc, "deadtime"); d && d->is_object()) {
+    r.live_fraction_interval = optional_number(d, "live_fraction_interval");
+    r.live_fraction_run = optional_number(d, "live_fraction_run");
+    if (const Json* sh = member(d, "shedding"); sh && sh->is_boolean()) r.shedding = sh->get<bool>();
   }
   const Json* lat = member(&doc, "latency_ms");
   r.latency_p50_ms = optional_number(lat, "p50");

@@ -35,6 +35,11 @@ struct Rates {
   std::uint32_t bdm_transaxial = 0, bdm_axial = 0;
   std::vector<double> bdm_singles_per_s;
   std::vector<std::optional<double>> bdm_temperature_degC;
+  // Lagging boards (DESIGN section 6) and their late frames; the dead time of an overload.
+  std::vector<bool> bdm_lagging;
+  std::vector<std::uint64_t> bdm_late;
+  std::optional<double> live_fraction_interval, live_fraction_run;
+  bool shedding = false;
   std::vector<std::pair<std::string, std::uint64_t>> counters;  // sorted by name
   std::optional<std::uint64_t> ring_chunks, ring_free, pending_frames;
   std::optional<double> latency_p50_ms, latency_p99_ms, latency_max_ms;

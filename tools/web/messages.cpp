@@ -128,6 +128,17 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
     }
     bdm_out = {{"transaxial", trans}, {"axial", axial}, {"singles_per_s", std::move(s)},
                {"temperature_degC", std::move(t)}};
+    // Lagging boards (DESIGN section 6): one flag per BDM (absent from older daemons).
+    if (const json* lag = member(*bdm, "lagging")) {
+      if (!lag->is_array() || lag->size() != singles->size())
+        refuse("bdm.lagging is not an array of one entry per BDM");
+      json l = json::array();
+      for (const json& v : *lag) {
+        if (!v.is_boolean()) refuse("bdm.lagging holds a value that is not a boolean");
+        l.push_back(v.get<bool>());
+      }
+      bdm_out["lagging"] = std::move(l);
+    }
   }
   out["bdm"] = std::move(bdm_out);
 
@@ -185,6 +196,15 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
     }
   }
   out["latency_ms"] = std::move(latency);
+  // The dead time of an overload (DESIGN section 6), as published.
+  json dead = nullptr;
+  if (const json* d = object_member(doc, "deadtime")) {
+    dead = json::object();
+    for (const char* key : {"dead_s_run", "live_fraction_run", "live_fraction_interval"})
+      if (const auto v = number(*d, "deadtime.", key)) dead[key] = *v;
+    if (const json* sh = member(*d, "shedding"); sh && sh->is_boolean()) dead["shedding"] = *sh;
+  }
+  out["deadtime"] = std::move(dead);
 
   previous_counters_ = std::move(counters);
   return {out.dump(), p};

@@ -134,7 +134,11 @@ function showBdm(bdm) {
     table.replaceChildren(...rows);
   }
   bdm.singles_per_s.forEach((v, b) => {
-    show(`bdm-${b}`, v, si(v));
+    // A lagging board (DESIGN section 6) does not hold the horizon: its late frames drop.
+    const lagging = Boolean(bdm.lagging && bdm.lagging[b]);
+    show(`bdm-${b}`, v, si(v) + (lagging ? " LAGGING" : ""));
+    const cell = $(`bdm-${b}`);
+    if (cell) cell.classList.toggle("problem", lagging);
     const t = bdm.temperature_degC[b];
     show(`bdm-temp-${b}`, t === undefined ? null : t, t === null || t === undefined ? "–" : t.toFixed(1));
   });
@@ -197,6 +201,13 @@ function onRates(m) {
   show("ring-free", q.ring_free);
   show("ring-chunks", q.ring_chunks);
   show("pending-frames", q.pending_frames);
+  // Dead time of an overload (DESIGN section 6): the live fraction corrects the rates.
+  const d = m.deadtime || {};
+  show("live-interval", d.live_fraction_interval,
+       d.live_fraction_interval === undefined ? undefined
+         : d.live_fraction_interval.toFixed(3) + (d.shedding ? " shedding" : ""));
+  show("live-run", d.live_fraction_run,
+       d.live_fraction_run === undefined ? undefined : d.live_fraction_run.toFixed(3));
   const l = m.latency_ms || {};
   for (const k of ["p50", "p99", "max"]) {
     show(`latency-${k}`, l[k], l[k] === undefined ? undefined : `${l[k].toFixed(1)} ms`);

@@ -1,0 +1,152 @@
+#include "daemon/dead_time.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace petdaq::daemon {
+
+namespace {
+constexpr std::uint64_t kOpenEnd = std::numeric_limits<std::uint64_t>::max();
+}
+
+DeadTime::DeadTime(double high_fraction, double low_fraction, std::size_t ring_chunks,
+                   const SourceRule& rule, Counters& counters)
+    : high_chunks_(std::max<std::size_t>(
+          1, static_cast<std::size_t>(std::ceil(high_fraction * static_cast<double>(ring_chunks))))),
+      low_chunks_(static_cast<std::size_t>(low_fraction * static_cast<double>(ring_chunks))),
+      rule_(rule),
+      counters_(counters),
+      bdm_dropped_(counters.bdm_count(), 0) {}
+
+// `which`: kRecent for the open interval, else the index in recent_.
+bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
+  if (shedding_ && t >= open_.t_begin) {
+    which = kRecent;
+    return true;
+  }
+  for (std::size_t i = 0; i < recent_count_; ++i)
+    if (t >= recent_[i].t_begin && t < recent_[i].t_end) {
+      which = i;
+      return true;
+    }
+  return false;
+}
+
+void DeadTime::note_dropped(std::size_t which, std::uint64_t t_max, std::uint64_t frames) {
+  DeadInterval& d = which == kRecent ? open_ : recent_[which];
+  d.frames_dropped += frames;
+  if (which == kRecent) d.t_end = std::max(d.t_end, t_max + 1);
+}
+
+void DeadTime::drop_whole(Chunk& c, std::size_t which) {
+  const ChunkSummary& s = c.summary;
+  for (std::uint32_t i = 0; i < s.present_count; ++i) {
+    const std::uint8_t src = s.present[i];
+    if (src < bdm_dropped_.size()) counters_.add_bdm_dead(src, s.sources[src].frames);
+  }
+  counters_.add(Counter::stream_dead_frames, c.frame_count);
+  note_dropped(which, s.max_time, c.frame_count);
+  c.reset();
+}
+
+void DeadTime::drop_frames(Chunk& c) {
+  RawFrame* f = c.frames();
+  std::size_t kept = 0;
+  std::uint64_t dropped = 0;
+  for (std::size_t i = 0; i < c.frame_count; ++i) {
+    const int src = rule_.source_of(f[i].bytes);
+    std::size_t which = 0;
+    if (src >= 0) {
+      const std::uint64_t t = frame_time(f[i].bytes);
+      if (in_dead(t, which)) {
+        note_dropped(which, t, 1);
+        if (static_cast<std::size_t>(src) < bdm_dropped_.size()) ++bdm_dropped_[src];
+        ++dropped;
+        continue;
+      }
+    }
+    f[kept++] = f[i];
+  }
+  for (std::size_t b = 0; b < bdm_dropped_.size(); ++b)
+    if (bdm_dropped_[b]) counters_.add_bdm_dead(static_cast<std::uint32_t>(b), std::exchange(bdm_dropped_[b], 0));
+  counters_.add(Counter::stream_dead_frames, dropped);
+  // The chunk is now its kept frames, with their summary.
+  c.summary.clear();
+  c.summary.add(f, kept, 0, rule_);
+  c.frame_count = kept;
+  c.used_bytes = kept * kFrameBytes;
+}
+
+void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken) {
+  if (!shedding_ && in_use >= high_chunks_) {
+    shedding_ = true;
+    open_.t_begin = std::max(latest_taken > 0 ? latest_taken + 1 : 0, last_end_);
+    open_.t_end = open_.t_begin;
+    open_.frames_dropped = 0;
+  }
+  const ChunkSummary& s = c.summary;
+  if (c.frame_count > 0 && s.present_count > 0 && (shedding_ || recent_count_ > 0)) {
+    bool overlaps = false;
+    std::size_t whole = kRecent + 1;
+    auto check = [&](std::uint64_t b, std::uint64_t e, std::size_t which) {
+      if (s.max_time < b || s.min_time >= e) return;
+      overlaps = true;
+      if (s.min_time >= b && s.max_time < e && s.sourceless == 0) whole = which;
+    };
+    if (shedding_) check(open_.t_begin, kOpenEnd, kRecent);
+    for (std::size_t i = 0; i < recent_count_ && whole > kRecent; ++i)
+      check(recent_[i].t_begin, recent_[i].t_end, i);
+    if (whole <= kRecent)
+      drop_whole(c, whole);
+    else if (overlaps)
+      drop_frames(c);
+  }
+  if (shedding_ && (in_use <= low_chunks_ || waiting == 0)) close_open();
+}
+
+void DeadTime::close_open() {
+  shedding_ = false;
+  if (open_.t_end <= open_.t_begin) return;  // it dropped nothing
+  counters_.add(Counter::stream_dead_intervals);
+  run_dead_closed_ += open_.t_end - open_.t_begin;
+  last_end_ = open_.t_end;
+  recent_[recent_next_] = open_;
+  recent_next_ = (recent_next_ + 1) % kRecent;
+  recent_count_ = std::min(recent_count_ + 1, kRecent);
+  closed_[(closed_head_ + closed_count_) % kClosedQueue] = open_;
+  if (closed_count_ == kClosedQueue)
+    closed_head_ = (closed_head_ + 1) % kClosedQueue;
+  else
+    ++closed_count_;
+}
+
+bool DeadTime::take_closed(DeadInterval& out) {
+  if (closed_count_ == 0) return false;
+  out = closed_[closed_head_];
+  closed_head_ = (closed_head_ + 1) % kClosedQueue;
+  --closed_count_;
+  return true;
+}
+
+void DeadTime::new_run() {
+  if (shedding_) close_open();
+  recent_count_ = 0;
+  recent_next_ = 0;
+  last_end_ = 0;
+  run_dead_closed_ = 0;
+  reported_dead_ = 0;
+}
+
+std::uint64_t DeadTime::run_dead_ticks() const {
+  return run_dead_closed_ + (shedding_ ? open_.t_end - open_.t_begin : 0);
+}
+
+std::uint64_t DeadTime::take_interval_dead_ticks() {
+  const std::uint64_t now = run_dead_ticks();
+  const std::uint64_t d = now >= reported_dead_ ? now - reported_dead_ : now;
+  reported_dead_ = now;
+  return d;
+}
+
+}  // namespace petdaq::daemon

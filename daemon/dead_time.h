@@ -1,0 +1,83 @@
+// Overload shedding as scanner-wide dead time (DESIGN section 6, "Overload"). When the ring
+// holds more than input.shed_high_fraction of its chunks, the worker opens a dead interval
+// at the latest acquisition time it has taken and drops every frame of every source from it
+// on, whole chunks by their summaries where it can, until the ring is back below
+// input.shed_low_fraction; the interval then closes at the latest time it dropped. Frames of
+// a closed interval that arrive later (another receiver's chunk, a disordered board) are
+// dropped too. Each interval is published (topic `deadtime`) and its length makes the live
+// fraction. Worker thread only; nothing allocates after construction.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/counters.h"
+#include "core/frame_source.h"
+#include "daemon/host_ring.h"
+#include "proto/records.h"
+
+namespace petdaq::daemon {
+
+class DeadTime {
+ public:
+  // `ring_chunks`: chunks in the ring; the marks are fractions of it.
+  DeadTime(double high_fraction, double low_fraction, std::size_t ring_chunks,
+           const SourceRule& rule, Counters& counters);
+
+  // Before chunk `c` goes to the slicer: `in_use` ring chunks are out of the free queue and
+  // `waiting` sealed ones wait for the worker. Opens an interval above the high mark, drops
+  // the chunk's frames inside dead time (rewriting the chunk and its summary in place) and
+  // counts them; closes the open interval once the backlog is below the low mark.
+  // `latest_taken`: the latest raw time the slicer has taken (Slicer::latest_time(), so wild
+  // stamps it dropped as time jumps do not count; 0: none); an interval opens after it.
+  void filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken);
+  // The next interval closed since the last call (false: none).
+  bool take_closed(DeadInterval& out);
+  // A new run (clock reset, reload): the old run's intervals no longer apply; an open one
+  // closes. Run totals restart.
+  void new_run();
+
+  bool shedding() const { return shedding_; }
+  // Chunks in use at which an interval opens.
+  std::size_t high_chunks() const { return high_chunks_; }
+  // End of the last interval closed in this run (0: none).
+  std::uint64_t last_end() const { return last_end_; }
+  // Dead acquisition time of the run so far (the open interval up to now included), ticks.
+  std::uint64_t run_dead_ticks() const;
+  // Dead ticks since the last call (the interval's share for the rates document).
+  std::uint64_t take_interval_dead_ticks();
+
+ private:
+  static constexpr std::size_t kRecent = 32;  // closed intervals still checked
+  static constexpr std::size_t kClosedQueue = 64;
+
+  bool in_dead(std::uint64_t t, std::size_t& which) const;
+  void close_open();
+  void drop_whole(Chunk& c, std::size_t which);
+  void drop_frames(Chunk& c);
+  void note_dropped(std::size_t which, std::uint64_t t_max, std::uint64_t frames);
+
+  const std::size_t high_chunks_;
+  const std::size_t low_chunks_;
+  const SourceRule rule_;
+  Counters& counters_;
+  bool shedding_ = false;
+  std::uint64_t last_end_ = 0;   // end of the last closed interval of the run
+  // The open interval [begin, end) while shedding; `end` follows the frames it drops.
+  DeadInterval open_{};
+  // Closed intervals of this run still checked (a ring of kRecent), and those not yet
+  // published (a ring of kClosedQueue; the oldest is overwritten if nobody takes them).
+  std::array<DeadInterval, kRecent> recent_{};
+  std::size_t recent_count_ = 0;
+  std::size_t recent_next_ = 0;
+  std::array<DeadInterval, kClosedQueue> closed_{};
+  std::size_t closed_head_ = 0;
+  std::size_t closed_count_ = 0;
+  std::uint64_t run_dead_closed_ = 0;
+  std::uint64_t reported_dead_ = 0;  // run_dead_ticks() at the last interval report
+  std::vector<std::uint64_t> bdm_dropped_;  // per BDM, for one chunk
+};
+
+}  // namespace petdaq::daemon

@@ -1,0 +1,321 @@
+// Lagging sources and dead time in the slicer (DESIGN section 6): a source that falls behind
+// stops holding the horizon and loses only its own frames, counted per BDM, to the frame; it
+// holds the horizon again once it catches up; a stage filled by one source's wait declares it
+// lagging; acquisition time shed as dead time moves the horizon on without a time jump.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "core/cpu_backend.h"
+#include "core/geometry.h"
+#include "core/slicer.h"
+#include "test_scanner.h"
+
+namespace petdaq {
+namespace {
+
+using test::AcquisitionOptions;
+using test::BatchResult;
+using test::TestScanner;
+
+class Records final : public ResultSink {
+ public:
+  void on_slice(std::uint64_t, const SliceResult& r) override {
+    prompts.insert(prompts.end(), r.prompts, r.prompts + r.prompt_count);
+    delayed.insert(delayed.end(), r.delayed, r.delayed + r.delayed_count);
+  }
+  std::vector<CoincRecord> prompts, delayed;
+};
+
+// Independent pairs (every single opens a window, every good pair is taken), so that the
+// pairs of two boards do not depend on a third board's singles.
+void pair_settings(Settings& s) {
+  s.coincidence.window_mode = WindowMode::every_single;
+  s.coincidence.policy = Policy::take_all_goods;
+  s.stream.max_slice_ms = 1.0;
+  s.stream.source_idle_ms = 1e7;  // the fake clock never makes a source idle
+  s.stream.max_pending_frames = 1 << 16;
+  s.stream.max_carry_singles = 1 << 16;
+  s.stream.max_records_per_single = 16;
+  s.stream.max_slice_frames = 512;  // slices are cut by frames (the fake clock stands still)
+  s.stream.max_disorder_ps = 100 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 20'000 * s.scanner.tick_ps;  // far less than the lag
+}
+
+double ticks_to_ms(const Settings& s, std::uint64_t ticks) {
+  return static_cast<double>(ticks) * s.scanner.tick_ps * 1e-9;
+}
+
+std::uint32_t bdm_of(const Geometry& g, std::uint32_t crystal) { return g.address_of(crystal).bdm; }
+
+// The records that pass `keep`, in order.
+std::vector<CoincRecord> only(const std::vector<CoincRecord>& in,
+                              const std::function<bool(const CoincRecord&)>& keep) {
+  std::vector<CoincRecord> out;
+  for (const CoincRecord& r : in)
+    if (keep(r)) out.push_back(r);
+  return out;
+}
+
+// The pairs alone: a window's multiplicity counts the singles the daemon kept, which the
+// lagging board's late frames are not (they are counted instead).
+std::vector<CoincRecord> pairs(std::vector<CoincRecord> in) {
+  for (CoincRecord& r : in) r.flags &= coinc_flag::delayed;
+  return in;
+}
+
+void expect_same(const std::vector<CoincRecord>& got, const std::vector<CoincRecord>& want,
+                 const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_TRUE(got[i] == want[i]) << what << " " << i << ": " << got[i].time_a << " " << got[i].dt << " " << got[i].crystal_a << " " << got[i].crystal_b << " " << got[i].flags << " vs " << want[i].time_a << " " << want[i].dt << " " << want[i].crystal_a << " " << want[i].crystal_b << " " << want[i].flags;
+}
+
+// Pushes frames in arrival order (stable sort by `arrival`), 64 at a time, on a clock that
+// never moves (no source idles), polling after each push.
+void stream(Slicer& slicer, const std::vector<RawFrame>& frames,
+            const std::vector<std::uint64_t>& arrival,
+            const std::function<void(std::size_t)>& after_push = {}) {
+  std::vector<std::size_t> order(frames.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return arrival[a] < arrival[b]; });
+  const Slicer::Clock::time_point now{};
+  std::vector<RawFrame> block;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    block.push_back(frames[order[k]]);
+    if (block.size() == 64 || k + 1 == order.size()) {
+      slicer.push(block.data(), block.size(), now);
+      block.clear();
+      slicer.poll(now);
+      if (after_push) after_push(k);
+    }
+  }
+}
+
+std::uint64_t frames_of(const std::vector<RawFrame>& frames, std::uint32_t bdm) {
+  return static_cast<std::uint64_t>(std::count_if(frames.begin(), frames.end(), [&](const RawFrame& f) {
+    return f.bytes[frame_offset::bdm] == bdm;
+  }));
+}
+
+// Frames of one BDM the batch definition finds without a crystal (no per-BDM counter).
+std::uint64_t no_crystal_of(const TestScanner& sc, const std::vector<RawFrame>& frames,
+                            std::uint32_t bdm) {
+  std::vector<RawFrame> mine;
+  for (const RawFrame& f : frames)
+    if (f.bytes[frame_offset::bdm] == bdm) mine.push_back(f);
+  return test::batch_process(sc, mine).counters[Counter::frame_no_crystal];
+}
+
+// BDM 1's link runs at 0.6 of real time: it falls further and further behind. The other
+// boards lose nothing (their pairs are the batch's), BDM 1 holds the horizon until it is
+// max_lag behind, then its frames behind the horizon are late — counted for BDM 1, to the
+// frame — and none is taken for a clock reset or a time jump.
+TEST(SlicerLag, ASlowBoardLosesOnlyItsOwnFramesCountedPerBdm) {
+  std::mt19937_64 rng(5);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  s.stream.max_lag_ms = ticks_to_ms(s, 50'000);
+  s.stream.lag_stage_fraction = 0;
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  constexpr std::uint32_t kSlow = 1;
+  std::vector<std::uint64_t> arrival;
+  for (const RawFrame& f : frames) {
+    const std::uint64_t t = frame_time(f.bytes);
+    arrival.push_back(f.bytes[frame_offset::bdm] == kSlow ? o.start_ticks + (t - o.start_ticks) * 5 / 3 : t);
+  }
+  ASSERT_GT(frame_time(frames.back().bytes) - o.start_ticks, 200'000u);
+
+  Records sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  bool seen_lagging = false;
+  stream(slicer, frames, arrival, [&](std::size_t) {
+    seen_lagging = seen_lagging || slicer.source_lagging(kSlow);
+    for (std::uint32_t b = 0; b < 4; ++b)
+      if (b != kSlow) ASSERT_FALSE(slicer.source_lagging(b)) << "bdm " << b;
+  });
+  EXPECT_TRUE(seen_lagging);
+  slicer.finish();
+
+  const Geometry g = scanner.geometry();
+  auto on_time = [&](const CoincRecord& r) {
+    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
+  };
+  expect_same(pairs(only(sink.prompts, on_time)), pairs(only(want.prompts, on_time)), "prompt");
+  expect_same(pairs(only(sink.delayed, on_time)), pairs(only(want.delayed, on_time)), "delayed");
+  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+  const std::uint64_t late = counters.bdm_late(kSlow);
+  EXPECT_GT(late, frames_of(frames, kSlow) / 10);
+  EXPECT_EQ(counters.get(Counter::stream_late), late);
+  for (std::uint32_t b = 0; b < 4; ++b) {
+    if (b == kSlow) continue;
+    EXPECT_EQ(counters.bdm_late(b), 0u) << "bdm " << b;
+    EXPECT_EQ(counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
+  }
+  // Every frame BDM 1 sent is a single, an energy reject, a frame without a crystal, or late.
+  EXPECT_EQ(frames_of(frames, kSlow), counters.bdm_singles(kSlow) +
+                                          counters.bdm_energy_rejected(kSlow) + late +
+                                          no_crystal_of(scanner, frames, kSlow));
+}
+
+// BDM 2 goes silent (not idle: its link stalls) for a third of the acquisition and then sends
+// its backlog at once: it lags, its backlog behind the horizon is late, and once it has caught
+// up it holds the horizon again and loses nothing more.
+TEST(SlicerLag, ABoardThatCatchesUpHoldsTheHorizonAgain) {
+  std::mt19937_64 rng(9);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  s.stream.max_lag_ms = ticks_to_ms(s, 40'000);
+  s.stream.lag_stage_fraction = 0;
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  constexpr std::uint32_t kStalled = 2;
+  const std::uint64_t end = frame_time(frames.back().bytes);
+  const std::uint64_t t1 = o.start_ticks + (end - o.start_ticks) / 3;
+  const std::uint64_t t2 = o.start_ticks + 2 * (end - o.start_ticks) / 3;
+  ASSERT_GT(t2 - t1, 200'000u);
+  std::vector<std::uint64_t> arrival;
+  for (const RawFrame& f : frames) {
+    const std::uint64_t t = frame_time(f.bytes);
+    arrival.push_back(f.bytes[frame_offset::bdm] == kStalled && t >= t1 && t < t2 ? t2 : t);
+  }
+  Records sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  bool seen_lagging = false;
+  stream(slicer, frames, arrival,
+         [&](std::size_t) { seen_lagging = seen_lagging || slicer.source_lagging(kStalled); });
+  EXPECT_TRUE(seen_lagging);
+  EXPECT_FALSE(slicer.source_lagging(kStalled)) << "it caught up but does not hold the horizon";
+  slicer.finish();
+
+  const Geometry g = scanner.geometry();
+  // After the backlog (and a window's margin), every record is the batch's again.
+  auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + 1000; };
+  expect_same(only(sink.prompts, after), only(want.prompts, after), "prompt after catch-up");
+  auto others = [&](const CoincRecord& r) {
+    return bdm_of(g, r.crystal_a) != kStalled && bdm_of(g, r.crystal_b) != kStalled;
+  };
+  expect_same(pairs(only(sink.prompts, others)), pairs(only(want.prompts, others)), "prompt");
+  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_GT(counters.bdm_late(kStalled), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_late), counters.bdm_late(kStalled));
+  EXPECT_EQ(frames_of(frames, kStalled),
+            counters.bdm_singles(kStalled) + counters.bdm_energy_rejected(kStalled) +
+                counters.bdm_late(kStalled) + no_crystal_of(scanner, frames, kStalled));
+}
+
+// The room rule alone (no time limit): BDM 0 sends once and then nothing (its link stalls,
+// it is not idle yet) while BDM 1 goes on. Once the frames waiting for BDM 0 fill half of
+// the stage, BDM 0 is lagging: BDM 1 loses nothing. BDM 0 then comes back on time and holds
+// the horizon again.
+TEST(SlicerLag, AStageFilledByOneSourcesWaitDeclaresItLagging) {
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  s.stream.max_disorder_ps = 10 * s.scanner.tick_ps;
+  s.stream.max_future_ps = 1e9 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 1024;
+  s.stream.max_pending_frames = 4096;
+  s.stream.max_slice_ms = 1e6;
+  s.stream.max_lag_ms = 0;
+  s.stream.lag_stage_fraction = 0.5;
+  Records sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  const Slicer::Clock::time_point now{};
+  std::vector<RawFrame> warm;
+  for (std::uint32_t i = 0; i < 64; ++i) warm.push_back(scanner.frame(i % 2, 0, i % 16, 100 + i, 500));
+  slicer.push(warm.data(), warm.size(), now);
+  std::uint64_t t = 1000;
+  for (int b = 0; b < 100; ++b) {
+    std::vector<RawFrame> block;
+    for (int i = 0; i < 256; ++i) block.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
+    slicer.push(block.data(), block.size(), now);
+  }
+  EXPECT_TRUE(slicer.source_lagging(0));
+  EXPECT_FALSE(slicer.source_lagging(1));
+  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+  EXPECT_LE(slicer.pending_frames(), 2048u + 256u);
+  for (int b = 0; b < 10; ++b) {
+    std::vector<RawFrame> on;
+    for (int i = 0; i < 64; ++i) {
+      on.push_back(scanner.frame(0, 0, i % 16, t += 10, 500));
+      on.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
+    }
+    slicer.push(on.data(), on.size(), now);
+  }
+  EXPECT_FALSE(slicer.source_lagging(0));
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected) +
+                counters.get(Counter::frame_no_crystal),
+            64u + 25600u + 10 * 128u);
+}
+
+// Acquisition time shed as dead time: the slicer is told that nothing of [t_begin, t_end)
+// will come; the frames after it, far more than max_future ahead of the frames before it,
+// are taken without a time jump, and the records are the batch's of the frames kept.
+TEST(SlicerLag, ASkippedDeadIntervalMovesTheHorizonWithoutATimeJump) {
+  std::mt19937_64 rng(13);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto all = test::random_acquisition(scanner, rng, o);
+  const std::uint64_t end = frame_time(all.back().bytes);
+  const std::uint64_t t_begin = o.start_ticks + (end - o.start_ticks) / 3;
+  const std::uint64_t t_end = o.start_ticks + 2 * (end - o.start_ticks) / 3;
+  ASSERT_GT(t_end - t_begin, 10 * 20'000u);  // many times max_future
+  std::vector<RawFrame> before, after, kept;
+  for (const RawFrame& f : all) {
+    const std::uint64_t t = frame_time(f.bytes);
+    if (t < t_begin) before.push_back(f);
+    if (t >= t_end) after.push_back(f);
+    if (t < t_begin || t >= t_end) kept.push_back(f);
+  }
+  const BatchResult want = test::batch_process(scanner, kept);
+  Records sink;
+  Counters counters(scanner.geometry().bdm_count());
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  const Slicer::Clock::time_point now{};
+  slicer.push(before.data(), before.size(), now);
+  slicer.skip_dead(t_end);
+  slicer.push(after.data(), after.size(), now);
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  expect_same(sink.prompts, want.prompts, "prompt");
+  expect_same(sink.delayed, want.delayed, "delayed");
+}
+
+}  // namespace
+}  // namespace petdaq

@@ -1,0 +1,125 @@
+// The worker's dead-time shedding (daemon/dead_time.h, DESIGN section 6 "Overload"): an
+// interval opens above the high mark at the latest time taken, drops every board's frames
+// from it on (whole chunks from their summaries, mixed chunks frame by frame), closes below
+// the low mark after the latest time it dropped, and keeps dropping its late arrivals.
+#include "daemon/dead_time.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "core/chunk_summary.h"
+#include "core/test_scanner.h"
+
+namespace petdaq::daemon {
+namespace {
+
+struct TestChunk {
+  std::vector<std::uint8_t> bytes;
+  Chunk chunk;
+  TestChunk(const std::vector<RawFrame>& frames, const SourceRule& rule)
+      : bytes(frames.size() * kFrameBytes + kFrameBytes) {
+    chunk.h_bytes = bytes.data();
+    chunk.capacity_bytes = bytes.size();
+    std::memcpy(bytes.data(), frames.data(), frames.size() * kFrameBytes);
+    chunk.frame_count = frames.size();
+    chunk.used_bytes = frames.size() * kFrameBytes;
+    chunk.summary.add(chunk.frames(), frames.size(), 0, rule);
+  }
+  std::vector<std::uint64_t> times() const {
+    std::vector<std::uint64_t> out;
+    for (std::size_t i = 0; i < chunk.frame_count; ++i) out.push_back(frame_time(chunk.frames()[i].bytes));
+    return out;
+  }
+};
+
+TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);  // open at 4 chunks in use, close at 2
+  auto frames = [&](std::uint64_t from, std::uint64_t to, std::uint64_t step) {
+    std::vector<RawFrame> out;
+    for (std::uint64_t t = from; t < to; t += step)
+      out.push_back(sc.frame(static_cast<std::uint32_t>(t / step % 4), 0, 1, t, 500));
+    return out;
+  };
+
+  TestChunk a(frames(100, 200, 1), rule);
+  dead.filter(a.chunk, 1, 1, 0);
+  EXPECT_EQ(a.chunk.frame_count, 100u);
+  EXPECT_FALSE(dead.shedding());
+
+  TestChunk b(frames(200, 300, 1), rule);  // the ring fills: the interval opens at 200
+  dead.filter(b.chunk, 5, 4, 199);  // the slicer took up to 199
+  EXPECT_TRUE(dead.shedding());
+  EXPECT_EQ(b.chunk.frame_count, 0u) << "a chunk inside dead time goes whole";
+
+  TestChunk c(frames(150, 350, 2), rule);  // another receiver's chunk across the boundary
+  dead.filter(c.chunk, 3, 2, 199);
+  EXPECT_TRUE(dead.shedding());
+  for (std::uint64_t t : c.times()) EXPECT_LT(t, 200u);
+  EXPECT_EQ(c.chunk.frame_count, 25u);
+  EXPECT_EQ(c.chunk.summary.frames, 25u);
+  EXPECT_EQ(c.chunk.summary.max_time, 198u);
+
+  TestChunk d(frames(400, 450, 1), rule);  // below the low mark: the interval closes
+  dead.filter(d.chunk, 2, 1, 199);
+  EXPECT_EQ(d.chunk.frame_count, 0u);
+  EXPECT_FALSE(dead.shedding());
+  DeadInterval di{};
+  ASSERT_TRUE(dead.take_closed(di));
+  EXPECT_EQ(di.t_begin, 200u);
+  EXPECT_EQ(di.t_end, 450u);
+  EXPECT_EQ(di.frames_dropped, 100u + 75u + 50u);
+  EXPECT_FALSE(dead.take_closed(di));
+  EXPECT_EQ(dead.last_end(), 450u);
+  EXPECT_EQ(dead.run_dead_ticks(), 250u);
+
+  TestChunk e(frames(300, 500, 1), rule);  // late arrivals of the closed interval still go
+  dead.filter(e.chunk, 1, 1, 198);
+  for (std::uint64_t t : e.times()) EXPECT_GE(t, 450u);
+  EXPECT_EQ(e.chunk.frame_count, 50u);
+
+  const std::uint64_t dropped = 100 + 75 + 50 + 150;
+  EXPECT_EQ(counters.get(Counter::stream_dead_frames), dropped);
+  EXPECT_EQ(counters.get(Counter::stream_dead_intervals), 1u);
+  std::uint64_t per_board = 0;
+  for (std::uint32_t bdm = 0; bdm < 4; ++bdm) {
+    EXPECT_GT(counters.bdm_dead(bdm), 0u) << "bdm " << bdm;
+    per_board += counters.bdm_dead(bdm);
+  }
+  EXPECT_EQ(per_board, dropped);
+  EXPECT_EQ(dead.take_interval_dead_ticks(), 250u);
+  EXPECT_EQ(dead.take_interval_dead_ticks(), 0u);
+
+  // A new run (clock reset): the old intervals no longer apply.
+  dead.new_run();
+  TestChunk f(frames(300, 320, 1), rule);
+  dead.filter(f.chunk, 1, 1, 0);
+  EXPECT_EQ(f.chunk.frame_count, 20u);
+  EXPECT_EQ(dead.run_dead_ticks(), 0u);
+}
+
+TEST(DeadTime, AShedThatDroppedNothingPublishesNoInterval) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  std::vector<RawFrame> early;
+  for (std::uint64_t t = 100; t < 200; ++t) early.push_back(sc.frame(0, 0, 1, t, 500));
+  TestChunk a(early, rule);
+  dead.filter(a.chunk, 1, 1, 0);
+  std::vector<RawFrame> disordered;
+  for (std::uint64_t t = 50; t < 100; ++t) disordered.push_back(sc.frame(1, 0, 1, t, 500));
+  TestChunk b(disordered, rule);
+  dead.filter(b.chunk, 5, 0, 199);  // opens and, with nothing waiting, closes
+  EXPECT_EQ(b.chunk.frame_count, 50u) << "frames before the interval are kept";
+  EXPECT_FALSE(dead.shedding());
+  DeadInterval di{};
+  EXPECT_FALSE(dead.take_closed(di));
+  EXPECT_EQ(counters.get(Counter::stream_dead_intervals), 0u);
+}
+
+}  // namespace
+}  // namespace petdaq::daemon
