@@ -107,12 +107,12 @@ const std::string& RatesReporter::build(const RatesSnapshot& s) {
           : nlohmann::ordered_json(nullptr);
   // Live time from the per-BDM singles on the acquisition's clock and the calibrated model.
   static const DeadTimeModel kNoModel;
-  const DeadTimeModel& dead = s.dead_time ? *s.dead_time : kNoModel;
-  const LiveTime live = live_time(dead, bdm_rate_);
+  const DeadTimeModel& dead_model = s.dead_time ? *s.dead_time : kNoModel;
+  const LiveTime live = live_time(dead_model, bdm_rate_);
   nlohmann::ordered_json live_bdm = nlohmann::ordered_json::array();
   for (const double f : live.bdm) live_bdm.push_back(f);
   doc["live_time_model"] = {
-      {"model", dead_time_kind_name(dead.kind)},
+      {"model", dead_time_kind_name(dead_model.kind)},
       {"bdm_live_fraction", std::move(live_bdm)},
       {"singles_live_fraction", live.singles},
       {"coincidence_live_fraction", live.coincidences},
