@@ -170,7 +170,7 @@ class ReadPlm(unittest.TestCase):
         h["record_size"] = 32
         with open(dead, "wb") as f:
             f.write(data + h.tobytes() + intervals.tobytes())
-        with self.assertRaisesRegex(petdaq.plm.PlmError, "record size 32, expected 24"):
+        with self.assertRaisesRegex(petdaq.plm.PlmError, "record size 32 for kind 5, expected 24"):
             petdaq.read_plm(dead)
 
     def test_corruption_is_an_error_naming_the_offset(self):
