@@ -18,6 +18,7 @@
 #include <spdlog/spdlog.h>
 #include <sqlite3.h>
 
+#include "core/iso_time.h"
 #include "daemon/alarms.h"
 
 namespace petdaq::daemon {
@@ -180,14 +181,6 @@ std::int64_t single_integer(sqlite3* db, const char* sql) {
   return s.step() ? s.integer(0) : 0;
 }
 
-std::string iso_time(std::uint64_t unix_ns) {
-  const std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char out[32];
-  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return out;
-}
 
 // A lock file beside the database, held (flock) for the daemon's life: one daemon per
 // catalogue, and a lock a killed daemon cannot leave behind.

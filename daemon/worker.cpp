@@ -29,6 +29,21 @@
 namespace petdaq::daemon {
 
 namespace {
+// The header of a message whose body is one record of `bytes`: a histogram or image file, a
+// JSON document (DESIGN section 7).
+MessageHeader one_record_header(MessageKind kind, std::uint64_t message_id, std::uint64_t run_id,
+                                std::size_t bytes) {
+  MessageHeader m;
+  m.kind = static_cast<std::uint16_t>(kind);
+  m.message_id = message_id;
+  m.run_id = run_id;
+  m.record_count = 1;
+  m.record_size = static_cast<std::uint32_t>(bytes);
+  return m;
+}
+}  // namespace
+
+namespace {
 RateLimitedWarning g_dead_time_warning;
 RateLimitedWarning g_lagging_warning;
 }  // namespace
@@ -468,14 +483,10 @@ void Worker::publish_image(std::uint64_t run_id, bool write_file) {
   span.window_first_tick = image_window_->window_first_tick();
   span.window_end_tick = span.run_end_tick;
   encode_image_file(*image, s, run_id, image_window_->window(), span, image_bytes_);
-  MessageHeader m;
-  m.kind = static_cast<std::uint16_t>(MessageKind::image);
-  m.message_id = image_message_id_++;
-  m.run_id = run_id;
+  MessageHeader m =
+      one_record_header(MessageKind::image, image_message_id_++, run_id, image_bytes_.size());
   m.t_begin = span.run_first_tick;
   m.t_end = span.run_end_tick;
-  m.record_count = 1;
-  m.record_size = static_cast<std::uint32_t>(image_bytes_.size());
   publisher_.send(topic::image, m, image_bytes_.data(), image_bytes_.size());
   if (write_file && s.output.file.enabled) {
     const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdim", run_id));
@@ -512,12 +523,8 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
   encode_histogram_file(*h, s, run_id, meta, histogram_bytes_,
                         run_first_prompt_ ? HistogramSpan{*run_first_prompt_, run_slice_end_}
                                           : HistogramSpan{});
-  MessageHeader m;
-  m.kind = static_cast<std::uint16_t>(MessageKind::histograms);
-  m.message_id = histogram_message_id_++;
-  m.run_id = run_id;
-  m.record_count = 1;
-  m.record_size = static_cast<std::uint32_t>(histogram_bytes_.size());
+  const MessageHeader m = one_record_header(MessageKind::histograms, histogram_message_id_++,
+                                            run_id, histogram_bytes_.size());
   publisher_.send(topic::histograms, m, histogram_bytes_.data(), histogram_bytes_.size());
   const CrystalHealth health = judge_crystals(
       h->layout().geometry, [h](std::uint32_t c) { return h->at(Hist::crystal_singles, c); },
@@ -550,12 +557,9 @@ void Worker::publish_acquisition() {
   nlohmann::json doc = latest->to_json();
   doc["open"] = acquisition_.has_value();
   const std::string body = doc.dump();
-  MessageHeader m;
-  m.kind = static_cast<std::uint16_t>(MessageKind::acquisition);
-  m.message_id = acquisition_message_id_++;
-  m.run_id = published_run_id(engine_->slicer->run_id());
-  m.record_count = 1;
-  m.record_size = static_cast<std::uint32_t>(body.size());
+  const MessageHeader m =
+      one_record_header(MessageKind::acquisition, acquisition_message_id_++,
+                        published_run_id(engine_->slicer->run_id()), body.size());
   publisher_.send(topic::acquisition, m, body.data(), body.size());
   if (file_) {
     if (acquisition_) {

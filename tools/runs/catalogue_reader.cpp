@@ -82,14 +82,6 @@ void dress(nlohmann::json& j) {
 
 }  // namespace
 
-std::string iso_time(std::uint64_t unix_ns) {
-  const std::time_t t = static_cast<std::time_t>(unix_ns / 1'000'000'000);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char out[32];
-  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return out;
-}
 
 CatalogueReader::CatalogueReader(const std::filesystem::path& path, bool writable) : path_(path) {
   std::error_code ec;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/iso_time.h"
+
 struct sqlite3;
 
 namespace petdaq::runs {
@@ -57,7 +59,7 @@ class CatalogueReader {
   sqlite3* db_ = nullptr;
 };
 
-// "2026-11-26T20:01:02Z" (UTC, seconds) from nanoseconds since 1970.
-std::string iso_time(std::uint64_t unix_ns);
+// Times as the catalogue prints them (core/iso_time.h).
+using petdaq::iso_time;
 
 }  // namespace petdaq::runs
