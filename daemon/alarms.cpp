@@ -15,19 +15,14 @@ double number_or(const Json& j, double fallback) {
   return j.is_number() ? j.get<double>() : fallback;
 }
 
-// The scanner's live fraction of the interval, where the document has one.
+// The scanner's live fraction of the interval: `deadtime.live_fraction_interval` (DESIGN
+// section 7), absent from documents of code without the overload rule.
 std::optional<double> live_fraction(const Json& doc) {
-  for (const char* object : {"dead_time", "deadtime", "live"}) {
-    const auto o = doc.find(object);
-    if (o == doc.end() || !o->is_object()) continue;
-    for (const char* key : {"live_fraction_interval", "interval_live_fraction", "live_fraction"}) {
-      const auto v = o->find(key);
-      if (v != o->end() && v->is_number()) return v->get<double>();
-    }
-  }
-  const auto v = doc.find("live_fraction");
-  if (v != doc.end() && v->is_number()) return v->get<double>();
-  return std::nullopt;
+  const auto d = doc.find("deadtime");
+  if (d == doc.end() || !d->is_object()) return std::nullopt;
+  const auto v = d->find("live_fraction_interval");
+  if (v == d->end() || !v->is_number()) return std::nullopt;
+  return v->get<double>();
 }
 
 }  // namespace

@@ -112,8 +112,8 @@ TEST(CatalogueWriter, EventsBecomeRowsWithCountersLiveFractionAndLinks) {
     c.run_ended(7, "clock reset", counter_values(3, 100));  // a run without a slice: no row
     c.run_started(8);
     // Two intervals: live 0.9 for 1 s and 0.5 for 3 s -> 0.6 weighted by time.
-    c.rates(R"({"run_id":8,"interval_s":1.0,"live_fraction":0.9,"counters":{"coinc.prompts":5}})");
-    c.rates(R"({"run_id":8,"interval_s":3.0,"live_fraction":0.5,"counters":{"coinc.prompts":9}})");
+    c.rates(R"({"run_id":8,"interval_s":1.0,"deadtime":{"live_fraction_interval":0.9},"counters":{"coinc.prompts":5}})");
+    c.rates(R"({"run_id":8,"interval_s":3.0,"deadtime":{"live_fraction_interval":0.5},"counters":{"coinc.prompts":9}})");
     acq.annotate("moved the bed", 2000);
     std::ofstream(pdh, std::ios::binary) << "histograms";
     c.file_written(pdh, "pdh", 8);

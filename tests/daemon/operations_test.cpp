@@ -109,13 +109,13 @@ TEST(Alarms, LiveFractionAndCrystalsFollowTheirThresholds) {
   AlarmMonitor m(s);
   m.set_crystal_health(1, 3);
   Json doc = rates_doc(0, {1});
-  doc["dead_time"] = {{"live_fraction_interval", 0.9}};
+  doc["deadtime"] = {{"live_fraction_interval", 0.9}};
   m.evaluate(doc, 1);
   EXPECT_EQ(names(doc), (std::vector<std::string>{"dead_crystals/scanner", "hot_crystals/scanner",
                                                   "live_fraction/scanner"}));
   m.set_crystal_health(0, 2);
   Json ok = rates_doc(0, {1});
-  ok["dead_time"] = {{"live_fraction_interval", 0.99}};
+  ok["deadtime"] = {{"live_fraction_interval", 0.99}};
   m.evaluate(ok, 2);
   EXPECT_TRUE(ok["alarms"].empty());
 }
