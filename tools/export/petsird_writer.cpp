@@ -12,7 +12,6 @@
 #include "proto/signed_tof.h"
 #include "tools/export/crystal_position.h"
 #include "tools/export/petsird_schema.h"
-#include "tools/export/plm_messages.h"
 
 namespace petdaq::exporter {
 
@@ -476,7 +475,7 @@ RunSingles crystal_singles(const std::vector<std::uint8_t>& histogram_file, std:
 PetsirdFileCounts petsird_from_plm(
     const std::filesystem::path& plm, PetsirdWriter& w,
     const std::function<void(double fraction, const PetsirdFileCounts&)>& progress) {
-  PlmMessageReader reader(plm);
+  PlmReader reader(plm);
   std::error_code ec;
   const auto file_bytes = std::filesystem::file_size(plm, ec);
   PetsirdFileCounts counts;
@@ -484,7 +483,7 @@ PetsirdFileCounts petsird_from_plm(
   std::vector<std::uint8_t> body;
   std::vector<CoincRecord> records;
   std::vector<DeadInterval> dead;
-  while (reader.next(m, body)) {
+  while (reader.next_message(m, body, true)) {
     const std::string where = plm.string() + ": message " + std::to_string(m.message_id) +
                               " of kind " + std::to_string(m.kind);
     if (m.kind == static_cast<std::uint16_t>(MessageKind::prompts) ||
