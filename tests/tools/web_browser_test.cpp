@@ -371,7 +371,7 @@ TEST(WebBrowser, RunsSectionShowsTheCatalogueWithCountersAndQaLinks) {
     acq.start(json{{"name", "NEMA phantom"}, {"isotope", "F-18"}, {"activity_MBq", 40.0},
                    {"operator", "jd"}}, 1'800'000'000'000'000'000ull);
     c.run_started(8);
-    c.rates(R"({"run_id":8,"interval_s":2.0,"live_fraction":0.75,"counters":{}})");
+    c.rates(R"({"run_id":8,"interval_s":2.0,"deadtime":{"live_fraction_interval":0.75},"counters":{}})");
     daemon::Catalogue::CounterValues end{};
     end[static_cast<std::size_t>(Counter::coinc_prompts)] = 123456;
     end[static_cast<std::size_t>(Counter::coinc_delayed)] = 2345;
