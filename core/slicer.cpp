@@ -912,11 +912,15 @@ bool Slicer::source_lagging(std::uint32_t bdm) const {
   return bdm < sources.size() && sources[bdm].lagging;
 }
 
-void Slicer::skip_dead(std::uint64_t t_end) {
+void Slicer::skip_dead(std::span<const std::uint64_t> reached) {
   Impl& m = *impl_;
-  if (!m.warm || t_end == 0) return;
-  for (auto& s : m.clocks.sources)
-    if (s.sent && !s.reset && !s.lagging) s.latest = std::max(s.latest, t_end - 1);
+  if (!m.warm) return;
+  auto& sources = m.clocks.sources;
+  for (std::size_t b = 0; b < sources.size() && b < reached.size(); ++b) {
+    auto& s = sources[b];
+    if (reached[b] > 0 && s.sent && !s.reset && !s.lagging)
+      s.latest = std::max(s.latest, reached[b] - 1);
+  }
   m.update_horizon();
   m.flush_counters();
 }

@@ -69,6 +69,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "core/backend.h"
 #include "core/chunk_summary.h"
@@ -136,9 +137,11 @@ class Slicer {
   bool release_lagging_source();
   // The source (BDM) is lagging (DESIGN section 6): it does not hold the horizon.
   bool source_lagging(std::uint32_t bdm) const;
-  // Acquisition time before t_end was shed as dead time (DESIGN section 6, "Overload"): no
-  // frame of [t_begin, t_end) will come. The sources holding the horizon go on from t_end.
-  void skip_dead(std::uint64_t t_end);
+  // Frames were shed as dead time before the slicer (DESIGN section 6, "Overload"):
+  // `reached[b]` is one past the latest time of source b's frames dropped (0: none). They
+  // still tell where the source's clock is: each live source goes on from there. A source
+  // with none dropped has not reached the interval and holds the horizon where it is.
+  void skip_dead(std::span<const std::uint64_t> reached);
   // The latest raw time taken in this run (the sources' latest, time jumps excluded; 0: none).
   std::uint64_t latest_time() const;
 

@@ -8,6 +8,7 @@ namespace petdaq::daemon {
 
 namespace {
 constexpr std::uint64_t kOpenEnd = std::numeric_limits<std::uint64_t>::max();
+std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) { return a > kOpenEnd - b ? kOpenEnd : a + b; }
 }
 
 DeadTime::DeadTime(double high_fraction, double low_fraction, std::size_t ring_chunks,
@@ -17,11 +18,12 @@ DeadTime::DeadTime(double high_fraction, double low_fraction, std::size_t ring_c
       low_chunks_(static_cast<std::size_t>(low_fraction * static_cast<double>(ring_chunks))),
       rule_(rule),
       counters_(counters),
-      bdm_dropped_(counters.bdm_count(), 0) {}
+      bdm_dropped_(counters.bdm_count(), 0),
+      reached_(counters.bdm_count(), 0) {}
 
 // `which`: kRecent for the open interval, else the index in recent_.
 bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
-  if (shedding_ && t >= open_.t_begin) {
+  if (shedding_ && (begin_at_first_ || t >= open_.t_begin) && !wild(t)) {
     which = kRecent;
     return true;
   }
@@ -33,20 +35,32 @@ bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
   return false;
 }
 
-void DeadTime::note_dropped(std::size_t which, std::uint64_t t_max, std::uint64_t frames) {
+void DeadTime::note_dropped(std::size_t which, std::uint64_t t_min, std::uint64_t t_max,
+                            std::uint64_t frames) {
   DeadInterval& d = which == kRecent ? open_ : recent_[which];
   d.frames_dropped += frames;
-  if (which == kRecent) d.t_end = std::max(d.t_end, t_max + 1);
+  if (which != kRecent) return;
+  if (begin_at_first_) {
+    // The run had taken nothing: the interval begins at the first frame it drops.
+    begin_at_first_ = false;
+    d.t_begin = std::max(t_min, last_end_);
+    d.t_end = d.t_begin;
+    wild_after_ = saturating_add(d.t_begin, max_future_);
+  }
+  d.t_end = std::max(d.t_end, t_max + 1);
 }
 
 void DeadTime::drop_whole(Chunk& c, std::size_t which) {
   const ChunkSummary& s = c.summary;
   for (std::uint32_t i = 0; i < s.present_count; ++i) {
     const std::uint8_t src = s.present[i];
-    if (src < bdm_dropped_.size()) counters_.add_bdm_dead(src, s.sources[src].frames);
+    if (src < bdm_dropped_.size()) {
+      counters_.add_bdm_dead(src, s.sources[src].frames);
+      reached_[src] = std::max(reached_[src], s.sources[src].max_time + 1);
+    }
   }
   counters_.add(Counter::stream_dead_frames, c.frame_count);
-  note_dropped(which, s.max_time, c.frame_count);
+  note_dropped(which, s.min_time, s.max_time, c.frame_count);
   c.reset();
 }
 
@@ -60,8 +74,11 @@ void DeadTime::drop_frames(Chunk& c) {
     if (src >= 0) {
       const std::uint64_t t = frame_time(f[i].bytes);
       if (in_dead(t, which)) {
-        note_dropped(which, t, 1);
-        if (static_cast<std::size_t>(src) < bdm_dropped_.size()) ++bdm_dropped_[src];
+        note_dropped(which, t, t, 1);
+        if (static_cast<std::size_t>(src) < bdm_dropped_.size()) {
+          ++bdm_dropped_[src];
+          reached_[src] = std::max(reached_[src], t + 1);
+        }
         ++dropped;
         continue;
       }
@@ -78,13 +95,25 @@ void DeadTime::drop_frames(Chunk& c) {
   c.used_bytes = kept * kFrameBytes;
 }
 
-void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken) {
-  if (!shedding_ && in_use >= high_chunks_) {
-    shedding_ = true;
-    open_.t_begin = std::max(latest_taken > 0 ? latest_taken + 1 : 0, last_end_);
-    open_.t_end = open_.t_begin;
-    open_.frames_dropped = 0;
+void DeadTime::open(std::uint64_t latest_taken) {
+  shedding_ = true;
+  const std::uint64_t after = latest_taken > 0 ? latest_taken + 1 : last_end_;
+  begin_at_first_ = after == 0;
+  open_.t_begin = std::max(after, last_end_);
+  open_.t_end = open_.t_begin;
+  open_.frames_dropped = 0;
+  wild_after_ = begin_at_first_ ? kOpenEnd : saturating_add(open_.t_begin, max_future_);
+}
+
+bool DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken,
+                      std::uint64_t max_future_ticks) {
+  max_future_ = max_future_ticks;
+  if (reached_any_) {
+    std::fill(reached_.begin(), reached_.end(), 0);
+    reached_any_ = false;
   }
+  const std::size_t frames_before = c.frame_count;
+  if (!shedding_ && in_use >= high_chunks_) open(latest_taken);
   const ChunkSummary& s = c.summary;
   if (c.frame_count > 0 && s.present_count > 0 && (shedding_ || recent_count_ > 0)) {
     bool overlaps = false;
@@ -94,7 +123,13 @@ void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
       overlaps = true;
       if (s.min_time >= b && s.max_time < e && s.sourceless == 0) whole = which;
     };
-    if (shedding_) check(open_.t_begin, kOpenEnd, kRecent);
+    if (shedding_) {
+      // An interval that begins at its first drop is sorted frame by frame until then.
+      if (begin_at_first_)
+        overlaps = true;
+      else
+        check(open_.t_begin, wild_after_ == kOpenEnd ? kOpenEnd : wild_after_ + 1, kRecent);
+    }
     for (std::size_t i = 0; i < recent_count_ && whole > kRecent; ++i)
       check(recent_[i].t_begin, recent_[i].t_end, i);
     if (whole <= kRecent)
@@ -103,6 +138,8 @@ void DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
       drop_frames(c);
   }
   if (shedding_ && (in_use <= low_chunks_ || waiting == 0)) close_open();
+  reached_any_ = c.frame_count < frames_before;
+  return reached_any_;
 }
 
 void DeadTime::close_open() {
@@ -131,6 +168,7 @@ bool DeadTime::take_closed(DeadInterval& out) {
 
 void DeadTime::new_run() {
   if (shedding_) close_open();
+  begin_at_first_ = false;
   recent_count_ = 0;
   recent_next_ = 0;
   last_end_ = 0;

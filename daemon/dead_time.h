@@ -31,8 +31,13 @@ class DeadTime {
   // the chunk's frames inside dead time (rewriting the chunk and its summary in place) and
   // counts them; closes the open interval once the backlog is below the low mark.
   // `latest_taken`: the latest raw time the slicer has taken (Slicer::latest_time(), so wild
-  // stamps it dropped as time jumps do not count; 0: none); an interval opens after it.
-  void filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken);
+  // stamps it dropped as time jumps do not count; 0: none); an interval opens after it, or,
+  // when the run has taken nothing yet, at the first frame it drops. A frame more than
+  // `max_future_ticks` past that is a wild stamp, not dead time: it goes on to the slicer's
+  // time-jump rule and never stretches an interval.
+  // Returns whether it dropped any of the chunk's frames (then last_reached() says how far).
+  bool filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken,
+              std::uint64_t max_future_ticks);
   // The next interval closed since the last call (false: none).
   bool take_closed(DeadInterval& out);
   // A new run (clock reset, reload): the old run's intervals no longer apply; an open one
@@ -44,6 +49,9 @@ class DeadTime {
   std::size_t high_chunks() const { return high_chunks_; }
   // End of the last interval closed in this run (0: none).
   std::uint64_t last_end() const { return last_end_; }
+  // Per source (BDM), one past the latest time of its frames that the last filter() dropped
+  // (0: none): frames shed still tell the slicer where their source's clock is.
+  const std::vector<std::uint64_t>& last_reached() const { return reached_; }
   // Dead acquisition time of the run so far (the open interval up to now included), ticks.
   std::uint64_t run_dead_ticks() const;
   // Dead ticks since the last call (the interval's share for the rates document).
@@ -54,10 +62,13 @@ class DeadTime {
   static constexpr std::size_t kClosedQueue = 64;
 
   bool in_dead(std::uint64_t t, std::size_t& which) const;
+  void open(std::uint64_t latest_taken);
+  bool wild(std::uint64_t t) const { return t > wild_after_; }
   void close_open();
   void drop_whole(Chunk& c, std::size_t which);
   void drop_frames(Chunk& c);
-  void note_dropped(std::size_t which, std::uint64_t t_max, std::uint64_t frames);
+  void note_dropped(std::size_t which, std::uint64_t t_min, std::uint64_t t_max,
+                    std::uint64_t frames);
 
   const std::size_t high_chunks_;
   const std::size_t low_chunks_;
@@ -78,6 +89,11 @@ class DeadTime {
   std::uint64_t run_dead_closed_ = 0;
   std::uint64_t reported_dead_ = 0;  // run_dead_ticks() at the last interval report
   std::vector<std::uint64_t> bdm_dropped_;  // per BDM, for one chunk
+  std::vector<std::uint64_t> reached_;      // per BDM, for the last chunk filtered
+  bool reached_any_ = false;
+  bool begin_at_first_ = false;  // the open interval begins at the first frame it drops
+  std::uint64_t max_future_ = 0;
+  std::uint64_t wild_after_ = ~std::uint64_t{0};  // later stamps are not dead time
 };
 
 }  // namespace petdaq::daemon

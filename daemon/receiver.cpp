@@ -42,6 +42,13 @@ RateLimitedWarning g_ring_full_warning;
 RateLimitedWarning g_kernel_drop_warning;
 RateLimitedWarning g_foreign_warning;
 
+// Chunks out of the free queue below which a partly filled chunk is sealed on time: the shed
+// low mark's share of the ring (DESIGN section 6), and at least one per lane and one more.
+std::size_t time_seal_room_of(const InputSettings& in, std::size_t chunks) {
+  const auto low = static_cast<std::size_t>(in.shed_low_fraction * static_cast<double>(chunks));
+  return std::max<std::size_t>(low, in.receiver_threads + 1);
+}
+
 }  // namespace
 
 struct Receiver::Lane {
@@ -61,6 +68,7 @@ struct Receiver::Lane {
         framing(in.framing),
         flush_after(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double, std::milli>(in.flush_ms))),
+        time_seal_room(time_seal_room_of(in, ring_.chunk_count())),
         timer(io),
         token(ring_.make_sealed_token()),
         scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)) {}
@@ -72,6 +80,10 @@ struct Receiver::Lane {
   SourceFilter filter;
   Framing framing;
   Clock::duration flush_after;
+  // Sealing by time (flush_after) is for latency. It happens while fewer chunks than this are
+  // out of the free queue, or while the worker has nothing sealed to take; otherwise a chunk
+  // fills before it goes, so that a stalled worker costs the ring bytes, not chunks.
+  std::size_t time_seal_room;
   asio::io_context io;
   asio::steady_timer timer;
   std::vector<std::unique_ptr<Socket>> sockets;
@@ -103,10 +115,17 @@ struct Receiver::Lane {
     timer.expires_after(std::max(flush_after / 2, Clock::duration(std::chrono::microseconds(200))));
     timer.async_wait([this](const boost::system::error_code& ec) {
       if (ec) return;
-      if (current && current->frame_count > 0 && Clock::now() - current->first_rx >= flush_after)
+      if (current && current->frame_count > 0 && Clock::now() - current->first_rx >= flush_after &&
+          may_seal_by_time())
         seal_current();
       arm_timer();
     });
+  }
+
+  bool may_seal_by_time() const {
+    const std::size_t chunks = ring.chunk_count();
+    const std::size_t in_use = chunks - std::min(chunks, ring.free_approx());
+    return in_use < time_seal_room || ring.sealed_approx() == 0;
   }
 
   void seal_current() {

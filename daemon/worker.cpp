@@ -118,7 +118,12 @@ void Worker::loop() {
     // What no phase below covers is charged to `loop`.
     PhaseScope iteration(t, Phase::loop);
     const bool stopping = stop_.load(std::memory_order_acquire);
-    if (reload_requested_.exchange(false, std::memory_order_acq_rel)) apply_reload();
+    if (next_engine_.valid()) {
+      if (stopping || next_engine_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+        switch_engine();
+    } else if (reload_requested_.exchange(false, std::memory_order_acq_rel)) {
+      apply_reload();  // one reload at a time: a later request waits for this build
+    }
     // Once stopping, the receivers are already stopped: take what is left, then finish.
     Chunk* c = nullptr;
     {
@@ -180,6 +185,7 @@ void Worker::take_chunk(Chunk* c) {
   }
   // Overload: the frames in dead time go (DESIGN section 6); the chunk keeps the others.
   const bool was_shedding = dead_->shedding();
+  bool dropped = false;
   {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
@@ -187,15 +193,15 @@ void Worker::take_chunk(Chunk* c) {
     // declared lagging first, and only a backlog that remains is shed as dead time.
     if (!dead_->shedding() && in_use >= dead_->high_chunks() && slicer.release_lagging_source())
       in_use = 0;
-    dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time());
+    dropped = dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time(),
+                            engine_->max_future_ticks);
   }
   const bool dead_closed = was_shedding && !dead_->shedding();
   if (c->frame_count == 0) {
     ring_.release(c);
-    if (dead_closed) {
-      slicer.skip_dead(dead_->last_end());
-      publish_dead_intervals();
-    }
+    // The shed frames still move their boards' clocks on (after the kept ones are in).
+    if (dropped) slicer.skip_dead(dead_->last_reached());
+    if (dead_closed) publish_dead_intervals();
     return;
   }
   for (std::uint32_t i = 0; i < sum.present_count; ++i)
@@ -204,8 +210,7 @@ void Worker::take_chunk(Chunk* c) {
   {
     PhaseScope p(&phases_, Phase::slicer_push);
     ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
-    // The dead interval is behind the sources now: the horizon goes on from its end.
-    if (dead_closed) slicer.skip_dead(dead_->last_end());
+    if (dropped) slicer.skip_dead(dead_->last_reached());
   }
   if (dead_closed) publish_dead_intervals();
   if (pending_count_ == pending_.size()) {
@@ -354,8 +359,30 @@ void Worker::apply_reload() {
     if (plan.instant.empty()) spdlog::info("reload: nothing that can change live changed");
     return;
   }
-  // The slicer cannot change windows in the middle of a run: finish this run, then start a
-  // new one (new run_id) with a new slicer and backend.
+  // The slicer cannot change windows in the middle of a run: this run goes on while the next
+  // engine (new slicer and backend) is built on its own thread, then ends, and a new run
+  // (new run_id) starts on the new engine. Building takes a backend's allocations (up to a
+  // few hundred milliseconds); intake never waits for it.
+  next_live_ = plan.live;
+  // The calibration tables (tens of MB) are copied there too: the running engine only reads
+  // them, and it stays until the new one is in place.
+  next_engine_ = std::async(std::launch::async,
+                            [this, applied = plan.applied, calibration = &engine_->calibration] {
+                              return std::make_unique<Engine>(applied, *calibration, backend_kind_,
+                                                              *this, counters_, phases_, arena_);
+                            });
+}
+
+void Worker::switch_engine() {
+  PhaseScope phase(&phases_, Phase::reload);
+  std::unique_ptr<Engine> next;
+  try {
+    next = next_engine_.get();
+  } catch (const std::exception& e) {
+    spdlog::error("reload: cannot build the new engine, keeping the running one: {}", e.what());
+    return;
+  }
+  if (stop_.load(std::memory_order_acquire)) return;  // stopping: the running run ends as is
   {
     PhaseScope p(&phases_, Phase::finish);
     engine_->slicer->finish();
@@ -368,20 +395,16 @@ void Worker::apply_reload() {
   dead_->new_run();
   publish_dead_intervals();
   const std::uint64_t next_run = last_run_ + 1;
-  try {
-    auto next = std::make_unique<Engine>(plan.applied, engine_->calibration, backend_kind_,
-                                         *this, counters_, phases_, arena_);
-    engine_.reset();
-    engine_ = std::move(next);
-    run_base_ = next_run;
-    last_run_ = next_run;
-    publish_delayed_ = publishes_delayed(plan.applied);
-    counters_.add(Counter::stream_runs);
-    spdlog::info("reload: applied {}; run {} starts ({})", fmt::join(plan.live, ", "), next_run,
-                 engine_->explanation);
-  } catch (const std::exception& e) {
-    spdlog::error("reload: cannot rebuild the engine, keeping the running one: {}", e.what());
-  }
+  // The old engine's buffers are freed off this thread too.
+  if (retired_engine_.valid()) retired_engine_.wait();
+  retired_engine_ = std::async(std::launch::async, [old = std::move(engine_)]() mutable { old.reset(); });
+  engine_ = std::move(next);
+  run_base_ = next_run;
+  last_run_ = next_run;
+  publish_delayed_ = publishes_delayed(engine_->settings);
+  counters_.add(Counter::stream_runs);
+  spdlog::info("reload: applied {}; run {} starts ({})", fmt::join(next_live_, ", "), next_run,
+               engine_->explanation);
 }
 
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -90,7 +91,10 @@ class Worker final : public ResultSink {
   void publish_rates(Clock::time_point now);
   void publish_acquisition();
   void retire_latency(Clock::time_point now, bool all);
+  // A reload that changes what the engine computes builds the next engine on a thread of its
+  // own while this one goes on taking chunks; switch_engine() puts it in place once built.
   void apply_reload();
+  void switch_engine();
   std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
   void publish_histograms(std::uint64_t run_id, bool write_file);
   void publish_image(std::uint64_t run_id, bool write_file);
@@ -195,6 +199,11 @@ class Worker final : public ResultSink {
   std::atomic<bool> reload_requested_{false};
   std::mutex reload_mutex_;
   std::optional<Settings> reload_settings_;
+  // The engine a reload is building (valid while it builds), what it changes, and the
+  // engine it replaced, being destroyed off the worker thread.
+  std::future<std::unique_ptr<Engine>> next_engine_;
+  std::vector<std::string> next_live_;
+  std::future<void> retired_engine_;
 };
 
 }  // namespace petdaq::daemon

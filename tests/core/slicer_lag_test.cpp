@@ -307,12 +307,72 @@ TEST(SlicerLag, ASkippedDeadIntervalMovesTheHorizonWithoutATimeJump) {
   Slicer slicer(s, backend, sink, counters);
   const Slicer::Clock::time_point now{};
   slicer.push(before.data(), before.size(), now);
-  slicer.skip_dead(t_end);
+  // Every board reached the interval's end (its frames there were dropped).
+  const std::vector<std::uint64_t> reached(scanner.geometry().bdm_count(), t_end);
+  slicer.skip_dead(reached);
   slicer.push(after.data(), after.size(), now);
   slicer.finish();
   EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
   EXPECT_EQ(counters.get(Counter::stream_late), 0u);
   EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  expect_same(sink.prompts, want.prompts, "prompt");
+  expect_same(sink.delayed, want.delayed, "delayed");
+}
+
+// Frames shed as dead time move their boards' clocks on; a board that has not reached the
+// interval (none of its frames dropped yet) keeps holding the horizon: its frames from before
+// the interval that arrive later are taken, not late.
+TEST(SlicerLag, ABoardBehindADeadIntervalKeepsItsFramesBeforeIt) {
+  std::mt19937_64 rng(17);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto all = test::random_acquisition(scanner, rng, o);
+  const int behind = 3;
+  const std::uint64_t end = frame_time(all.back().bytes);
+  const std::uint64_t t_begin = o.start_ticks + (end - o.start_ticks) / 2;
+  const std::uint64_t t_end = o.start_ticks + 3 * (end - o.start_ticks) / 4;
+  const std::uint64_t behind_at = t_begin - 10'000;  // within max_future and the lag
+  const SourceRule rule = make_source_rule(s);
+  std::vector<RawFrame> first, behind_late, after, kept;
+  const std::size_t bdms = scanner.geometry().bdm_count();
+  std::vector<std::uint64_t> others_reached(bdms, 0), behind_reached(bdms, 0);
+  for (const RawFrame& f : all) {
+    const std::uint64_t t = frame_time(f.bytes);
+    const int src = rule.source_of(f.bytes);
+    const bool slow = src == behind;
+    if (t >= t_begin && t < t_end) {  // shed as dead time
+      auto& r = slow ? behind_reached : others_reached;
+      if (src >= 0) r[src] = std::max(r[src], t + 1);
+      continue;
+    }
+    kept.push_back(f);
+    if (t >= t_end)
+      after.push_back(f);
+    else if (slow && t >= behind_at)
+      behind_late.push_back(f);  // still on its way when the others' dead frames were shed
+    else
+      first.push_back(f);
+  }
+  ASSERT_GT(behind_late.size(), 5u);
+  ASSERT_GT(behind_reached[behind], 0u);
+  const BatchResult want = test::batch_process(scanner, kept);
+  Records sink;
+  Counters counters(bdms);
+  CpuBackend backend(s, scanner.calibration);
+  Slicer slicer(s, backend, sink, counters);
+  const Slicer::Clock::time_point now{};
+  slicer.push(first.data(), first.size(), now);
+  slicer.skip_dead(others_reached);
+  slicer.push(behind_late.data(), behind_late.size(), now);
+  slicer.skip_dead(behind_reached);
+  slicer.push(after.data(), after.size(), now);
+  slicer.finish();
+  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
   expect_same(sink.prompts, want.prompts, "prompt");
   expect_same(sink.delayed, want.delayed, "delayed");
 }

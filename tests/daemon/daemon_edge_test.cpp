@@ -342,3 +342,58 @@ TEST(Overload, ShedsScannerWideDeadTimeThatTheLiveFractionCorrects) {
 
 }  // namespace
 }  // namespace petdaq::test
+
+namespace petdaq::test {
+namespace {
+
+// A reload that changes the coincidence window builds the next engine (slicer and backend,
+// with the full-size buffers of stream.max_slice_frames) on a thread of its own: the worker
+// goes on taking chunks meanwhile, so a ring that holds only ~130 ms at the sending rate
+// loses nothing across the switch to the new run.
+TEST(Reload, ANewWindowIsAppliedWithoutStallingIntake) {
+  Rig rig;
+  rig.daemon.ring_chunk_bytes = 256u << 10;
+  rig.daemon.ring_chunks = 8;  // 2 MiB: ~130 ms at 1 M frames/s
+  rig.daemon.receive_buffer_bytes = 8u << 20;
+  rig.daemon.extra = "backend_threads: 1\n";
+  std::mt19937_64 rng(23);
+  constexpr double kFramesPerSecond = 1e6;
+  const std::vector<RawFrame> frames = pairs_of_every_board_pair(rig.scanner, 900'000, rng);
+  const auto datagrams = make_datagrams(frames, Framing::raw, 560, 4);
+
+  auto d = rig.start();
+  Subscriber sub(rig.daemon.zmq_endpoint);
+  const auto first = sub.wait_rates([](const std::string&) { return true; }, 20s);
+  ASSERT_TRUE(first.has_value()) << d->log();
+  const auto run0 = static_cast<std::uint64_t>(nlohmann::json::parse(*first)["run_id"].get<double>());
+  std::thread sender([&] {
+    UdpSender tx;
+    tx.send(datagrams, rig.daemon.udp_port, kFramesPerSecond / 560);
+  });
+  // A third of the way in, a new window.
+  EXPECT_TRUE(sub.wait_rates(
+                     [&](const std::string& j) {
+                       return json_counter(j, "rx.datagrams") >= datagrams.size() / 3;
+                     },
+                     60s)
+                  .has_value());
+  rig.scanner.settings.coincidence.window_ps = rig.scanner.settings.coincidence.window_ps / 2;
+  const auto config = rig.scanner.write_config();
+  std::ofstream(config, std::ios::app) << daemon_yaml(rig.daemon);
+  d->signal(SIGHUP);
+  sender.join();
+  wait_datagrams(sub, datagrams.size(), *d);
+  const auto messages = stop_and_collect(sub, *d);
+  const auto docs = rates_documents(messages);
+  ASSERT_FALSE(docs.empty());
+  const nlohmann::json& last = docs.back();
+  EXPECT_GT(last["run_id"].get<double>(), static_cast<double>(run0)) << d->log();
+  for (const char* c : {"rx.ring_full", "rx.kernel_drops", "stream.dead_frames", "stream.late",
+                        "stream.time_jump", "stream.pending_full"})
+    EXPECT_EQ(last["counters"][c].get<std::uint64_t>(), 0u) << c << "\n" << d->log();
+  EXPECT_EQ(last["counters"]["rx.frames"].get<std::uint64_t>(), frames.size());
+  EXPECT_NE(d->log().find("reload: applied coincidence"), std::string::npos) << d->log();
+}
+
+}  // namespace
+}  // namespace petdaq::test

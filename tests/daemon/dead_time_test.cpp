@@ -14,6 +14,8 @@
 namespace petdaq::daemon {
 namespace {
 
+constexpr std::uint64_t kFuture = 1'000'000;  // the time-jump limit, ticks
+
 struct TestChunk {
   std::vector<std::uint8_t> bytes;
   Chunk chunk;
@@ -46,17 +48,17 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   };
 
   TestChunk a(frames(100, 200, 1), rule);
-  dead.filter(a.chunk, 1, 1, 0);
+  dead.filter(a.chunk, 1, 1, 0, kFuture);
   EXPECT_EQ(a.chunk.frame_count, 100u);
   EXPECT_FALSE(dead.shedding());
 
   TestChunk b(frames(200, 300, 1), rule);  // the ring fills: the interval opens at 200
-  dead.filter(b.chunk, 5, 4, 199);  // the slicer took up to 199
+  dead.filter(b.chunk, 5, 4, 199, kFuture);  // the slicer took up to 199
   EXPECT_TRUE(dead.shedding());
   EXPECT_EQ(b.chunk.frame_count, 0u) << "a chunk inside dead time goes whole";
 
   TestChunk c(frames(150, 350, 2), rule);  // another receiver's chunk across the boundary
-  dead.filter(c.chunk, 3, 2, 199);
+  dead.filter(c.chunk, 3, 2, 199, kFuture);
   EXPECT_TRUE(dead.shedding());
   for (std::uint64_t t : c.times()) EXPECT_LT(t, 200u);
   EXPECT_EQ(c.chunk.frame_count, 25u);
@@ -64,7 +66,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   EXPECT_EQ(c.chunk.summary.max_time, 198u);
 
   TestChunk d(frames(400, 450, 1), rule);  // below the low mark: the interval closes
-  dead.filter(d.chunk, 2, 1, 199);
+  dead.filter(d.chunk, 2, 1, 199, kFuture);
   EXPECT_EQ(d.chunk.frame_count, 0u);
   EXPECT_FALSE(dead.shedding());
   DeadInterval di{};
@@ -77,7 +79,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   EXPECT_EQ(dead.run_dead_ticks(), 250u);
 
   TestChunk e(frames(300, 500, 1), rule);  // late arrivals of the closed interval still go
-  dead.filter(e.chunk, 1, 1, 198);
+  dead.filter(e.chunk, 1, 1, 198, kFuture);
   for (std::uint64_t t : e.times()) EXPECT_GE(t, 450u);
   EXPECT_EQ(e.chunk.frame_count, 50u);
 
@@ -96,7 +98,7 @@ TEST(DeadTime, ShedsScannerWideIntervalsBetweenTheMarks) {
   // A new run (clock reset): the old intervals no longer apply.
   dead.new_run();
   TestChunk f(frames(300, 320, 1), rule);
-  dead.filter(f.chunk, 1, 1, 0);
+  dead.filter(f.chunk, 1, 1, 0, kFuture);
   EXPECT_EQ(f.chunk.frame_count, 20u);
   EXPECT_EQ(dead.run_dead_ticks(), 0u);
 }
@@ -109,16 +111,87 @@ TEST(DeadTime, AShedThatDroppedNothingPublishesNoInterval) {
   std::vector<RawFrame> early;
   for (std::uint64_t t = 100; t < 200; ++t) early.push_back(sc.frame(0, 0, 1, t, 500));
   TestChunk a(early, rule);
-  dead.filter(a.chunk, 1, 1, 0);
+  dead.filter(a.chunk, 1, 1, 0, kFuture);
   std::vector<RawFrame> disordered;
   for (std::uint64_t t = 50; t < 100; ++t) disordered.push_back(sc.frame(1, 0, 1, t, 500));
   TestChunk b(disordered, rule);
-  dead.filter(b.chunk, 5, 0, 199);  // opens and, with nothing waiting, closes
+  dead.filter(b.chunk, 5, 0, 199, kFuture);  // opens and, with nothing waiting, closes
   EXPECT_EQ(b.chunk.frame_count, 50u) << "frames before the interval are kept";
   EXPECT_FALSE(dead.shedding());
   DeadInterval di{};
   EXPECT_FALSE(dead.take_closed(di));
   EXPECT_EQ(counters.get(Counter::stream_dead_intervals), 0u);
+}
+
+// The frames a chunk loses to dead time tell how far each board's clock went (for the
+// slicer); a board with none dropped shows 0 and keeps holding the horizon where it is.
+TEST(DeadTime, ReportsHowFarEachBoardsShedFramesReached) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  std::vector<RawFrame> v;
+  std::vector<std::uint64_t> want(4, 0);
+  for (std::uint64_t t = 200; t < 300; ++t) {
+    const auto b = static_cast<std::uint32_t>(t % 3);
+    v.push_back(sc.frame(b, 0, 1, t, 500));
+    want[b] = t + 1;
+  }
+  v.push_back(sc.frame(3, 0, 1, 150, 500));  // board 3 is behind the interval
+  TestChunk a(v, rule);
+  EXPECT_TRUE(dead.filter(a.chunk, 5, 4, 199, kFuture));
+  ASSERT_EQ(a.chunk.frame_count, 1u);
+  EXPECT_EQ(frame_time(a.chunk.frames()[0].bytes), 150u);
+  EXPECT_EQ(dead.last_reached(), want);
+  TestChunk b(std::vector<RawFrame>{sc.frame(1, 0, 1, 310, 500)}, rule);
+  EXPECT_TRUE(dead.filter(b.chunk, 1, 0, 199, kFuture));  // drops it, then closes
+  EXPECT_FALSE(dead.shedding());
+  EXPECT_EQ(dead.last_reached(), (std::vector<std::uint64_t>{0, 311, 0, 0}));
+  TestChunk c(std::vector<RawFrame>{sc.frame(3, 0, 1, 160, 500)}, rule);
+  EXPECT_FALSE(dead.filter(c.chunk, 1, 0, 199, kFuture));  // before the interval: kept
+  EXPECT_EQ(c.chunk.frame_count, 1u);
+  EXPECT_EQ(dead.last_reached(), (std::vector<std::uint64_t>(4, 0)));
+}
+
+// A shed in a run that has taken nothing yet (just after a reload or a clock reset) begins at
+// the first frame it drops, not at time 0, so the dead time it reports is what it dropped.
+TEST(DeadTime, AShedBeforeAnythingWasTakenBeginsAtItsFirstDrop) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  std::vector<RawFrame> v;
+  for (std::uint64_t t = 5'000'000; t < 5'000'100; ++t) v.push_back(sc.frame(static_cast<std::uint32_t>(t % 4), 0, 1, t, 500));
+  TestChunk a(v, rule);
+  dead.filter(a.chunk, 5, 0, 0, kFuture);
+  EXPECT_EQ(a.chunk.frame_count, 0u);
+  DeadInterval di{};
+  ASSERT_TRUE(dead.take_closed(di));
+  EXPECT_EQ(di.t_begin, 5'000'000u);
+  EXPECT_EQ(di.t_end, 5'000'100u);
+  EXPECT_EQ(dead.run_dead_ticks(), 100u);
+}
+
+// A wild stamp (past the time-jump limit) during a shed is not dead time: it is kept for the
+// slicer's time-jump rule and does not stretch the interval.
+TEST(DeadTime, AWildStampIsNotDeadTime) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  std::vector<RawFrame> v;
+  for (std::uint64_t t = 200; t < 210; ++t) v.push_back(sc.frame(0, 0, 1, t, 500));
+  const std::uint64_t wild = 200 + kFuture + 5;
+  v.push_back(sc.frame(1, 0, 1, wild, 500));
+  TestChunk a(v, rule);
+  dead.filter(a.chunk, 5, 0, 199, kFuture);
+  ASSERT_EQ(a.chunk.frame_count, 1u);
+  EXPECT_EQ(frame_time(a.chunk.frames()[0].bytes), wild);
+  DeadInterval di{};
+  ASSERT_TRUE(dead.take_closed(di));
+  EXPECT_EQ(di.t_begin, 200u);
+  EXPECT_EQ(di.t_end, 210u);
+  EXPECT_EQ(di.frames_dropped, 10u);
 }
 
 }  // namespace
