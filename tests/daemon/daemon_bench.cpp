@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +30,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <random>
 #include <string>
 
@@ -199,6 +202,8 @@ class Source {
     return skipped;
   }
   const std::vector<Datagram>& datagrams(std::size_t k) const { return parts_[k].datagrams; }
+  // Scanner time one pass covers, ticks.
+  std::uint64_t span_ticks() const { return span_ticks_; }
   std::uint64_t frames(std::size_t k) const { return parts_[k].frames; }
   std::uint64_t frames() const {
     std::uint64_t n = 0;
@@ -324,6 +329,23 @@ bool renice_daemon(pid_t pid) {
   }
   return all && !ec;
 }
+// This process's threads (and the threads it starts later) on the CPUs of a taskset list
+// ("0-7", "0,2,4-6").
+bool set_cpus(const std::string& list) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::stringstream in(list);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    const auto dash = part.find('-');
+    char* end = nullptr;
+    const long lo = std::strtol(part.c_str(), &end, 10);
+    const long hi = dash == std::string::npos ? lo : std::strtol(part.c_str() + dash + 1, &end, 10);
+    if (lo < 0 || hi < lo || hi >= CPU_SETSIZE) return false;
+    for (long c = lo; c <= hi; ++c) CPU_SET(static_cast<int>(c), &set);
+  }
+  return CPU_COUNT(&set) > 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -338,6 +360,8 @@ int main(int argc, char** argv) {
   std::vector<double> rates_mfps;     // fixed rates (each --trials times, at least once)
   double recovery_mfps = 0, recovery_s = 0;
   std::uint32_t ring_chunks = 64;  // the daemon's input.ring_chunks (4 MiB each)
+  bool scaled_tolerances = false;
+  std::string daemon_cpus, sender_cpus;  // taskset lists ("" : anywhere)
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -394,6 +418,18 @@ int main(int argc, char** argv) {
                  "smaller ring reaches a steady overload within a short trial")
       ->type_name("N")
       ->check(CLI::Range(4u, 4096u));
+  app.add_flag("--scaled-tolerances", scaled_tolerances,
+               "multiply stream.max_future_ps and stream.max_lag_ms by how much faster than the "
+               "wall clock the replay runs scanner time at the highest rate asked (the "
+               "acquisition is sparser than a scanner sending that rate in real time); default: "
+               "the test scanner's");
+  app.add_option("--daemon-cpus", daemon_cpus,
+                 "run petdaqd on these CPUs (taskset list, e.g. 8-15)")
+      ->type_name("LIST");
+  app.add_option("--sender-cpus", sender_cpus,
+                 "run this benchmark's senders and subscribers on these CPUs (taskset list, "
+                 "e.g. 0-7), apart from the daemon as a scanner's boards are")
+      ->type_name("LIST");
   app.add_option("--recovery-s", recovery_s, "seconds of the recovery phase (0: none)")
       ->type_name("S")
       ->check(CLI::NonNegativeNumber);
@@ -411,10 +447,29 @@ int main(int argc, char** argv) {
     st.max_pending_frames = 4u << 20;
   }
   st.max_carry_singles = 1u << 20;
+  std::printf("generating the acquisition...\n");
+  Source source(sc, 2'000'000, senders);
+  // The replay runs scanner time faster than the wall clock (a pass of scanner time is sent
+  // in a fraction of it); --scaled-tolerances scales the time tolerances, which bound
+  // wall-clock skew and waiting in a real-time stream, by that factor.
+  {
+    const double pass_scanner_s = static_cast<double>(source.span_ticks()) * sc.settings.scanner.tick_ps * 1e-12;
+    double top_mfps = fixed ? 0 : max_mfps;
+    for (double r : rates_mfps) top_mfps = std::max(top_mfps, r);
+    const double pass_wall_s = static_cast<double>(source.frames()) / (top_mfps * 1e6);
+    const double speed = pass_scanner_s / pass_wall_s;
+    std::printf("the replay runs scanner time %.1fx faster than the wall clock at %.0f M frames/s\n",
+                speed, top_mfps);
+    if (scaled_tolerances && speed > 1) {
+      st.max_future_ps *= speed;
+      st.max_lag_ms *= speed;
+      std::printf("stream.max_future_ps and stream.max_lag_ms scaled by %.1f\n", speed);
+    }
+  }
   if (max_future_ms > 0) st.max_future_ps = max_future_ms * 1e9;
-  std::printf("stream.max_future_ps %.0f (%.1f ms of scanner time), max_slice_frames %llu, "
-              "max_pending_frames %llu\n",
-              st.max_future_ps, st.max_future_ps * 1e-9,
+  std::printf("stream.max_future_ps %.0f (%.1f ms of scanner time), stream.max_lag_ms %.1f, "
+              "max_slice_frames %llu, max_pending_frames %llu\n",
+              st.max_future_ps, st.max_future_ps * 1e-9, st.max_lag_ms,
               static_cast<unsigned long long>(st.max_slice_frames),
               static_cast<unsigned long long>(st.max_pending_frames));
   DaemonConfig dc;
@@ -438,8 +493,24 @@ int main(int argc, char** argv) {
   }
   if (backend_threads > 0) std::printf("backend_threads %u\n", backend_threads);
   if (image) std::printf("output.image on (defaults, delayed subtracted)\n");
-  std::printf("generating the acquisition...\n");
-  Source source(sc, 2'000'000, senders);
+  if (!daemon_cpus.empty()) {
+    // petdaqd through taskset: DaemonProcess starts what PETDAQD names.
+    const char* real = std::getenv("PETDAQD");
+    const std::string daemon = real && *real ? real : PETDAQD_BINARY_PATH;
+    const auto wrapper = sc.dir / "petdaqd-pinned";
+    std::ofstream(wrapper) << "#!/bin/sh\nexec taskset -c " << daemon_cpus << " " << daemon << " \"$@\"\n";
+    std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+    ::setenv("PETDAQD", wrapper.c_str(), 1);
+    std::printf("petdaqd on CPUs %s\n", daemon_cpus.c_str());
+  }
+  if (!sender_cpus.empty()) {
+    if (!set_cpus(sender_cpus)) {
+      std::fprintf(stderr, "petdaqd_bench: --sender-cpus %s: not a CPU list this machine has\n",
+                   sender_cpus.c_str());
+      return 2;
+    }
+    std::printf("senders and subscribers on CPUs %s\n", sender_cpus.c_str());
+  }
   std::printf("loopback ceiling: %u sender thread(s) into %u counting receiver(s), %.1f s...\n",
               senders, senders, seconds);
   std::fflush(stdout);
