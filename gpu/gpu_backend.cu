@@ -17,6 +17,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "core/stream_limits.h"
 #include "gpu/gpu_backend_impl.h"
 
 namespace petdaq {
@@ -24,7 +25,7 @@ namespace gpu_impl {
 
 GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     : max_slice_frames_(s.stream.max_slice_frames),
-      max_staged_(std::max(s.stream.max_pending_frames, s.stream.max_slice_frames)),
+      max_staged_(staged_frames_limit(s.stream.max_pending_frames, s.stream.max_slice_frames)),
       rule_(make_source_rule(s)),
       min_time_offset_(cal.min_time_offset),
       max_carry_(s.stream.max_carry_singles),
