@@ -69,22 +69,33 @@ struct CpuTables {
   }
 };
 
-// The backend's threads beside the calling one (null: it runs alone).
-std::unique_ptr<ParallelEngine> make_engine(const Settings& s, const CpuBackendOptions& o) {
+// The sizes of the backend's threads; `layout` receives the histograms' layout, which
+// e.histograms points to when they are on (each thread's set has the stages' layout).
+ParallelEngine::Sizes engine_sizes(const Settings& s, const CpuBackendOptions& o,
+                                   HistogramLayout& layout) {
   ParallelEngine::Sizes e;
   e.threads = resolve_backend_threads(s.backend_threads, s.input.receiver_threads);
-  if (e.threads <= 1) return nullptr;
   e.delayed = s.coincidence.delayed.enabled;
   e.bdm_count = Geometry::from(s.scanner).bdm_count();
   e.min_parallel = o.min_parallel_frames;
   e.record_capacity = SliceStages::record_capacity(s);
-  // Each thread's histograms have the layout of the stages' own (the engine copies it).
-  HistogramLayout layout;
   if (s.output.histograms.enabled) {
     layout = make_histogram_layout(s);
     e.histograms = &layout;
   }
-  return std::make_unique<ParallelEngine>(e);
+  return e;
+}
+
+// The backend's threads beside the calling one (null: it runs alone).
+std::unique_ptr<ParallelEngine> make_engine(const Settings& s, const CpuBackendOptions& o) {
+  HistogramLayout layout;
+  const ParallelEngine::Sizes e = engine_sizes(s, o, layout);
+  if (e.threads <= 1) return nullptr;
+  return std::make_unique<ParallelEngine>(e);  // it copies the layout
+}
+
+std::size_t staged_limit(const Settings& s) {
+  return staged_frames_limit(s.stream.max_pending_frames, s.stream.max_slice_frames);
 }
 
 std::size_t checked_slice_frames(const Settings& s) {
@@ -109,8 +120,7 @@ struct CpuBackend::Impl {
       : max_slice_frames(checked_slice_frames(s)),
         tables(s, cal),
         engine(make_engine(s, options)),
-        store(staged_frames_limit(s.stream.max_pending_frames, s.stream.max_slice_frames),
-              engine.get()),
+        store(staged_limit(s), engine.get()),
         take(max_slice_frames, tables.source_rule(), store, engine.get()),
         stages(s, cal.min_time_offset, tables.tables, engine.get()) {}
 
@@ -133,6 +143,13 @@ CpuBackend::CpuBackend(const Settings& settings, const Calibration& calibration,
     : impl_(std::make_unique<Impl>(settings, calibration, options)) {}
 
 CpuBackend::~CpuBackend() = default;
+
+std::size_t CpuBackend::memory_bytes(const Settings& s) {
+  HistogramLayout layout;
+  return StagedStore::memory_bytes(staged_limit(s)) +
+         SliceTake::memory_bytes(s.stream.max_slice_frames, staged_limit(s)) +
+         SliceStages::memory_bytes(s) + ParallelEngine::memory_bytes(engine_sizes(s, {}, layout));
+}
 
 std::size_t CpuBackend::max_slice_frames() const { return impl_->max_slice_frames; }
 

@@ -6,6 +6,7 @@
 
 #include "core/cpu_take.h"
 #include "core/frame_source.h"
+#include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/image.h"
 #include "core/order.h"
@@ -72,6 +73,16 @@ std::size_t SliceStages::singles_capacity(const Settings& s) {
 
 std::size_t SliceStages::record_capacity(const Settings& s) {
   return singles_capacity(s) * std::max<std::size_t>(1, s.stream.max_records_per_single);
+}
+
+std::size_t SliceStages::memory_bytes(const Settings& s) {
+  std::size_t bytes = SinglesBuffers::memory_bytes(singles_capacity(s)) +
+                      SliceRecords::memory_bytes(record_capacity(s), s.coincidence.delayed.enabled,
+                                                 Geometry::from(s.scanner).bdm_count());
+  if (s.output.histograms.enabled) bytes += make_histogram_layout(s).bytes;
+  if (s.output.image.enabled) bytes += make_image_layout(s).bytes;
+  if (s.output.wants_singles()) bytes += singles_capacity(s) * sizeof(Single);
+  return bytes;
 }
 
 SliceStages::SliceStages(const Settings& s, std::int64_t min_time_offset,

@@ -68,6 +68,8 @@ class SliceStages {
   // The records of a slice fit (max_carry + max_slice) × max_records_per_single.
   static std::size_t singles_capacity(const Settings& s);
   static std::size_t record_capacity(const Settings& s);
+  // Host memory its buffers take: singles, records, per-BDM counts and the outputs on.
+  static std::size_t memory_bytes(const Settings& s);
 
   // `tables` and `engine` (null: one thread) outlive the stages.
   SliceStages(const Settings& s, std::int64_t min_time_offset, const ConvertTables& tables,

@@ -300,6 +300,13 @@ Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Cou
 
 Slicer::~Slicer() = default;
 
+std::size_t Slicer::memory_bytes(const Settings& s, std::size_t max_slice_frames) {
+  const std::size_t bdms = Geometry::from(s.scanner).bdm_count();
+  return sizeof(Impl) + bdms * (sizeof(SourceClocks::Source) + sizeof(std::uint64_t)) +
+         std::max<std::uint64_t>(1, s.stream.max_pending_frames) * sizeof(RawFrame) +
+         std::min(kCopyBlockFrames, max_slice_frames) * sizeof(RawFrame);
+}
+
 std::uint64_t Slicer::push_block(RawFrame* frames, std::size_t n, const ChunkSummary& summary,
                                  Clock::time_point now) {
   Impl& m = *impl_;
