@@ -107,10 +107,10 @@ class Slicer {
          std::size_t cut_frames = 0);
   ~Slicer();
   Slicer(const Slicer&) = delete;
+  Slicer& operator=(const Slicer&) = delete;
   // Host memory it takes, from the settings and the backend's max_slice_frames: the frames
   // held for the next run, push()'s copy blocks, the per-source state.
   static std::size_t memory_bytes(const Settings& settings, std::size_t max_slice_frames);
-  Slicer& operator=(const Slicer&) = delete;
 
   // Takes a block of frames (any source, any order within the allowed disorder) in memory
   // the caller owns, described by `summary` (ChunkSummary::add over exactly these frames).
