@@ -72,7 +72,7 @@ std::size_t SliceStages::singles_capacity(const Settings& s) {
 }
 
 std::size_t SliceStages::record_capacity(const Settings& s) {
-  return singles_capacity(s) * std::max<std::size_t>(1, s.stream.max_records_per_single);
+  return slice_record_capacity(singles_capacity(s), s.stream.max_records_per_single);
 }
 
 std::size_t SliceStages::memory_bytes(const Settings& s) {

@@ -1,6 +1,7 @@
 // The stream's limits (DESIGN section 6), each written once for the slicer, both backends,
 // the daemon and the tools: the time-jump window around the horizon, the share of a slice
-// new frames may fill, the frames a backend stages, and the carry-over's limit. Host and
+// new frames may fill, the frames a backend stages, a slice's record buffers, and the
+// carry-over's limit. Host and
 // device alike (the GPU backend compiles the carry rule).
 #pragma once
 
@@ -44,6 +45,13 @@ PETDAQ_HD std::uint64_t slice_new_frames(std::uint64_t max_slice_frames) {
 PETDAQ_HD std::uint64_t staged_frames_limit(std::uint64_t max_pending_frames,
                                             std::uint64_t max_slice_frames) {
   return max_pending_frames > max_slice_frames ? max_pending_frames : max_slice_frames;
+}
+
+// Records of each kind one slice's buffer holds: stream.max_records_per_single (at least one)
+// for each single the slice may order, its new frames and its carry-over.
+PETDAQ_HD std::uint64_t slice_record_capacity(std::uint64_t singles_capacity,
+                                              std::uint64_t max_records_per_single) {
+  return singles_capacity * (max_records_per_single > 0 ? max_records_per_single : 1);
 }
 
 // Carry overflow (core/backend.h): a non-final slice whose carry-over, the singles from

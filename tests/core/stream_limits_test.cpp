@@ -39,6 +39,11 @@ TEST(StreamLimits, SliceAndStageSizes) {
   EXPECT_EQ(staged_frames_limit(4, 16), 16u) << "never less than one slice";
 }
 
+TEST(StreamLimits, RecordCapacity) {
+  EXPECT_EQ(slice_record_capacity(1000, 2), 2000u);
+  EXPECT_EQ(slice_record_capacity(1000, 0), 1000u) << "at least one record per single";
+}
+
 TEST(StreamLimits, CarryOverflow) {
   EXPECT_FALSE(carry_overflows(100, 90, 10));
   EXPECT_TRUE(carry_overflows(100, 89, 10));
