@@ -17,8 +17,6 @@ namespace petdaq {
 
 namespace {
 
-// Frames between horizon updates inside a block that takes the per-frame pass.
-constexpr std::size_t kHorizonBlockFrames = 4096;
 // Frames push() copies per block.
 constexpr std::size_t kCopyBlockFrames = 1u << 16;
 
@@ -151,25 +149,6 @@ std::size_t Slicer::Impl::make_room(std::size_t n) {
   return stage.room(n);
 }
 
-bool Slicer::Impl::room_for_one() const { return stage.room_for_one(block->kept - block->staged); }
-
-// Before a frame is classified: a cut that its room needs comes first, so that a frame is
-// never classified against one published horizon and staged after a later one.
-void Slicer::Impl::reserve() {
-  if (room_for_one()) return;
-  flush();
-  make_room(1);
-}
-
-// Keeps a classified frame of the block under the per-frame pass.
-void Slicer::Impl::keep(const RawFrame& f) {
-  if (!room_for_one()) {
-    counts.delta[Counter::stream_pending_full] += 1;
-    return;
-  }
-  block->frames[block->kept++] = f;
-}
-
 void Slicer::Impl::update_horizon() {
   if (!runs.warm()) return;
   update_lag();
@@ -267,13 +246,7 @@ void Slicer::Impl::take_block(RawFrame* frames, std::size_t n, const ChunkSummar
     return;
   }
   counts.delta[Counter::stream_exact_blocks] += 1;
-  exact_pass(frames, [&] {
-    for (std::size_t i = 0; i < n; ++i) {
-      take_reserved(frames[i]);
-      // A large block must not leave everything waiting until its end.
-      if ((i + 1) % kHorizonBlockFrames == 0) update_horizon();
-    }
-  });
+  take_exact(frames, n);
   update_horizon();
 }
 

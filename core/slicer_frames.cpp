@@ -13,6 +13,8 @@ namespace {
 // evidence for or against a clock reset (a board that is off); one idle for less must make
 // the reset too.
 constexpr int kResetIgnoresSilentForIdles = 50;
+// Frames between horizon updates inside a block that takes the per-frame pass.
+constexpr std::size_t kHorizonBlockFrames = 4096;
 // Frames in a row a source must send far ahead of the horizon before they are taken as its
 // clock having moved on (the scanner paused while its clock ran) rather than corrupt stamps.
 constexpr std::uint32_t kJumpConfirmFrames = 4;
@@ -24,6 +26,16 @@ std::uint64_t key_of(const RawFrame& f) { return frame_time(f.bytes); }
 void Slicer::Impl::take_reserved(const RawFrame& f) {
   reserve();
   take(f);
+}
+
+void Slicer::Impl::take_exact(RawFrame* frames, std::size_t n) {
+  exact_pass(frames, [&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      take_reserved(frames[i]);
+      // A large block must not leave everything waiting until its end.
+      if ((i + 1) % kHorizonBlockFrames == 0) update_horizon();
+    }
+  });
 }
 
 // ---- one frame ----

@@ -104,9 +104,23 @@ struct Slicer::Impl {
   void stage_frames(const RawFrame* f, std::size_t n);
   void flush();
   std::size_t make_room(std::size_t n);
-  bool room_for_one() const;
-  void reserve();
-  void keep(const RawFrame& f);
+  // Per frame of the exact pass, so here, where every caller inlines them.
+  bool room_for_one() const { return stage.room_for_one(block->kept - block->staged); }
+  // Before a frame is classified: a cut that its room needs comes first, so that a frame is
+  // never classified against one published horizon and staged after a later one.
+  void reserve() {
+    if (room_for_one()) return;
+    flush();
+    make_room(1);
+  }
+  // Keeps a classified frame of the block under the per-frame pass.
+  void keep(const RawFrame& f) {
+    if (!room_for_one()) {
+      counts.delta[Counter::stream_pending_full] += 1;
+      return;
+    }
+    block->frames[block->kept++] = f;
+  }
   void update_horizon();
   void update_lag();
   void release_lagging(std::size_t n);
@@ -135,6 +149,8 @@ struct Slicer::Impl {
   // ---- one frame, the warm-up and the clock reset (slicer_frames.cpp) ----
   void take(const RawFrame& f);
   void take_reserved(const RawFrame& f);
+  // The per-frame pass over a block, rewriting it to the frames it keeps.
+  void take_exact(RawFrame* frames, std::size_t n);
   bool continues(const SourceClocks::Source& s, std::uint64_t key) const;
   bool far_back(std::uint64_t key) const;
   bool lagging_frame(SourceClocks::Source& s, int src, const RawFrame& f, std::uint64_t key);

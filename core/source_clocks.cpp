@@ -6,9 +6,7 @@
 
 namespace petdaq {
 
-void SourceClocks::resume(std::size_t src, Clock::time_point now) {
-  sources_[src].woken = false;
-  if (!paused_) return;
+void SourceClocks::wake_others(std::size_t src, Clock::time_point now) {
   paused_ = false;
   for (std::size_t i = 0; i < sources_.size(); ++i) {
     Source& o = sources_[i];
@@ -17,15 +15,6 @@ void SourceClocks::resume(std::size_t src, Clock::time_point now) {
     o.woken = true;
     o.last_seen = now;
   }
-}
-
-bool SourceClocks::saw(std::size_t src, Clock::time_point now, Clock::duration idle) {
-  Source& s = sources_[src];
-  const bool was_idle = s.idle || s.woken || (s.sent && now - s.last_seen >= idle);
-  resume(src, now);
-  s.last_seen = now;
-  s.idle = false;
-  return was_idle;
 }
 
 std::uint32_t SourceClocks::mark_idle(Clock::time_point now, Clock::duration idle) {

@@ -50,10 +50,20 @@ class SourceClocks {
   // A source sends again. After a pause of every source, the others that had sent hold the
   // horizon again at their latest time until they send or are idle once more: sources that
   // resume a little apart in wall-clock time lose nothing as late to the first one back.
-  void resume(std::size_t src, Clock::time_point now);
+  void resume(std::size_t src, Clock::time_point now) {
+    sources_[src].woken = false;
+    if (paused_) wake_others(src, now);
+  }
   // A frame of `src` arrives at `now`: it is live again. Returns whether it was back from
   // idle (by the last mark_idle(), by the clock now, or woken at the end of a pause).
-  bool saw(std::size_t src, Clock::time_point now, Clock::duration idle);
+  bool saw(std::size_t src, Clock::time_point now, Clock::duration idle) {
+    Source& s = sources_[src];
+    const bool was_idle = s.idle || s.woken || (s.sent && now - s.last_seen >= idle);
+    resume(src, now);
+    s.last_seen = now;
+    s.idle = false;
+    return was_idle;
+  }
   // Marks the sources silent for `idle` as idle; returns how many became so (each an episode
   // of stream.source_idle). When some did and every source that has sent is idle, the
   // sources are paused.
@@ -106,6 +116,8 @@ class SourceClocks {
   void took(std::uint8_t src, std::uint64_t max_time, Clock::time_point now);
 
  private:
+  void wake_others(std::size_t src, Clock::time_point now);
+
   std::vector<Source> sources_;
   bool maybe_reset_ = false;  // some source may be waiting for the next run
   bool paused_ = false;       // every source that has sent is idle
