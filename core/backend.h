@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "core/counters.h"
+#include "core/stream_limits.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 
@@ -96,7 +97,7 @@ class Backend {
   // cuts every stream.max_slice_ms; core/slicer.h): at most half of max_slice_frames(),
   // which leaves room for what a cut leaves staged. The CPU backend asks for fewer, so that
   // a slice's arrays stay in its cores' caches.
-  virtual std::size_t preferred_slice_frames() const { return max_slice_frames() / 2; }
+  virtual std::size_t preferred_slice_frames() const { return slice_new_frames(max_slice_frames()); }
   // Frames the backend can hold staged at once (stream.max_pending_frames).
   virtual std::size_t max_staged_frames() const = 0;
   // Slices that may be submitted and not yet collected.

@@ -29,6 +29,9 @@ class CpuBackend final : public Backend {
   CpuBackend(const Settings& settings, const Calibration& calibration,
              const CpuBackendOptions& options = {});
   ~CpuBackend() override;
+  // Host memory the buffers it makes at construction take, from the settings alone (the
+  // calibration's tables besides): the store, the take, the stages and the threads'.
+  static std::size_t memory_bytes(const Settings& settings);
 
   const char* name() const override { return "cpu"; }
   std::size_t max_slice_frames() const override;

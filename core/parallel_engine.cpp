@@ -123,6 +123,15 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
 
 ParallelEngine::~ParallelEngine() = default;
 
+std::size_t ParallelEngine::memory_bytes(const Sizes& sizes) {
+  const std::size_t t = std::max(1u, sizes.threads);
+  if (t == 1) return 0;
+  const std::size_t kinds = sizes.delayed ? 2 : 1;
+  std::size_t bytes = t * kinds * sizes.record_capacity * sizeof(CoincRecord);
+  if (sizes.histograms) bytes += (t - 1) * sizes.histograms->bytes;
+  return bytes;
+}
+
 ParallelStats ParallelEngine::stats() const {
   ParallelStats s = stats_;
   s.pool = pool_.stats();

@@ -63,6 +63,9 @@ class ParallelEngine {
   };
   explicit ParallelEngine(const Sizes& sizes);
   ~ParallelEngine();
+  // Host memory its buffers take: each thread's record buffers and histograms (the
+  // bookkeeping of a few entries per piece besides).
+  static std::size_t memory_bytes(const Sizes& sizes);
 
   unsigned threads() const { return threads_; }
   // The pieces a stage's frames (and fresh singles) are cut into: a few per thread, handed

@@ -32,10 +32,10 @@
 //   within the confirmation time.
 // * Frames reach the backend in blocks (ring chunks), staged as they arrive; a slice is a
 //   raw-time bound, and the backend keeps the staged frames at or after it for later slices
-//   (core/backend.h). The common block, whose summary (core/chunk_summary.h) shows every
-//   source's frames inside [max(published horizon, horizon - max_future), horizon +
-//   max_future] with the run warm and no source waiting for a reset, is staged whole: the
-//   slicer touches none of its frames. Any other block takes an exact pass per frame with
+//   (core/backend.h). A block whose summary (core/chunk_summary.h) shows every source's
+//   frames inside [max(published horizon, horizon - max_future), horizon + max_future] with
+//   the run warm and no source waiting for a reset takes the fast path: it is staged whole,
+//   the slicer touches none of its frames. Any other block takes an exact pass per frame with
 //   the rules above, rewriting the block in place to the frames it keeps.
 // * A slice is cut when the frames staged since the last one would exceed half of
 //   max_slice_frames (the other half is room for frames earlier cuts left staged),
@@ -43,7 +43,7 @@
 //   the slices in flight; frames that still find no room are counted in
 //   stream.pending_full and dropped, and while the horizon stays where a cut freed nothing,
 //   no further cut is tried for room: a lagging source then costs drops, not a slice per
-//   block; a common block is staged as far as there is room, the rest of it dropped), when poll() finds max_slice_ms passed (then every
+//   block; a fast-path block is staged as far as there is room, the rest of it dropped), when poll() finds max_slice_ms passed (then every
 //   submitted slice is also collected and delivered), and at finish(). A cut is always
 //   made before the block that needs the room is classified, so every frame staged after a
 //   cut is at or after its bound. When more than max_slice_frames staged frames are below a
@@ -109,6 +109,9 @@ class Slicer {
   ~Slicer();
   Slicer(const Slicer&) = delete;
   Slicer& operator=(const Slicer&) = delete;
+  // Host memory it takes, from the settings and the backend's max_slice_frames: the frames
+  // held for the next run, push()'s copy blocks, the per-source state.
+  static std::size_t memory_bytes(const Settings& settings, std::size_t max_slice_frames);
 
   // Takes a block of frames (any source, any order within the allowed disorder) in memory
   // the caller owns, described by `summary` (ChunkSummary::add over exactly these frames).

@@ -23,7 +23,9 @@
 #include "daemon/curve.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
+#include "core/cpu_backend.h"
 #include "core/histograms.h"
+#include "core/slicer.h"
 #include "engine/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -222,19 +224,15 @@ MemoryPlan memory_plan(const Settings& s) {
   p.message_bytes = s.output.zmq.message_buffer_bytes;
   p.held_bytes = s.output.zmq.held_bytes_max;
   if (s.output.histograms.enabled) {
-    // The backend's set and the encoded message body (its header and metadata in the MiB).
-    p.output_bytes += 2 * make_histogram_layout(s).bytes + (1u << 20);
+    // The encoded message body (its header and metadata in the MiB); the backend's set is
+    // the backend's.
+    p.output_bytes += make_histogram_layout(s).bytes + (1u << 20);
   }
   if (s.output.raw.enabled) p.output_bytes += RawSink::kBufferBytes;
   if (s.output.file.enabled) p.output_bytes += 4u << 20;  // PlmWriter's file buffer
-  const auto& st = s.stream;
-  const std::uint64_t singles = st.max_carry_singles + st.max_slice_frames;
-  const std::uint64_t record_kinds = s.coincidence.delayed.enabled ? 2 : 1;
-  // The CPU backend's input, two singles buffers and the record buffers (core/cpu_backend),
-  // and the slicer's pending frames (core/slicer).
-  p.engine_bytes = st.max_slice_frames * sizeof(RawFrame) + 2 * singles * sizeof(Single) +
-                   record_kinds * singles * st.max_records_per_single * sizeof(CoincRecord) +
-                   st.max_pending_frames * sizeof(RawFrame);
+  // As each reports it: the CPU backend (its store, take, stages, outputs and threads) and
+  // the slicer.
+  p.engine_bytes = CpuBackend::memory_bytes(s) + Slicer::memory_bytes(s, s.stream.max_slice_frames);
   return p;
 }
 

@@ -17,6 +17,7 @@
 
 #include "core/crystal_health.h"
 #include "core/histograms.h"
+#include "core/stream_limits.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
 #include "daemon/rate_limited_log.h"
@@ -251,10 +252,12 @@ void Worker::retire_latency(Clock::time_point now, bool all) {
   const std::uint64_t horizon = engine_->slicer->horizon();
   // A latest time past the time-jump limit is a wild timestamp the slicer drops: the horizon
   // will never pass it.
-  const std::uint64_t wild = horizon + engine_->max_future_ticks;
+  const auto wild = [&](std::uint64_t t) {
+    return horizon > 0 && is_time_jump(t, horizon, engine_->max_future_ticks);
+  };
   std::size_t kept = 0;
   for (std::size_t i = 0; i < pending_count_; ++i) {
-    if (all || pending_[i].last_time < horizon || (horizon > 0 && pending_[i].last_time > wild))
+    if (all || pending_[i].last_time < horizon || wild(pending_[i].last_time))
       latency_.add(std::chrono::duration<double, std::milli>(now - pending_[i].rx).count());
     else
       pending_[kept++] = pending_[i];

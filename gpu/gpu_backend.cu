@@ -17,6 +17,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "core/stream_limits.h"
 #include "gpu/gpu_backend_impl.h"
 
 namespace petdaq {
@@ -24,7 +25,7 @@ namespace gpu_impl {
 
 GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     : max_slice_frames_(s.stream.max_slice_frames),
-      max_staged_(std::max(s.stream.max_pending_frames, s.stream.max_slice_frames)),
+      max_staged_(staged_frames_limit(s.stream.max_pending_frames, s.stream.max_slice_frames)),
       rule_(make_source_rule(s)),
       min_time_offset_(cal.min_time_offset),
       max_carry_(s.stream.max_carry_singles),
@@ -40,9 +41,8 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     throw std::invalid_argument(
         "stream.max_slice_frames + stream.max_carry_singles must stay below 2^32 on the GPU");
   tile_capacity_ = blocks_for(max_slice_frames_, ConvertPolicy::tile_frames);
-  // The same record capacity as the CPU backend (core/cpu_backend.cpp).
-  prompt_capacity_ =
-      sort_capacity_ * std::max<std::uint64_t>(1, s.stream.max_records_per_single);
+  // The same record capacity as the CPU backend (core/stream_limits.h).
+  prompt_capacity_ = slice_record_capacity(sort_capacity_, s.stream.max_records_per_single);
   delayed_capacity_ = params_.delayed ? prompt_capacity_ : 0;
 
   const ConvertTables host_tables = make_convert_tables(s, cal);

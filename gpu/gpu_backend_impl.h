@@ -124,6 +124,13 @@ class GpuBackend final : public Backend {
 
  private:
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
+  // enqueue_compute()'s steps on the compute stream, in this order (gpu/slice_compute.cu).
+  void enqueue_begin(const Work& work);
+  std::uint64_t enqueue_convert(Slot& slot, std::size_t frame_count);
+  Single* enqueue_order(Slot& slot, const Work& work, std::size_t frame_count, std::uint64_t tiles,
+                        std::uint64_t sort_count);
+  void enqueue_windows(Slot& slot, const Work& work, Single* sorted, std::uint64_t sort_count);
+  void enqueue_outputs(Slot& slot, Single* sorted, std::uint64_t sort_count);
   std::uint64_t count_taken(std::uint64_t bound);
   void enqueue_partition(Slot& slot, std::uint64_t bound, bool drop);
   // The slice whose partition count is not yet on the host (at most one, the last

@@ -15,6 +15,7 @@
 #include "core/counters.h"
 #include "core/slice_end.h"
 #include "core/sort_run.h"
+#include "core/stream_limits.h"
 #include "gpu/device/convert_tile.cuh"
 #include "gpu/device/slice_state.cuh"
 #include "gpu/device/sort_keys.cuh"
@@ -237,9 +238,8 @@ __global__ void __launch_bounds__(WalkPolicy::threads_per_block)
 // Carry overflow (core/backend.h): when a non-final slice would carry more than the carry
 // buffer holds, the whole slice is resolved as if it were final; the count pass runs again.
 __global__ void carry_overflow_kernel(SliceCounts* counts, std::uint64_t max_carry) {
-  const std::uint64_t n = counts->singles;
-  const std::uint64_t carry_start = min_of<std::uint64_t>(counts->carry_start, n);
-  if (counts->resolve_all || n - carry_start <= max_carry) return;
+  if (counts->resolve_all || !carry_overflows(counts->singles, counts->carry_start, max_carry))
+    return;
   counts->resolve_all = 1;
   counts->redo = 1;
   counts->carry_overflow = 1;

@@ -33,25 +33,42 @@ std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
   return h_taken_[0];
 }
 
+// One slice's kernels on the compute stream: begin, convert, order, windows, outputs. The
+// windows' passes and the outputs run over a range padded to the largest carry-over.
 void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
+  const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  enqueue_begin(request);
+  const std::uint64_t tiles = enqueue_convert(slot, frame_count);
+  Single* sorted = enqueue_order(slot, request, frame_count, tiles, sort_count);
+  enqueue_windows(slot, request, sorted, sort_count);
+  enqueue_outputs(slot, sorted, sort_count);
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), compute_stream_.get()));
+}
+
+// The slice's counts and state start; a run's first slice clears the histograms and image.
+void GpuBackend::enqueue_begin(const Work& request) {
   cudaStream_t stream = compute_stream_.get();
   gpu::DeviceWorkspace& ws = *ws_;
-  SliceCounts* counts = ws.d_counts.get();
-  CarryState* state = ws.d_state.get();
-  unsigned long long* bdm = ws.d_bdm.get();
-
   gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      counts, state, request.run_start, request.final, bdm, bdm_count_);
+      ws.d_counts.get(), ws.d_state.get(), request.run_start, request.final, ws.d_bdm.get(),
+      bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
   if (d_histograms_ && request.run_start)  // histograms: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
   if (d_image_ && request.run_start)  // image: a run starts
     PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_image_.get(), 0, image_layout_.bytes, stream));
+}
 
-  // Convert: one pass converts, counts and compacts each tile's singles to the front of its
-  // tile in a staging area, and the tile counts are scanned; the keys are made from there
-  // (make_keys_kernel), and the merge gathers the singles from there and from the carry-over
-  // into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
+// Convert: one pass converts, counts and compacts each tile's singles to the front of its
+// tile in a staging area, and the tile counts are scanned; the keys are made from there
+// (make_keys_kernel), and the merge gathers the singles from there and from the carry-over
+// into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
+// Returns the tiles.
+std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
+  cudaStream_t stream = compute_stream_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
+  SliceCounts* counts = ws.d_counts.get();
+  unsigned long long* bdm = ws.d_bdm.get();
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
@@ -74,13 +91,20 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
     }
   }
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
+  return tiles;
+}
 
-  // Order: 64-bit keys of the new singles with their positions, one radix sort over the
-  // slice's frame count (a size the host knows: the new singles are at most that many,
-  // padding keys after them), a merge with the carry-over (in order already) that writes
-  // each single with its key, and the rare runs of equal keys put in energy order. The
-  // windows' passes run over a range padded to the largest carry-over.
-  const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+// Order: 64-bit keys of the new singles with their positions, one radix sort over the
+// slice's frame count (a size the host knows: the new singles are at most that many,
+// padding keys after them), a merge with the carry-over (in order already) that writes
+// each single with its key, and the rare runs of equal keys put in energy order. Returns
+// the ordered singles.
+Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t frame_count,
+                                  std::uint64_t tiles, std::uint64_t sort_count) {
+  cudaStream_t stream = compute_stream_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
+  SliceCounts* counts = ws.d_counts.get();
+  CarryState* state = ws.d_state.get();
   const std::uint64_t key_count = std::max<std::uint64_t>(1, frame_count);
   const unsigned elementwise_blocks = static_cast<unsigned>(
       std::min(kMaxStrideBlocks, blocks_for(sort_count, ElementwisePolicy::threads_per_block)));
@@ -120,8 +144,17 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
       sorted_keys, counts, sorted);
   PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
+  return sorted;
+}
 
-  // Windows: units of work are chain segments (first_open) or singles (every_single).
+// Windows: units of work are chain segments (first_open) or singles (every_single); the
+// count pass (again after a carry overflow), the records' offsets, the fill pass and the
+// slice's summary.
+void GpuBackend::enqueue_windows(Slot& slot, const Work& request, Single* sorted,
+                                 std::uint64_t sort_count) {
+  cudaStream_t stream = compute_stream_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
+  SliceCounts* counts = ws.d_counts.get();
   if (params_.mode == WindowMode::first_open) {
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(select_segments_async(
@@ -156,11 +189,18 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
       prompt_capacity_, delayed_capacity_);
   PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
   gpu::summarize_kernel<<<1, 1, 0, stream>>>(
-      sorted, counts, state, ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
+      sorted, counts, ws.d_state.get(), ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
       ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, prompt_capacity_,
-      delayed_capacity_, request.horizon, request.final, slot.d_summary, bdm, slot.d_bdm_out,
-      bdm_count_);
+      delayed_capacity_, request.horizon, request.final, slot.d_summary, ws.d_bdm.get(),
+      slot.d_bdm_out, bdm_count_);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
+}
+
+// The outputs beside the records (histograms, image, the resolved singles) and the next
+// carry-over.
+void GpuBackend::enqueue_outputs(Slot& slot, Single* sorted, std::uint64_t sort_count) {
+  cudaStream_t stream = compute_stream_.get();
+  gpu::DeviceWorkspace& ws = *ws_;
   if (d_histograms_) {  // histograms of the records
     gpu::histogram_records_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                         gpu::HistogramPolicy::max_blocks,
@@ -178,17 +218,16 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   if (singles_out_) {  // singles topic: keep this slice's ordered singles
     PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
                                       cudaMemcpyDeviceToDevice, stream));
-    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(counts, slot.d_resolved);
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(ws.d_counts.get(), slot.d_resolved);
     PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
   }
   if (max_carry_ > 0) {
     gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
                                       blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
                              ElementwisePolicy::threads_per_block, 0, stream>>>(
-        sorted, counts, state, ws.d_carry.get(), max_carry_);
+        sorted, ws.d_counts.get(), ws.d_state.get(), ws.d_carry.get(), max_carry_);
     PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
   }
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), stream));
 }
 
 }  // namespace gpu_impl

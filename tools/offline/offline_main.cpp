@@ -31,6 +31,7 @@
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
+#include "core/stream_limits.h"
 #include "engine/select_backend.h"
 #include "tools/common/cli.h"
 #include "tools/common/same_file.h"
@@ -367,7 +368,7 @@ int run(const Options& o) {
   const SourceRule rule = make_source_rule(settings);
   // Blocks as the receivers fill ring chunks: at most half a slice, and at most
   // max_chunk_span_ticks of acquisition time each.
-  const std::size_t block_frames = std::max<std::size_t>(1, settings.stream.max_slice_frames / 2);
+  const std::size_t block_frames = std::max<std::size_t>(1, slice_new_frames(settings.stream.max_slice_frames));
   const std::uint64_t span_ticks = max_chunk_span_ticks(settings);
   ChunkSummary summary;
   // A chunk may end inside a frame; its first bytes wait for the next read.
