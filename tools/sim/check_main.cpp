@@ -229,10 +229,11 @@ int main(int argc, char** argv) {
                 "delayed/s | delayed / randoms | scatter fraction | NECR/s | multiples/s | "
                 "trues/s per MBq | randoms/s per MBq^2 | bad frames |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const double a : activities) {
+    for (std::size_t i = 0; i < activities.size(); ++i) {
+      const double a = activities[i];
       SimOptions o = options;
       o.activity_MBq = a;
-      if (!durations.empty()) o.duration_s = durations[&a - activities.data()];
+      if (!durations.empty()) o.duration_s = durations[i];
       std::ostringstream name;
       name << a << "MBq";
       const std::filesystem::path dir = work / name.str();
