@@ -47,7 +47,8 @@ m = n / (1 + n * tau)                                      # non-paralysable
 live = m.sum(axis=1) / n.sum(axis=1)
 x = (n * n * tau).sum(axis=1) / n.sum(axis=1)
 rate = k * activities * live ** 2 * (1 + kappa * x)
-acqs = [dead_time.Acquisition("a", a, 1.0, None, 0, pairs=r, pairs_variance=r) for a, r in zip(activities, rate)]
+acqs = [dead_time.Acquisition("a", a, 1.0, None, 0, pairs=r, pairs_variance=r, pairs_duration_s=1.0)
+        for a, r in zip(activities, rate)]
 result = dict(acquisitions=acqs, activities=activities, rates=m, lossless=n, tau=tau)
 fit = dead_time.fit_correlation(result)
 check(abs(fit["kappa"] - kappa) < 1e-9, f"kappa {fit['kappa']:.6f} = {kappa}")

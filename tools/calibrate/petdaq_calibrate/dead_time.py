@@ -28,6 +28,7 @@ MODELS = ("non-paralysable", "paralysable")
 
 PAIR_WINDOW_PS = 2000.0     # true pairs: both frames within 2 ns (TOF, resolution, delays)
 PAIR_DELAY_PS = 20000.0     # randoms: the same window 20 ns later, inside any shaping time
+PAIR_FRAMES = 20_000_000    # in-window frames kept for the pairs per acquisition (memory)
 
 
 @dataclass
@@ -39,6 +40,7 @@ class Acquisition:
     frame_count: int = 0
     pairs: float = 0.0                # true pairs of in-window frames on two boards (prompt - delayed)
     pairs_variance: float = 0.0       # prompt + delayed
+    pairs_duration_s: float = 0.0     # the span of the frames the pairs were counted in
 
 
 def pair_counts(t, board, window, delay):
@@ -85,8 +87,10 @@ def measure(acq, frame_file, scanner, lut, energy_table):
         e = (raw[keep] * gain).astype(np.float32)
         good = (e >= np.float32(low)) & (e <= np.float32(high))
         singles += np.bincount(du[keep][good] // scanner.du_per_bdm, minlength=scanner.bdm_count)
-        times.append(t[keep][good].astype(np.int64))
-        boards.append((du[keep][good] // scanner.du_per_bdm).astype(np.int16))
+        room = PAIR_FRAMES - sum(x.size for x in times)   # the first frames only: memory
+        if room > 0:
+            times.append(t[keep][good][:room].astype(np.int64))
+            boards.append((du[keep][good][:room] // scanner.du_per_bdm).astype(np.int16))
         if t.size:
             lo, hi = int(t.min()), int(t.max())
             t_min = lo if t_min is None else min(t_min, lo)
@@ -106,6 +110,7 @@ def set_pairs(acq, t, board, scanner):
     prompt, delayed = pair_counts(t, board, window, delay)
     acq.pairs = float(prompt - delayed)
     acq.pairs_variance = float(prompt + delayed)
+    acq.pairs_duration_s = float(t.max() - t.min()) * scanner.tick_ps * 1e-12 if t.size > 1 else 0.0
 
 
 def measure_decaying(path, a0_MBq, half_life_s, intervals, frame_file, scanner, lut, energy_table):
@@ -127,7 +132,8 @@ def measure_decaying(path, a0_MBq, half_life_s, intervals, frame_file, scanner, 
     low, high = scanner.energy_window_keV
     span = t_max - t_min + 1
     counts = np.zeros((intervals, scanner.bdm_count), dtype=np.int64)
-    times, boards = [], []
+    times, boards = [[] for _ in range(intervals)], [[] for _ in range(intervals)]
+    kept = np.zeros(intervals, dtype=np.int64)
     for du, x, y, raw, t in frame_file.chunks(with_time=True):
         label = flat_lut[du, y * n + x].astype(np.int64)
         keep = label < per_du
@@ -136,12 +142,15 @@ def measure_decaying(path, a0_MBq, half_life_s, intervals, frame_file, scanner, 
         e = (raw[keep] * gain).astype(np.float32)
         good = (e >= np.float32(low)) & (e <= np.float32(high))
         k = ((t[keep][good] - np.uint64(t_min)).astype(np.float64) * intervals / span).astype(np.int64)
-        np.add.at(counts, (np.minimum(k, intervals - 1), du[keep][good] // scanner.du_per_bdm), 1)
-        times.append(t[keep][good].astype(np.int64))
-        boards.append((du[keep][good] // scanner.du_per_bdm).astype(np.int16))
-    times = np.concatenate(times)
-    boards = np.concatenate(boards)
-    which = np.minimum(((times - t_min).astype(np.float64) * intervals / span).astype(np.int64), intervals - 1)
+        k = np.minimum(k, intervals - 1)
+        np.add.at(counts, (k, du[keep][good] // scanner.du_per_bdm), 1)
+        # For the pairs, each interval's first PAIR_FRAMES frames (memory).
+        tg, bg = t[keep][good].astype(np.int64), (du[keep][good] // scanner.du_per_bdm).astype(np.int16)
+        for i in np.unique(k):
+            sel = np.nonzero(k == i)[0][:max(PAIR_FRAMES - kept[i], 0)]
+            kept[i] += sel.size
+            times[i].append(tg[sel])
+            boards[i].append(bg[sel])
     tick_s = scanner.tick_ps * 1e-12
     width_s = span * tick_s / intervals
     lam = math.log(2) / half_life_s
@@ -150,8 +159,8 @@ def measure_decaying(path, a0_MBq, half_life_s, intervals, frame_file, scanner, 
         t1, t2 = i * width_s, (i + 1) * width_s
         mean = a0_MBq * (math.exp(-lam * t1) - math.exp(-lam * t2)) / (lam * width_s)
         acq = Acquisition(f"{path} [{t1:.4g}, {t2:.4g}) s", mean, width_s, counts[i], 0)
-        sel = which == i   # pairs by the interval of their first frame
-        set_pairs(acq, times[sel], boards[sel], scanner)
+        if kept[i]:  # pairs by the interval of their first frame
+            set_pairs(acq, np.concatenate(times[i]), np.concatenate(boards[i]), scanner)
         out.append(acq)
     return out
 
@@ -258,10 +267,11 @@ def fit_correlation(result):
     load = (n * n * result["tau"][None, :]).sum(axis=1) / n.sum(axis=1)
     pairs = np.array([q.pairs for q in acqs])
     var = np.array([q.pairs_variance for q in acqs])
-    dur = np.array([q.duration_s for q in acqs])
+    dur = np.array([q.pairs_duration_s for q in acqs])
     out = dict(singles_live=singles_live, load=load, kappa=0.0, kappa_sigma=float("nan"),
-               pairs_per_s=pairs / dur, pairs_per_MBq=float("nan"))
-    if not np.all(pairs > 100):
+               pairs_per_s=np.divide(pairs, dur, out=np.zeros_like(pairs), where=dur > 0),
+               pairs_per_MBq=float("nan"))
+    if not np.all((pairs > 100) & (dur > 0)):
         return out
     y = pairs / dur / a / singles_live ** 2
     sy = np.sqrt(var) / dur / a / singles_live ** 2
