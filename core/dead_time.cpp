@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/calibration.h"
@@ -47,7 +48,7 @@ LiveTime live_time(const DeadTimeModel& model, std::span<const double> singles_p
   LiveTime out;
   out.bdm.assign(singles_per_s.size(), 1.0);
   if (model.kind == DeadTimeKind::none || model.tau_s.size() != singles_per_s.size()) return out;
-  double sum_m = 0, sum_n = 0;
+  double sum_m = 0, sum_n = 0, sum_n2tau = 0;
   for (std::size_t b = 0; b < singles_per_s.size(); ++b) {
     const double m = std::max(singles_per_s[b], 0.0);
     bool saturated = false;
@@ -56,11 +57,17 @@ LiveTime live_time(const DeadTimeModel& model, std::span<const double> singles_p
     out.bdm[b] = n > 0 ? m / n : 1.0;
     sum_m += m;
     sum_n += n;
+    sum_n2tau += n * n * model.tau_s[b];
   }
   out.singles = sum_n > 0 ? sum_m / sum_n : 1.0;
+  out.load = sum_n > 0 ? sum_n2tau / sum_n : 0.0;
   // A coincidence needs both boards live; with pair rates in proportion to the product of
-  // the boards' lossless singles rates, Σ n_i n_j L_i L_j / Σ n_i n_j = (Σ m / Σ n)².
-  out.coincidences = out.singles * out.singles;
+  // the boards' lossless singles rates, Σ n_i n_j L_i L_j / Σ n_i n_j = (Σ m / Σ n)² if the
+  // boards were dead independently. They are not: an earlier decay whose two photons reached
+  // both boards made both dead at once, which leaves more pairs live than the product
+  // (docs/dead_time.md); the calibrated κ scales that excess with the load x.
+  out.coincidences = std::clamp(
+      out.singles * out.singles * (1 + model.coincidence_correlation * out.load), 0.0, 1.0);
   return out;
 }
 
@@ -95,6 +102,12 @@ DeadTimeModel load_dead_time_model(const std::filesystem::path& file, std::uint3
       const double t = v.as<double>();
       if (!(t >= 0 && t < 1e-3)) return fail("tau_s entry " + std::to_string(t) + " is not in [0, 1 ms)");
       model.tau_s.push_back(t);
+    }
+    if (const YAML::Node k = root["coincidence_correlation"]) {  // optional: 0 without
+      const double v = k.as<double>();
+      if (!(v >= -1 && v <= 10))
+        return fail("coincidence_correlation " + std::to_string(v) + " is not in [-1, 10]");
+      model.coincidence_correlation = v;
     }
   } catch (const YAML::Exception& e) {
     return fail(std::string("malformed field: ") + e.what());

@@ -20,6 +20,10 @@ const char* dead_time_kind_name(DeadTimeKind k);
 struct DeadTimeModel {
   DeadTimeKind kind = DeadTimeKind::none;
   std::vector<double> tau_s;  // per BDM (b = b_axial * transaxial + b_trans)
+  // κ: the boards of a true pair are dead together more often than apart (the two photons
+  // of one earlier decay start both dead times), so the coincidences' live fraction is
+  // singles² · (1 + κ x), x = Σ n_b (n_b τ_b) / Σ n_b. Fitted on coincident frames.
+  double coincidence_correlation = 0;
 
   bool operator==(const DeadTimeModel&) const = default;
 };
@@ -32,7 +36,8 @@ double lossless_rate(DeadTimeKind kind, double measured_per_s, double tau_s, boo
 struct LiveTime {
   std::vector<double> bdm;          // m / n per BDM (1 where the board counted nothing)
   double singles = 1;               // Σ m / Σ n
-  double coincidences = 1;          // Σ_ij n_i n_j L_i L_j / Σ_ij n_i n_j = singles²
+  double coincidences = 1;          // singles² · (1 + κ x), at most 1
+  double load = 0;                  // x = Σ n_b (n_b τ_b) / Σ n_b
   std::uint32_t saturated_bdms = 0;  // boards at or past the model's maximum rate
 };
 

@@ -46,10 +46,11 @@ def sinogram_coords(geom, crystal_a, crystal_b, angles):
     dx, dy = pb[:, 0] - pa[:, 0], pb[:, 1] - pa[:, 1]
     phi = np.arctan2(dx, -dy)                # the LOR's normal (-dy, dx) ... as an angle
     s = pa[:, 0] * np.cos(phi) + pa[:, 1] * np.sin(phi)
-    flip = phi < 0
-    phi = np.where(flip, phi + np.pi, phi)
+    # Into [0, pi): a line at phi and at phi - pi is the same line with s of opposite sign.
+    # arctan2 gives (-pi, pi]; pi itself (a line parallel to y, dx = 0) wraps to 0 too.
+    flip = (phi < 0) | (phi >= np.pi)
+    phi = np.where(phi < 0, phi + np.pi, np.where(phi >= np.pi, phi - np.pi, phi))
     s = np.where(flip, -s, s)
-    phi = np.where(phi >= np.pi, phi - np.pi, phi)
     a = np.minimum((phi / np.pi * angles).astype(np.int64), angles - 1)
     slice_ = geom.ring(crystal_a) + geom.ring(crystal_b)
     return a, s, slice_
@@ -63,24 +64,36 @@ class Sinograms:
     bin_mm: float
 
 
-def make_sinograms(geom, prompts, delayed, opt):
-    angles = opt.angles or geom.crystals_per_ring // 2
+def radial_grid(geom, opt):
+    """(bin width w, centre bin, bin count): BAND_MM is a whole number of bins."""
     k = max(1, round(BAND_MM / opt.bin_mm))
     w = BAND_MM / k
     half = int(math.ceil((geom.ring_radius_mm + geom.crystal_depth_mm) / w)) + 1
-    nbins = 2 * half + 1
+    return w, half, 2 * half + 1
+
+
+def sinogram_bins(geom, records, opt):
+    """Per record: (slice, angle bin, radial bin, inside the mask). The mask is the
+    standard's: pixels whose centre lies more than 8 mm beyond the phantom's edge are zero.
+    The truth comparison (tests/tools/nema_test.py) keeps the same records through this."""
+    angles = opt.angles or geom.crystals_per_ring // 2
+    w, half, nbins = radial_grid(geom, opt)
+    a, s, sl = sinogram_coords(geom, records["crystal_a"], records["crystal_b"], angles)
+    r = np.rint(s / w).astype(np.int64) + half
+    ok = (r >= 0) & (r < nbins) & (np.abs((r - half) * w) <= opt.phantom_radius_mm + EDGE_MM)
+    return sl, a, r, ok
+
+
+def make_sinograms(geom, prompts, delayed, opt):
+    angles = opt.angles or geom.crystals_per_ring // 2
+    w, half, nbins = radial_grid(geom, opt)
     slices = 2 * geom.ring_count - 1
     out = []
     for rec in (prompts, delayed):
         h = np.zeros((slices, angles, nbins), dtype=np.int64)
         if rec.size:
-            a, s, sl = sinogram_coords(geom, rec["crystal_a"], rec["crystal_b"], angles)
-            r = np.rint(s / w).astype(np.int64) + half
-            ok = (r >= 0) & (r < nbins)
+            sl, a, r, ok = sinogram_bins(geom, rec, opt)
             np.add.at(h, (sl[ok], a[ok], r[ok]), 1)
-        # NU 4: pixels further than 8 mm beyond the phantom edge are set to zero.
-        radial = (np.arange(nbins) - half) * w
-        h[:, :, np.abs(radial) > opt.phantom_radius_mm + EDGE_MM] = 0
         out.append(h)
     return Sinograms(out[0], out[1], half, w)
 

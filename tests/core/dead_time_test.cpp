@@ -54,6 +54,16 @@ TEST(DeadTime, LiveFractionsPerBoardAndScanner) {
   EXPECT_EQ(none.singles, 1.0);
   EXPECT_EQ(none.coincidences, 1.0);
   EXPECT_EQ(none.bdm, std::vector<double>(3, 1.0));
+  // Correlated dead time: singles² (1 + κ x), x the singles-weighted load n τ.
+  DeadTimeModel correlated = model;
+  correlated.coincidence_correlation = 0.05;
+  const LiveTime with = live_time(correlated, m);
+  const double n0 = 1e5 / 0.9, n1 = 2e5 / 0.8, n2 = 1e5 / 0.8;
+  const double x = (n0 * n0 * 1e-6 + n1 * n1 * 1e-6 + n2 * n2 * 2e-6) / n;
+  EXPECT_NEAR(with.load, x, 1e-12);
+  EXPECT_NEAR(with.singles, live.singles, 1e-12);
+  EXPECT_NEAR(with.coincidences, live.singles * live.singles * (1 + 0.05 * x), 1e-12);
+  EXPECT_GT(with.coincidences, live.coincidences);
   // A board past 1/τ counts as saturated.
   const LiveTime sat = live_time(model, std::vector<double>{2e6, 1e5, 1e5});
   EXPECT_EQ(sat.saturated_bdms, 1u);
@@ -79,6 +89,12 @@ TEST(DeadTime, TableLoadsAndRefusesWhatIsWrong) {
     const DeadTimeModel m = load_dead_time_model(f.path(), 2);
     EXPECT_EQ(m.kind, DeadTimeKind::paralysable);
     EXPECT_EQ(m.tau_s, (std::vector<double>{1e-6, 2e-6}));
+    EXPECT_EQ(m.coincidence_correlation, 0.0);  // optional
+  }
+  {
+    TableFile f("format: petdaq dead-time 1\nmodel: non_paralysable\ntau_s: [1.0e-6, 2.0e-6]\n"
+                "coincidence_correlation: 0.04\n");
+    EXPECT_EQ(load_dead_time_model(f.path(), 2).coincidence_correlation, 0.04);
   }
   const char* bad[] = {
       "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6]\n",            // 1 of 2 BDMs
@@ -87,6 +103,10 @@ TEST(DeadTime, TableLoadsAndRefusesWhatIsWrong) {
       "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [-1.0e-6, 1.0e-6]\n",   // negative
       "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [x, 1.0e-6]\n",         // not a number
       "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: 3\n",                   // not a list
+      "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6, 1.0e-6]\n"
+      "coincidence_correlation: 20\n",                                             // κ range
+      "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6, 1.0e-6]\n"
+      "coincidence_correlation: high\n",                                           // κ text
       "[1, 2",                                                                        // not YAML
       "just text\n",                                                                  // not a map
   };

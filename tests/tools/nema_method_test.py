@@ -60,4 +60,32 @@ d = pb[:, :2] - pa[:, :2]
 dist = np.abs(pa[:, 0] * d[:, 1] - pa[:, 1] * d[:, 0]) / np.hypot(d[:, 0], d[:, 1])
 check(np.allclose(np.abs(s), dist, atol=1e-9), "|s| is the distance from the axis to the line")
 check(np.array_equal(sl, g.ring(ca) + g.ring(cb)), "slice = ring_a + ring_b (single-slice rebinning)")
+
+# Signed radial distance: s = p . n with n the line's unit normal whose angle lies in [0, pi),
+# for every line including those parallel to the y axis (dx = 0, normal angle 0 or pi),
+# which must wrap to angle 0 with s = +x. Pairs with equal x: a crystal and its mirror
+# image across the x axis.
+ring0 = np.arange(g.crystals_per_ring)
+x0 = g.position_mm(ring0)[:, 0]
+mirror = [(i, j) for i in ring0 for j in ring0 if i < j and x0[i] == x0[j]]
+check(len(mirror) > 0, f"lines with dx = 0 exist in the default ring ({len(mirror)})")
+ma = np.array([m[0] for m in mirror] + list(ca))
+mb = np.array([m[1] for m in mirror] + list(cb))
+a_bin, s, _ = nema.sinogram_coords(g, ma, mb, 180)
+pa, pb = g.position_mm(ma), g.position_mm(mb)
+nx, ny = -(pb[:, 1] - pa[:, 1]), pb[:, 0] - pa[:, 0]
+norm = np.hypot(nx, ny)
+nx, ny = nx / norm, ny / norm
+flip = (ny < 0) | ((ny == 0) & (nx < 0))
+nx, ny = np.where(flip, -nx, nx), np.where(flip, -ny, ny)
+phi = np.arctan2(ny, nx)
+# (A line whose normal is within rounding of angle pi may fall on either side of the wrap.)
+clear = np.abs(phi - np.pi) > 1e-9
+check(np.allclose(s[clear], (pa[:, 0] * nx + pa[:, 1] * ny)[clear], atol=1e-9),
+      "signed s = p . n, n's angle in [0, pi)")
+check(np.array_equal(s[:len(mirror)], pa[:len(mirror), 0]), "a line parallel to y at x has s = +x")
+near = np.abs(phi / np.pi * 180 - np.round(phi / np.pi * 180)) > 1e-6
+check(np.array_equal(a_bin[near], np.minimum((phi[near] / np.pi * 180).astype(int), 179)),
+      "angle bin of the normal's angle")
+check(np.all(a_bin[:len(mirror)] == 0), "lines parallel to y fall in angle bin 0")
 sys.exit(1 if failures else 0)

@@ -51,8 +51,15 @@ class BlockGenerator {
     return (ctx.out.index << 32) | ctx.next_event++;
   }
 
-  // Annihilation photons (photon_transport.cpp).
+  // Annihilation photons (photon_transport.cpp): decay_chunk runs the steps below in turn
+  // over the chunk's n decays (photon h of decay i at h * kChunkDecays + i of the scratch).
   void decay_chunk(Context& ctx, std::size_t first, std::size_t n) const;
+  void source_points(Context& ctx, std::size_t first, std::size_t n) const;
+  void photon_directions(Context& ctx, std::size_t n) const;
+  void through_phantom(Context& ctx, std::size_t n) const;
+  std::uint32_t reach_detector(Context& ctx, std::size_t n) const;
+  std::uint32_t interact(Context& ctx, std::uint32_t hits) const;
+  void make_frames(Context& ctx, std::size_t first, std::uint32_t kept) const;
   void scatter_in_phantom(ChunkScratch& s, std::uint32_t j, BlockRng& rng) const;
   double phantom_exit_mm(double px, double py, double pz, double ux, double uy, double uz) const;
 

@@ -130,6 +130,10 @@ int main(int argc, char** argv) {
                  "a dead-time table (petdaq-calibrate dead-time): print the trues corrected by "
                  "the live time it gives from the per-BDM singles rates (docs/dead_time.md)")
       ->type_name("FILE");
+  bool same_decays = false;
+  app.add_flag("--same-decays", same_decays,
+               "with --dead-time-table: simulate each activity again without the front end (same "
+               "seed, same decays) and print the trues' true live fraction beside the model's");
   add_sim_options(app, options, text);
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
   std::vector<double> activities;
@@ -195,8 +199,10 @@ int main(int argc, char** argv) {
           load_dead_time_model(dead_time_table, Geometry::from(base.scanner).bdm_count());
       std::printf("| activity MBq | duration s | singles/s | trues/s | NECR/s | coincidence live "
                   "fraction (model) | trues/s per MBq | corrected trues/s per MBq | corrected / "
-                  "first row | σ |\n");
-      std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+                  "first row | σ |%s\n",
+                  same_decays ? " trues' live fraction (same decays, no front end) | model / that |"
+                              : "");
+      std::printf("|---|---|---|---|---|---|---|---|---|---|%s\n", same_decays ? "---|---|" : "");
       double first = 0;
       for (std::size_t i = 0; i < activities.size(); ++i) {
         SimOptions o = options;
@@ -215,10 +221,24 @@ int main(int argc, char** argv) {
         const double a = activities[i];
         const double corrected = a > 0 ? r.rate(r.trues) / live.coincidences / a : NAN;
         if (i == 0) first = corrected;
-        std::printf("| %g | %g | %.4g | %.4g | %.4g | %.4f | %.5g | %.5g | %.4f | %.4f |\n", a,
+        std::printf("| %g | %g | %.4g | %.4g | %.4g | %.4f | %.5g | %.5g | %.4f | %.4f |", a,
                     r.duration_s, r.rate(r.singles), r.rate(r.trues), r.necr_per_s(),
                     live.coincidences, a > 0 ? r.rate(r.trues) / a : NAN, corrected,
                     corrected / first, r.trues ? 1.0 / std::sqrt(double(r.trues)) : NAN);
+        if (same_decays) {
+          // The front end acts after the decays are drawn: the same seed without it gives the
+          // same decays, so the ratio of the trues is their live fraction (binomial error).
+          SimOptions lossless = o;
+          lossless.dead_time_ns = 0;
+          lossless.pile_up_ns = 0;
+          const std::filesystem::path dir0 = work / (name.str() + "-no-front-end");
+          simulate(config, dir0, lossless);
+          const CheckResult r0 = check_acquisition(dir0, &coincidence);
+          const double actual = r0.trues ? double(r.trues) / double(r0.trues) : NAN;
+          std::printf(" %.4f | %.4f |", actual, live.coincidences / actual);
+          if (!keep) std::filesystem::remove_all(dir0);
+        }
+        std::printf("\n");
         std::fflush(stdout);
         if (!keep) std::filesystem::remove_all(dir);
       }
@@ -229,10 +249,11 @@ int main(int argc, char** argv) {
                 "delayed/s | delayed / randoms | scatter fraction | NECR/s | multiples/s | "
                 "trues/s per MBq | randoms/s per MBq^2 | bad frames |\n");
     std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (const double a : activities) {
+    for (std::size_t i = 0; i < activities.size(); ++i) {
+      const double a = activities[i];
       SimOptions o = options;
       o.activity_MBq = a;
-      if (!durations.empty()) o.duration_s = durations[&a - activities.data()];
+      if (!durations.empty()) o.duration_s = durations[i];
       std::ostringstream name;
       name << a << "MBq";
       const std::filesystem::path dir = work / name.str();

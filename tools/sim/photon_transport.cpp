@@ -83,28 +83,28 @@ inline void BlockGenerator::scatter_in_phantom(ChunkScratch& s, std::uint32_t j,
   s.scatters[j] = static_cast<std::uint8_t>(scatters);
 }
 
-// Decays first .. first + n of the block: emission, phantom, ring, crystal, frame, each
-// stage over the whole chunk before the next.
-void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n) const {
+// A point in the unit disk per entry, by rejection, kept by advancing the output index (no
+// branch).
+namespace {
+void fill_disk(BlockRng& rng, double* a_out, double* b_out, std::size_t count) {
+  for (std::size_t have = 0; have < count;) {
+    const double a = 2 * rng.uniform32() - 1;
+    const double b = 2 * rng.uniform32() - 1;
+    a_out[have] = a;
+    b_out[have] = b;
+    have += a * a + b * b < 1;
+  }
+}
+}  // namespace
+
+// Where each decay of the chunk happens: uniform in the cylinder, or on the point or line
+// source (moving with it).
+void BlockGenerator::source_points(Context& ctx, std::size_t first, std::size_t n) const {
   ChunkScratch& s = *ctx.out.scratch;
   BlockRng& rng = ctx.rng;
   constexpr std::uint32_t K = kChunkDecays;
-  ctx.out.stats.decays += n;
-
-  // Emission draws: a point in the source, a point in the unit disk for the direction
-  // (Marsaglia 1972: isotropic without trigonometry), the two acollinearity projections.
-  // Points in the disk by rejection, kept by advancing the output index (no branch).
-  const auto fill_disk = [&rng](double* a_out, double* b_out, std::size_t count) {
-    for (std::size_t have = 0; have < count;) {
-      const double a = 2 * rng.uniform32() - 1;
-      const double b = 2 * rng.uniform32() - 1;
-      a_out[have] = a;
-      b_out[have] = b;
-      have += a * a + b * b < 1;
-    }
-  };
   if (options_.source == SourceShape::cylinder) {
-    fill_disk(s.disk_a, s.disk_b, n);
+    fill_disk(rng, s.disk_a, s.disk_b, n);
     for (std::uint32_t i = 0; i < n; ++i) {
       const double px = s.disk_a[i] * options_.phantom_radius_mm;
       const double py = s.disk_b[i] * options_.phantom_radius_mm;
@@ -119,7 +119,7 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
     const double omega_per_ps = 2 * std::numbers::pi / (options_.motion_period_s * 1e12);
     const double block_ps = double(ctx.base_ticks - plan_.origin_ticks) * plan_.tick_ps;
     const bool line = options_.source == SourceShape::line;
-    if (line) fill_disk(s.disk_a, s.disk_b, n);  // the line's cross-section
+    if (line) fill_disk(rng, s.disk_a, s.disk_b, n);  // the line's cross-section
     for (std::uint32_t i = 0; i < n; ++i) {
       double p[3] = {at[0], at[1], at[2]};
       if (line) {
@@ -135,7 +135,16 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.pz[i] = s.pz[K + i] = p[2];
     }
   }
-  fill_disk(s.disk_a, s.disk_b, n);
+}
+
+// The two photons' directions: a point in the unit disk for the first (Marsaglia 1972:
+// isotropic without trigonometry), the two acollinearity projections for the second; and
+// each photon's state before the phantom.
+void BlockGenerator::photon_directions(Context& ctx, std::size_t n) const {
+  ChunkScratch& s = *ctx.out.scratch;
+  BlockRng& rng = ctx.rng;
+  constexpr std::uint32_t K = kChunkDecays;
+  fill_disk(rng, s.disk_a, s.disk_b, n);
   for (std::uint32_t i = 0; i < n; ++i) {
     s.tilt_x[i] = rng.gauss() * acollinearity_sigma_rad_;
     s.tilt_y[i] = rng.gauss() * acollinearity_sigma_rad_;
@@ -174,25 +183,33 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
       s.in_window[i] = 0;
     }
   }
+}
 
-  // Phantom: a free path against the distance to the surface; the few photons that
-  // interact (about one in six) are followed scatter by scatter.
-  if (phantom_) {
-    for (std::uint32_t h = 0; h < 2; ++h)
-      for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
-        s.free_mm[i] = rng.standard_exponential() * water_mean_free_path511_mm_;
-    for (std::uint32_t h = 0; h < 2; ++h)
-      for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
-        s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i])
-                        ? 1.0
-                        : 0.0;
-    const std::uint32_t m = list_flagged(s, n);
-    for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], rng);
-  }
+// Phantom: a free path against the distance to the surface; the few photons that
+// interact (about one in six) are followed scatter by scatter.
+void BlockGenerator::through_phantom(Context& ctx, std::size_t n) const {
+  ChunkScratch& s = *ctx.out.scratch;
+  BlockRng& rng = ctx.rng;
+  constexpr std::uint32_t K = kChunkDecays;
+  for (std::uint32_t h = 0; h < 2; ++h)
+    for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
+      s.free_mm[i] = rng.standard_exponential() * water_mean_free_path511_mm_;
+  for (std::uint32_t h = 0; h < 2; ++h)
+    for (std::size_t i = h * K, end = h * K + n; i < end; ++i)
+      s.flag[i] = s.free_mm[i] < phantom_exit_mm(s.px[i], s.py[i], s.pz[i], s.ux[i], s.uy[i], s.uz[i])
+                      ? 1.0
+                      : 0.0;
+  const std::uint32_t m = list_flagged(s, n);
+  for (std::uint32_t k = 0; k < m; ++k) scatter_in_phantom(s, s.list[k], rng);
+}
 
-  // Ring: where the line meets the circle the panel faces touch, before any panel; past
-  // an axial end there and moving away from it, the photon is lost. The panel facing
-  // that point (whose neighbours are the only other candidates) is found here too.
+// Ring: where the line meets the circle the panel faces touch, before any panel; past an
+// axial end there and moving away from it, the photon is lost. The panel facing that point
+// (whose neighbours are the only other candidates) is found here too. Returns the photons
+// that reach a crystal's face (s.hit_photon, s.hit).
+std::uint32_t BlockGenerator::reach_detector(Context& ctx, std::size_t n) const {
+  ChunkScratch& s = *ctx.out.scratch;
+  constexpr std::uint32_t K = kChunkDecays;
   for (std::uint32_t h = 0; h < 2; ++h) {
     for (std::size_t i = h * K, end = h * K + n; i < end; ++i) {
       const double ux = s.ux[i], uy = s.uy[i], uz = s.uz[i];
@@ -216,10 +233,15 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
     hits += model_.locate_near_panel(s.px[j], s.py[j], s.pz[j], s.ux[j], s.uy[j], s.uz[j],
                                      model_.panel_of(s.panel_raw[j]), s.hit[hits]);
   }
+  return hits;
+}
 
-  // Crystal: interaction within the depth, an exponential depth (in units of 1/mu)
-  // against the path through the crystal: the law 1 - exp(-mu depth / cos) without the
-  // exponential function.
+// Crystal: interaction within the depth, an exponential depth (in units of 1/mu) against
+// the path through the crystal: the law 1 - exp(-mu depth / cos) without the exponential
+// function. Returns how many of the hits interact (kept first in s.hit_photon, s.hit).
+std::uint32_t BlockGenerator::interact(Context& ctx, std::uint32_t hits) const {
+  ChunkScratch& s = *ctx.out.scratch;
+  BlockRng& rng = ctx.rng;
   std::uint32_t kept = 0;
   for (std::uint32_t k = 0; k < hits; ++k) {
     const std::uint32_t j = s.hit_photon[k];
@@ -240,9 +262,15 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
     s.hit[kept] = s.hit[k];
     kept += interacts;
   }
+  return kept;
+}
 
-  // Frames: full absorption (photopeak) or a Compton interaction whose scattered photon
-  // escapes, then the BDM's view of it; the flood-map reads come last, all loads issued.
+// Frames: full absorption (photopeak) or a Compton interaction whose scattered photon
+// escapes, then the BDM's view of it; the flood-map reads come last, all loads issued.
+void BlockGenerator::make_frames(Context& ctx, std::size_t first, std::uint32_t kept) const {
+  ChunkScratch& s = *ctx.out.scratch;
+  BlockRng& rng = ctx.rng;
+  constexpr std::uint32_t K = kChunkDecays;
   std::uint32_t pending = 0;
   for (std::uint32_t k = 0; k < kept; ++k) {
     const std::uint32_t j = s.hit_photon[k];
@@ -274,7 +302,22 @@ void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n)
     s.in_window[p.photon] = o.in_window;
     s.measured_crystal[p.photon] = o.measured_crystal;
   }
+}
 
+// Decays first .. first + n of the block: emission, phantom, ring, crystal, frame, each
+// stage over the whole chunk before the next (the random draws in that order).
+void BlockGenerator::decay_chunk(Context& ctx, std::size_t first, std::size_t n) const {
+  ctx.out.stats.decays += n;
+  source_points(ctx, first, n);
+  photon_directions(ctx, n);
+  if (phantom_) through_phantom(ctx, n);
+  const std::uint32_t hits = reach_detector(ctx, n);
+  const std::uint32_t kept = interact(ctx, hits);
+  make_frames(ctx, first, kept);
+
+  // The truth summary's pairs: both photons made a frame, scattered or not, in the window.
+  const ChunkScratch& s = *ctx.out.scratch;
+  constexpr std::uint32_t K = kChunkDecays;
   BlockStats& st = ctx.out.stats;
   for (std::uint32_t i = 0; i < n; ++i) {
     const bool pair = s.made[i] & s.made[K + i];

@@ -385,7 +385,8 @@ def step_dead_time(args, scanner, out):
         f.write(text)
     dead_time.plots(os.path.join(out, "dead_time.png"), result)
     print(f"dead time: {path}: {args.model}, tau median {np.median(result['tau']) * 1e9:.1f} ns over "
-          f"{scanner.bdm_count} BDMs ({time.monotonic() - start:.1f} s)")
+          f"{scanner.bdm_count} BDMs, coincidence correlation {result['kappa']:.4f} "
+          f"({time.monotonic() - start:.1f} s)")
     print(text, end="")
     return path
 
