@@ -47,6 +47,8 @@ class DeadTime {
   bool shedding() const { return shedding_; }
   // Chunks in use at which an interval opens.
   std::size_t high_chunks() const { return high_chunks_; }
+  // Chunks in use at or below which an interval closes.
+  std::size_t low_chunks() const { return low_chunks_; }
   // End of the last interval closed in this run (0: none).
   std::uint64_t last_end() const { return last_end_; }
   // Per source (BDM), one past the latest time of its frames that the last filter() dropped

@@ -191,9 +191,15 @@ void Worker::take_chunk(Chunk* c) {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
     // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
-    // declared lagging first, and only a backlog that remains is shed as dead time.
-    if (!dead_->shedding() && in_use >= dead_->high_chunks() && slicer.release_lagging_source())
+    // declared lagging first, and only a backlog that remains is shed as dead time. Once per
+    // backlog: if the ring is still above the mark after one board was released, the backlog
+    // is an overload and every board sheds (no board after board declared lagging).
+    if (in_use <= dead_->low_chunks()) ring_release_used_ = false;
+    if (!dead_->shedding() && in_use >= dead_->high_chunks() && !ring_release_used_ &&
+        slicer.release_lagging_source()) {
+      ring_release_used_ = true;
       in_use = 0;
+    }
     dropped = dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time(),
                             engine_->max_future_ticks);
   }
