@@ -19,6 +19,7 @@
 #include "daemon/notify.h"
 #include "daemon/rate_limited_log.h"
 #include "tests/support/scratch_dir.h"
+#include "tests/support/wait.h"
 
 namespace petdaq::daemon {
 namespace {
@@ -64,13 +65,14 @@ TEST(RateLimitedWarning, ACountedWarningGivesTheTotalSinceTheLastLine) {
     w.warn_count(1, "host ring full, datagrams dropped");
     w.warn_count(300, "host ring full, datagrams dropped");
     w.warn_count(30583, "host ring full, datagrams dropped");
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
     auto line_count = [&] {
       const std::string t = lines->str();
       return std::count(t.begin(), t.end(), '\n');
     };
-    while (line_count() < 2 && std::chrono::steady_clock::now() < deadline)
+    test::wait_until([&] {
       flush_held_back_warnings();
+      return line_count() >= 2;
+    }, 5s, 1ms);
   }
   spdlog::set_default_logger(previous);
   const std::string text = lines->str();
