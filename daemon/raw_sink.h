@@ -48,7 +48,6 @@ class RawSink {
   // Told of every file opened (opened = true) and closed, on the writing thread (the run
   // catalogue); the file open now is told at once.
   void set_file_observer(std::function<void(const std::filesystem::path&, bool opened)> f);
-  const std::filesystem::path& current_file() const { return path_; }
 
  private:
   bool open_next();

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "core/settings.h"
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
 
 // Undefined behaviour fails the test instead of printing a warning and going on.
 extern "C" const char* __ubsan_default_options() { return "halt_on_error=1:print_stacktrace=1"; }
@@ -23,29 +25,6 @@ namespace petdaq {
 namespace {
 
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    static int n = 0;
-    path_ = fs::temp_directory_path() /
-            ("petdaq_calibration_test_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-std::vector<std::uint8_t> file_bytes(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // A .npy file with a hand-written header dictionary, padded the way NumPy pads it.
 void write_raw_npy(const fs::path& p, std::string dict, const std::vector<std::uint8_t>& data,
@@ -83,10 +62,10 @@ bool contains(const std::string& text, const std::string& part) {
 }
 
 TEST(Npy, FileIsWhatNumPyReads) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "a.npy";
   write_npy<float>(p, {2, 3}, {1.f, 2.f, 3.f, 4.f, 5.f, -0.5f});
-  const auto bytes = file_bytes(p);
+  const auto bytes = test::read_bytes(p);
   ASSERT_GE(bytes.size(), 10u);
   EXPECT_EQ(std::memcmp(bytes.data(), "\x93NUMPY", 6), 0);
   EXPECT_EQ(bytes[6], 1);  // format version 1.0
@@ -105,14 +84,14 @@ TEST(Npy, FileIsWhatNumPyReads) {
   EXPECT_EQ(last, -0.5f);
 
   write_npy<std::int32_t>(p, {5}, {1, 2, 3, 4, 5});
-  const auto one_d = file_bytes(p);
+  const auto one_d = test::read_bytes(p);
   const std::string h1(one_d.begin() + 10, one_d.begin() + 10 + (one_d[8] | (one_d[9] << 8)));
   EXPECT_TRUE(contains(h1, "'shape': (5,)")) << h1;  // a 1-tuple keeps its comma
   EXPECT_EQ((10 + h1.size()) % 64, 0u);
 }
 
 TEST(Npy, RoundTripUint8Float32Int32) {
-  TempDir dir;
+  test::ScratchDir dir;
   const std::vector<std::uint8_t> u8 = {0, 1, 2, 254, 255, 7};
   write_npy<std::uint8_t>(dir / "u8.npy", {1, 2, 3}, u8);
   EXPECT_EQ(read_npy_checked<std::uint8_t>(dir / "u8.npy", {1, 2, 3}), u8);
@@ -139,7 +118,7 @@ TEST(Npy, RoundTripUint8Float32Int32) {
 }
 
 TEST(Npy, ReadsOtherByteOrderSpellingsOfOneByteTypes) {
-  TempDir dir;
+  test::ScratchDir dir;
   write_raw_npy(dir / "u1.npy", "{'descr': '<u1', 'fortran_order': False, 'shape': (2,), }", {9, 8});
   EXPECT_EQ(read_npy_checked<std::uint8_t>(dir / "u1.npy", {2}), (std::vector<std::uint8_t>{9, 8}));
   // Keys in another order, as other writers may put them.
@@ -149,8 +128,8 @@ TEST(Npy, ReadsOtherByteOrderSpellingsOfOneByteTypes) {
 
 // A directory or a device given as a table is named as such, not read as a short file.
 TEST(Npy, ADirectoryOrADeviceIsRefusedAsSuch) {
-  const auto dir = std::filesystem::temp_directory_path() / ("petdaq-npy-dir-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  test::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   for (const std::filesystem::path& p : {dir, std::filesystem::path("/dev/zero")}) {
     try {
       read_npy(p);
@@ -163,11 +142,10 @@ TEST(Npy, ADirectoryOrADeviceIsRefusedAsSuch) {
       EXPECT_EQ(what.find("preamble"), std::string::npos) << what;
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Npy, WrongShapeIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "shape.npy";
   write_npy<float>(p, {2, 3}, std::vector<float>(6));
   const std::string e = refusal([&] { read_npy_checked<float>(p, {3, 2}); });
@@ -177,7 +155,7 @@ TEST(Npy, WrongShapeIsRefused) {
 }
 
 TEST(Npy, WrongDtypeIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "dtype.npy";
   write_npy<std::int32_t>(p, {4}, {1, 2, 3, 4});
   EXPECT_EQ(refusal([&] { read_npy_checked<float>(p, {4}); }),
@@ -192,7 +170,7 @@ TEST(Npy, WrongDtypeIsRefused) {
 }
 
 TEST(Npy, TruncatedDataIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "short.npy";
   write_npy<float>(p, {2, 3}, std::vector<float>(6, 1.f));
   fs::resize_file(p, fs::file_size(p) - 1);
@@ -207,14 +185,14 @@ TEST(Npy, TruncatedDataIsRefused) {
 }
 
 TEST(Npy, ExtraBytesAfterTheDataAreRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "long.npy";
   write_raw_npy(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (2,), }", {1, 2, 3});
   EXPECT_EQ(refusal([&] { read_npy(p); }), p.string() + ": has 1 bytes after the data of shape (2,)");
 }
 
 TEST(Npy, BadMagicIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "magic.npy";
   std::ofstream(p, std::ios::binary) << "PK\x03\x04 this is a zip file, not an array";
   EXPECT_EQ(refusal([&] { read_npy(p); }),
@@ -222,7 +200,7 @@ TEST(Npy, BadMagicIsRefused) {
 }
 
 TEST(Npy, UnsupportedVersionIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "v4.npy";
   write_raw_npy(p, "{'descr': '|u1', 'fortran_order': False, 'shape': (1,), }", {1}, 4);
   EXPECT_EQ(refusal([&] { read_npy(p); }),
@@ -233,7 +211,7 @@ TEST(Npy, UnsupportedVersionIsRefused) {
 }
 
 TEST(Npy, FortranOrderIsRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "fortran.npy";
   write_raw_npy(p, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", std::vector<std::uint8_t>(16));
   EXPECT_EQ(refusal([&] { read_npy(p); }),
@@ -241,7 +219,7 @@ TEST(Npy, FortranOrderIsRefused) {
 }
 
 TEST(Npy, MalformedHeadersAreRefused) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path p = dir / "bad.npy";
   write_raw_npy(p, "{'descr': '<f4', 'fortran_order': False}", {});
   EXPECT_EQ(refusal([&] { read_npy(p); }), p.string() + ": not a .npy file: header has no 'shape'");
@@ -259,7 +237,7 @@ TEST(Npy, MalformedHeadersAreRefused) {
 // ---- load_calibration ----
 
 struct Tables {
-  TempDir dir;
+  test::ScratchDir dir;
   Settings settings;
   Geometry g;
 
@@ -371,7 +349,7 @@ std::string python_with_numpy() {
 TEST(NpyWithNumPy, NumPyReadsOursAndWeReadNumPys) {
   const std::string py = python_with_numpy();
   if (py.empty()) GTEST_SKIP() << "python3 with numpy not found: interchange with NumPy not checked";
-  TempDir dir;
+  test::ScratchDir dir;
   write_npy<float>(dir / "ours_f4.npy", {2, 3}, {1.f, 2.f, 3.f, 4.f, 5.f, -0.5f});
   write_npy<std::uint8_t>(dir / "ours_u1.npy", {2, 2}, {0, 1, 254, 255});
   write_npy<std::int32_t>(dir / "ours_i4.npy", {3}, {-7, 0, 2147483647});

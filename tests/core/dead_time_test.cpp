@@ -11,6 +11,7 @@
 
 #include "core/calibration.h"
 #include "core/dead_time.h"
+#include "tests/support/scratch_dir.h"
 
 namespace petdaq {
 namespace {
@@ -69,24 +70,12 @@ TEST(DeadTime, LiveFractionsPerBoardAndScanner) {
   EXPECT_EQ(sat.saturated_bdms, 1u);
 }
 
-class TableFile {
- public:
-  explicit TableFile(const std::string& text)
-      : path_(std::filesystem::temp_directory_path() /
-              ("petdaq-dead-time-" + std::to_string(::getpid()) + ".yaml")) {
-    std::ofstream(path_) << text;
-  }
-  ~TableFile() { std::filesystem::remove(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 TEST(DeadTime, TableLoadsAndRefusesWhatIsWrong) {
   {
-    TableFile f("format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6, 2.0e-6]\n");
-    const DeadTimeModel m = load_dead_time_model(f.path(), 2);
+    test::ScratchDir dir;
+    const auto f = dir.write("dead_time.yaml",
+                             "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6, 2.0e-6]\n");
+    const DeadTimeModel m = load_dead_time_model(f, 2);
     EXPECT_EQ(m.kind, DeadTimeKind::paralysable);
     EXPECT_EQ(m.tau_s, (std::vector<double>{1e-6, 2e-6}));
     EXPECT_EQ(m.coincidence_correlation, 0.0);  // optional
@@ -110,9 +99,9 @@ TEST(DeadTime, TableLoadsAndRefusesWhatIsWrong) {
       "[1, 2",                                                                        // not YAML
       "just text\n",                                                                  // not a map
   };
+  test::ScratchDir dir;
   for (const char* text : bad) {
-    TableFile f(text);
-    EXPECT_THROW(load_dead_time_model(f.path(), 2), CalibrationError) << text;
+    EXPECT_THROW(load_dead_time_model(dir.write("dead_time.yaml", text), 2), CalibrationError) << text;
   }
   EXPECT_THROW(load_dead_time_model("/nonexistent/dead_time.yaml", 2), CalibrationError);
 }

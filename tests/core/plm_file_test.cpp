@@ -11,6 +11,7 @@
 
 #include "core/settings.h"
 #include "test_scanner.h"
+#include "tests/support/files.h"
 
 namespace petdaq {
 namespace {
@@ -125,12 +126,6 @@ TEST(Plm, WriterReaderRoundTrip) {
   EXPECT_EQ(n, written.size());
 }
 
-std::vector<char> file_bytes(const std::filesystem::path& file) {
-  std::vector<char> bytes(std::filesystem::file_size(file));
-  std::ifstream(file, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  return bytes;
-}
-
 // The writer thread's file is PlmWriter's, byte for byte, with messages larger than a buffer,
 // messages that end exactly on a buffer's end, and a flush() in between.
 TEST(Plm, ThreadWriterWritesWhatPlmWriterWrites) {
@@ -156,7 +151,7 @@ TEST(Plm, ThreadWriterWritesWhatPlmWriterWrites) {
   a.close();
   b.close();
   EXPECT_EQ(b.bytes_written(), a.bytes_written());
-  EXPECT_EQ(file_bytes(threaded), file_bytes(direct));
+  EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
   EXPECT_THROW(b.write_message(MessageHeader{}, nullptr, 0), PlmError);
 }
 
@@ -236,7 +231,7 @@ TEST(Plm, OtherKindsAreSkippedAndCountedOrReadWhole) {
     EXPECT_EQ(kinds, (std::vector<std::uint16_t>{1, 3, 9, 2}));
   }
   // A singles message whose records are not 16 bytes: refused, naming the kind.
-  std::vector<char> bytes = file_bytes(file);
+  std::string bytes = test::read_text(file);
   const std::size_t singles_at = 64 + 64 + 2 * 32;
   bytes[singles_at + 52] = 32;
   std::ofstream(scanner.dir / "bad.plm", std::ios::binary)
@@ -256,8 +251,7 @@ TEST(Plm, TruncatedOrForeignFilesAreRefusedWithAMessage) {
                          p.size() * sizeof(CoincRecord));
     writer.close();
   }
-  std::vector<char> bytes(std::filesystem::file_size(file));
-  std::ifstream(file, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::string bytes = test::read_text(file);
   ASSERT_EQ(bytes.size(), 64u + 64u + 64u);
   auto write_prefix = [&](std::size_t n, const char* name) {
     const auto out = scanner.dir / name;

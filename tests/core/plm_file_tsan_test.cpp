@@ -10,14 +10,10 @@
 
 #include "core/plm_file.h"
 #include "test_scanner.h"
+#include "tests/support/files.h"
 
 namespace petdaq {
 namespace {
-
-std::vector<char> file_bytes(const std::filesystem::path& file) {
-  std::ifstream f(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 TEST(PlmTsan, ThreadWriterHandsBuffersOverWithoutRaces) {
   test::TestScanner scanner;
@@ -42,7 +38,7 @@ TEST(PlmTsan, ThreadWriterHandsBuffersOverWithoutRaces) {
   }
   a.close();
   b.close();
-  EXPECT_EQ(file_bytes(threaded), file_bytes(direct));
+  EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
   EXPECT_GT(b.bytes_written(), 500u * 64u);
 }
 

@@ -1,6 +1,7 @@
 // Settings from YAML (DESIGN section 9): the default file, every kind of refusal with its
 // message, path resolution, ps -> ticks.
 #include "core/settings.h"
+#include "tests/support/scratch_dir.h"
 
 #include <gtest/gtest.h>
 
@@ -28,29 +29,6 @@ std::string refusal(const std::string& yaml) {
 bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() /
-            ("petdaq_settings_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream(p) << text;
-    return p;
-  }
-
- private:
-  static inline int counter_ = 0;
-  fs::path path_;
-};
 
 TEST(Settings, DefaultFileEqualsTheStructDefaults) {
   const fs::path file = fs::path(PETDAQ_SOURCE_DIR) / "config" / "petdaq.yaml";
@@ -140,8 +118,8 @@ TEST(Settings, DefaultFileEqualsTheStructDefaults) {
 
 // --config given a directory says so, instead of reading it as an empty document.
 TEST(Settings, ADirectoryIsRefusedAsSuch) {
-  const auto dir = std::filesystem::temp_directory_path() / ("petdaq-settings-dir-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
+  test::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   try {
     load_settings(dir);
     ADD_FAILURE() << "a directory was loaded";
@@ -150,7 +128,6 @@ TEST(Settings, ADirectoryIsRefusedAsSuch) {
     EXPECT_NE(what.find("is a directory"), std::string::npos) << what;
     EXPECT_EQ(what.find("position_lut"), std::string::npos) << what;
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(Settings, EmptyDocumentGivesTheDefaults) {
@@ -395,7 +372,7 @@ TEST(Settings, InvalidYamlNamesTheLine) {
 }
 
 TEST(Settings, MissingFile) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path missing = dir.path() / "nope.yaml";
   try {
     load_settings(missing);
@@ -425,7 +402,7 @@ backend: fpga
 }
 
 TEST(Settings, FileErrorsNameTheFile) {
-  TempDir dir;
+  test::ScratchDir dir;
   const fs::path file = dir.write("bad.yaml", "coincidence: {window_ps: -5}\n");
   try {
     load_settings(file);
@@ -436,7 +413,7 @@ TEST(Settings, FileErrorsNameTheFile) {
 }
 
 TEST(Settings, RelativeCalibrationPathsAreRelativeToTheFile) {
-  TempDir dir;
+  test::ScratchDir dir;
   fs::create_directories(dir.path() / "conf");
   const fs::path file = dir.write("conf/petdaq.yaml", R"(
 calibration:

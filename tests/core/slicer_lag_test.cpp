@@ -9,26 +9,18 @@
 #include <random>
 #include <vector>
 
-#include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/slicer.h"
 #include "test_scanner.h"
+#include "tests/support/slicer_rig.h"
 
 namespace petdaq {
 namespace {
 
 using test::AcquisitionOptions;
 using test::BatchResult;
+using test::SlicerRig;
 using test::TestScanner;
-
-class Records final : public ResultSink {
- public:
-  void on_slice(std::uint64_t, const SliceResult& r) override {
-    prompts.insert(prompts.end(), r.prompts, r.prompts + r.prompt_count);
-    delayed.insert(delayed.end(), r.delayed, r.delayed + r.delayed_count);
-  }
-  std::vector<CoincRecord> prompts, delayed;
-};
 
 // Independent pairs (every single opens a window, every good pair is taken), so that the
 // pairs of two boards do not depend on a third board's singles.
@@ -135,40 +127,37 @@ TEST(SlicerLag, ASlowBoardLosesOnlyItsOwnFramesCountedPerBdm) {
   }
   ASSERT_GT(frame_time(frames.back().bytes) - o.start_ticks, 200'000u);
 
-  Records sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   bool seen_lagging = false;
-  stream(slicer, frames, arrival, [&](std::size_t) {
-    seen_lagging = seen_lagging || slicer.source_lagging(kSlow);
+  stream(rig.slicer, frames, arrival, [&](std::size_t) {
+    seen_lagging = seen_lagging || rig.slicer.source_lagging(kSlow);
     for (std::uint32_t b = 0; b < 4; ++b)
-      if (b != kSlow) ASSERT_FALSE(slicer.source_lagging(b)) << "bdm " << b;
+      if (b != kSlow) ASSERT_FALSE(rig.slicer.source_lagging(b)) << "bdm " << b;
   });
   EXPECT_TRUE(seen_lagging);
-  slicer.finish();
+  rig.slicer.finish();
 
   const Geometry g = scanner.geometry();
   auto on_time = [&](const CoincRecord& r) {
     return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
   };
-  expect_same(pairs(only(sink.prompts, on_time)), pairs(only(want.prompts, on_time)), "prompt");
-  expect_same(pairs(only(sink.delayed, on_time)), pairs(only(want.delayed, on_time)), "delayed");
-  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
-  const std::uint64_t late = counters.bdm_late(kSlow);
+  expect_same(pairs(only(rig.sink.prompts(), on_time)), pairs(only(want.prompts, on_time)), "prompt");
+  expect_same(pairs(only(rig.sink.delayed(), on_time)), pairs(only(want.delayed, on_time)), "delayed");
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+  const std::uint64_t late = rig.counters.bdm_late(kSlow);
   EXPECT_GT(late, frames_of(frames, kSlow) / 10);
-  EXPECT_EQ(counters.get(Counter::stream_late), late);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), late);
   for (std::uint32_t b = 0; b < 4; ++b) {
     if (b == kSlow) continue;
-    EXPECT_EQ(counters.bdm_late(b), 0u) << "bdm " << b;
-    EXPECT_EQ(counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
+    EXPECT_EQ(rig.counters.bdm_late(b), 0u) << "bdm " << b;
+    EXPECT_EQ(rig.counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
   }
   // Every frame BDM 1 sent is a single, an energy reject, a frame without a crystal, or late.
-  EXPECT_EQ(frames_of(frames, kSlow), counters.bdm_singles(kSlow) +
-                                          counters.bdm_energy_rejected(kSlow) + late +
+  EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
+                                          rig.counters.bdm_energy_rejected(kSlow) + late +
                                           no_crystal_of(scanner, frames, kSlow));
 }
 
@@ -197,33 +186,30 @@ TEST(SlicerLag, ABoardThatCatchesUpHoldsTheHorizonAgain) {
     const std::uint64_t t = frame_time(f.bytes);
     arrival.push_back(f.bytes[frame_offset::bdm] == kStalled && t >= t1 && t < t2 ? t2 : t);
   }
-  Records sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   bool seen_lagging = false;
-  stream(slicer, frames, arrival,
-         [&](std::size_t) { seen_lagging = seen_lagging || slicer.source_lagging(kStalled); });
+  stream(rig.slicer, frames, arrival,
+         [&](std::size_t) { seen_lagging = seen_lagging || rig.slicer.source_lagging(kStalled); });
   EXPECT_TRUE(seen_lagging);
-  EXPECT_FALSE(slicer.source_lagging(kStalled)) << "it caught up but does not hold the horizon";
-  slicer.finish();
+  EXPECT_FALSE(rig.slicer.source_lagging(kStalled)) << "it caught up but does not hold the horizon";
+  rig.slicer.finish();
 
   const Geometry g = scanner.geometry();
   // After the backlog (and a window's margin), every record is the batch's again.
   auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + 1000; };
-  expect_same(only(sink.prompts, after), only(want.prompts, after), "prompt after catch-up");
+  expect_same(only(rig.sink.prompts(), after), only(want.prompts, after), "prompt after catch-up");
   auto others = [&](const CoincRecord& r) {
     return bdm_of(g, r.crystal_a) != kStalled && bdm_of(g, r.crystal_b) != kStalled;
   };
-  expect_same(pairs(only(sink.prompts, others)), pairs(only(want.prompts, others)), "prompt");
-  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_GT(counters.bdm_late(kStalled), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_late), counters.bdm_late(kStalled));
+  expect_same(pairs(only(rig.sink.prompts(), others)), pairs(only(want.prompts, others)), "prompt");
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_GT(rig.counters.bdm_late(kStalled), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), rig.counters.bdm_late(kStalled));
   EXPECT_EQ(frames_of(frames, kStalled),
-            counters.bdm_singles(kStalled) + counters.bdm_energy_rejected(kStalled) +
-                counters.bdm_late(kStalled) + no_crystal_of(scanner, frames, kStalled));
+            rig.counters.bdm_singles(kStalled) + rig.counters.bdm_energy_rejected(kStalled) +
+                rig.counters.bdm_late(kStalled) + no_crystal_of(scanner, frames, kStalled));
 }
 
 // The room rule alone (no time limit): BDM 0 sends once and then nothing (its link stalls,
@@ -241,39 +227,36 @@ TEST(SlicerLag, AStageFilledByOneSourcesWaitDeclaresItLagging) {
   s.stream.max_slice_ms = 1e6;
   s.stream.max_lag_ms = 0;
   s.stream.lag_stage_fraction = 0.5;
-  Records sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const Slicer::Clock::time_point now{};
   std::vector<RawFrame> warm;
   for (std::uint32_t i = 0; i < 64; ++i) warm.push_back(scanner.frame(i % 2, 0, i % 16, 100 + i, 500));
-  slicer.push(warm.data(), warm.size(), now);
+  rig.slicer.push(warm.data(), warm.size(), now);
   std::uint64_t t = 1000;
   for (int b = 0; b < 100; ++b) {
     std::vector<RawFrame> block;
     for (int i = 0; i < 256; ++i) block.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
-    slicer.push(block.data(), block.size(), now);
+    rig.slicer.push(block.data(), block.size(), now);
   }
-  EXPECT_TRUE(slicer.source_lagging(0));
-  EXPECT_FALSE(slicer.source_lagging(1));
-  EXPECT_EQ(counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
-  EXPECT_LE(slicer.pending_frames(), 2048u + 256u);
+  EXPECT_TRUE(rig.slicer.source_lagging(0));
+  EXPECT_FALSE(rig.slicer.source_lagging(1));
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+  EXPECT_LE(rig.slicer.pending_frames(), 2048u + 256u);
   for (int b = 0; b < 10; ++b) {
     std::vector<RawFrame> on;
     for (int i = 0; i < 64; ++i) {
       on.push_back(scanner.frame(0, 0, i % 16, t += 10, 500));
       on.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
     }
-    slicer.push(on.data(), on.size(), now);
+    rig.slicer.push(on.data(), on.size(), now);
   }
-  EXPECT_FALSE(slicer.source_lagging(0));
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
-  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected) +
-                counters.get(Counter::frame_no_crystal),
+  EXPECT_FALSE(rig.slicer.source_lagging(0));
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted) + rig.counters.get(Counter::single_energy_rejected) +
+                rig.counters.get(Counter::frame_no_crystal),
             64u + 25600u + 10 * 128u);
 }
 
@@ -301,22 +284,19 @@ TEST(SlicerLag, ASkippedDeadIntervalMovesTheHorizonWithoutATimeJump) {
     if (t < t_begin || t >= t_end) kept.push_back(f);
   }
   const BatchResult want = test::batch_process(scanner, kept);
-  Records sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const Slicer::Clock::time_point now{};
-  slicer.push(before.data(), before.size(), now);
+  rig.slicer.push(before.data(), before.size(), now);
   // Every board reached the interval's end (its frames there were dropped).
   const std::vector<std::uint64_t> reached(scanner.geometry().bdm_count(), t_end);
-  slicer.skip_dead(reached);
-  slicer.push(after.data(), after.size(), now);
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  expect_same(sink.prompts, want.prompts, "prompt");
-  expect_same(sink.delayed, want.delayed, "delayed");
+  rig.slicer.skip_dead(reached);
+  rig.slicer.push(after.data(), after.size(), now);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  expect_same(rig.sink.prompts(), want.prompts, "prompt");
+  expect_same(rig.sink.delayed(), want.delayed, "delayed");
 }
 
 // Frames shed as dead time move their boards' clocks on; a board that has not reached the
@@ -360,21 +340,18 @@ TEST(SlicerLag, ABoardBehindADeadIntervalKeepsItsFramesBeforeIt) {
   ASSERT_GT(behind_late.size(), 5u);
   ASSERT_GT(behind_reached[behind], 0u);
   const BatchResult want = test::batch_process(scanner, kept);
-  Records sink;
-  Counters counters(bdms);
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const Slicer::Clock::time_point now{};
-  slicer.push(first.data(), first.size(), now);
-  slicer.skip_dead(others_reached);
-  slicer.push(behind_late.data(), behind_late.size(), now);
-  slicer.skip_dead(behind_reached);
-  slicer.push(after.data(), after.size(), now);
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  expect_same(sink.prompts, want.prompts, "prompt");
-  expect_same(sink.delayed, want.delayed, "delayed");
+  rig.slicer.push(first.data(), first.size(), now);
+  rig.slicer.skip_dead(others_reached);
+  rig.slicer.push(behind_late.data(), behind_late.size(), now);
+  rig.slicer.skip_dead(behind_reached);
+  rig.slicer.push(after.data(), after.size(), now);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  expect_same(rig.sink.prompts(), want.prompts, "prompt");
+  expect_same(rig.sink.delayed(), want.delayed, "delayed");
 }
 
 }  // namespace

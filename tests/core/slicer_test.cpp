@@ -13,88 +13,18 @@
 
 #include "core/cpu_backend.h"
 #include "test_scanner.h"
+#include "tests/support/slicer_rig.h"
 
 namespace petdaq {
 namespace {
 
 using test::AcquisitionOptions;
 using test::BatchResult;
+using test::RecordedSlice;
+using test::SlicerRig;
 using test::TestScanner;
-
-struct Batch {
-  std::uint64_t run = 0;
-  std::uint64_t slice_id = 0;
-  std::uint64_t t_begin = 0;
-  std::uint64_t t_end = 0;
-  std::vector<CoincRecord> prompts;
-  std::vector<CoincRecord> delayed;
-};
-
-class RecordingSink final : public ResultSink {
- public:
-  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
-    Batch b;
-    b.run = run_id;
-    b.slice_id = r.slice_id;
-    b.t_begin = r.t_begin;
-    b.t_end = r.t_end;
-    b.prompts.assign(r.prompts, r.prompts + r.prompt_count);
-    b.delayed.assign(r.delayed, r.delayed + r.delayed_count);
-    batches.push_back(std::move(b));
-  }
-  void on_run_end(std::uint64_t run_id, RunEnd reason) override {
-    run_ends.push_back(run_id);
-    reasons.push_back(reason);
-  }
-
-  std::vector<Batch> batches;
-  std::vector<std::uint64_t> run_ends;
-  std::vector<RunEnd> reasons;
-};
-
-// Checks the batches of `run` against the batch result: the concatenated records equal it,
-// the intervals tile time from 0 with no gap or overlap, and every record lies in its batch.
-void expect_run_equals_batch(const RecordingSink& sink, std::uint64_t run, const BatchResult& want) {
-  std::vector<CoincRecord> prompts, delayed;
-  std::uint64_t t_expected = 0;
-  std::size_t batches = 0;
-  for (const Batch& b : sink.batches) {
-    if (b.run != run) continue;
-    ++batches;
-    EXPECT_EQ(b.t_begin, t_expected) << "slice " << b.slice_id << " of run " << run;
-    EXPECT_LE(b.t_begin, b.t_end) << "slice " << b.slice_id;
-    t_expected = b.t_end;
-    for (const auto* list : {&b.prompts, &b.delayed})
-      for (const CoincRecord& r : *list) {
-        EXPECT_GE(r.time_a, b.t_begin) << "slice " << b.slice_id;
-        EXPECT_LT(r.time_a, b.t_end) << "slice " << b.slice_id;
-      }
-    prompts.insert(prompts.end(), b.prompts.begin(), b.prompts.end());
-    delayed.insert(delayed.end(), b.delayed.begin(), b.delayed.end());
-  }
-  EXPECT_GT(batches, 0u);
-  ASSERT_EQ(prompts.size(), want.prompts.size()) << "run " << run;
-  ASSERT_EQ(delayed.size(), want.delayed.size()) << "run " << run;
-  for (std::size_t i = 0; i < prompts.size(); ++i)
-    ASSERT_TRUE(prompts[i] == want.prompts[i]) << "prompt " << i << " of run " << run;
-  for (std::size_t i = 0; i < delayed.size(); ++i)
-    ASSERT_TRUE(delayed[i] == want.delayed[i]) << "delayed " << i << " of run " << run;
-}
-
-void expect_counters_equal_batch(const Counters& c, const BatchResult& want) {
-  for (Counter k : {Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
-                    Counter::frame_bad_position, Counter::frame_no_crystal, Counter::frame_bad_time,
-                    Counter::single_accepted, Counter::single_energy_rejected})
-    EXPECT_EQ(c.get(k), want.counters[k]) << counter_name(k);
-  EXPECT_EQ(c.get(Counter::coinc_prompts), want.counts.prompts);
-  EXPECT_EQ(c.get(Counter::coinc_delayed), want.counts.delayed);
-  EXPECT_EQ(c.get(Counter::coinc_multiples), want.counts.multiples);
-  EXPECT_EQ(c.get(Counter::coinc_delayed_multiples), want.counts.delayed_multiples);
-  for (std::uint32_t b = 0; b < c.bdm_count(); ++b) {
-    EXPECT_EQ(c.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
-    EXPECT_EQ(c.bdm_energy_rejected(b), want.bdm_energy_rejected[b]) << "bdm " << b;
-  }
-}
+using test::expect_counters_equal_batch;
+using test::expect_run_equals_batch;
 
 // Pushes `arrival` in random chunks with a fake clock that advances `step` per chunk; now
 // and then jumps past max_slice_ms so slices are also cut by time.
@@ -130,19 +60,16 @@ void small_stream_settings(Settings& s) {
   s.stream.max_records_per_single = 8;
 }
 
-// Pushes frames one by one through a CpuBackend slicer whose fake wall clock follows
+// Pushes frames one by one through the rig's slicer on a fake wall clock that follows
 // acquisition time (1 tick = 1 µs), polling after each, then finishes.
-void run_on_acquisition_clock(const TestScanner& scanner, const std::vector<RawFrame>& arrival,
-                              RecordingSink& sink, Counters& counters) {
-  CpuBackend backend(scanner.settings, scanner.calibration);
-  Slicer slicer(scanner.settings, backend, sink, counters);
+void run_on_acquisition_clock(SlicerRig& rig, const std::vector<RawFrame>& arrival) {
   const Slicer::Clock::time_point epoch{};
   for (const RawFrame& f : arrival) {
     const Slicer::Clock::time_point now = epoch + std::chrono::microseconds(frame_time(f.bytes));
-    slicer.push(&f, 1, now);
-    slicer.poll(now);
+    rig.slicer.push(&f, 1, now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
+  rig.slicer.finish();
 }
 
 TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
@@ -171,26 +98,23 @@ TEST(Slicer, StreamingEqualsBatchOverRandomSlicingChunkingAndInterleaving) {
     ASSERT_GT(want.prompts.size(), 10u);
     const auto arrival = test::arrival_order(frames, disorder_ticks, rng);
 
-    RecordingSink sink;
-    Counters counters(scanner.geometry().bdm_count());
-    CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, backend, sink, counters);
+    SlicerRig rig(s, scanner.calibration);
     Streamer streamer{scanner, rng};
     streamer.max_chunk = iteration % 3 == 0 ? 4 : 300;
-    streamer.push_all(slicer, arrival);
-    slicer.finish();
+    streamer.push_all(rig.slicer, arrival);
+    rig.slicer.finish();
 
-    expect_run_equals_batch(sink, 0, want);
-    expect_counters_equal_batch(counters, want);
-    EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_carry_overflow), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_slices), sink.batches.size());
-    EXPECT_GT(sink.batches.size(), 5u);
-    EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
-    EXPECT_EQ(slicer.pending_frames(), 0u);
+    expect_run_equals_batch(rig.sink, 0, want);
+    expect_counters_equal_batch(rig.counters, want);
+    EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_carry_overflow), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_slices), rig.sink.batches.size());
+    EXPECT_GT(rig.sink.batches.size(), 5u);
+    EXPECT_EQ(rig.sink.run_ends, std::vector<std::uint64_t>{0});
+    EXPECT_EQ(rig.slicer.pending_frames(), 0u);
   }
 }
 
@@ -213,26 +137,24 @@ TEST(Slicer, SlicesDependOnTheBackendOnlyWhenAsked) {
   const auto run = [&](unsigned threads, bool preferred) {
     Settings t = s;
     t.backend_threads = threads;
-    auto sink = std::make_unique<RecordingSink>();
-    Counters counters(scanner.geometry().bdm_count());
-    CpuBackend backend(t, scanner.calibration);
-    Slicer slicer(t, backend, *sink, counters, preferred ? backend.preferred_slice_frames() : 0);
+    SlicerRig rig(t, scanner.calibration,
+                  preferred ? SlicerRig::Cuts::backend_preferred : SlicerRig::Cuts::slicer_default);
     const Slicer::Clock::time_point now{};  // no time cuts
     for (std::size_t i = 0; i < frames.size(); i += 8192)
-      slicer.push(frames.data() + i, std::min<std::size_t>(8192, frames.size() - i), now);
-    slicer.finish();
-    expect_run_equals_batch(*sink, 0, want);
-    return sink;
+      rig.slicer.push(frames.data() + i, std::min<std::size_t>(8192, frames.size() - i), now);
+    rig.slicer.finish();
+    expect_run_equals_batch(rig.sink, 0, want);
+    return std::move(rig.sink.batches);
   };
-  const auto one = run(1, false);
-  const auto three = run(3, false);
-  ASSERT_EQ(one->batches.size(), three->batches.size());
-  for (std::size_t i = 0; i < one->batches.size(); ++i) {
-    EXPECT_EQ(one->batches[i].t_begin, three->batches[i].t_begin) << i;
-    EXPECT_EQ(one->batches[i].t_end, three->batches[i].t_end) << i;
+  const std::vector<RecordedSlice> one = run(1, false);
+  const std::vector<RecordedSlice> three = run(3, false);
+  ASSERT_EQ(one.size(), three.size());
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].t_begin, three[i].t_begin) << i;
+    EXPECT_EQ(one[i].t_end, three[i].t_end) << i;
   }
-  const auto asked = run(1, true);
-  EXPECT_GE(asked->batches.size(), 2 * one->batches.size());
+  const std::vector<RecordedSlice> asked = run(1, true);
+  EXPECT_GE(asked.size(), 2 * one.size());
 }
 
 TEST(Slicer, LateFramesAreCountedAndDropped) {
@@ -246,29 +168,26 @@ TEST(Slicer, LateFramesAreCountedAndDropped) {
   const BatchResult want = test::batch_process(scanner, frames);
   const auto arrival = test::arrival_order(frames, 100, rng);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   std::uint64_t injected = 0;
   for (std::size_t i = 0; i < arrival.size(); ++i) {
-    slicer.push(&arrival[i], 1, now);
-    if (i % 97 == 50 && slicer.horizon() > 10) {
+    rig.slicer.push(&arrival[i], 1, now);
+    if (i % 97 == 50 && rig.slicer.horizon() > 10) {
       // A good frame from an attributable source, older than the published horizon.
       const RawFrame late = scanner.frame(static_cast<std::uint32_t>(i % 4), 1, 5,
-                                          slicer.horizon() - 1 - i % 7, 500);
-      slicer.push(&late, 1, now);
+                                          rig.slicer.horizon() - 1 - i % 7, 500);
+      rig.slicer.push(&late, 1, now);
       ++injected;
     }
-    slicer.poll(now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
+  rig.slicer.finish();
   ASSERT_GT(injected, 10u);
-  EXPECT_EQ(counters.get(Counter::stream_late), injected);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), injected);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 // One source drifts ahead of the others until it runs more than twice stream.max_future_ps
@@ -297,26 +216,23 @@ TEST(Slicer, ASourceRunningFarAheadOfTheOthersLosesNothing) {
   }
   std::stable_sort(arrival.begin(), arrival.end());
   for (const std::size_t chunk : {std::size_t{1}, std::size_t{64}}) {
-    RecordingSink sink;
-    Counters counters(scanner.geometry().bdm_count());
-    CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, backend, sink, counters);
+    SlicerRig rig(s, scanner.calibration);
     const Slicer::Clock::time_point now{};  // no wall time passes: no source goes idle
     std::vector<RawFrame> block;
     for (std::size_t k = 0; k < arrival.size(); ++k) {
       block.push_back(frames[arrival[k].second]);
       if (block.size() == chunk || k + 1 == arrival.size()) {
-        slicer.push(block.data(), block.size(), now);
+        rig.slicer.push(block.data(), block.size(), now);
         block.clear();
-        slicer.poll(now);
+        rig.slicer.poll(now);
       }
     }
-    slicer.finish();
+    rig.slicer.finish();
     SCOPED_TRACE(testing::Message() << "frames per push " << chunk);
-    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-    EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-    expect_run_equals_batch(sink, 0, want);
-    expect_counters_equal_batch(counters, want);
+    EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+    expect_run_equals_batch(rig.sink, 0, want);
+    expect_counters_equal_batch(rig.counters, want);
   }
 }
 
@@ -334,31 +250,28 @@ TEST(Slicer, TimeJumpsAreCountedAndDroppedIncludingAWildFirstFrame) {
   const BatchResult want = test::batch_process(scanner, frames);
   const auto arrival = test::arrival_order(frames, 100, rng);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   // The very first frame carries a corrupt timestamp: it must not become the reference.
   const RawFrame wild_first = scanner.frame(2, 0, 3, 1ull << 40, 500);
-  slicer.push(&wild_first, 1, now);
+  rig.slicer.push(&wild_first, 1, now);
   std::uint64_t injected = 1;
   for (std::size_t i = 0; i < arrival.size(); ++i) {
-    slicer.push(&arrival[i], 1, now);
+    rig.slicer.push(&arrival[i], 1, now);
     if (i % 101 == 7) {
       const std::uint64_t t = frame_time(arrival[i].bytes) + 400'000 + i;
       const RawFrame jump = scanner.frame(static_cast<std::uint32_t>(i % 4), 2, 9, t, 480);
-      slicer.push(&jump, 1, now);
+      rig.slicer.push(&jump, 1, now);
       ++injected;
     }
-    slicer.poll(now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), injected);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), injected);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 TEST(Slicer, AnIdleSourceStopsHoldingTheHorizonAndRejoins) {
@@ -387,15 +300,14 @@ TEST(Slicer, AnIdleSourceStopsHoldingTheHorizonAndRejoins) {
   const BatchResult want = test::batch_process(scanner, frames);
   const auto arrival = test::arrival_order(frames, 100, rng);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
+  SlicerRig rig(s, scanner.calibration);
   // 20 ms idle = 20 000 ticks of the acquisition clock.
-  run_on_acquisition_clock(scanner, arrival, sink, counters);
-  EXPECT_EQ(counters.get(Counter::stream_source_idle), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  run_on_acquisition_clock(rig, arrival);
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_idle), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 // The scanner pauses for longer than max_future_ps while its clock runs on: the data after
@@ -426,16 +338,15 @@ TEST(Slicer, APauseLongerThanMaxFutureAfterTheSourcesWentIdleLosesNothing) {
   const BatchResult want = test::batch_process(scanner, frames);
   const auto arrival = test::arrival_order(frames, 100, rng);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
+  SlicerRig rig(s, scanner.calibration);
   // Every source is idle in the pause.
-  run_on_acquisition_clock(scanner, arrival, sink, counters);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_GE(counters.get(Counter::stream_source_idle), 1u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  run_on_acquisition_clock(rig, arrival);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_GE(rig.counters.get(Counter::stream_source_idle), 1u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 // Every source goes idle in a pause; BDM 0 resumes first and alone for a few slices of wall
@@ -471,41 +382,38 @@ void resume_apart(std::uint8_t absent) {
   }
   ASSERT_EQ(first.size(), 300u);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   const auto push_each = [&](const std::vector<RawFrame>& list, std::chrono::microseconds step) {
     for (const RawFrame& f : list) {
-      slicer.push(&f, 1, now);
+      rig.slicer.push(&f, 1, now);
       now += step;
-      slicer.poll(now);
+      rig.slicer.poll(now);
     }
   };
   push_each(before, std::chrono::microseconds(1));
   now += std::chrono::milliseconds(50);  // the pause: every source goes idle
-  slicer.poll(now);
-  ASSERT_EQ(counters.get(Counter::stream_source_idle), 4u);
+  rig.slicer.poll(now);
+  ASSERT_EQ(rig.counters.get(Counter::stream_source_idle), 4u);
   // BDM 0 alone for 300 frames over 6 ms of wall clock: slices are cut meanwhile.
-  const std::size_t slices_before = sink.batches.size();
+  const std::size_t slices_before = rig.sink.batches.size();
   push_each(first, std::chrono::microseconds(20));
-  EXPECT_GT(sink.batches.size(), slices_before) << "no slice cut while BDM 0 was alone";
+  EXPECT_GT(rig.sink.batches.size(), slices_before) << "no slice cut while BDM 0 was alone";
   // The others follow over 30 ms of wall clock; an absent source is idle again after 20.
   push_each(rest, std::chrono::microseconds(30'000 / rest.size() + 1));
   if (absent < 4) {
-    EXPECT_EQ(counters.get(Counter::stream_source_idle), 5u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_source_idle), 5u);
     std::uint64_t latest = 0;
-    for (const Batch& b : sink.batches)
+    for (const RecordedSlice& b : rig.sink.batches)
       for (const CoincRecord& r : b.prompts) latest = std::max(latest, r.time_a);
     EXPECT_GT(latest, mid + (frame_time(rest.back().bytes) - mid) / 2)
         << "the horizon waited for the absent source";
   }
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 TEST(Slicer, SourcesResumingApartAfterAPauseLoseNothing) {
@@ -526,31 +434,28 @@ TEST(Slicer, APauseSeenBeforeAnySourceWentIdleCostsAFewCountedFramesPerSource) {
   const auto frames = with_pause(test::random_acquisition(scanner, rng, o), 10'000'000);
   const auto arrival = test::arrival_order(frames, 100, rng);
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const Slicer::Clock::time_point now{};  // no wall time passes: no source ever goes idle
   for (const RawFrame& f : arrival) {
-    slicer.push(&f, 1, now);
-    slicer.poll(now);
+    rig.slicer.push(&f, 1, now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
+  rig.slicer.finish();
   // Up to three far-ahead frames per source are taken for corrupt stamps before the
   // source's new time is believed; everything else after the pause is processed.
-  const std::uint64_t jumps = counters.get(Counter::stream_time_jump);
+  const std::uint64_t jumps = rig.counters.get(Counter::stream_time_jump);
   EXPECT_GE(jumps, 1u);
   EXPECT_LE(jumps, 3u * scanner.geometry().bdm_count());
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
   std::uint64_t converted = 0;
   for (Counter c : {Counter::single_accepted, Counter::single_energy_rejected,
                     Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
                     Counter::frame_bad_position, Counter::frame_no_crystal,
                     Counter::frame_bad_time, Counter::stream_pending_full})
-    converted += counters.get(c);
+    converted += rig.counters.get(c);
   EXPECT_EQ(converted + jumps, frames.size());
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
 }
 
 TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
@@ -592,25 +497,22 @@ TEST(Slicer, AClockResetEndsTheRunAndStartsANewOne) {
   std::stable_sort(keyed.begin(), keyed.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
 
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   for (const auto& [key, f] : keyed) {
-    slicer.push(&f, 1, now);
-    slicer.poll(now);
+    rig.slicer.push(&f, 1, now);
+    rig.slicer.poll(now);
   }
-  EXPECT_EQ(slicer.run_id(), 1u);
-  slicer.finish();
+  EXPECT_EQ(rig.slicer.run_id(), 1u);
+  rig.slicer.finish();
 
-  EXPECT_EQ(counters.get(Counter::stream_runs), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
-  EXPECT_EQ(sink.reasons, (std::vector<RunEnd>{RunEnd::clock_reset, RunEnd::finished}));
-  expect_run_equals_batch(sink, 0, test::batch_process(scanner, run_a));
-  expect_run_equals_batch(sink, 1, test::batch_process(scanner, run_b));
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
+  EXPECT_EQ(rig.sink.reasons, (std::vector<RunEnd>{RunEnd::clock_reset, RunEnd::finished}));
+  expect_run_equals_batch(rig.sink, 0, test::batch_process(scanner, run_a));
+  expect_run_equals_batch(rig.sink, 1, test::batch_process(scanner, run_b));
 }
 
 // Forged frames far in the past from every source (a burst of a few datagrams) do not end
@@ -628,33 +530,30 @@ TEST(Slicer, AForgedBurstOfPastFramesDoesNotEndTheRun) {
   o.start_ticks = 5'000'000;
   const auto frames = test::random_acquisition(scanner, rng, o);
   const BatchResult want = test::batch_process(scanner, frames);
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   std::uint64_t forged = 0;
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    slicer.push(&frames[i], 1, now);
+    rig.slicer.push(&frames[i], 1, now);
     if (i == frames.size() / 2) {
       // Four frames per BDM with tiny time stamps, all at once.
       std::vector<RawFrame> burst;
       for (std::uint32_t b = 0; b < scanner.geometry().bdm_count(); ++b)
         for (std::uint64_t k = 0; k < 4; ++k) burst.push_back(scanner.frame(b, 0, 1, 10 + k, 500));
-      slicer.push(burst.data(), burst.size(), now);
+      rig.slicer.push(burst.data(), burst.size(), now);
       forged = burst.size();
     }
     now += std::chrono::microseconds(10);  // 30 ms in all: longer than the confirmation
-    slicer.poll(now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
-  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
-  EXPECT_EQ(counters.get(Counter::stream_late), forged);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
-  expect_run_equals_batch(sink, 0, want);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.sink.run_ends, std::vector<std::uint64_t>{0});
+  EXPECT_EQ(rig.sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), forged);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
+  expect_run_equals_batch(rig.sink, 0, want);
 }
 
 // The same while the scanner pauses: every source idle, then 96 forged frames of one board
@@ -674,36 +573,33 @@ TEST(Slicer, ForgedPastFramesWhileEverySourceIsIdleDoNotEndTheRun) {
   o.start_ticks = 5'000'000;
   const auto frames = test::random_acquisition(scanner, rng, o);
   const BatchResult want = test::batch_process(scanner, frames);
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   std::vector<RawFrame> burst;
   for (std::uint64_t k = 0; k < 96; ++k) burst.push_back(scanner.frame(0, 0, 1, 10 + k, 500));
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    slicer.push(&frames[i], 1, now);
+    rig.slicer.push(&frames[i], 1, now);
     now += std::chrono::microseconds(10);
-    slicer.poll(now);
+    rig.slicer.poll(now);
     if (i == frames.size() / 2) {
       // A pause: every source goes idle; then the forged frames, and a long wait.
       for (int k = 0; k < 20; ++k) {
         now += std::chrono::milliseconds(10);
-        slicer.poll(now);
+        rig.slicer.poll(now);
       }
-      slicer.push(burst.data(), burst.size(), now);
+      rig.slicer.push(burst.data(), burst.size(), now);
       for (int k = 0; k < 20; ++k) {
         now += std::chrono::milliseconds(10);
-        slicer.poll(now);
+        rig.slicer.poll(now);
       }
     }
   }
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
-  EXPECT_EQ(counters.get(Counter::stream_late), burst.size());
-  EXPECT_EQ(counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
-  expect_run_equals_batch(sink, 0, want);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), burst.size());
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted), want.counters[Counter::single_accepted]);
+  expect_run_equals_batch(rig.sink, 0, want);
 }
 
 // Past-time frames of one board at the end of the stream, the sources then idle for a
@@ -721,28 +617,25 @@ TEST(Slicer, PastFramesAtTheEndOfTheStreamDoNotSplitTheRun) {
   o.start_ticks = 5'000'000;
   const auto frames = test::random_acquisition(scanner, rng, o);
   const BatchResult want = test::batch_process(scanner, frames);
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   Slicer::Clock::time_point now{};
   for (const RawFrame& f : frames) {
-    slicer.push(&f, 1, now);
+    rig.slicer.push(&f, 1, now);
     now += std::chrono::microseconds(10);
-    slicer.poll(now);
+    rig.slicer.poll(now);
   }
   std::vector<RawFrame> past;
   for (std::uint64_t k = 0; k < 20; ++k) past.push_back(scanner.frame(1, 0, 2, 100 + 7 * k, 500));
-  slicer.push(past.data(), past.size(), now);
+  rig.slicer.push(past.data(), past.size(), now);
   for (int k = 0; k < 100; ++k) {  // 1 s: every source idle, the confirmation long passed
     now += std::chrono::milliseconds(10);
-    slicer.poll(now);
+    rig.slicer.poll(now);
   }
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(sink.reasons, std::vector<RunEnd>{RunEnd::finished});
-  EXPECT_EQ(counters.get(Counter::stream_late), past.size());
-  expect_run_equals_batch(sink, 0, want);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.sink.reasons, std::vector<RunEnd>{RunEnd::finished});
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), past.size());
+  expect_run_equals_batch(rig.sink, 0, want);
 }
 
 TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
@@ -750,10 +643,7 @@ TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
   Settings& s = scanner.settings;
   small_stream_settings(s);
   s.stream.max_disorder_ps = 0;
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   std::vector<RawFrame> frames;
   for (std::uint32_t b = 0; b < 4; ++b) frames.push_back(scanner.frame(b, 0, 0, 1000 + b, 500));
   RawFrame bad_bdm = scanner.frame(0, 0, 0, 1ull << 50, 500);
@@ -762,14 +652,14 @@ TEST(Slicer, BadFramesGoStraightIntoTheNextSliceAndNeverMoveTheHorizon) {
   bad_marker.bytes[frame_offset::temp_frac_tail] = 0x40;
   frames.push_back(bad_bdm);
   frames.push_back(bad_marker);
-  slicer.push(frames.data(), frames.size(), {});
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::frame_bad_bdm), 1u);
-  EXPECT_EQ(counters.get(Counter::frame_bad_marker), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 4u);
-  ASSERT_FALSE(sink.batches.empty());
-  EXPECT_LT(sink.batches.back().t_end, 2000u);
+  rig.slicer.push(frames.data(), frames.size(), {});
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::frame_bad_bdm), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::frame_bad_marker), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted) + rig.counters.get(Counter::single_energy_rejected), 4u);
+  ASSERT_FALSE(rig.sink.batches.empty());
+  EXPECT_LT(rig.sink.batches.back().t_end, 2000u);
 }
 
 TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
@@ -778,17 +668,14 @@ TEST(Slicer, PendingFullIsCountedAndDropsOnlyTheOverflow) {
   small_stream_settings(s);
   s.stream.max_pending_frames = 8;
   s.stream.max_disorder_ps = 1e9;  // the horizon stays far behind: everything waits
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   std::vector<RawFrame> frames;
   for (std::uint32_t i = 0; i < 12; ++i) frames.push_back(scanner.frame(i % 4, 0, i % 16, 1000 + i, 500));
-  slicer.push(frames.data(), frames.size(), {});
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), 4u);
-  EXPECT_EQ(slicer.pending_frames(), 8u);
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected), 8u);
+  rig.slicer.push(frames.data(), frames.size(), {});
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 4u);
+  EXPECT_EQ(rig.slicer.pending_frames(), 8u);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted) + rig.counters.get(Counter::single_energy_rejected), 8u);
 }
 
 // One source holds the horizon (it sent once and is not idle yet) while another goes on far
@@ -807,26 +694,23 @@ TEST(Slicer, AFullStageWaitingForALaggingSourceDropsWithoutASlicePerBlock) {
   // has the rule that declares BDM 0 lagging instead).
   s.stream.max_lag_ms = 0;
   s.stream.lag_stage_fraction = 0;
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const Slicer::Clock::time_point now{};
   std::vector<RawFrame> warm;
   for (std::uint32_t i = 0; i < 64; ++i) warm.push_back(scanner.frame(i % 2, 0, i % 16, 100 + i, 500));
-  slicer.push(warm.data(), warm.size(), now);
+  rig.slicer.push(warm.data(), warm.size(), now);
   // BDM 1 alone: 100 blocks of 256 frames, 25 600 frames for a stage of 4 096.
   std::uint64_t t = 1000;
   for (int b = 0; b < 100; ++b) {
     std::vector<RawFrame> block;
     for (int i = 0; i < 256; ++i) block.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
-    slicer.push(block.data(), block.size(), now);
+    rig.slicer.push(block.data(), block.size(), now);
   }
-  const std::uint64_t dropped = counters.get(Counter::stream_pending_full);
+  const std::uint64_t dropped = rig.counters.get(Counter::stream_pending_full);
   EXPECT_GE(dropped, 25600u - 4096u);
   EXPECT_LE(dropped, 25600u);
-  EXPECT_LT(sink.batches.size(), 20u) << "a slice for every block (or frame) that found no room";
-  EXPECT_LE(slicer.pending_frames(), 4096u);
+  EXPECT_LT(rig.sink.batches.size(), 20u) << "a slice for every block (or frame) that found no room";
+  EXPECT_LE(rig.slicer.pending_frames(), 4096u);
   // BDM 0 goes on: its first block still finds the stage full, but it moves the horizon,
   // the staged frames go out, and the blocks after it lose nothing.
   const auto both_on = [&] {
@@ -835,16 +719,16 @@ TEST(Slicer, AFullStageWaitingForALaggingSourceDropsWithoutASlicePerBlock) {
       on.push_back(scanner.frame(0, 0, i % 16, t += 10, 500));
       on.push_back(scanner.frame(1, 0, i % 16, t += 10, 500));
     }
-    slicer.push(on.data(), on.size(), now);
+    rig.slicer.push(on.data(), on.size(), now);
   };
   both_on();
-  const std::uint64_t after_first = counters.get(Counter::stream_pending_full);
+  const std::uint64_t after_first = rig.counters.get(Counter::stream_pending_full);
   for (int b = 0; b < 10; ++b) both_on();
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_pending_full), after_first);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  EXPECT_EQ(counters.get(Counter::single_accepted) + counters.get(Counter::single_energy_rejected) +
-                counters.get(Counter::frame_no_crystal),
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), after_first);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::single_accepted) + rig.counters.get(Counter::single_energy_rejected) +
+                rig.counters.get(Counter::frame_no_crystal),
             64u + 25600u + 11 * 128u - after_first);
 }
 
@@ -862,16 +746,13 @@ TEST(Slicer, OnePushSpanningMoreThanMaxFutureLosesNothing) {
   const auto frames = test::random_acquisition(scanner, rng, o);
   const BatchResult want = test::batch_process(scanner, frames);
   const auto arrival = test::arrival_order(frames, 100, rng);
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
-  slicer.push(arrival.data(), arrival.size(), {});
-  slicer.finish();
-  EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-  expect_run_equals_batch(sink, 0, want);
-  expect_counters_equal_batch(counters, want);
+  SlicerRig rig(s, scanner.calibration);
+  rig.slicer.push(arrival.data(), arrival.size(), {});
+  rig.slicer.finish();
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
 }
 
 TEST(Slicer, LargePushesIntoTinySlicesWithBadFramesEqualBatch) {
@@ -897,20 +778,17 @@ TEST(Slicer, LargePushesIntoTinySlicesWithBadFramesEqualBatch) {
     }
     const BatchResult want = test::batch_process(scanner, frames);
     const auto arrival = test::arrival_order(frames, 150, rng);
-    RecordingSink sink;
-    Counters counters(scanner.geometry().bdm_count());
-    CpuBackend backend(s, scanner.calibration);
-    Slicer slicer(s, backend, sink, counters);
+    SlicerRig rig(s, scanner.calibration);
     Streamer streamer{scanner, rng};
     streamer.max_chunk = 9000;
-    streamer.push_all(slicer, arrival);
-    slicer.finish();
-    EXPECT_EQ(counters.get(Counter::stream_time_jump), 0u) << slice_frames;
-    EXPECT_EQ(counters.get(Counter::stream_late), 0u) << slice_frames;
-    EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u) << slice_frames;
-    EXPECT_GT(counters.get(Counter::frame_bad_bdm), 0u) << slice_frames;
-    expect_run_equals_batch(sink, 0, want);
-    expect_counters_equal_batch(counters, want);
+    streamer.push_all(rig.slicer, arrival);
+    rig.slicer.finish();
+    EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u) << slice_frames;
+    EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u) << slice_frames;
+    EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u) << slice_frames;
+    EXPECT_GT(rig.counters.get(Counter::frame_bad_bdm), 0u) << slice_frames;
+    expect_run_equals_batch(rig.sink, 0, want);
+    expect_counters_equal_batch(rig.counters, want);
   }
 }
 
@@ -922,63 +800,57 @@ TEST(Slicer, PollDeliversWithoutFinishOnceTimeAndIdleSourcesAllowIt) {
   s.stream.source_idle_ms = 50.0;
   s.stream.max_slice_ms = 5.0;
   s.coincidence.delayed.enabled = false;
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   // A pair, then one more single far enough on for the pair's window to be resolvable once
   // the horizon passes it.
   const std::vector<RawFrame> frames = {scanner.frame(0, 0, 1, 10'000, 500),
                                         scanner.frame(2, 0, 1, 10'050, 500),
                                         scanner.frame(1, 0, 1, 30'000, 500)};
   const Slicer::Clock::time_point t0{};
-  slicer.push(frames.data(), frames.size(), t0);
-  slicer.poll(t0 + std::chrono::milliseconds(1));
-  EXPECT_TRUE(sink.batches.empty());  // no time cut yet
+  rig.slicer.push(frames.data(), frames.size(), t0);
+  rig.slicer.poll(t0 + std::chrono::milliseconds(1));
+  EXPECT_TRUE(rig.sink.batches.empty());  // no time cut yet
   // Sources 0 and 2 hold the horizon at 10 000 - 1000: the pair is not resolvable.
-  slicer.poll(t0 + std::chrono::milliseconds(6));
+  rig.slicer.poll(t0 + std::chrono::milliseconds(6));
   std::size_t delivered = 0;
-  for (const Batch& b : sink.batches) delivered += b.prompts.size();
+  for (const RecordedSlice& b : rig.sink.batches) delivered += b.prompts.size();
   EXPECT_EQ(delivered, 0u);
-  EXPECT_EQ(slicer.horizon(), 9'000u);
-  // Every source idle: what was received is complete, and the pair reaches the sink.
-  slicer.poll(t0 + std::chrono::milliseconds(60));
-  EXPECT_EQ(counters.get(Counter::stream_source_idle), 3u);
+  EXPECT_EQ(rig.slicer.horizon(), 9'000u);
+  // Every source idle: what was received is complete, and the pair reaches the rig.sink.
+  rig.slicer.poll(t0 + std::chrono::milliseconds(60));
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_idle), 3u);
   delivered = 0;
-  for (const Batch& b : sink.batches) delivered += b.prompts.size();
+  for (const RecordedSlice& b : rig.sink.batches) delivered += b.prompts.size();
   EXPECT_EQ(delivered, 1u);
-  EXPECT_EQ(slicer.horizon(), 30'001u);
-  EXPECT_TRUE(sink.run_ends.empty());
-  slicer.finish();
-  EXPECT_EQ(sink.run_ends, std::vector<std::uint64_t>{0});
+  EXPECT_EQ(rig.slicer.horizon(), 30'001u);
+  EXPECT_TRUE(rig.sink.run_ends.empty());
+  rig.slicer.finish();
+  EXPECT_EQ(rig.sink.run_ends, std::vector<std::uint64_t>{0});
 }
 
 TEST(Slicer, APushAfterFinishStartsTheNextRun) {
   TestScanner scanner(false);
   Settings& s = scanner.settings;
   small_stream_settings(s);
-  RecordingSink sink;
-  Counters counters(scanner.geometry().bdm_count());
-  CpuBackend backend(s, scanner.calibration);
-  Slicer slicer(s, backend, sink, counters);
+  SlicerRig rig(s, scanner.calibration);
   const RawFrame a = scanner.frame(0, 0, 1, 5000, 500), b = scanner.frame(1, 0, 1, 5010, 500);
-  slicer.push(&a, 1, {});
-  slicer.push(&b, 1, {});
-  slicer.finish();
-  slicer.finish();  // nothing left: no slice, no second run end
-  EXPECT_EQ(slicer.run_id(), 0u);
-  slicer.push(&a, 1, {});
-  slicer.push(&b, 1, {});
-  EXPECT_EQ(slicer.run_id(), 1u);
-  slicer.finish();
-  EXPECT_EQ(sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
-  ASSERT_EQ(sink.batches.size(), 2u);
-  EXPECT_EQ(sink.batches[0].run, 0u);
-  EXPECT_EQ(sink.batches[1].run, 1u);
-  EXPECT_EQ(sink.batches[1].t_begin, 0u);
-  EXPECT_EQ(sink.batches[0].prompts.size(), 1u);
-  EXPECT_EQ(sink.batches[1].prompts.size(), 1u);
-  EXPECT_EQ(counters.get(Counter::stream_runs), 0u);  // not a clock reset
+  rig.slicer.push(&a, 1, {});
+  rig.slicer.push(&b, 1, {});
+  rig.slicer.finish();
+  rig.slicer.finish();  // nothing left: no slice, no second run end
+  EXPECT_EQ(rig.slicer.run_id(), 0u);
+  rig.slicer.push(&a, 1, {});
+  rig.slicer.push(&b, 1, {});
+  EXPECT_EQ(rig.slicer.run_id(), 1u);
+  rig.slicer.finish();
+  EXPECT_EQ(rig.sink.run_ends, (std::vector<std::uint64_t>{0, 1}));
+  ASSERT_EQ(rig.sink.batches.size(), 2u);
+  EXPECT_EQ(rig.sink.batches[0].run, 0u);
+  EXPECT_EQ(rig.sink.batches[1].run, 1u);
+  EXPECT_EQ(rig.sink.batches[1].t_begin, 0u);
+  EXPECT_EQ(rig.sink.batches[0].prompts.size(), 1u);
+  EXPECT_EQ(rig.sink.batches[1].prompts.size(), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);  // not a clock reset
 }
 
 }  // namespace
@@ -1017,10 +889,7 @@ TEST(Slicer, ChunkLevelSlicingGivesIdenticalRecordsAndCountersForEveryChunking) 
       Settings cs = s;
       cs.stream.max_slice_frames = std::uniform_int_distribution<std::uint64_t>(8, 400)(rng);
       cs.stream.max_pending_frames = 1 << 14;
-      RecordingSink sink;
-      Counters counters(scanner.geometry().bdm_count());
-      CpuBackend backend(cs, scanner.calibration);
-      Slicer slicer(cs, backend, sink, counters);
+      SlicerRig rig(cs, scanner.calibration);
       std::vector<RawFrame> work = arrival;  // blocks are rewritten in place
       std::uniform_int_distribution<std::size_t> size(1, chunking % 2 ? 16 : 600);
       Slicer::Clock::time_point now{};
@@ -1029,27 +898,27 @@ TEST(Slicer, ChunkLevelSlicingGivesIdenticalRecordsAndCountersForEveryChunking) 
         const std::size_t n = std::min(size(rng), work.size() - i);
         summary.clear();
         summary.add(work.data() + i, n, 0, rule);
-        slicer.wait_staged(slicer.push_block(work.data() + i, n, summary, now));
+        rig.slicer.wait_staged(rig.slicer.push_block(work.data() + i, n, summary, now));
         i += n;
         now += std::chrono::microseconds(1);
         if (rng() % 16 == 0) now += std::chrono::milliseconds(2);  // a cut by time
-        slicer.poll(now);
+        rig.slicer.poll(now);
       }
-      slicer.finish();
+      rig.slicer.finish();
       SCOPED_TRACE(testing::Message() << "acquisition " << acquisition << " chunking " << chunking
                                       << " max_slice_frames " << cs.stream.max_slice_frames);
-      expect_run_equals_batch(sink, 0, want);
-      expect_counters_equal_batch(counters, want);
-      EXPECT_EQ(counters.get(Counter::stream_late), 0u);
-      EXPECT_EQ(counters.get(Counter::stream_pending_full), 0u);
-      EXPECT_EQ(slicer.pending_frames(), 0u);
-      total_splits += counters.get(Counter::stream_split_slices);
+      expect_run_equals_batch(rig.sink, 0, want);
+      expect_counters_equal_batch(rig.counters, want);
+      EXPECT_EQ(rig.counters.get(Counter::stream_late), 0u);
+      EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+      EXPECT_EQ(rig.slicer.pending_frames(), 0u);
+      total_splits += rig.counters.get(Counter::stream_split_slices);
       std::vector<std::uint64_t> values;
       for (std::size_t k = 0; k < kCounterCount; ++k)
         if (static_cast<Counter>(k) != Counter::stream_slices &&
             static_cast<Counter>(k) != Counter::stream_split_slices &&
             static_cast<Counter>(k) != Counter::stream_exact_blocks)
-          values.push_back(counters.get(static_cast<Counter>(k)));
+          values.push_back(rig.counters.get(static_cast<Counter>(k)));
       if (chunking == 0)
         first_counters = values;
       else

@@ -5,10 +5,7 @@
 // output must equal.
 #pragma once
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +21,7 @@
 #include "core/settings.h"
 #include "proto/frame.h"
 #include "proto/records.h"
+#include "tests/support/scratch_dir.h"
 
 namespace petdaq::test {
 
@@ -33,13 +31,7 @@ class TestScanner {
   static constexpr std::uint32_t kEnergyBins = 100;      // 10 ADC units each: raw 0 .. 999
 
   // `time_offsets`: also write a per-crystal time offset table (-4 .. +4 ticks).
-  explicit TestScanner(bool time_offsets = true) {
-    static std::atomic<int> serial{0};
-    dir = std::filesystem::temp_directory_path() /
-          ("petdaq-test-" + std::to_string(::getpid()) + "-" + std::to_string(serial++));
-    std::filesystem::remove_all(dir);
-    std::filesystem::create_directories(dir);
-
+  explicit TestScanner(bool time_offsets = true) : dir(scratch_.path()) {
     auto& sc = settings.scanner;
     sc.bdm_transaxial = 4;
     sc.bdm_axial = 1;
@@ -87,10 +79,6 @@ class TestScanner {
     reload();
   }
 
-  ~TestScanner() {
-    std::error_code ec;
-    std::filesystem::remove_all(dir, ec);
-  }
   TestScanner(const TestScanner&) = delete;
   TestScanner& operator=(const TestScanner&) = delete;
 
@@ -174,7 +162,12 @@ class TestScanner {
     return file;
   }
 
-  std::filesystem::path dir;
+ private:
+  ScratchDir scratch_{"scanner"};  // before `dir`, which names it
+
+ public:
+  // The scanner's own scratch folder (tables, configuration files), removed with it.
+  const std::filesystem::path dir;
   Settings settings;
   Calibration calibration;
 };

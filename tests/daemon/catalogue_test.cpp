@@ -5,6 +5,7 @@
 // the catalogue while the daemon writes it, and refusing a missing or corrupt one.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstdio>
@@ -22,6 +23,9 @@
 #include "core/test_scanner.h"
 #include "daemon/catalogue.h"
 #include "daemon_harness.h"
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/wait.h"
 #include "tools/runs/catalogue_reader.h"
 
 namespace petdaq::test {
@@ -32,13 +36,6 @@ using daemon::Catalogue;
 using Json = nlohmann::json;
 using runs::CatalogueReader;
 namespace fs = std::filesystem;
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // sha256sum's answer for a file (coreutils, not the code under test).
 std::string sha256sum(const fs::path& p) {
@@ -51,14 +48,6 @@ std::string sha256sum(const fs::path& p) {
   return std::string(buf, n);
 }
 
-fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("petdaq_catalogue_" + name + "_" +
-                                                  std::to_string(::getpid()));
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d;
-}
-
 // petdaq-runs ARGS: exit code and stdout (stderr appended after a line "--stderr--").
 std::pair<int, std::string> petdaq_runs(const std::vector<std::string>& args, const fs::path& dir,
                                         const std::string& tag = "runs") {
@@ -66,7 +55,7 @@ std::pair<int, std::string> petdaq_runs(const std::vector<std::string>& args, co
   argv.insert(argv.end(), args.begin(), args.end());
   const fs::path out = dir / (tag + ".out"), err = dir / (tag + ".err");
   const int rc = run_command(argv, out, err, 30s);
-  return {rc, slurp(out) + "--stderr--\n" + slurp(err)};
+  return {rc, test::read_text(out) + "--stderr--\n" + test::read_text(err)};
 }
 
 std::string stdout_of(const std::string& both) { return both.substr(0, both.find("--stderr--")); }
@@ -79,7 +68,8 @@ Catalogue::CounterValues counter_values(std::uint64_t prompts, std::uint64_t fra
 }
 
 TEST(CatalogueWriter, Sha256AndSizeAgreeWithSha256sum) {
-  const fs::path dir = fresh_dir("digest");
+  const test::ScratchDir scratch("catalogue-digest");
+  const fs::path& dir = scratch.path();
   std::mt19937_64 rng(3);
   for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{(1u << 20) + 17}}) {
     const fs::path f = dir / ("f" + std::to_string(size));
@@ -91,11 +81,11 @@ TEST(CatalogueWriter, Sha256AndSizeAgreeWithSha256sum) {
     EXPECT_EQ(d.sha256, sha256sum(f)) << size;
   }
   EXPECT_THROW(daemon::digest_file(dir / "missing"), std::runtime_error);
-  fs::remove_all(dir);
 }
 
 TEST(CatalogueWriter, EventsBecomeRowsWithCountersLiveFractionAndLinks) {
-  const fs::path dir = fresh_dir("rows");
+  const test::ScratchDir scratch("catalogue-rows");
+  const fs::path& dir = scratch.path();
   const fs::path db = dir / "runs.sqlite";
   Counters counters(4);
   const fs::path plm = dir / "a.plm", pdh = dir / "a.pdh";
@@ -161,11 +151,11 @@ TEST(CatalogueWriter, EventsBecomeRowsWithCountersLiveFractionAndLinks) {
   // A second start continues the acquisition ids.
   Catalogue again(db, counters, "test");
   EXPECT_EQ(again.next_acquisition_id(), 2u);
-  fs::remove_all(dir);
 }
 
 TEST(CatalogueWriter, AWriteThatFailsIsCountedAndTheWriterGoesOn) {
-  const fs::path dir = fresh_dir("errors");
+  const test::ScratchDir scratch("catalogue-errors");
+  const fs::path& dir = scratch.path();
   Counters counters(4);
   {
     Catalogue c(dir / "runs.sqlite", counters, "test");
@@ -177,11 +167,11 @@ TEST(CatalogueWriter, AWriteThatFailsIsCountedAndTheWriterGoesOn) {
   EXPECT_EQ(counters.get(Counter::out_catalogue_errors), 2u);
   EXPECT_EQ(counters.get(Counter::out_catalogue_dropped), 0u);
   EXPECT_EQ(CatalogueReader(dir / "runs.sqlite").list()["runs"].size(), 1u);
-  fs::remove_all(dir);
 }
 
 TEST(CatalogueWriter, RefusesAnotherProgramsDatabaseANewerSchemaAndGarbage) {
-  const fs::path dir = fresh_dir("refuse");
+  const test::ScratchDir scratch("catalogue-refuse");
+  const fs::path& dir = scratch.path();
   Counters counters(4);
   const fs::path foreign = dir / "foreign.sqlite";
   {
@@ -215,11 +205,11 @@ TEST(CatalogueWriter, RefusesAnotherProgramsDatabaseANewerSchemaAndGarbage) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("schema 99 is newer"), std::string::npos) << e.what();
   }
-  fs::remove_all(dir);
 }
 
 TEST(PetdaqRuns, MissingCorruptForeignAndUnknownAreExit2WithAReason) {
-  const fs::path dir = fresh_dir("cli");
+  const test::ScratchDir scratch("catalogue-cli");
+  const fs::path& dir = scratch.path();
   const auto [rc1, out1] = petdaq_runs({"--catalogue", (dir / "none.sqlite").string(), "list"}, dir);
   EXPECT_EQ(rc1, 2);
   EXPECT_NE(out1.find("no such file"), std::string::npos) << out1;
@@ -245,7 +235,6 @@ TEST(PetdaqRuns, MissingCorruptForeignAndUnknownAreExit2WithAReason) {
   const auto [rc5, out5] = petdaq_runs({"list"}, dir);
   EXPECT_EQ(rc5, 2) << "no catalogue named";
   EXPECT_NE(out5.find("--catalogue"), std::string::npos) << out5;
-  fs::remove_all(dir);
 }
 
 // ---- petdaqd end to end ----
@@ -264,19 +253,17 @@ std::string control(const std::string& endpoint, const Json& request) {
 
 // Polls the catalogue (read-only, as petdaq-runs does) until pred holds or 30 s pass.
 std::optional<Json> wait_catalogue(const fs::path& db, const std::function<bool(const Json&)>& pred) {
-  const auto until = std::chrono::steady_clock::now() + 30s;
   std::optional<Json> last;
-  while (std::chrono::steady_clock::now() < until) {
+  const bool held = wait_until([&] {
     try {
       CatalogueReader r(db);
       last = r.list();
-      if (pred(*last)) return last;
+      return pred(*last);
     } catch (const runs::CatalogueError&) {
-      // not created yet
+      return false;  // not created yet
     }
-    std::this_thread::sleep_for(50ms);
-  }
-  return std::nullopt;
+  }, 30s, 50ms);
+  return held ? last : std::nullopt;
 }
 
 struct Scene {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/support/process.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/wait.h"
 
 namespace petdaq::test {
@@ -32,9 +33,8 @@ bool alive(pid_t pid) {
 // A test process (here a forked stand-in) starts a long-running child and is then killed
 // with SIGKILL, so no destructor runs: the child dies too.
 TEST(ChildProcess, DiesWhenTheProcessThatStartedItIsKilled) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("petdaq-child-test-" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const test::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);
   const pid_t parent = ::fork();
@@ -58,7 +58,6 @@ TEST(ChildProcess, DiesWhenTheProcessThatStartedItIsKilled) {
   const bool gone = wait_until([&] { return !alive(grandchild); }, 5s, 10ms);
   if (!gone) ::kill(grandchild, SIGKILL);  // leave nothing behind either way
   EXPECT_TRUE(gone) << "the child of a killed test process is still running";
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "core/plm_file.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+#include "tests/support/files.h"
 #include "tests/support/wait.h"
 
 namespace petdaq {
@@ -60,11 +61,6 @@ struct Rig {
 };
 
 bool any_rates(const std::string&) { return true; }
-
-std::string read_all(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // Waits for the daemon's first rates document: sockets bound, backend up, subscriber joined.
 void wait_up(Subscriber& sub, DaemonProcess& d) {
@@ -659,7 +655,7 @@ TEST(Subscribers, CurveAdmitsOnlyTheListedClients) {
   rig.daemon.extra = "";
   rig.write();
   {
-    std::string text = read_all(rig.config);
+    std::string text = read_text(rig.config);
     const std::string hwm = "    send_hwm: " + std::to_string(rig.daemon.send_hwm) + "\n";
     text.replace(text.find(hwm), hwm.size(),
                  hwm + "    curve_secret_key_file: server.key\n    curve_client_keys_file: clients.keys\n");
@@ -804,11 +800,6 @@ std::string replaced(std::string text, const std::string& from, const std::strin
   EXPECT_NE(at, std::string::npos) << from;
   if (at != std::string::npos) text.replace(at, from.size(), to);
   return text;
-}
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 // Every start-up failure --check-config can know of is caught there, by key, instead of

@@ -20,21 +20,11 @@
 
 #include <zmq_addon.hpp>
 
+#include "tests/support/files.h"
+
 namespace petdaq::test {
 
 using namespace std::chrono_literals;
-
-std::uint16_t free_udp_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string daemon_yaml(const DaemonConfig& c) {
   std::ostringstream y;
@@ -75,13 +65,6 @@ std::vector<std::string> daemon_argv(const std::vector<std::string>& args) {
   return argv;
 }
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::vector<std::string> with_config(const std::filesystem::path& config,
                                      const std::vector<std::string>& extra_args) {
   std::vector<std::string> args = {"--config", config.string()};
@@ -94,7 +77,7 @@ DaemonProcess::DaemonProcess(const std::filesystem::path& config, const std::fil
                              const std::vector<std::string>& extra_args)
     : Child(with_config(config, extra_args), log, log), log_(log) {}
 
-std::string DaemonProcess::log() const { return read_file(log_); }
+std::string DaemonProcess::log() const { return read_text(log_); }
 
 std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& args,
                                                const std::filesystem::path& log) {
@@ -104,7 +87,7 @@ std::pair<int, std::string> run_daemon_to_exit(const std::vector<std::string>& a
     daemon.signal(SIGKILL);
     status = daemon.wait_for(20s);
   }
-  return {status.value_or(128 + SIGKILL), read_file(log)};
+  return {status.value_or(128 + SIGKILL), read_text(log)};
 }
 
 // ---- subscriber ----

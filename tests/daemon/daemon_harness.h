@@ -21,13 +21,10 @@
 #include "proto/frame.h"
 #include "proto/records.h"
 #include "proto/topics.h"
+#include "tests/support/ports.h"
 #include "tests/support/process.h"
 
 namespace petdaq::test {
-
-// A UDP port nobody holds right now (bound and released; good enough for tests that run
-// side by side, since the kernel hands ephemeral ports out in turn).
-std::uint16_t free_udp_port();
 
 // Extra YAML appended to the test scanner's config: the daemon's input and output.
 struct DaemonConfig {

@@ -18,6 +18,7 @@
 #include "core/image.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
+#include "tests/support/files.h"
 #include "tests/support/wait.h"
 
 namespace petdaq::test {
@@ -120,8 +121,7 @@ TEST(HistogramsTopic, SinglesAndHistogramsMatchTheBatchAndTheCounters) {
   for (const auto& e : std::filesystem::directory_iterator(daemon.file_directory))
     if (e.path().extension() == ".pdh") pdh.push_back(e.path());
   ASSERT_EQ(pdh.size(), 1u) << d.log();
-  std::ifstream in(pdh[0], std::ios::binary);
-  const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+  const std::vector<std::uint8_t> bytes = read_bytes(pdh[0]);
   const HistogramFile file = parse_histogram_file(bytes.data(), bytes.size());
   EXPECT_EQ(sum(file, "crystal_singles"), ref.counters[Counter::single_accepted]);
   EXPECT_EQ(sum(file, "dt_prompt"), ref.prompts.size());
@@ -201,8 +201,7 @@ TEST(RawCapture, FilesHoldTheFramesAsSentRotatedBySize) {
   ASSERT_EQ(files.size(), (sent.size() + (1u << 20) - 1) / (1u << 20)) << d.log();
   std::vector<std::uint8_t> captured;
   for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    const std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    const std::vector<std::uint8_t> bytes = read_bytes(f);
     if (&f != &files.back()) EXPECT_EQ(bytes.size(), 1u << 20) << f;
     captured.insert(captured.end(), bytes.begin(), bytes.end());
   }

@@ -16,7 +16,8 @@
 #include "daemon/message_arena.h"
 #include "daemon/publisher.h"
 #include "proto/topics.h"
-#include "support/wait.h"
+#include "tests/support/scratch_dir.h"
+#include "tests/support/wait.h"
 
 using namespace petdaq;
 using namespace petdaq::daemon;
@@ -103,8 +104,7 @@ namespace {
 
 // A subscriber to one topic of a publisher on an ipc endpoint.
 struct Rig {
-  std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                              ("petdaq-arena-" + std::to_string(::getpid()));
+  test::ScratchDir dir;
   Counters counters{4};
   PlainAllocator alloc;
   MessageArena arena;
@@ -114,8 +114,7 @@ struct Rig {
   zmq::socket_t sub{ctx, zmq::socket_type::sub};
 
   explicit Rig(std::size_t arena_bytes) : arena(arena_bytes, alloc) {
-    std::filesystem::create_directories(dir);
-    zmq.endpoint = "ipc://" + (dir / "pub.sock").string();
+    zmq.endpoint = dir.ipc("pub.sock");
     pub = std::make_unique<Publisher>(zmq, counters, &arena);
     sub.set(zmq::sockopt::rcvtimeo, 100);
     sub.connect(zmq.endpoint);
@@ -124,7 +123,6 @@ struct Rig {
   ~Rig() {
     sub.close();
     pub.reset();
-    std::filesystem::remove_all(dir);
   }
 
   // Sends `body` until the subscription is in (the publisher applies subscriptions when it

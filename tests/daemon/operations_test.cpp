@@ -22,6 +22,8 @@
 #include "daemon/metrics.h"
 #include "core/plm_file.h"
 #include "daemon_harness.h"
+#include "tests/support/files.h"
+#include "tests/support/wait.h"
 
 namespace petdaq::test {
 namespace {
@@ -154,18 +156,6 @@ TEST(Metrics, EveryCounterRateBoardAndAlarmBecomesASeries) {
   EXPECT_TRUE(daemon::rates_metric_families("{not json").empty());
 }
 
-std::uint16_t free_tcp_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
 // GET over a plain socket: the whole response (status line, headers, body); "" on failure.
 std::string http_get(std::uint16_t port, const std::string& target) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -264,11 +254,11 @@ TEST(Operations, PrometheusScrapesPetdaqdAndAnAlarmIsRaisedAndCleared) {
 
   // The server is up and scraping before any data flows.
   std::optional<double> up;
-  for (auto until = std::chrono::steady_clock::now() + 60s;
-       std::chrono::steady_clock::now() < until && up.value_or(0) != 1;
-       std::this_thread::sleep_for(100ms))
+  wait_until([&] {
     up = prometheus_value(prometheus_port, "up{job=\"petdaqd\"}");
-  ASSERT_EQ(up.value_or(0), 1.0) << std::ifstream(scanner.dir / "prometheus.log").rdbuf();
+    return up.value_or(0) == 1;
+  }, 60s, 100ms);
+  ASSERT_EQ(up.value_or(0), 1.0) << read_text(scanner.dir / "prometheus.log");
 
   std::mt19937_64 rng(5);
   AcquisitionOptions o;
@@ -284,21 +274,19 @@ TEST(Operations, PrometheusScrapesPetdaqdAndAnAlarmIsRaisedAndCleared) {
   // The server scraped the daemon: every frame counted, and the alarm's series is 1 while
   // it is raised (or was, in the range queried).
   std::optional<double> frames_seen;
-  const auto deadline = std::chrono::steady_clock::now() + 60s;
-  while (std::chrono::steady_clock::now() < deadline) {
+  wait_until([&] {
     frames_seen = prometheus_value(prometheus_port, "petdaq_rx_frames_total{job=\"petdaqd\"}");
-    if (frames_seen && *frames_seen == static_cast<double>(frames.size())) break;
-    std::this_thread::sleep_for(100ms);
-  }
+    return frames_seen && *frames_seen == static_cast<double>(frames.size());
+  }, 60s, 100ms);
   ASSERT_TRUE(frames_seen.has_value()) << "no answer from prometheus:\n"
-                                       << std::ifstream(scanner.dir / "prometheus.log").rdbuf();
+                                       << read_text(scanner.dir / "prometheus.log");
   EXPECT_EQ(*frames_seen, static_cast<double>(frames.size()));
   std::optional<double> alarm_max;
-  for (auto until = std::chrono::steady_clock::now() + 20s;
-       std::chrono::steady_clock::now() < until && !alarm_max.value_or(0);
-       std::this_thread::sleep_for(100ms))
+  wait_until([&] {
     alarm_max = prometheus_value(prometheus_port,
                                  "max_over_time(petdaq_alarm_active{alarm=\"board_rate_high\"}[1m])");
+    return alarm_max.value_or(0) != 0;
+  }, 20s, 100ms);
   EXPECT_EQ(alarm_max.value_or(-1), 1.0);
 
   // Silence: the alarm clears in the document, the journal line says so, and the series
@@ -307,10 +295,10 @@ TEST(Operations, PrometheusScrapesPetdaqdAndAnAlarmIsRaisedAndCleared) {
       [](const std::string& j) { return j.find("\"board_rate_high\"") == std::string::npos; }, 20s);
   ASSERT_TRUE(cleared.has_value());
   std::optional<double> alarm_now;
-  for (auto until = std::chrono::steady_clock::now() + 20s;
-       std::chrono::steady_clock::now() < until && alarm_now.value_or(1) != 0;
-       std::this_thread::sleep_for(100ms))
+  wait_until([&] {
     alarm_now = prometheus_value(prometheus_port, "petdaq_alarm_active{alarm=\"board_rate_high\"}");
+    return alarm_now.value_or(1) == 0;
+  }, 20s, 100ms);
   EXPECT_EQ(alarm_now.value_or(-1), 0.0);
   d.signal(SIGTERM);
   ASSERT_EQ(d.wait_for(15s).value_or(-1), 0) << d.log();
@@ -325,14 +313,12 @@ std::pair<int, std::string> ctl(const std::filesystem::path& dir, std::vector<st
   args.insert(args.begin(), PETDAQ_CTL_BINARY);
   Child c(args, out, out);
   const int rc = c.wait_for(20s).value_or(-1);
-  std::ifstream in(out);
-  return {rc, std::string(std::istreambuf_iterator<char>(in), {})};
+  return {rc, read_text(out)};
 }
 
 // Every message of a list-mode file, whatever its kind.
 std::vector<std::pair<MessageHeader, std::string>> plm_messages(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::string bytes(std::istreambuf_iterator<char>(in), {});
+  const std::string bytes = read_text(file);
   std::vector<std::pair<MessageHeader, std::string>> out;
   for (std::size_t at = kPlmHeaderBytes; at + kMessageHeaderBytes <= bytes.size();) {
     const MessageHeader h =

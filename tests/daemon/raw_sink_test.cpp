@@ -18,22 +18,17 @@
 #include "core/settings.h"
 #include "daemon/raw_sink.h"
 #include "proto/frame.h"
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
 
 namespace petdaq::daemon {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::vector<unsigned char> read_bytes(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 TEST(RawSink, EveryFrameIsOnDiskOrCountedAndCaptureResumes) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("petdaq-raw-sink-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const test::ScratchDir scratch;
+  const std::filesystem::path& dir = scratch.path();
   RawCaptureSettings s;
   s.enabled = true;
   s.directory = dir;
@@ -93,7 +88,7 @@ TEST(RawSink, EveryFrameIsOnDiskOrCountedAndCaptureResumes) {
   std::uint64_t on_disk = 0;
   std::vector<std::uint64_t> numbers;
   for (const auto& f : files) {
-    const auto bytes = read_bytes(f);
+    const auto bytes = test::read_bytes(f);
     EXPECT_EQ(bytes.size() % kFrameBytes, 0u) << f << " holds a partial frame";
     on_disk += bytes.size();
     for (std::size_t at = 0; at + kFrameBytes <= bytes.size(); at += kFrameBytes) {
@@ -118,7 +113,6 @@ TEST(RawSink, EveryFrameIsOnDiskOrCountedAndCaptureResumes) {
   EXPECT_EQ(numbers.back(), given - 1);
   EXPECT_EQ(numbers[numbers.size() - 5 * kChunk], given - 5 * kChunk);
   EXPECT_GE(files.size(), 2u);
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

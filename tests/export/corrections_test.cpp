@@ -17,6 +17,8 @@
 #include "core/settings.h"
 #include "proto/bytes.h"
 #include "proto/records.h"
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
 #include "tools/export/castor.h"
 #include "tools/export/corrections.h"
 
@@ -24,12 +26,6 @@ namespace petdaq {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path scratch(const char* name) {
-  const fs::path dir = fs::temp_directory_path() / ("petdaq_corrections_test_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  return dir / name;
-}
 
 // A .plm file: header, then messages of any kind with raw bodies.
 class PlmBytes {
@@ -80,6 +76,7 @@ class PlmBytes {
 };
 
 TEST(LiveTime, DeadIntervalsOverTheRunsSpansOtherKindsSkipped) {
+  test::ScratchDir scratch;
   // tick 1000 ps: 1e9 ticks = 1 s. Run 1 spans [1e9, 3e9), run 2 [10e9, 11e9): 3 s in all.
   PlmBytes f(1000.0);
   f.prompts(1, 1'000'000'000, 2'000'000'000, 3);
@@ -88,7 +85,7 @@ TEST(LiveTime, DeadIntervalsOverTheRunsSpansOtherKindsSkipped) {
   f.prompts(1, 2'000'000'000, 3'000'000'000, 2);
   f.prompts(2, 10'000'000'000, 11'000'000'000, 4);
   f.dead(2, {{10'000'000'000, 10'150'000'000}});
-  const fs::path file = scratch("live.plm");
+  const fs::path file = scratch / "live.plm";
   f.write(file);
   const exporter::LiveTime live = exporter::scan_live_time(file, 1000.0);
   EXPECT_DOUBLE_EQ(live.acquisition_s, 3.0);
@@ -99,11 +96,12 @@ TEST(LiveTime, DeadIntervalsOverTheRunsSpansOtherKindsSkipped) {
 }
 
 TEST(LiveTime, NoDeadIntervalsIsAllLiveAndACutTailEndsTheScan) {
+  test::ScratchDir scratch;
   PlmBytes f(1000.0);
   f.prompts(0, 0, 2'000'000'000, 1);
   f.prompts(0, 2'000'000'000, 4'000'000'000, 5);
   f.bytes().resize(f.bytes().size() - 40);  // the second message cut short (still written)
-  const fs::path file = scratch("nodead.plm");
+  const fs::path file = scratch / "nodead.plm";
   f.write(file);
   const exporter::LiveTime live = exporter::scan_live_time(file, 1000.0);
   EXPECT_DOUBLE_EQ(live.acquisition_s, 2.0);
@@ -112,9 +110,10 @@ TEST(LiveTime, NoDeadIntervalsIsAllLiveAndACutTailEndsTheScan) {
 }
 
 TEST(LiveTime, ABadDeadIntervalRecordSizeIsRefused) {
+  test::ScratchDir scratch;
   PlmBytes f(1000.0);
   f.message(MessageKind::deadtime, 0, 0, 10, 1, 16, std::vector<std::uint8_t>(16));
-  const fs::path file = scratch("badsize.plm");
+  const fs::path file = scratch / "badsize.plm";
   f.write(file);
   EXPECT_THROW(exporter::scan_live_time(file, 1000.0), std::runtime_error);
 }
@@ -145,11 +144,12 @@ void write_tables(const fs::path& dir, float crystal3 = 1.5f) {
 }
 
 TEST(NormalizationTable, TheLorEfficiencyIsTheProductOfItsComponents) {
+  test::ScratchDir scratch;
   const Settings s = small();
   const Geometry g = Geometry::from(s.scanner);
   ASSERT_EQ(g.crystal_count(), 16u);
   ASSERT_EQ(g.crystals_per_ring(), 8u);
-  const fs::path dir = scratch("norm");
+  const fs::path dir = scratch / "norm";
   write_tables(dir);
   const exporter::NormalizationTable t(dir, g);
   // Crystal 3: ring 0, panel 1, t 1. Crystal 13: ring 1, in ring 5 = panel 2... no: 13 % 8
@@ -163,8 +163,9 @@ TEST(NormalizationTable, TheLorEfficiencyIsTheProductOfItsComponents) {
 }
 
 TEST(NormalizationTable, AWrongShapeOrANonPositiveValueIsRefusedNamingTheFile) {
+  test::ScratchDir scratch;
   const Geometry g = Geometry::from(small().scanner);
-  const fs::path dir = scratch("norm_bad");
+  const fs::path dir = scratch / "norm_bad";
   write_tables(dir, 0.0f);
   try {
     exporter::NormalizationTable t(dir, g);
@@ -177,11 +178,6 @@ TEST(NormalizationTable, AWrongShapeOrANonPositiveValueIsRefusedNamingTheFile) {
   EXPECT_THROW(exporter::NormalizationTable(dir, g), CalibrationError);
 }
 
-std::vector<std::uint8_t> read_all(const fs::path& f) {
-  std::ifstream in(f, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
 float float_at(const std::vector<std::uint8_t>& b, std::size_t at) {
   const std::uint32_t bits = bytes::load_le32(b.data() + at);
   float v;
@@ -190,16 +186,17 @@ float float_at(const std::vector<std::uint8_t>& b, std::size_t at) {
 }
 
 TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiveTime) {
+  test::ScratchDir scratch;
   Settings s = small();
   s.scanner.tick_ps = 10.0;
   exporter::Corrections c;
-  const fs::path dir = scratch("norm_castor");
+  const fs::path dir = scratch / "norm_castor";
   write_tables(dir);
   c.normalization.emplace(dir, Geometry::from(s.scanner));
   c.live.acquisition_s = 2.0;
   c.live.dead_s = 0.5;
   c.live_known = true;
-  const fs::path base = scratch("castor");
+  const fs::path base = scratch / "castor";
   exporter::CastorWriter w(base, s, 10.0, c);
   ASSERT_TRUE(w.writes_normalization());
   ASSERT_FALSE(w.writes_randoms());
@@ -215,7 +212,7 @@ TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiv
   const CoincRecord both[2] = {r1, r2};
   w.add(m, both, 2);
   w.finish();
-  const auto b = read_all(fs::path(base.string() + ".cdf"));
+  const auto b = test::read_bytes(fs::path(base.string() + ".cdf"));
   ASSERT_EQ(b.size(), 40u);
   EXPECT_NEAR(float_at(b, 4), 1.0 / (2.0 * 0.8 * 0.5 * 0.75), 1e-5);
   EXPECT_FLOAT_EQ(float_at(b, 8), 70.0f);
@@ -225,8 +222,7 @@ TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiv
   EXPECT_FLOAT_EQ(float_at(b, 28), -40.0f);
   EXPECT_EQ(bytes::load_le32(b.data() + 32), 3u);
   EXPECT_EQ(bytes::load_le32(b.data() + 36), 13u);
-  std::ifstream cdh(base.string() + ".cdh");
-  const std::string head{std::istreambuf_iterator<char>(cdh), {}};
+  const std::string head = test::read_text(base.string() + ".cdh");
   EXPECT_NE(head.find("TOF information flag: 1\n"), std::string::npos) << head;
   EXPECT_NE(head.find("List TOF measurement range (ps): " + std::to_string(int(2 * s.coincidence.window_ps))),
             std::string::npos) << head;
@@ -236,7 +232,7 @@ TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiv
   // The normalisation data file: every pair i < j (min_sector_difference 0), in order, with
   // the events' factor; its header in CASToR's normalisation mode.
   EXPECT_EQ(w.normalization_lines(), 16u * 15u / 2u);
-  const auto n = read_all(fs::path(base.string() + "_norm.cdf"));
+  const auto n = test::read_bytes(fs::path(base.string() + "_norm.cdf"));
   ASSERT_EQ(n.size(), 12u * 120u);
   std::size_t at = 0;
   for (std::uint32_t i = 0; i < 16; ++i) {
@@ -251,20 +247,20 @@ TEST(CastorWriter, TofIsTheSignedDtWithCrystalOneTheLowerIdAndNormIncludesTheLiv
       }
     }
   }
-  std::ifstream norm_cdh(base.string() + "_norm.cdh");
-  const std::string norm_head{std::istreambuf_iterator<char>(norm_cdh), {}};
+  const std::string norm_head = test::read_text(base.string() + "_norm.cdh");
   EXPECT_NE(norm_head.find("Data mode: normalization\n"), std::string::npos) << norm_head;
   EXPECT_NE(norm_head.find("Number of events: 120\n"), std::string::npos) << norm_head;
 }
 
 TEST(CastorWriter, TheNormalisationFileLeavesOutPairsTheSorterCannotForm) {
+  test::ScratchDir scratch;
   Settings s = small();
   s.coincidence.min_sector_difference = 2;  // 4 sectors: only opposite panels pair
   exporter::Corrections c;
-  const fs::path dir = scratch("norm_sectors");
+  const fs::path dir = scratch / "norm_sectors";
   write_tables(dir);
   c.normalization.emplace(dir, Geometry::from(s.scanner));
-  const fs::path base = scratch("castor_sectors");
+  const fs::path base = scratch / "castor_sectors";
   exporter::CastorWriter w(base, s, 15.625, c);
   w.finish();
   // Each crystal pairs with the 4 crystals (2 per ring, 2 rings) of the opposite panel.
@@ -273,9 +269,10 @@ TEST(CastorWriter, TheNormalisationFileLeavesOutPairsTheSorterCannotForm) {
 }
 
 TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
+  test::ScratchDir scratch;
   const Settings s = small();
   exporter::Corrections c;
-  const fs::path base = scratch("castor_bad");
+  const fs::path base = scratch / "castor_bad";
   exporter::CastorWriter w(base, s, 15.625, c);
   EXPECT_EQ(w.event_bytes(), 16u);  // time, TOF, two ids: no correction known
   std::filesystem::remove(base.string() + "_norm.cdf");
@@ -298,12 +295,13 @@ TEST(CastorWriter, AnOutOfRangeCrystalIsRefusedAndNotWritten) {
 }
 
 TEST(CastorWriter, AHistogramListsEveryLineWithItsPromptsAndFactors) {
+  test::ScratchDir scratch;
   const Settings s = small();
   exporter::Corrections c;
-  const fs::path dir = scratch("norm_histogram");
+  const fs::path dir = scratch / "norm_histogram";
   write_tables(dir);
   c.normalization.emplace(dir, Geometry::from(s.scanner));
-  const fs::path base = scratch("castor_histogram");
+  const fs::path base = scratch / "castor_histogram";
   exporter::CastorWriter w(base, s, 10.0, c, exporter::CastorMode::histogram);
   MessageHeader m;
   m.kind = static_cast<std::uint16_t>(MessageKind::prompts);
@@ -314,7 +312,7 @@ TEST(CastorWriter, AHistogramListsEveryLineWithItsPromptsAndFactors) {
   EXPECT_EQ(w.events(), 3u);
   EXPECT_EQ(w.histogram_lines(), 120u);
   // time, normalisation, count, crystal 1, crystal 2: 20 bytes a line, every pair in order.
-  const auto b = read_all(fs::path(base.string() + ".cdf"));
+  const auto b = test::read_bytes(fs::path(base.string() + ".cdf"));
   ASSERT_EQ(b.size(), 20u * 120u);
   double total = 0;
   std::size_t at = 0;
@@ -335,8 +333,7 @@ TEST(CastorWriter, AHistogramListsEveryLineWithItsPromptsAndFactors) {
     }
   }
   EXPECT_EQ(total, 3.0);
-  std::ifstream cdh(base.string() + ".cdh");
-  const std::string head{std::istreambuf_iterator<char>(cdh), {}};
+  const std::string head = test::read_text(base.string() + ".cdh");
   EXPECT_NE(head.find("Data mode: histogram\n"), std::string::npos) << head;
   EXPECT_NE(head.find("Number of events: 120\n"), std::string::npos) << head;
   EXPECT_NE(head.find("TOF information flag: 0\n"), std::string::npos) << head;

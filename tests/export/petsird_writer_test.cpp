@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
 #include "tools/export/crystal_position.h"
 #include "tools/export/petsird_schema.h"
 #include "tools/export/petsird_writer.h"
@@ -22,27 +24,11 @@
 namespace petdaq::exporter {
 namespace {
 
-std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-class TempFile {
- public:
-  explicit TempFile(const char* name)
-      : path_(std::filesystem::temp_directory_path() /
-              (std::string(name) + "-" + std::to_string(::getpid()))) {}
-  ~TempFile() { std::filesystem::remove(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
 TEST(YardlWriter, WritesTheEncodingsOfTheReferenceAndTheRuntime) {
-  TempFile f("yardl-bytes");
+  test::ScratchDir dir;
+  const std::filesystem::path f = dir / "yardl-bytes";
   {
-    YardlWriter w(f.path(), "{}");
+    YardlWriter w(f, "{}");
     w.varuint(0);
     w.varuint(127);
     w.varuint(128);
@@ -82,11 +68,11 @@ TEST(YardlWriter, WritesTheEncodingsOfTheReferenceAndTheRuntime) {
       0x00,                     // optional: absent
       0x04,                     // union case index
   };
-  EXPECT_EQ(read_file(f.path()), want);
+  EXPECT_EQ(test::read_bytes(f), want);
 }
 
 TEST(PetsirdSchema, IsTheReleaseStringByteForByte) {
-  const auto data = read_file(std::filesystem::path(PETDAQ_SOURCE_DIR) / "tests" / "export" /
+  const auto data = test::read_bytes(std::filesystem::path(PETDAQ_SOURCE_DIR) / "tests" / "export" /
                               "data" / "petsird-0.9.1.schema.json");
   ASSERT_FALSE(data.empty());
   EXPECT_EQ(std::string(data.begin(), data.end()), std::string(kPetsirdSchema));

@@ -13,31 +13,15 @@
 #include "core/slicer.h"
 #include "gpu/gpu_backend.h"
 #include "tests/core/test_scanner.h"
+#include "tests/support/slicer_rig.h"
 
 namespace petdaq {
 namespace {
 
 using test::AcquisitionOptions;
 using test::BatchResult;
+using test::SlicerRig;
 using test::TestScanner;
-
-struct Batch {
-  std::uint64_t run = 0;
-  std::uint64_t t_begin = 0;
-  std::uint64_t t_end = 0;
-  std::vector<CoincRecord> prompts;
-  std::vector<CoincRecord> delayed;
-};
-
-class RecordingSink final : public ResultSink {
- public:
-  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
-    batches.push_back({run_id, r.t_begin, r.t_end,
-                       std::vector<CoincRecord>(r.prompts, r.prompts + r.prompt_count),
-                       std::vector<CoincRecord>(r.delayed, r.delayed + r.delayed_count)});
-  }
-  std::vector<Batch> batches;
-};
 
 class GpuSlicerTest : public ::testing::Test {
  protected:
@@ -46,38 +30,6 @@ class GpuSlicerTest : public ::testing::Test {
     if (!gpu_device_usable(reason)) GTEST_SKIP() << "no usable CUDA device: " << reason;
   }
 };
-
-void expect_equals_batch(const RecordingSink& sink, const Counters& counters,
-                         const BatchResult& want) {
-  std::vector<CoincRecord> prompts, delayed;
-  std::uint64_t t_expected = 0;
-  for (const Batch& b : sink.batches) {
-    EXPECT_EQ(b.t_begin, t_expected);
-    EXPECT_LE(b.t_begin, b.t_end);
-    t_expected = b.t_end;
-    for (const auto* list : {&b.prompts, &b.delayed})
-      for (const CoincRecord& r : *list) {
-        EXPECT_GE(r.time_a, b.t_begin);
-        EXPECT_LT(r.time_a, b.t_end);
-      }
-    prompts.insert(prompts.end(), b.prompts.begin(), b.prompts.end());
-    delayed.insert(delayed.end(), b.delayed.begin(), b.delayed.end());
-  }
-  EXPECT_TRUE(prompts == want.prompts) << prompts.size() << " prompts, want " << want.prompts.size();
-  EXPECT_TRUE(delayed == want.delayed) << delayed.size() << " delayed, want " << want.delayed.size();
-  for (Counter k : {Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
-                    Counter::frame_bad_position, Counter::frame_no_crystal, Counter::frame_bad_time,
-                    Counter::single_accepted, Counter::single_energy_rejected})
-    EXPECT_EQ(counters.get(k), want.counters[k]) << counter_name(k);
-  EXPECT_EQ(counters.get(Counter::coinc_prompts), want.counts.prompts);
-  EXPECT_EQ(counters.get(Counter::coinc_delayed), want.counts.delayed);
-  EXPECT_EQ(counters.get(Counter::coinc_multiples), want.counts.multiples);
-  EXPECT_EQ(counters.get(Counter::coinc_delayed_multiples), want.counts.delayed_multiples);
-  for (std::uint32_t b = 0; b < counters.bdm_count(); ++b) {
-    EXPECT_EQ(counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
-    EXPECT_EQ(counters.bdm_energy_rejected(b), want.bdm_energy_rejected[b]) << "bdm " << b;
-  }
-}
 
 // Pushes `arrival` in random chunks with a fake clock; now and then the clock jumps past
 // stream.max_slice_ms, so slices are cut by time as well as by size.
@@ -129,16 +81,14 @@ TEST_F(GpuSlicerTest, StreamingEqualsBatchOverRandomSlicingAndInterleaving) {
     ASSERT_GT(want.prompts.size(), 0u);
     const auto arrival = test::arrival_order(frames, disorder_ticks, rng);
 
-    RecordingSink sink;
-    Counters counters(scanner.geometry().bdm_count());
-    const auto backend = make_gpu_backend(s, scanner.calibration);
-    Slicer slicer(s, *backend, sink, counters);
-    push_all(slicer, s, arrival, iteration % 3 == 0 ? 4 : 300, rng);
-    slicer.finish();
+    SlicerRig rig(s, make_gpu_backend(s, scanner.calibration));
+    push_all(rig.slicer, s, arrival, iteration % 3 == 0 ? 4 : 300, rng);
+    rig.slicer.finish();
 
-    expect_equals_batch(sink, counters, want);
-    EXPECT_EQ(counters.get(Counter::stream_carry_overflow), 0u);
-    EXPECT_GT(sink.batches.size(), 5u);
+    test::expect_run_equals_batch(rig.sink, 0, want);
+    test::expect_counters_equal_batch(rig.counters, want);
+    EXPECT_EQ(rig.counters.get(Counter::stream_carry_overflow), 0u);
+    EXPECT_GT(rig.sink.batches.size(), 5u);
     if (HasFailure()) break;
   }
 }

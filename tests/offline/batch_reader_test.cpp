@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/scratch_dir.h"
+
 namespace petdaq {
 namespace {
 
@@ -55,9 +57,7 @@ Read read_all(const std::filesystem::path& file, std::size_t batch_frames, std::
 }
 
 TEST(BatchReader, SeveralReadersGiveTheFileInOrderOnce) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("petdaq_batch_reader_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const test::ScratchDir dir;
   const std::size_t batch = 1000;
   // A partial last batch with a partial frame, exactly whole batches, one partial batch,
   // and nothing.
@@ -87,7 +87,6 @@ TEST(BatchReader, SeveralReadersGiveTheFileInOrderOnce) {
       }
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

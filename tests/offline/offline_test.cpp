@@ -17,10 +17,13 @@
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "test_scanner.h"
+#include "tests/support/files.h"
+#include "tests/support/process.h"
 
 namespace petdaq {
 namespace {
 
+using test::read_text;
 using test::TestScanner;
 
 struct Result {
@@ -28,13 +31,6 @@ struct Result {
   std::string out;
   std::string err;
 };
-
-std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::string quote(const std::string& s) {
   std::string q = "'";
@@ -44,13 +40,11 @@ std::string quote(const std::string& s) {
 
 Result run(const std::filesystem::path& dir, const std::string& program,
            const std::vector<std::string>& args) {
-  std::string cmd = quote(program);
-  for (const auto& a : args) cmd += " " + quote(a);
+  std::vector<std::string> argv{program};
+  argv.insert(argv.end(), args.begin(), args.end());
   const auto out = dir / "stdout.txt", err = dir / "stderr.txt";
-  cmd += " > " + quote(out.string()) + " 2> " + quote(err.string());
-  const int status = std::system(cmd.c_str());
   Result r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.exit_code = test::run_command(argv, out, err, std::chrono::minutes(9));
   r.out = read_text(out);
   r.err = read_text(err);
   return r;

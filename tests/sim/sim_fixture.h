@@ -1,58 +1,34 @@
-// A scratch directory per test, and functions that read what petdaq-sim wrote.
+// Reading what petdaq-sim wrote (frames, truth), a small scanner's configuration, and the
+// shared scratch folder and file readers (tests/support).
 #pragma once
-
-#include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "proto/frame.h"
+#include "tests/support/files.h"
+#include "tests/support/scratch_dir.h"
 #include "tools/sim/sim.h"
 #include "tools/sim/truth.h"
 
 namespace petdaq::sim::testing {
 
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("petdaq-sim-" + std::string(info->test_suite_name()) + "-" + info->name() + "-" +
-             std::to_string(::getpid()));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
-
-inline std::vector<std::uint8_t> read_file(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-inline std::string read_text(const std::filesystem::path& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using petdaq::test::read_bytes;
+using petdaq::test::read_text;
+using petdaq::test::ScratchDir;
 
 inline std::vector<FrameFields> read_frames(const std::filesystem::path& p) {
-  const std::vector<std::uint8_t> bytes = read_file(p);
+  const std::vector<std::uint8_t> bytes = read_bytes(p);
   std::vector<FrameFields> out(bytes.size() / kFrameBytes);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_frame(&bytes[i * kFrameBytes]);
   return out;
 }
 
 inline std::vector<TruthRecord> read_truth(const std::filesystem::path& p) {
-  const std::vector<std::uint8_t> bytes = read_file(p);
+  const std::vector<std::uint8_t> bytes = read_bytes(p);
   std::vector<TruthRecord> out(bytes.size() / kTruthBytes);
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = decode_truth(&bytes[i * kTruthBytes]);
   return out;

@@ -26,7 +26,7 @@ TEST(SimFlood, PeaksLieWhereThePositionTablePutsTheCrystals) {
   Settings settings = load_settings(dir.path() / "petdaq.yaml");
   settings.output.histograms.enabled = true;
   const Calibration calibration = load_calibration(settings);
-  const std::vector<std::uint8_t> bytes = testing::read_file(dir.path() / "frames.bin");
+  const std::vector<std::uint8_t> bytes = testing::read_bytes(dir.path() / "frames.bin");
   const std::vector<TruthRecord> truth = testing::read_truth(dir.path() / "truth.bin");
   const std::size_t n = bytes.size() / kFrameBytes;
   ASSERT_EQ(truth.size(), n);

@@ -14,7 +14,7 @@
 namespace petdaq::sim {
 namespace {
 
-using testing::read_file;
+using testing::read_bytes;
 using testing::read_frames;
 using testing::read_truth;
 using testing::ScratchDir;
@@ -154,7 +154,7 @@ TEST(SimFrontEnd, SameFilesWhateverTheThreadsAndOrderKept) {
   EXPECT_EQ(a.frames, b.frames);
   EXPECT_EQ(a.lost_dead_time, b.lost_dead_time);
   for (const char* f : {"frames.bin", "truth.bin", "truth.json"})
-    EXPECT_TRUE(read_file(dir.path() / "a" / f) == read_file(dir.path() / "b" / f)) << f;
+    EXPECT_TRUE(read_bytes(dir.path() / "a" / f) == read_bytes(dir.path() / "b" / f)) << f;
   // Each BDM's frames still leave in time order up to the disorder bound.
   std::vector<std::uint64_t> newest(kBdms, 0);
   std::uint64_t worst = 0;

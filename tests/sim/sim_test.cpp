@@ -17,7 +17,7 @@
 namespace petdaq::sim {
 namespace {
 
-using testing::read_file;
+using testing::read_bytes;
 using testing::read_frames;
 using testing::read_text;
 using testing::read_truth;
@@ -46,14 +46,14 @@ TEST(SimDeterminism, SameSeedSameFilesWhateverTheThreads) {
   EXPECT_EQ(a.frames, b.frames);
   for (const char* f : {"frames.bin", "truth.bin", "position_lut.npy", "energy_correction.npy",
                         "time_offsets.npy", "petdaq.yaml"})
-    EXPECT_TRUE(read_file(dir.path() / "a" / f) == read_file(dir.path() / "b" / f)) << f;
+    EXPECT_TRUE(read_bytes(dir.path() / "a" / f) == read_bytes(dir.path() / "b" / f)) << f;
 
   o.seed = 2;
   simulate(config, dir.path() / "c", o);
-  EXPECT_FALSE(read_file(dir.path() / "a" / "frames.bin") == read_file(dir.path() / "c" / "frames.bin"));
+  EXPECT_FALSE(read_bytes(dir.path() / "a" / "frames.bin") == read_bytes(dir.path() / "c" / "frames.bin"));
   // The detector (and so its calibration) belongs to detector_seed, not to the acquisition.
-  EXPECT_TRUE(read_file(dir.path() / "a" / "energy_correction.npy") ==
-              read_file(dir.path() / "c" / "energy_correction.npy"));
+  EXPECT_TRUE(read_bytes(dir.path() / "a" / "energy_correction.npy") ==
+              read_bytes(dir.path() / "c" / "energy_correction.npy"));
 }
 
 // The exit panel comes from three candidates around where the ray leaves the ring's circle;
@@ -196,7 +196,7 @@ TEST(SimTables, CalibrationUndoesGainNonLinearityAndDelays) {
   const Settings settings = load_settings(dir.path() / "petdaq.yaml");
   const Calibration cal = load_calibration(settings);
   const ConvertTables tables = make_convert_tables(settings, cal);
-  const auto raw = read_file(dir.path() / "frames.bin");
+  const auto raw = read_bytes(dir.path() / "frames.bin");
   const auto truth = read_truth(dir.path() / "truth.bin");
   ASSERT_EQ(raw.size() / kFrameBytes, truth.size());
   const double sigma_ticks = 350.0 / 2.3548 / 15.625;

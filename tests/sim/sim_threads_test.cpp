@@ -78,7 +78,7 @@ TEST(SimThreads, ThreadsGiveTheOneThreadSlicesForEveryPolicyAndMode) {
   ASSERT_GT(summary.frames, 5000u);
   Settings settings = load_settings(dir.path() / "petdaq.yaml");
   const Calibration cal = load_calibration(settings);
-  const std::vector<std::uint8_t> file = testing::read_file(dir.path() / "frames.bin");
+  const std::vector<std::uint8_t> file = testing::read_bytes(dir.path() / "frames.bin");
   std::vector<RawFrame> frames(file.size() / kFrameBytes);
   std::memcpy(frames.data(), file.data(), frames.size() * kFrameBytes);
 

@@ -31,6 +31,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "tests/support/files.h"
 #include "tests/tools/test_messages.h"
 #include "proto/topics.h"
 #include "tools/common/cli.h"
@@ -170,16 +171,8 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(gap_ms));
   }
 
-  std::vector<char> histogram_bytes;
-  if (!histograms.empty()) {
-    std::ifstream in(histograms, std::ios::binary);
-    histogram_bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
-  std::vector<char> image_bytes;
-  if (!image.empty()) {
-    std::ifstream in(image, std::ios::binary);
-    image_bytes.assign(std::istreambuf_iterator<char>(in), {});
-  }
+  const std::string histogram_bytes = histograms.empty() ? "" : test::read_text(histograms);
+  const std::string image_bytes = image.empty() ? "" : test::read_text(image);
   if (rates && rates_count >= 0) {
     for (long seq = 0; seq < rates_count; ++seq) {
       const std::string doc = test::test_rates_json(static_cast<std::uint64_t>(seq));

@@ -1,6 +1,6 @@
-// Running the tools as a person would, from the tests: where the built programs are, a
-// scratch folder, a UDP receiver that records every datagram it gets, and the tools' report
-// lines. Child processes and waiting: tests/support/process.h and wait.h.
+// Running the tools as a person would, from the tests: where the built programs are, a UDP
+// receiver that records every datagram it gets, and the tools' report lines. Scratch
+// folders, files, child processes and waiting: tests/support.
 #pragma once
 
 #include <arpa/inet.h>
@@ -25,7 +25,9 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/files.h"
 #include "tests/support/process.h"
+#include "tests/support/scratch_dir.h"
 #include "tests/support/wait.h"
 
 namespace petdaq::test {
@@ -37,37 +39,6 @@ inline std::filesystem::path bin_dir() {
   return std::filesystem::path(PETDAQ_BINARY_DIR) / "bin";
 }
 inline std::filesystem::path source_dir() { return PETDAQ_SOURCE_DIR; }
-
-inline std::string read_text(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-// A fresh folder under the system's temporary directory, removed with its contents.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::random_device rd;
-    path_ = std::filesystem::temp_directory_path() /
-            ("petdaq-tools-test-" + std::to_string(::getpid()) + "-" + std::to_string(rd()));
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-  // An ipc:// endpoint inside the folder: no port to collide with other tests.
-  std::string ipc(const std::string& name) const { return "ipc://" + (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 // A UDP socket on 127.0.0.1 (ephemeral port) that stores every datagram on its own thread,
 // with the sender's port and the kernel's receive time stamp (immune to this thread being

@@ -56,7 +56,6 @@ class Packer {
   }
 
   std::size_t frames_per_datagram() const { return frames_per_datagram_; }
-  std::uint32_t in_flight_limit() const { return config_.in_flight; }
 
   // Adds one frame; `emit(const Datagram&)` is called for every datagram this closes (the
   // frame's own and any that waited longer than flush_ticks). The caller must release()

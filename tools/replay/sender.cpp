@@ -113,14 +113,6 @@ UdpSender::~UdpSender() {
   }
 }
 
-std::uint16_t UdpSender::local_port(std::uint32_t source) const {
-  sockaddr_storage a{};
-  socklen_t len = sizeof a;
-  if (::getsockname(fds_.at(source), reinterpret_cast<sockaddr*>(&a), &len) != 0) return 0;
-  if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&a)->sin6_port);
-  return ntohs(reinterpret_cast<sockaddr_in*>(&a)->sin_port);
-}
-
 void UdpSender::enqueue(std::uint32_t source, const std::uint8_t* data, std::uint32_t bytes,
                         std::uint32_t frames, std::uint32_t token) {
   std::uint32_t& n = counts_[source];

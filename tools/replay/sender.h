@@ -51,7 +51,6 @@ class UdpSender {
   void set_release(std::function<void(std::uint32_t)> release) { release_ = std::move(release); }
 
   const SendStats& stats() const { return stats_; }
-  std::uint16_t local_port(std::uint32_t source) const;
 
  private:
   struct Entry {

@@ -60,8 +60,7 @@ class Rng {
   double exponential(double mean) { return mean * standard_exponential(); }
   double gauss() { return standard_normal(); }
 
-  // Marsaglia and Tsang's ziggurat (2000): one 64-bit draw almost always; the layer index
-  // and the value come from different bits of it.
+  // Marsaglia and Tsang's ziggurat (2000): see ziggurat_normal below.
   double standard_normal();
   double standard_exponential();
 
@@ -118,39 +117,68 @@ inline const ZigguratTables& ziggurat() {
   return tables;
 }
 
-inline double Rng::standard_normal() {
-  const ZigguratTables& z = ziggurat();
+// Marsaglia and Tsang's ziggurat (2000) over any generator G with next(), uniform() and
+// uniform_open0(): one 64-bit draw almost always, the layer index and the value from
+// different bits of it. The fast path is inline; the rest (wedges and tail, about 1 % of
+// draws) out of line, drawing again until it accepts.
+template <class G>
+[[gnu::noinline]] double ziggurat_normal_slow(G& g, const ZigguratTables& z, std::int64_t hz,
+                                              unsigned iz) {
   for (;;) {
-    const std::uint64_t bits = next();
-    const std::int64_t hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
-    const unsigned iz = bits & 127u;
     const double x = static_cast<double>(hz) * z.wn[iz];
     if ((hz < 0 ? -hz : hz) < z.kn[iz]) return x;
     if (iz == 0) {  // the tail beyond r
       constexpr double r = 3.442619855899;
       double tx, ty;
       do {
-        tx = -std::log(uniform_open0()) / r;
-        ty = -std::log(uniform_open0());
+        tx = -std::log(g.uniform_open0()) / r;
+        ty = -std::log(g.uniform_open0());
       } while (ty + ty < tx * tx);
       return hz > 0 ? r + tx : -r - tx;
     }
-    if (z.fn[iz] + uniform() * (z.fn[iz - 1] - z.fn[iz]) < std::exp(-0.5 * x * x)) return x;
+    if (z.fn[iz] + g.uniform() * (z.fn[iz - 1] - z.fn[iz]) < std::exp(-0.5 * x * x)) return x;
+    const std::uint64_t bits = g.next();
+    hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
+    iz = bits & 127u;
   }
 }
 
-inline double Rng::standard_exponential() {
-  const ZigguratTables& z = ziggurat();
+template <class G>
+inline double ziggurat_normal(G& g, const ZigguratTables& z) {
+  const std::uint64_t bits = g.next();
+  const std::int64_t hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
+  const unsigned iz = bits & 127u;
+  if ((hz < 0 ? -hz : hz) < z.kn[iz]) [[likely]]
+    return static_cast<double>(hz) * z.wn[iz];
+  return ziggurat_normal_slow(g, z, hz, iz);
+}
+
+template <class G>
+[[gnu::noinline]] double ziggurat_exponential_slow(G& g, const ZigguratTables& z,
+                                                   std::uint64_t jz, unsigned iz) {
   for (;;) {
-    const std::uint64_t bits = next();
-    const std::uint64_t jz = bits >> 32;
-    const unsigned iz = bits & 255u;
     const double x = static_cast<double>(jz) * z.we[iz];
     if (jz < z.ke[iz]) return x;
-    if (iz == 0) return 7.697117470131487 - std::log(uniform_open0());
-    if (z.fe[iz] + uniform() * (z.fe[iz - 1] - z.fe[iz]) < std::exp(-x)) return x;
+    if (iz == 0) return 7.697117470131487 - std::log(g.uniform_open0());
+    if (z.fe[iz] + g.uniform() * (z.fe[iz - 1] - z.fe[iz]) < std::exp(-x)) return x;
+    const std::uint64_t bits = g.next();
+    jz = bits >> 32;
+    iz = bits & 255u;
   }
 }
+
+template <class G>
+inline double ziggurat_exponential(G& g, const ZigguratTables& z) {
+  const std::uint64_t bits = g.next();
+  const std::uint64_t jz = bits >> 32;
+  const unsigned iz = bits & 255u;
+  if (jz < z.ke[iz]) [[likely]]
+    return static_cast<double>(jz) * z.we[iz];
+  return ziggurat_exponential_slow(g, z, jz, iz);
+}
+
+inline double Rng::standard_normal() { return ziggurat_normal(*this, ziggurat()); }
+inline double Rng::standard_exponential() { return ziggurat_exponential(*this, ziggurat()); }
 
 // Several independent xoshiro256** lanes (state in structure-of-arrays form, so one loop
 // step advances all lanes with vector instructions), read through a buffer. Same draws and
@@ -184,25 +212,8 @@ class BlockRng {
   double exponential(double mean) { return mean * standard_exponential(); }
   double gauss() { return standard_normal(); }
 
-  // Ziggurat fast paths inline (taken about 99 % of the time); the rest out of line.
-  double standard_normal() {
-    const ZigguratTables& z = tables_;
-    const std::uint64_t bits = next();
-    const std::int64_t hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
-    const unsigned iz = bits & 127u;
-    if ((hz < 0 ? -hz : hz) < z.kn[iz]) [[likely]]
-      return static_cast<double>(hz) * z.wn[iz];
-    return normal_slow(hz, iz);
-  }
-  double standard_exponential() {
-    const ZigguratTables& z = tables_;
-    const std::uint64_t bits = next();
-    const std::uint64_t jz = bits >> 32;
-    const unsigned iz = bits & 255u;
-    if (jz < z.ke[iz]) [[likely]]
-      return static_cast<double>(jz) * z.we[iz];
-    return exponential_slow(jz, iz);
-  }
+  double standard_normal() { return ziggurat_normal(*this, tables_); }
+  double standard_exponential() { return ziggurat_exponential(*this, tables_); }
 
  private:
   static constexpr unsigned kLanes = 4;
@@ -250,40 +261,6 @@ class BlockRng {
       halves_[2 * i + 1] = static_cast<std::uint32_t>(bits >> 32);
     }
     half_pos_ = 0;
-  }
-
-  [[gnu::noinline]] double normal_slow(std::int64_t hz, unsigned iz) {
-    const ZigguratTables& z = tables_;
-    for (;;) {
-      const double x = static_cast<double>(hz) * z.wn[iz];
-      if ((hz < 0 ? -hz : hz) < z.kn[iz]) return x;
-      if (iz == 0) {  // the tail beyond r
-        constexpr double r = 3.442619855899;
-        double tx, ty;
-        do {
-          tx = -std::log(uniform_open0()) / r;
-          ty = -std::log(uniform_open0());
-        } while (ty + ty < tx * tx);
-        return hz > 0 ? r + tx : -r - tx;
-      }
-      if (z.fn[iz] + uniform() * (z.fn[iz - 1] - z.fn[iz]) < std::exp(-0.5 * x * x)) return x;
-      const std::uint64_t bits = next();
-      hz = static_cast<std::int32_t>(static_cast<std::uint32_t>(bits >> 32));
-      iz = bits & 127u;
-    }
-  }
-
-  [[gnu::noinline]] double exponential_slow(std::uint64_t jz, unsigned iz) {
-    const ZigguratTables& z = tables_;
-    for (;;) {
-      const double x = static_cast<double>(jz) * z.we[iz];
-      if (jz < z.ke[iz]) return x;
-      if (iz == 0) return 7.697117470131487 - std::log(uniform_open0());
-      if (z.fe[iz] + uniform() * (z.fe[iz - 1] - z.fe[iz]) < std::exp(-x)) return x;
-      const std::uint64_t bits = next();
-      jz = bits >> 32;
-      iz = bits & 255u;
-    }
   }
 
   Lanes state_[4];

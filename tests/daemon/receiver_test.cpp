@@ -1,0 +1,249 @@
+// The receiver (daemon/receiver.h) on a real loopback socket, its chunks read straight from
+// the ring: framing, bad and foreign datagrams, a full ring, several threads on one port.
+#include "daemon/receiver.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/chunk_summary.h"
+#include "core/counters.h"
+#include "core/net_address.h"
+#include "core/settings.h"
+#include "daemon/host_ring.h"
+#include "proto/datagram.h"
+#include "tests/support/wait.h"
+
+namespace petdaq::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The receiver on a loopback socket, its chunks read straight from the ring.
+class ReceiverTest : public ::testing::Test {
+ protected:
+  void start(Framing framing, const char* allowed = "127.0.0.1/32", std::uint32_t threads = 1) {
+    in.endpoints = {{0x7F000001u, 0}};  // 127.0.0.1, any free port
+    in.receiver_threads = threads;
+    in.framing = framing;
+    in.allowed_sources = {parse_ipv4_network(allowed).value()};
+    in.receive_buffer_bytes = 1 << 20;
+    in.flush_ms = 1;
+    in.ring_chunk_bytes = 1 << 16;
+    in.ring_chunks = 4;
+    ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, threads, alloc);
+    rx = std::make_unique<Receiver>(in, rule, kNoBound, *ring, counters);
+    rx->start();
+    fd = socket(AF_INET, SOCK_DGRAM, 0);
+    to.sin_family = AF_INET;
+    to.sin_port = htons(rx->bound().at(0).port);
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  }
+  void TearDown() override {
+    if (rx) rx->stop();
+    if (fd >= 0) close(fd);
+  }
+  void send(const std::vector<std::uint8_t>& d) {
+    ASSERT_EQ(sendto(fd, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(d.size()));
+  }
+  // Frames of every chunk sealed so far, in order.
+  std::vector<RawFrame> frames_until(std::size_t n) {
+    std::vector<RawFrame> out;
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (out.size() < n && std::chrono::steady_clock::now() < until) {
+      Chunk* c = ring->wait_sealed(10ms);
+      if (!c) continue;
+      out.insert(out.end(), c->frames(), c->frames() + c->frame_count);
+      // The receiver's summary is the one made directly from the chunk's frames.
+      ChunkSummary direct;
+      direct.add(c->frames(), c->frame_count, 0, rule);
+      EXPECT_EQ(c->summary.frames, c->frame_count);
+      EXPECT_EQ(c->summary.sourceless, direct.sourceless);
+      EXPECT_EQ(c->summary.present_count, direct.present_count);
+      for (std::uint32_t i = 0; i < direct.present_count; ++i) {
+        const std::uint8_t src = direct.present[i];
+        EXPECT_EQ(c->summary.present[i], src);
+        EXPECT_EQ(c->summary.sources[src].frames, direct.sources[src].frames);
+        EXPECT_EQ(c->summary.sources[src].min_time, direct.sources[src].min_time);
+        EXPECT_EQ(c->summary.sources[src].max_time, direct.sources[src].max_time);
+        EXPECT_EQ(c->summary.sources[src].first_index, direct.sources[src].first_index);
+      }
+      ring->release(c);
+    }
+    return out;
+  }
+  static std::vector<std::uint8_t> frames_bytes(std::uint8_t first, std::size_t n) {
+    std::vector<std::uint8_t> d(n * kFrameBytes);
+    for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint8_t>(first + i / kFrameBytes);
+    return d;
+  }
+
+  InputSettings in;
+  // No marker check: the test's frames are numbered bytes; those whose BDM byte is below 4
+  // have a source.
+  SourceRule rule{false, 0xA, 0x5, 4};
+  LockedPageAllocator alloc;
+  Counters counters{4};
+  std::unique_ptr<HostRing> ring;
+  std::unique_ptr<Receiver> rx;
+  int fd = -1;
+  sockaddr_in to{};
+};
+
+TEST_F(ReceiverTest, RawFramesArriveInOrderAndBadDatagramsAreCounted) {
+  start(Framing::raw);
+  send(frames_bytes(1, 3));                       // 3 frames
+  send({});                                       // empty
+  std::vector<std::uint8_t> ragged = frames_bytes(10, 2);
+  ragged.resize(ragged.size() + 5, 0xEE);         // 2 frames + 5 trailing bytes
+  send(ragged);
+  send(frames_bytes(20, 100));                    // a span of its own (>= 1 KiB)
+  const auto frames = frames_until(105);
+  ASSERT_EQ(frames.size(), 105u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  EXPECT_EQ(frames[2].bytes[15], 3);
+  EXPECT_EQ(frames[3].bytes[0], 10);
+  EXPECT_EQ(frames[4].bytes[0], 11);
+  EXPECT_EQ(frames[5].bytes[0], 20);
+  EXPECT_EQ(frames[104].bytes[0], 119);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 4u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 105u);
+  EXPECT_EQ(counters.get(Counter::rx_empty), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_trailing_bytes), 5u);
+  EXPECT_EQ(counters.get(Counter::rx_bytes), 3u * 16 + 0 + 37 + 1600);
+}
+
+TEST_F(ReceiverTest, SequencedHeadersAreCheckedAndDuplicatesDropped) {
+  start(Framing::sequenced);
+  auto datagram = [](std::uint16_t source, std::uint32_t seq, std::uint8_t first, std::uint32_t n,
+                     std::uint32_t claimed) {
+    std::vector<std::uint8_t> d(kSequencedHeaderBytes + n * kFrameBytes);
+    SequencedHeader h;
+    h.source_id = source;
+    h.sequence = seq;
+    h.frame_count = claimed;
+    encode_sequenced_header(h, d.data());
+    for (std::size_t i = 0; i < n * kFrameBytes; ++i)
+      d[kSequencedHeaderBytes + i] = static_cast<std::uint8_t>(first + i / kFrameBytes);
+    return d;
+  };
+  send(datagram(1, 0, 1, 2, 2));
+  send(datagram(1, 0, 1, 2, 2));    // duplicate: dropped
+  send(datagram(1, 2, 5, 1, 1));    // sequence 1 missing
+  send(datagram(1, 3, 7, 2, 5));    // claims more frames than it holds: refused
+  std::vector<std::uint8_t> bad_magic = datagram(2, 0, 9, 1, 1);
+  bad_magic[0] ^= 0xFF;
+  send(bad_magic);
+  send(std::vector<std::uint8_t>(15, 0));  // shorter than a header
+  const auto frames = frames_until(3);
+  ASSERT_EQ(frames.size(), 3u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  EXPECT_EQ(frames[1].bytes[0], 2);
+  EXPECT_EQ(frames[2].bytes[0], 5);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_seq_duplicate), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_seq_missing), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_bad_header), 3u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 3u);
+}
+
+TEST_F(ReceiverTest, ForeignSourcesAreDropped) {
+  start(Framing::raw, "10.0.0.0/8");
+  send(frames_bytes(1, 4));
+  EXPECT_TRUE(test::wait_until([&] { return counters.get(Counter::rx_foreign_source) >= 1; }));
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_foreign_source), 1u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 0u);
+  EXPECT_EQ(ring->try_sealed(), nullptr);
+}
+
+TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
+  start(Framing::raw);
+  // Keep every chunk: the worker is "stuck".
+  std::vector<Chunk*> held;
+  for (int i = 0; i < 40; ++i) send(frames_bytes(0, 500));  // 8000 bytes each, 8 per chunk
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (held.size() < 4 && std::chrono::steady_clock::now() < until)
+    if (Chunk* c = ring->wait_sealed(10ms)) held.push_back(c);
+  ASSERT_EQ(held.size(), 4u);  // the ring's four chunks, full or flushed
+  EXPECT_TRUE(test::wait_until([&] { return counters.get(Counter::rx_datagrams) >= 40; }));
+  rx->stop();
+  const std::uint64_t in_chunks = counters.get(Counter::rx_frames) / 500;
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 40u);
+  EXPECT_EQ(in_chunks + counters.get(Counter::rx_ring_full), 40u);
+  EXPECT_GT(counters.get(Counter::rx_ring_full), 0u);
+  for (Chunk* c : held) ring->release(c);
+}
+
+TEST_F(ReceiverTest, SeveralThreadsShareAPortWithReusePort) {
+  start(Framing::raw, "127.0.0.1/32", 2);
+  ASSERT_EQ(rx->bound().size(), 2u);
+  EXPECT_EQ(rx->bound()[0].port, rx->bound()[1].port);
+  // Many senders (source ports), so the kernel spreads them over both sockets.
+  std::vector<int> senders;
+  for (int s = 0; s < 16; ++s) senders.push_back(socket(AF_INET, SOCK_DGRAM, 0));
+  for (int round = 0; round < 10; ++round)
+    for (int s : senders) {
+      const auto d = frames_bytes(static_cast<std::uint8_t>(round), 3);
+      ASSERT_EQ(sendto(s, d.data(), d.size(), 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+                static_cast<ssize_t>(d.size()));
+    }
+  const auto frames = frames_until(16 * 10 * 3);
+  EXPECT_EQ(frames.size(), 480u);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_datagrams), 160u);
+  EXPECT_EQ(counters.get(Counter::rx_frames), 480u);
+  for (int s : senders) close(s);
+}
+
+TEST_F(ReceiverTest, ThreadsSharingAPortTakeTheBoardsBetweenThem) {
+  start(Framing::raw, "127.0.0.1/32", 2);
+  // One sending socket: hashing by address would give every datagram to one thread. By
+  // board, datagrams whose first frame has an even BDM go to one, odd to the other.
+  for (int round = 0; round < 40; ++round) send(frames_bytes(static_cast<std::uint8_t>(round % 4), 3));
+  std::size_t frames = 0;
+  std::array<std::size_t, 2> chunks_of_parity{};
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (frames < 120 && std::chrono::steady_clock::now() < until) {
+    Chunk* c = ring->wait_sealed(10ms);
+    if (!c) continue;
+    ASSERT_EQ(c->frame_count % 3, 0u);
+    const int parity = c->frames()[0].bytes[frame_offset::bdm] % 2;
+    for (std::size_t d = 0; d < c->frame_count; d += 3)
+      EXPECT_EQ(c->frames()[d].bytes[frame_offset::bdm] % 2, parity)
+          << "a chunk holds datagrams of both threads' boards";
+    ++chunks_of_parity[static_cast<std::size_t>(parity)];
+    frames += c->frame_count;
+    ring->release(c);
+  }
+  EXPECT_EQ(frames, 120u);
+  EXPECT_GT(chunks_of_parity[0], 0u);
+  EXPECT_GT(chunks_of_parity[1], 0u);
+}
+
+TEST_F(ReceiverTest, OversizeDatagramsAreRefusedWhole) {
+  start(Framing::raw);
+  send(frames_bytes(0, (kDatagramSlotBytes + 64) / kFrameBytes));
+  send(frames_bytes(1, 2));
+  const auto frames = frames_until(2);
+  ASSERT_EQ(frames.size(), 2u);
+  EXPECT_EQ(frames[0].bytes[0], 1);
+  rx->stop();
+  EXPECT_EQ(counters.get(Counter::rx_oversize), 1u);
+  // rx.bytes counts what was sent, the oversize datagram's real length included.
+  const std::size_t oversize = (kDatagramSlotBytes + 64) / kFrameBytes * kFrameBytes;
+  EXPECT_EQ(counters.get(Counter::rx_bytes), oversize + 2 * kFrameBytes);
+}
+
+}  // namespace
+}  // namespace petdaq::daemon
