@@ -31,9 +31,9 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/cli.h"
 #include "tests/tools/test_messages.h"
 #include "proto/topics.h"
-#include "tools/common/cli.h"
 
 using namespace petdaq;
 using Clock = std::chrono::steady_clock;
