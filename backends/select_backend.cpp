@@ -1,4 +1,4 @@
-#include "engine/select_backend.h"
+#include "backends/select_backend.h"
 
 #include <string>
 

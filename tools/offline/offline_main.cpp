@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/select_backend.h"
 #include "common/cli.h"
 #include "core/calibration.h"
 #include "core/counters.h"
@@ -32,7 +33,6 @@
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
-#include "engine/select_backend.h"
 #include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/offline/batch_reader.h"
