@@ -60,13 +60,4 @@ std::unique_ptr<HostAllocator> make_stage_allocator(BackendKind kind) {
   return nullptr;
 }
 
-std::unique_ptr<HostAllocator> make_stage_allocator(const Backend& backend) {
-#if PETDAQ_HAVE_CUDA
-  if (std::string(backend.name()) == "gpu") return make_cuda_host_allocator();
-#else
-  (void)backend;
-#endif
-  return nullptr;
-}
-
 }  // namespace petdaq

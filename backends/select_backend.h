@@ -28,13 +28,11 @@ bool gpu_backend_usable(std::string& reason);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
                                       const Calibration& calibration, std::string& explanation);
 
-// Host memory for frames a backend stages (the daemon's ring, the offline tool's reads):
-// page-locked for CUDA when `backend` is the GPU backend, so its copies run at full speed
-// and asynchronously; nullptr for any other backend (the caller keeps its own kind).
-std::unique_ptr<HostAllocator> make_stage_allocator(const Backend& backend);
-
 // Would make_backend() choose the GPU backend for `kind` on this machine?
 bool backend_would_be_gpu(BackendKind kind);
+// Host memory for frames staged before the backend exists (the daemon's ring): what
+// Backend::make_stage_allocator() of the backend make_backend() would choose for `kind`
+// gives (core/backend.h).
 std::unique_ptr<HostAllocator> make_stage_allocator(BackendKind kind);
 
 }  // namespace petdaq

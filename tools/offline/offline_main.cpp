@@ -351,7 +351,7 @@ int run(const Options& o) {
       o.readers > 0 ? o.readers : (cpu_backend ? kReaderThreadsCpu : kReaderThreadsGpu);
   // Two buffers per reader (three at least: BatchReader).
   const std::size_t read_buffers = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
-  const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(*backend);
+  const std::unique_ptr<HostAllocator> pinned = backend->make_stage_allocator();
   std::vector<RawFrame> plain(pinned ? 0 : read_buffers * kChunkFrames);
   RawFrame* const buffers =
       pinned ? static_cast<RawFrame*>(pinned->allocate(read_buffers * kChunkFrames * kFrameBytes))
