@@ -1,6 +1,7 @@
 #include "backends/select_backend.h"
 
 #include <string>
+#include <type_traits>
 
 #include "core/calibration.h"
 #include "core/cpu_backend.h"
@@ -43,6 +44,22 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings
 #else
   throw BackendUnavailable("backend gpu unavailable: " + reason);
 #endif
+}
+
+// CpuBackend overrides Backend's threads() and defer_staging() by name and signature (its own
+// declarations): a change to either would leave Backend's defaults in its place unnoticed.
+static_assert(std::is_same_v<decltype(&CpuBackend::threads), unsigned (CpuBackend::*)() const>);
+static_assert(std::is_same_v<decltype(&CpuBackend::defer_staging), void (CpuBackend::*)(bool)>);
+
+std::optional<HostStageWork> host_stage_work(const Backend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  if (!cpu) return std::nullopt;
+  const CpuBackend::StageSeconds& st = cpu->stage_seconds();
+  return HostStageWork{.take_s = st.take,
+                       .convert_s = st.convert,
+                       .sort_s = st.sort,
+                       .coincidence_s = st.coincidence,
+                       .parallel = cpu->parallel_stats()};
 }
 
 bool backend_would_be_gpu(BackendKind kind) {

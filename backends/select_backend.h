@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "core/backend.h"
 #include "core/host_allocator.h"
+#include "core/parallel_engine.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -27,6 +29,14 @@ bool gpu_backend_usable(std::string& reason);
 // for and cannot be had.
 std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
                                       const Calibration& calibration, std::string& explanation);
+
+// The stage times of a backend whose work runs on this host's cores (the CPU backend), and
+// how its threads split the work (zeros on one thread); nullopt for any other backend.
+struct HostStageWork {
+  double take_s = 0, convert_s = 0, sort_s = 0, coincidence_s = 0;
+  ParallelStats parallel;
+};
+std::optional<HostStageWork> host_stage_work(const Backend& backend);
 
 // Would make_backend() choose the GPU backend for `kind` on this machine?
 bool backend_would_be_gpu(BackendKind kind);

@@ -127,6 +127,13 @@ class Backend {
   // slice in flight overlaps with nothing, and the slicer collects each slice as soon as it
   // has submitted it, so that its records go out at once rather than at the next cut.
   virtual bool works_in_collect() const { return false; }
+  // Threads the backend's work runs on (the CPU backend's backend_threads, resolved).
+  virtual unsigned threads() const { return 1; }
+  // For a caller that waits for every ticket (wait_staged) before it touches a staged
+  // block again, as petdaq-offline does: the backend may then note a block at stage() and
+  // copy it only when a slice takes it (the CPU backend, on its threads). Off by default;
+  // a backend that copies at once anyway ignores it.
+  virtual void defer_staging(bool on) { (void)on; }
   // Host memory for the frames the caller stages (the offline tool's reads), of the kind
   // this backend copies from fastest: page-locked by CUDA for the GPU backend, so that its
   // copies run at full speed and asynchronously. Null: any memory does (the caller keeps its
