@@ -23,8 +23,8 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// A number as the document has always written it (printf's %.17g): integral values without
-// a fraction ("4000", not "4000.0").
+// A number in its shortest form that reads back the same (nlohmann-json), integral values
+// without a fraction ("4000", not "4000.0") as the document has always written them.
 Json json_number(double v) {
   constexpr double kExactIntegers = 9007199254740992.0;  // 2^53
   if (std::isfinite(v) && v == std::trunc(v) && std::fabs(v) < kExactIntegers)
