@@ -26,6 +26,8 @@ set(PETDAQ_CORE_SOURCES
   cpu_take.cpp
   parallel_engine.cpp
   histograms.cpp
+  histogram_layout.cpp
+  histogram_file.cpp
   figures.cpp
   image.cpp
   message_builder.cpp

@@ -9,9 +9,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/counters.h"
 #include "core/stream_limits.h"
+#include "core/host_allocator.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 
@@ -75,6 +77,26 @@ struct SliceResult {
   std::size_t single_count = 0;
 };
 
+// Why a run ended.
+enum class RunEnd {
+  finished,     // the end of the acquisition (Slicer::finish(), or of the engine, on a reload)
+  clock_reset,  // every live source went on with a new clock (core/slicer.h)
+};
+
+// Where the slicer (core/slicer.h) delivers the slices a backend resolved: petdaqd's worker,
+// the .plm writer (core/plm_file.h), the offline tool's outputs.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // One resolved slice of run `run_id`, in order. Called on the slicer's thread.
+  virtual void on_slice(std::uint64_t run_id, const SliceResult& result) = 0;
+  // The run ended; its last slice was delivered before.
+  virtual void on_run_end(std::uint64_t run_id, RunEnd reason) {
+    (void)run_id;
+    (void)reason;
+  }
+};
+
 // Memory the caller lends a backend for a slice's output, so that it can pass the output on
 // without a copy (petdaqd publishes it as ZeroMQ message bodies, daemon/message_arena.h).
 class ResultMemory {
@@ -106,6 +128,18 @@ class Backend {
   // slice in flight overlaps with nothing, and the slicer collects each slice as soon as it
   // has submitted it, so that its records go out at once rather than at the next cut.
   virtual bool works_in_collect() const { return false; }
+  // Threads the backend's work runs on (the CPU backend's backend_threads, resolved).
+  virtual unsigned threads() const { return 1; }
+  // For a caller that waits for every ticket (wait_staged) before it touches a staged
+  // block again, as petdaq-offline does: the backend may then note a block at stage() and
+  // copy it only when a slice takes it (the CPU backend, on its threads). Off by default;
+  // a backend that copies at once anyway ignores it.
+  virtual void defer_staging(bool on) { (void)on; }
+  // Host memory for the frames the caller stages (the offline tool's reads), of the kind
+  // this backend copies from fastest: page-locked by CUDA for the GPU backend, so that its
+  // copies run at full speed and asynchronously. Null: any memory does (the caller keeps its
+  // own kind).
+  virtual std::unique_ptr<HostAllocator> make_stage_allocator() const { return nullptr; }
   // Queues a copy of `count` frames into the backend's stage and returns its ticket. The
   // caller leaves the memory untouched until staged(ticket) says the copy is done. Memory
   // from the backend's HostAllocator (the ring) is copied fastest.

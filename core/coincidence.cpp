@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/settings.h"
 #include "core/window_walk.h"
 
 namespace petdaq {

@@ -5,11 +5,13 @@
 
 #include <cstdint>
 
+#include "core/coincidence_modes.h"
 #include "core/geometry.h"
-#include "core/settings.h"
 #include "proto/host_device.h"
 
 namespace petdaq {
+
+struct Settings;
 
 struct CoincidenceParams {
   std::uint64_t window_ticks = 0;          // W

@@ -222,6 +222,9 @@ class Counters;
 
 // Name and unit of each histogram, as the file's descriptors give them.
 const char* hist_name(Hist h);
+// The file's descriptor of a histogram (proto/histogram_file.h): name, unit, element type,
+// shape and the last axis's bin edges; data_offset from the start of the layout's bins.
+HistDescriptor hist_descriptor(Hist h, const HistogramLayout& layout, double tick_ps);
 
 // One run's bins, owned on the host: the CPU backend fills them; a GPU backend copies its
 // device bins here on request. Sized and zeroed at construction; nothing allocates after.

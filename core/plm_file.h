@@ -19,7 +19,6 @@
 
 #include "core/backend.h"
 #include "core/message_builder.h"
-#include "core/slicer.h"
 #include "proto/records.h"
 
 namespace petdaq {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/coincidence_modes.h"
 #include "core/net_address.h"
 #include "proto/datagram.h"
 
@@ -68,17 +69,6 @@ struct EnergyWindowSettings {
   double high_keV = 650.0;
 
   bool operator==(const EnergyWindowSettings&) const = default;
-};
-
-enum class WindowEdge : std::uint8_t { closed, half_open };
-enum class WindowMode : std::uint8_t { first_open, every_single };
-enum class Policy : std::uint8_t {
-  kill_multiples,
-  take_all_goods,
-  take_winner_of_goods,
-  take_winner_if_good,
-  take_winner_if_all_good,
-  kill_all_if_multiple_goods,
 };
 
 // The names the configuration gives each value (and to_string() returns), written once.

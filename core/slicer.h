@@ -78,24 +78,6 @@
 
 namespace petdaq {
 
-// Why a run ended.
-enum class RunEnd {
-  finished,     // finish(): the end of the acquisition (or of the engine, on a reload)
-  clock_reset,  // every live source went on with a new clock (see above)
-};
-
-class ResultSink {
- public:
-  virtual ~ResultSink() = default;
-  // One resolved slice of run `run_id`, in order. Called on the slicer's thread.
-  virtual void on_slice(std::uint64_t run_id, const SliceResult& result) = 0;
-  // The run ended; its last slice was delivered before.
-  virtual void on_run_end(std::uint64_t run_id, RunEnd reason) {
-    (void)run_id;
-    (void)reason;
-  }
-};
-
 class Slicer {
  public:
   using Clock = std::chrono::steady_clock;

@@ -5,11 +5,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "proto/rates_schema.h"
+
 namespace petdaq::daemon {
 
 namespace {
 
 using Json = nlohmann::ordered_json;
+namespace rd = rates_doc;
 
 double number_or(const Json& j, double fallback) {
   return j.is_number() ? j.get<double>() : fallback;
@@ -18,9 +21,9 @@ double number_or(const Json& j, double fallback) {
 // The scanner's live fraction of the interval: `deadtime.live_fraction_interval` (DESIGN
 // section 7), absent from documents of code without the overload rule.
 std::optional<double> live_fraction(const Json& doc) {
-  const auto d = doc.find("deadtime");
+  const auto d = doc.find(rd::doc::deadtime);
   if (d == doc.end() || !d->is_object()) return std::nullopt;
-  const auto v = d->find("live_fraction_interval");
+  const auto v = d->find(rd::deadtime::live_fraction_interval);
   if (v == d->end() || !v->is_number()) return std::nullopt;
   return v->get<double>();
 }
@@ -39,10 +42,10 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
   now_ns_ = time_unix_ns;
   seen_.clear();
   const AlarmSettings& a = settings_;
-  const double dt = number_or(doc.value("interval_s", Json()), 0.0);
+  const double dt = number_or(doc.value(rd::doc::interval_s, Json()), 0.0);
 
   // Losses: the growth of the loss counters over the interval.
-  const auto counters = doc.find("counters");
+  const auto counters = doc.find(rd::doc::counters);
   if (counters != doc.end() && counters->is_object()) {
     auto growth = [&](const auto& names) {
       double sum = 0;
@@ -75,9 +78,9 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
                       *live),
           *live, a.min_live_fraction);
 
-  const auto bdm = doc.find("bdm");
+  const auto bdm = doc.find(rd::doc::bdm);
   if (bdm != doc.end() && bdm->is_object()) {
-    const Json& rates = bdm->value("singles_per_s", Json::array());
+    const Json& rates = bdm->value(rd::bdm::singles_per_s, Json::array());
     double total = 0;
     for (const Json& r : rates) total += number_or(r, 0);
     for (std::size_t b = 0; b < rates.size(); ++b) {
@@ -95,7 +98,7 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
                           a.board_max_singles_per_s),
               r, a.board_max_singles_per_s);
     }
-    const Json& temperatures = bdm->value("temperature_degC", Json::array());
+    const Json& temperatures = bdm->value(rd::bdm::temperature_degC, Json::array());
     for (std::size_t b = 0; b < temperatures.size(); ++b) {
       if (!temperatures[b].is_number()) continue;
       const double t = temperatures[b].get<double>();
@@ -106,7 +109,7 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
               t, t > a.board_max_temperature_degC ? a.board_max_temperature_degC
                                                   : a.board_min_temperature_degC);
     }
-    const Json& lagging = bdm->value("lagging", Json::array());
+    const Json& lagging = bdm->value(rd::bdm::lagging, Json::array());
     if (a.lagging_board)
       for (std::size_t b = 0; b < lagging.size(); ++b)
         if (lagging[b].is_boolean() && lagging[b].get<bool>())
@@ -147,14 +150,14 @@ void AlarmMonitor::evaluate(Json& doc, std::uint64_t time_unix_ns) {
   Json list = Json::array();
   for (const auto& [key, alarm] : active_) {
     active_list_.push_back(alarm);
-    list.push_back({{"name", alarm.name},
-                    {"subject", alarm.subject},
-                    {"message", alarm.message},
-                    {"value", std::isfinite(alarm.value) ? alarm.value : 0.0},
-                    {"threshold", alarm.threshold},
-                    {"since_unix_ns", alarm.since_unix_ns}});
+    list.push_back({{rd::alarm::name, alarm.name},
+                    {rd::alarm::subject, alarm.subject},
+                    {rd::alarm::message, alarm.message},
+                    {rd::alarm::value, std::isfinite(alarm.value) ? alarm.value : 0.0},
+                    {rd::alarm::threshold, alarm.threshold},
+                    {rd::alarm::since_unix_ns, alarm.since_unix_ns}});
   }
-  doc["alarms"] = std::move(list);
+  doc[rd::doc::alarms] = std::move(list);
 }
 
 }  // namespace petdaq::daemon

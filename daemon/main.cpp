@@ -17,6 +17,7 @@
 #include <spdlog/sinks/systemd_sink.h>
 #include <spdlog/spdlog.h>
 
+#include "backends/select_backend.h"
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/settings.h"
@@ -32,7 +33,6 @@
 #include "daemon/rate_limited_log.h"
 #include "daemon/receiver.h"
 #include "daemon/worker.h"
-#include "engine/select_backend.h"
 
 using namespace petdaq;
 using namespace petdaq::daemon;

@@ -22,12 +22,14 @@
 #include <prometheus/text_serializer.h>
 
 #include "daemon/alarms.h"
+#include "proto/rates_schema.h"
 
 namespace petdaq::daemon {
 
 namespace {
 
 using Json = nlohmann::json;
+namespace rd = rates_doc;
 using prometheus::ClientMetric;
 using prometheus::MetricFamily;
 using prometheus::MetricType;
@@ -108,28 +110,28 @@ std::vector<MetricFamily> rates_metric_families(const std::string& rates_json) {
     return it == doc.end() ? none : *it;
   };
 
-  if (at("time_unix_ns").is_number())
+  if (at(rd::doc::time_unix_ns).is_number())
     f.add("petdaq_rates_time_seconds", "Wall-clock time of the latest rates document (Unix s)",
-          MetricType::Gauge, at("time_unix_ns").get<double>() * 1e-9);
-  gauge(f, "petdaq_uptime_seconds", "Seconds since petdaqd started", at("uptime_s"));
-  gauge(f, "petdaq_run_id", "The current acquisition run", at("run_id"));
-  gauge(f, "petdaq_rates_interval_seconds", "Wall time the rates cover", at("interval_s"));
-  if (at("backend").is_string())
+          MetricType::Gauge, at(rd::doc::time_unix_ns).get<double>() * 1e-9);
+  gauge(f, "petdaq_uptime_seconds", "Seconds since petdaqd started", at(rd::doc::uptime_s));
+  gauge(f, "petdaq_run_id", "The current acquisition run", at(rd::doc::run_id));
+  gauge(f, "petdaq_rates_interval_seconds", "Wall time the rates cover", at(rd::doc::interval_s));
+  if (at(rd::doc::backend).is_string())
     f.add("petdaq_info", "petdaqd's backend", MetricType::Gauge, 1,
-          {{"backend", at("backend").get<std::string>()}});
+          {{"backend", at(rd::doc::backend).get<std::string>()}});
 
-  if (const Json& counters = at("counters"); counters.is_object())
+  if (const Json& counters = at(rd::doc::counters); counters.is_object())
     for (const auto& [key, v] : counters.items())
       if (v.is_number())
         f.add("petdaq_" + metric_name(key) + "_total", "petdaqd counter " + key + " (DESIGN section 8)",
               MetricType::Counter, v.get<double>());
 
-  if (const Json& rates = at("rates"); rates.is_object())
+  if (const Json& rates = at(rd::doc::rates); rates.is_object())
     for (const auto& [key, v] : rates.items()) {
-      if (key == "randoms_method" && v.is_string()) {
+      if (key == rd::rates::randoms_method && v.is_string()) {
         f.add("petdaq_randoms_method_info", "The randoms estimate behind trues", MetricType::Gauge,
               1, {{"method", v.get<std::string>()}});
-      } else if (key == "randoms_fraction") {
+      } else if (key == rd::rates::randoms_fraction) {
         gauge(f, "petdaq_randoms_fraction", "Randoms / prompts over the last interval", v);
       } else {
         gauge(f, "petdaq_" + metric_name(key) + "_per_second",
@@ -138,71 +140,74 @@ std::vector<MetricFamily> rates_metric_families(const std::string& rates_json) {
     }
 
   std::size_t bdm_count = 0;
-  if (const Json& bdm = at("bdm"); bdm.is_object()) {
-    const Json& singles = bdm.value("singles_per_s", Json::array());
+  if (const Json& bdm = at(rd::doc::bdm); bdm.is_object()) {
+    const Json& singles = bdm.value(rd::bdm::singles_per_s, Json::array());
     bdm_count = singles.size();
     for (std::size_t b = 0; b < singles.size(); ++b)
       gauge(f, "petdaq_bdm_singles_per_second", "Singles rate of a detector board (BDM)",
             singles[b], {{"bdm", std::to_string(b)}});
-    const Json& temperatures = bdm.value("temperature_degC", Json::array());
+    const Json& temperatures = bdm.value(rd::bdm::temperature_degC, Json::array());
     for (std::size_t b = 0; b < temperatures.size(); ++b)
       gauge(f, "petdaq_bdm_temperature_celsius", "Temperature a detector board (BDM) reports",
             temperatures[b], {{"bdm", std::to_string(b)}});
     for (const auto& [key, v] : bdm.items())
-      if (key != "singles_per_s" && key != "temperature_degC" && key != "transaxial" &&
-          key != "axial")
+      if (key != rd::bdm::singles_per_s && key != rd::bdm::temperature_degC &&
+          key != rd::bdm::transaxial && key != rd::bdm::axial)
         flatten(f, "petdaq_bdm_" + metric_name(key), v, bdm_count);
   }
 
-  if (const Json& queues = at("queues"); queues.is_object())
+  if (const Json& queues = at(rd::doc::queues); queues.is_object())
     for (const auto& [key, v] : queues.items())
       gauge(f, "petdaq_queue_" + metric_name(key), "Queue depth " + key + " (rates.queues)", v);
 
-  if (const Json& latency = at("latency_ms"); latency.is_object())
+  if (const Json& latency = at(rd::doc::latency_ms); latency.is_object())
     for (const auto& [key, v] : latency.items())
       if (v.is_number())
         f.add("petdaq_slice_latency_" + metric_name(key) + "_seconds",
               "Slice latency " + key + " over the last interval", MetricType::Gauge,
               v.get<double>() * 1e-3);
 
-  if (const Json& worker = at("worker"); worker.is_object()) {
-    gauge(f, "petdaq_worker_seconds", "The worker thread's wall time", worker.value("seconds", none));
+  if (const Json& worker = at(rd::doc::worker); worker.is_object()) {
+    gauge(f, "petdaq_worker_seconds", "The worker thread's wall time",
+          worker.value(rd::worker::seconds, none));
     gauge(f, "petdaq_worker_cpu_seconds", "The worker thread's CPU time",
-          worker.value("cpu_seconds", none));
+          worker.value(rd::worker::cpu_seconds, none));
     gauge(f, "petdaq_worker_involuntary_switches",
           "Times the kernel took the worker's core while it could run",
-          worker.value("involuntary_switches", none));
-    if (const Json& phases = worker.value("phases", Json::object()); phases.is_object())
+          worker.value(rd::worker::involuntary_switches, none));
+    if (const Json& phases = worker.value(rd::worker::phases, Json::object()); phases.is_object())
       for (const auto& [phase, p] : phases.items()) {
         if (!p.is_object()) continue;
         gauge(f, "petdaq_worker_phase_seconds", "Worker time by phase since start",
-              p.value("seconds", none), {{"phase", phase}});
+              p.value(rd::phase::seconds, none), {{"phase", phase}});
         gauge(f, "petdaq_worker_phase_calls", "Worker phase calls since start",
-              p.value("calls", none), {{"phase", phase}});
+              p.value(rd::phase::calls, none), {{"phase", phase}});
       }
   }
 
   // Every alarm name has a series, 0 or 1, so that a rule can fire on it and see it clear.
   std::map<std::string, int> active;
   for (const char* name : kAlarmNames) active[name] = 0;
-  if (const Json& alarms = at("alarms"); alarms.is_array())
+  if (const Json& alarms = at(rd::doc::alarms); alarms.is_array())
     for (const Json& a : alarms) {
-      if (!a.is_object() || !a.value("name", none).is_string()) continue;
-      const std::string name = a["name"].get<std::string>();
+      if (!a.is_object() || !a.value(rd::alarm::name, none).is_string()) continue;
+      const std::string name = a[rd::alarm::name].get<std::string>();
       active[name] = 1;
       f.add("petdaq_alarm", "An active alarm and its subject", MetricType::Gauge, 1,
             {{"alarm", name},
-             {"subject", a.value("subject", none).is_string() ? a["subject"].get<std::string>()
-                                                             : std::string()}});
+             {"subject", a.value(rd::alarm::subject, none).is_string()
+                             ? a[rd::alarm::subject].get<std::string>()
+                             : std::string()}});
     }
   for (const auto& [name, on] : active)
     f.add("petdaq_alarm_active", "1 while an alarm of this name is raised (docs/operations.md)",
           MetricType::Gauge, on, {{"alarm", name}});
 
-  static const char* const kHandled[] = {"version", "time_unix_ns", "uptime_s", "backend",
-                                         "run_id",  "interval_s",   "counters", "rates",
-                                         "bdm",     "queues",       "latency_ms", "worker",
-                                         "alarms"};
+  static const char* const kHandled[] = {
+      rd::doc::version, rd::doc::time_unix_ns, rd::doc::uptime_s, rd::doc::backend,
+      rd::doc::run_id,  rd::doc::interval_s,   rd::doc::counters, rd::doc::rates,
+      rd::doc::bdm,     rd::doc::queues,       rd::doc::latency_ms, rd::doc::worker,
+      rd::doc::alarms};
   for (const auto& [key, v] : doc.items()) {
     bool handled = false;
     for (const char* h : kHandled) handled = handled || key == h;

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
 
 namespace petdaq::daemon {
 

@@ -1,4 +1,4 @@
-// petdaqd's command line (tools/common/cli.h: the convention every petdaq binary shares).
+// petdaqd's command line (common/cli.h: the convention every petdaq binary shares).
 #pragma once
 
 #include <filesystem>

@@ -20,13 +20,14 @@
 #include <fmt/format.h>
 #include <zmq.hpp>
 
+#include "backends/select_backend.h"
 #include "daemon/curve.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "core/cpu_backend.h"
 #include "core/histograms.h"
 #include "core/slicer.h"
-#include "engine/select_backend.h"
+#include "backends/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
 

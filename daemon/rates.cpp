@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "proto/rates_schema.h"
+
 namespace petdaq::daemon {
 
 void LatencyWindow::add(double ms) {
@@ -55,153 +57,202 @@ double RatesReporter::rate(Counter c, double interval_s) const {
 }
 
 namespace {
+
+using Json = nlohmann::ordered_json;
+namespace rd = rates_doc;
+
 // JSON has no NaN or infinity.
 double finite(double v) { return std::isfinite(v) ? v : 0.0; }
-}  // namespace
 
-const std::string& RatesReporter::build(const RatesSnapshot& s) {
-  for (std::size_t i = 0; i < kCounterCount; ++i) now_.value[i] = counters_.get(static_cast<Counter>(i));
-  const double dt = s.interval_s;
-  const double prompts = rate(Counter::coinc_prompts, dt);
-  const double delayed = rate(Counter::coinc_delayed, dt);
-  const std::uint32_t bdm_count = counters_.bdm_count();
-  // Randoms estimates on the acquisition's clock, published per wall-clock second.
-  const double to_acq = s.acquisition_s > 0 && dt > 0 ? dt / s.acquisition_s : 1.0;
-  for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    const std::uint64_t n = counters_.bdm_singles(b);
-    bdm_rate_[b] = dt > 0 ? static_cast<double>(n - bdm_before_[b]) / dt * to_acq : 0.0;
-    bdm_before_[b] = n;
-  }
-  RandomsEstimates randoms;  // without settings: the delayed window alone
-  randoms.best_per_s = delayed * to_acq;
-  if (s.randoms)
-    randoms = estimate_randoms(*s.randoms, bdm_rate_, prompts * to_acq, delayed * to_acq);
-  const double best_randoms = randoms.best_per_s / to_acq;
-  const double trues = prompts - best_randoms;
-  const double randoms_fraction = prompts > 0 ? best_randoms / prompts : 0.0;
-  const double necr = prompts > 0 ? trues * trues / prompts : 0.0;
+Json deadtime_object(const RatesSnapshot& s) {
+  return {{rd::deadtime::shedding, s.shedding},
+          {rd::deadtime::dead_s_run, finite(s.dead_s_run)},
+          {rd::deadtime::live_fraction_run, finite(s.live_fraction_run)},
+          {rd::deadtime::live_fraction_interval, finite(s.live_fraction_interval)}};
+}
 
-  // The fields and their types are listed once, in DESIGN section 7 ("`rates` document
-  // fields"); daemon_unit_test checks a built document against that table.
-  nlohmann::ordered_json doc;
-  doc["version"] = 1;
-  doc["time_unix_ns"] = s.time_unix_ns;
-  doc["uptime_s"] = s.uptime_s;
-  doc["backend"] = s.backend;
-  doc["run_id"] = s.run_id;
-  doc["interval_s"] = dt;
-  doc["rates"] = {{"frames", rate(Counter::rx_frames, dt)},
-                  {"singles", rate(Counter::single_accepted, dt)},
-                  {"prompts", prompts},
-                  {"delayed", delayed},
-                  {"trues", trues},
-                  {"multiples", rate(Counter::coinc_multiples, dt)},
-                  {"randoms_fraction", finite(randoms_fraction)},
-                  {"necr", finite(necr)},
-                  {"randoms", finite(best_randoms)},
-                  {"randoms_method", randoms_method_name(randoms.best)},
-                  {"randoms_singles_rate", finite(randoms.singles_rate_per_s / to_acq)}};
-  doc["rates"]["randoms_singles_prompts"] =
-      randoms.singles_prompts.modelled
-          ? nlohmann::ordered_json(finite(randoms.singles_prompts.randoms_per_s / to_acq))
-          : nlohmann::ordered_json(nullptr);
-  // Live time from the per-BDM singles on the acquisition's clock and the calibrated model.
-  static const DeadTimeModel kNoModel;
-  const DeadTimeModel& dead_model = s.dead_time ? *s.dead_time : kNoModel;
-  const LiveTime live = live_time(dead_model, bdm_rate_);
-  nlohmann::ordered_json live_bdm = nlohmann::ordered_json::array();
-  for (const double f : live.bdm) live_bdm.push_back(f);
-  doc["live_time_model"] = {
-      {"model", dead_time_kind_name(dead_model.kind)},
-      {"bdm_live_fraction", std::move(live_bdm)},
-      {"singles_live_fraction", live.singles},
-      {"coincidence_live_fraction", live.coincidences},
-      {"trues_corrected", finite(trues / live.coincidences)},
-      {"saturated_bdms", live.saturated_bdms}};
-  nlohmann::ordered_json singles = nlohmann::ordered_json::array();
-  nlohmann::ordered_json temperatures = nlohmann::ordered_json::array();
-  for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    singles.push_back(bdm_rate_[b] / to_acq);
-    const double t = s.temperature_degC ? s.temperature_degC[b] : NAN;
-    temperatures.push_back(std::isfinite(t) ? nlohmann::ordered_json(t) : nullptr);
-  }
-  nlohmann::ordered_json lagging = nlohmann::ordered_json::array();
-  nlohmann::ordered_json late = nlohmann::ordered_json::array();
-  nlohmann::ordered_json dead = nlohmann::ordered_json::array();
-  nlohmann::ordered_json taken = nlohmann::ordered_json::array();
-  for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    lagging.push_back(s.lagging != nullptr && s.lagging[b] != 0);
-    taken.push_back(counters_.bdm_singles(b) + counters_.bdm_energy_rejected(b));
-    late.push_back(counters_.bdm_late(b));
-    dead.push_back(counters_.bdm_dead(b));
-  }
-  doc["bdm"] = {{"transaxial", s.bdm_transaxial},
-                {"axial", s.bdm_axial},
-                {"singles_per_s", std::move(singles)},
-                {"temperature_degC", std::move(temperatures)},
-                {"lagging", std::move(lagging)},
-                {"frames_taken", std::move(taken)},
-                {"late", std::move(late)},
-                {"dead", std::move(dead)}};
-  doc["deadtime"] = {{"shedding", s.shedding},
-                     {"dead_s_run", finite(s.dead_s_run)},
-                     {"live_fraction_run", finite(s.live_fraction_run)},
-                     {"live_fraction_interval", finite(s.live_fraction_interval)}};
-  nlohmann::ordered_json& counters = doc["counters"] = nlohmann::ordered_json::object();
-  for (std::size_t i = 0; i < kCounterCount; ++i)
-    counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
-  doc["queues"] = {{"ring_chunks", s.ring_chunks},
-                   {"ring_free", s.ring_free},
-                   {"ring_used_max", s.ring_used_max},
-                   {"sealed_max", s.sealed_max},
-                   {"staging_max", s.staging_max},
-                   {"pending_frames", s.pending_frames},
-                   {"subscribers", now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
-  doc["latency_ms"] = {
-      {"p50", s.latency.p50_ms}, {"p99", s.latency.p99_ms}, {"max", s.latency.max_ms}};
-  nlohmann::ordered_json& worker = doc["worker"] = {
-      {"seconds", s.worker_s},
-      {"cpu_seconds", s.worker_cpu_s},
-      {"involuntary_switches", s.worker_involuntary_switches}};
-  nlohmann::ordered_json& phases = worker["phases"] = nlohmann::ordered_json::object();
+Json latency_object(const LatencyWindow::Stats& latency) {
+  return {{rd::latency_ms::p50, latency.p50_ms},
+          {rd::latency_ms::p99, latency.p99_ms},
+          {rd::latency_ms::max, latency.max_ms}};
+}
+
+Json worker_object(const RatesSnapshot& s) {
+  Json worker = {{rd::worker::seconds, s.worker_s},
+                 {rd::worker::cpu_seconds, s.worker_cpu_s},
+                 {rd::worker::involuntary_switches, s.worker_involuntary_switches}};
+  Json& phases = worker[rd::worker::phases] = Json::object();
   if (s.phases)
     for (std::size_t i = 0; i < kPhaseCount; ++i) {
       const auto p = static_cast<Phase>(i);
       const PhaseTimer::Stats& st = s.phases->stats(p);
       phases[std::string(phase_name(p))] = {
-          {"seconds", static_cast<double>(st.total_ns) * 1e-9},
-          {"calls", st.calls},
-          {"max_ms", static_cast<double>(st.interval_max_ns) * 1e-6},
-          {"max_ms_since_start", static_cast<double>(st.max_ns) * 1e-6},
-          {"log2_us", st.log2_us}};
+          {rd::phase::seconds, static_cast<double>(st.total_ns) * 1e-9},
+          {rd::phase::calls, st.calls},
+          {rd::phase::max_ms, static_cast<double>(st.interval_max_ns) * 1e-6},
+          {rd::phase::max_ms_since_start, static_cast<double>(st.max_ns) * 1e-6},
+          {rd::phase::log2_us, st.log2_us}};
     }
-  if (s.acquisition) {
-    const Acquisition& a = *s.acquisition;
-    doc["acquisition"] = {{"id", a.id},
-                          {"name", a.name},
-                          {"subject", a.subject},
-                          {"isotope", a.isotope},
-                          {"activity_MBq", a.activity_MBq ? nlohmann::ordered_json(*a.activity_MBq)
-                                                          : nlohmann::ordered_json(nullptr)},
-                          {"operator", a.operator_name},
-                          {"started_unix_ns", a.started_unix_ns},
-                          {"annotations", a.annotations.size()}};
-  } else {
-    doc["acquisition"] = nullptr;
-  }
-  if (s.alarms)
-    s.alarms->evaluate(doc, s.time_unix_ns);
-  else
-    doc["alarms"] = nlohmann::ordered_json::array();
-  json_ = doc.dump();
+  return worker;
+}
 
+Json acquisition_object(const Acquisition* acquisition) {
+  if (!acquisition) return nullptr;
+  const Acquisition& a = *acquisition;
+  return {{rd::acquisition::id, a.id},
+          {rd::acquisition::name, a.name},
+          {rd::acquisition::subject, a.subject},
+          {rd::acquisition::isotope, a.isotope},
+          {rd::acquisition::activity_MBq, a.activity_MBq ? Json(*a.activity_MBq) : Json(nullptr)},
+          {rd::acquisition::operator_name, a.operator_name},
+          {rd::acquisition::started_unix_ns, a.started_unix_ns},
+          {rd::acquisition::annotations, a.annotations.size()}};
+}
+
+}  // namespace
+
+void RatesReporter::take_counters(const RatesSnapshot& s) {
+  for (std::size_t i = 0; i < kCounterCount; ++i)
+    now_.value[i] = counters_.get(static_cast<Counter>(i));
+  const double dt = s.interval_s;
+  for (std::uint32_t b = 0; b < counters_.bdm_count(); ++b) {
+    const std::uint64_t n = counters_.bdm_singles(b);
+    bdm_rate_[b] = dt > 0 ? static_cast<double>(n - bdm_before_[b]) / dt * to_acq_ : 0.0;
+    bdm_before_[b] = n;
+  }
+}
+
+RatesReporter::Coincidences RatesReporter::coincidences(const RatesSnapshot& s) const {
+  const double dt = s.interval_s;
+  Coincidences c;
+  c.prompts = rate(Counter::coinc_prompts, dt);
+  c.delayed = rate(Counter::coinc_delayed, dt);
+  c.randoms.best_per_s = c.delayed * to_acq_;  // without settings: the delayed window alone
+  if (s.randoms)
+    c.randoms = estimate_randoms(*s.randoms, bdm_rate_, c.prompts * to_acq_, c.delayed * to_acq_);
+  c.best_randoms = c.randoms.best_per_s / to_acq_;
+  c.trues = c.prompts - c.best_randoms;
+  return c;
+}
+
+Json RatesReporter::rates_object(const Coincidences& c, double dt) const {
+  const double randoms_fraction = c.prompts > 0 ? c.best_randoms / c.prompts : 0.0;
+  const double necr = c.prompts > 0 ? c.trues * c.trues / c.prompts : 0.0;
+  return {{rd::rates::frames, rate(Counter::rx_frames, dt)},
+          {rd::rates::singles, rate(Counter::single_accepted, dt)},
+          {rd::rates::prompts, c.prompts},
+          {rd::rates::delayed, c.delayed},
+          {rd::rates::trues, c.trues},
+          {rd::rates::multiples, rate(Counter::coinc_multiples, dt)},
+          {rd::rates::randoms_fraction, finite(randoms_fraction)},
+          {rd::rates::necr, finite(necr)},
+          {rd::rates::randoms, finite(c.best_randoms)},
+          {rd::rates::randoms_method, randoms_method_name(c.randoms.best)},
+          {rd::rates::randoms_singles_rate, finite(c.randoms.singles_rate_per_s / to_acq_)},
+          {rd::rates::randoms_singles_prompts,
+           c.randoms.singles_prompts.modelled
+               ? Json(finite(c.randoms.singles_prompts.randoms_per_s / to_acq_))
+               : Json(nullptr)}};
+}
+
+// Live time from the per-BDM singles on the acquisition's clock and the calibrated model.
+Json RatesReporter::live_time_object(const RatesSnapshot& s, double trues) const {
+  static const DeadTimeModel kNoModel;
+  const DeadTimeModel& model = s.dead_time ? *s.dead_time : kNoModel;
+  const LiveTime live = live_time(model, bdm_rate_);
+  Json bdm = Json::array();
+  for (const double f : live.bdm) bdm.push_back(f);
+  return {{rd::live_time_model::model, dead_time_kind_name(model.kind)},
+          {rd::live_time_model::bdm_live_fraction, std::move(bdm)},
+          {rd::live_time_model::singles_live_fraction, live.singles},
+          {rd::live_time_model::coincidence_live_fraction, live.coincidences},
+          {rd::live_time_model::trues_corrected, finite(trues / live.coincidences)},
+          {rd::live_time_model::saturated_bdms, live.saturated_bdms}};
+}
+
+Json RatesReporter::bdm_object(const RatesSnapshot& s) const {
+  Json singles = Json::array(), temperatures = Json::array(), lagging = Json::array(),
+       taken = Json::array(), late = Json::array(), dead = Json::array();
+  for (std::uint32_t b = 0; b < counters_.bdm_count(); ++b) {
+    singles.push_back(bdm_rate_[b] / to_acq_);
+    const double t = s.temperature_degC ? s.temperature_degC[b] : NAN;
+    temperatures.push_back(std::isfinite(t) ? Json(t) : nullptr);
+    lagging.push_back(s.lagging != nullptr && s.lagging[b] != 0);
+    taken.push_back(counters_.bdm_singles(b) + counters_.bdm_energy_rejected(b));
+    late.push_back(counters_.bdm_late(b));
+    dead.push_back(counters_.bdm_dead(b));
+  }
+  return {{rd::bdm::transaxial, s.bdm_transaxial},
+          {rd::bdm::axial, s.bdm_axial},
+          {rd::bdm::singles_per_s, std::move(singles)},
+          {rd::bdm::temperature_degC, std::move(temperatures)},
+          {rd::bdm::lagging, std::move(lagging)},
+          {rd::bdm::frames_taken, std::move(taken)},
+          {rd::bdm::late, std::move(late)},
+          {rd::bdm::dead, std::move(dead)}};
+}
+
+Json RatesReporter::counters_object() const {
+  Json counters = Json::object();
+  for (std::size_t i = 0; i < kCounterCount; ++i)
+    counters[std::string(counter_name(static_cast<Counter>(i)))] = now_.value[i];
+  return counters;
+}
+
+Json RatesReporter::queues_object(const RatesSnapshot& s) const {
+  return {{rd::queues::ring_chunks, s.ring_chunks},
+          {rd::queues::ring_free, s.ring_free},
+          {rd::queues::ring_used_max, s.ring_used_max},
+          {rd::queues::sealed_max, s.sealed_max},
+          {rd::queues::staging_max, s.staging_max},
+          {rd::queues::pending_frames, s.pending_frames},
+          {rd::queues::subscribers,
+           now_[Counter::out_zmq_connects] - now_[Counter::out_zmq_disconnects]}};
+}
+
+void RatesReporter::write_summary(const RatesSnapshot& s, const Coincidences& c) {
+  const double dt = s.interval_s;
   summary_.clear();
   fmt::format_to(std::back_inserter(summary_),
                  "run {} | frames {:.3g}/s singles {:.3g}/s prompts {:.3g}/s delayed {:.3g}/s | "
                  "drops ring {} kernel {} | live {:.3f} | latency p99 {:.1f} ms",
                  s.run_id, rate(Counter::rx_frames, dt), rate(Counter::single_accepted, dt),
-                 prompts, delayed, now_[Counter::rx_ring_full], now_[Counter::rx_kernel_drops],
+                 c.prompts, c.delayed, now_[Counter::rx_ring_full], now_[Counter::rx_kernel_drops],
                  s.live_fraction_interval, s.latency.p99_ms);
+}
+
+const std::string& RatesReporter::build(const RatesSnapshot& s) {
+  const double dt = s.interval_s;
+  // Randoms estimates on the acquisition's clock, published per wall-clock second.
+  to_acq_ = s.acquisition_s > 0 && dt > 0 ? dt / s.acquisition_s : 1.0;
+  take_counters(s);
+  const Coincidences c = coincidences(s);
+
+  // The members in the order of DESIGN section 7 (proto/rates_schema.h); daemon_unit_test
+  // checks a built document against that table.
+  Json doc;
+  doc[rd::doc::version] = rd::kVersion;
+  doc[rd::doc::time_unix_ns] = s.time_unix_ns;
+  doc[rd::doc::uptime_s] = s.uptime_s;
+  doc[rd::doc::backend] = s.backend;
+  doc[rd::doc::run_id] = s.run_id;
+  doc[rd::doc::interval_s] = dt;
+  doc[rd::doc::rates] = rates_object(c, dt);
+  doc[rd::doc::live_time_model] = live_time_object(s, c.trues);
+  doc[rd::doc::bdm] = bdm_object(s);
+  doc[rd::doc::deadtime] = deadtime_object(s);
+  doc[rd::doc::counters] = counters_object();
+  doc[rd::doc::queues] = queues_object(s);
+  doc[rd::doc::latency_ms] = latency_object(s.latency);
+  doc[rd::doc::worker] = worker_object(s);
+  doc[rd::doc::acquisition] = acquisition_object(s.acquisition);
+  if (s.alarms)
+    s.alarms->evaluate(doc, s.time_unix_ns);
+  else
+    doc[rd::doc::alarms] = Json::array();
+  json_ = doc.dump();
+
+  write_summary(s, c);
   before_ = now_;
   return json_;
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/counters.h"
 #include "core/dead_time.h"
 #include "core/phase_timer.h"
@@ -94,13 +96,31 @@ class RatesReporter {
   const std::string& summary() const { return summary_; }
 
  private:
+  // The interval's coincidence rates and the randoms estimate the trues subtract.
+  struct Coincidences {
+    double prompts = 0, delayed = 0, best_randoms = 0, trues = 0;
+    RandomsEstimates randoms;
+  };
   double rate(Counter c, double interval_s) const;
+  // Reads the counters and the per-BDM singles rates of the interval.
+  void take_counters(const RatesSnapshot& s);
+  Coincidences coincidences(const RatesSnapshot& s) const;
+  // The document's parts (proto/rates_schema.h).
+  nlohmann::ordered_json rates_object(const Coincidences& c, double interval_s) const;
+  nlohmann::ordered_json live_time_object(const RatesSnapshot& s, double trues) const;
+  nlohmann::ordered_json bdm_object(const RatesSnapshot& s) const;
+  nlohmann::ordered_json counters_object() const;
+  nlohmann::ordered_json queues_object(const RatesSnapshot& s) const;
+  void write_summary(const RatesSnapshot& s, const Coincidences& c);
 
   const Counters& counters_;
   CounterDelta now_{};
   CounterDelta before_{};
   std::vector<std::uint64_t> bdm_before_;
   std::vector<double> bdm_rate_;  // singles per second of acquisition, per BDM
+  // Wall-clock interval / acquisition time it covered: the randoms estimates and the
+  // per-BDM rates are on the acquisition's clock, published per wall-clock second.
+  double to_acq_ = 1.0;
   std::string json_;
   std::string summary_;
 };

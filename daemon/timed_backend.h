@@ -24,6 +24,11 @@ class TimedBackend final : public Backend {
   bool works_in_collect() const override { return inner_.works_in_collect(); }
   std::size_t preferred_slice_frames() const override { return inner_.preferred_slice_frames(); }
   std::size_t in_flight() const override { return inner_.in_flight(); }
+  unsigned threads() const override { return inner_.threads(); }
+  void defer_staging(bool on) override { inner_.defer_staging(on); }
+  std::unique_ptr<HostAllocator> make_stage_allocator() const override {
+    return inner_.make_stage_allocator();
+  }
 
   std::uint64_t stage(const RawFrame* frames, std::size_t count) override {
     PhaseScope p(&timer_, Phase::backend_stage);

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "backends/select_backend.h"
 #include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "core/stream_limits.h"
@@ -23,7 +24,6 @@
 #include "daemon/rate_limited_log.h"
 #include "daemon/timed_backend.h"
 #include "daemon/worker_engine.h"
-#include "engine/select_backend.h"
 #include "proto/frame.h"
 
 namespace petdaq::daemon {

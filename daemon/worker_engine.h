@@ -5,12 +5,12 @@
 #include <memory>
 #include <string>
 
+#include "backends/select_backend.h"
 #include "core/calibration.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/timed_backend.h"
 #include "daemon/worker.h"
-#include "engine/select_backend.h"
 
 namespace petdaq::daemon {
 

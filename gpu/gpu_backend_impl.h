@@ -110,6 +110,9 @@ class GpuBackend final : public Backend {
   std::size_t max_slice_frames() const override { return max_slice_frames_; }
   std::size_t max_staged_frames() const override { return max_staged_; }
   std::size_t max_in_flight() const override { return kSlicesInFlight; }
+  std::unique_ptr<HostAllocator> make_stage_allocator() const override {
+    return make_cuda_host_allocator();
+  }
   std::uint64_t stage(const RawFrame* frames, std::size_t count) override;
   bool staged(std::uint64_t ticket) override;
   void wait_staged(std::uint64_t ticket) override;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/coincidence.h"
+#include "core/settings.h"
 #include "tests/core/oracle.h"
 
 namespace petdaq {

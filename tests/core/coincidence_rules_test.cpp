@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/coincidence.h"
+#include "core/settings.h"
 
 namespace petdaq {
 

@@ -81,9 +81,11 @@ TEST(DeadTime, TableLoadsAndRefusesWhatIsWrong) {
     EXPECT_EQ(m.coincidence_correlation, 0.0);  // optional
   }
   {
-    TableFile f("format: petdaq dead-time 1\nmodel: non_paralysable\ntau_s: [1.0e-6, 2.0e-6]\n"
-                "coincidence_correlation: 0.04\n");
-    EXPECT_EQ(load_dead_time_model(f.path(), 2).coincidence_correlation, 0.04);
+    test::ScratchDir dir;
+    const auto f = dir.write("dead_time.yaml",
+                             "format: petdaq dead-time 1\nmodel: non_paralysable\ntau_s: [1.0e-6, 2.0e-6]\n"
+                             "coincidence_correlation: 0.04\n");
+    EXPECT_EQ(load_dead_time_model(f, 2).coincidence_correlation, 0.04);
   }
   const char* bad[] = {
       "format: petdaq dead-time 1\nmodel: paralysable\ntau_s: [1.0e-6]\n",            // 1 of 2 BDMs

@@ -37,11 +37,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/cli.h"
 #include "core/test_scanner.h"
 #include "daemon/receiver.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"
-#include "tools/common/cli.h"
 
 using namespace petdaq;
 using namespace petdaq::test;

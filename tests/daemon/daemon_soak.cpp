@@ -20,9 +20,9 @@
 #include <random>
 #include <string>
 
+#include "common/cli.h"
 #include "core/test_scanner.h"
 #include "daemon_harness.h"
-#include "tools/common/cli.h"
 
 using namespace petdaq;
 using namespace petdaq::test;

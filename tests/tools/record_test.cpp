@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "core/plm_file.h"
+#include "core/settings.h"
 #include "tests/tools/tool_harness.h"
 #include "tests/tools/test_messages.h"
 #include "tools/record/message_ids.h"

@@ -32,9 +32,9 @@
 #include <zmq.hpp>
 
 #include "tests/support/files.h"
+#include "common/cli.h"
 #include "tests/tools/test_messages.h"
 #include "proto/topics.h"
-#include "tools/common/cli.h"
 
 using namespace petdaq;
 using Clock = std::chrono::steady_clock;

@@ -22,10 +22,10 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/calibration.h"
 #include "core/convert.h"
 #include "core/settings.h"
-#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {

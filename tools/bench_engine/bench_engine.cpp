@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/calibration.h"
 #include "core/coincidence.h"
 #include "core/cpu_backend.h"
@@ -36,7 +37,6 @@
 #include "core/order.h"
 #include "core/settings.h"
 #include "tools/common/bench_frames.h"
-#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {

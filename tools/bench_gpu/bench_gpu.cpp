@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/calibration.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
@@ -34,7 +35,6 @@
 #include "proto/bytes.h"
 #include "proto/frame.h"
 #include "tools/common/bench_frames.h"
-#include "tools/common/cli.h"
 
 namespace petdaq {
 namespace {

@@ -9,10 +9,10 @@
 #include <filesystem>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/image.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
-#include "tools/common/cli.h"
 
 namespace {
 

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/geometry.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
-#include "tools/common/cli.h"
 
 namespace {
 

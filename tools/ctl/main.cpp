@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
+#include "common/cli.h"
 #include "core/settings.h"
-#include "tools/common/cli.h"
 
 namespace {
 

@@ -17,19 +17,19 @@
 #include <zmq.hpp>
 #endif
 
+#include "common/cli.h"
+#include "common/stop_signal.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "proto/records.h"
 #include "proto/topics.h"
-#include "tools/common/cli.h"
 #include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/export/castor.h"
 #include "tools/export/petsird_writer.h"
 #include "tools/export/corrections.h"
-#include "tools/stop_signal.h"
 #ifdef PETDAQ_HAVE_HDF5
 #include "tools/export/hdf5_writer.h"
 #endif

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/plm_file.h"
-#include "tools/common/cli.h"
 
 namespace {
 

@@ -20,9 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "backends/select_backend.h"
+#include "common/cli.h"
 #include "core/calibration.h"
 #include "core/counters.h"
-#include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/histograms.h"
 #include "core/phase_timer.h"
@@ -32,8 +33,6 @@
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
 #include "core/stream_limits.h"
-#include "engine/select_backend.h"
-#include "tools/common/cli.h"
 #include "tools/common/same_file.h"
 #include "tools/common/progress.h"
 #include "tools/offline/batch_reader.h"
@@ -313,187 +312,202 @@ class FileCloser {
 
 double per_second(std::uint64_t n, double s) { return s > 0 ? static_cast<double>(n) / s : 0.0; }
 
-int run(const Options& o) {
-  const auto wall_start = std::chrono::steady_clock::now();
+// The configuration with the command line's overrides.
+Settings offline_settings(const Options& o) {
   Settings settings = load_settings(o.config);
   if (!o.histograms.empty()) settings.output.histograms.enabled = true;
   if (!o.image.empty()) settings.output.image.enabled = true;
   if (o.threads >= 0) settings.backend_threads = static_cast<std::uint32_t>(o.threads);
-  const Calibration calibration = load_calibration(settings);
-  const BackendKind kind = backend_kind(o.backend, settings.backend);
+  return settings;
+}
 
-  FileCloser input(std::fopen(o.input.c_str(), "rb"));
-  if (!input.get())
-    throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
-  std::error_code ec;
-  const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
-
-  std::string explanation;
-  std::unique_ptr<Backend> backend = make_backend(kind, settings, calibration, explanation);
-  // Each batch stays untouched until its tickets are staged (below), so the CPU backend may
-  // copy its blocks when it takes a slice, all at once on its threads.
-  if (auto* cpu = dynamic_cast<CpuBackend*>(backend.get())) cpu->defer_staging(true);
-  const Geometry geometry = Geometry::from(settings.scanner);
-  Counters counters(geometry.bdm_count());
-  PlmSink sink(settings, o.output);
-  HistogramFileSink histograms(settings, *backend, counters, o.histograms);
-  ImageFileSink image(settings, *backend, histograms, o.image);
-  SpanSink span(sink, image);
-  histograms.span_from(&span);
-  image.span_from(&span);
-  Slicer slicer(settings, *backend, span, counters);
-  if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
-
-  // Read buffers in the memory the backend copies from fastest (page-locked for the GPU
-  // backend): the reader threads read into one each while this thread pushes one and the
-  // backend may still take from the one before.
-  const bool cpu_backend = dynamic_cast<CpuBackend*>(backend.get()) != nullptr;
-  const unsigned reader_threads =
-      o.readers > 0 ? o.readers : (cpu_backend ? kReaderThreadsCpu : kReaderThreadsGpu);
-  // Two buffers per reader (three at least: BatchReader).
-  const std::size_t read_buffers = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
-  const std::unique_ptr<HostAllocator> pinned = make_stage_allocator(*backend);
-  std::vector<RawFrame> plain(pinned ? 0 : read_buffers * kChunkFrames);
-  RawFrame* const buffers =
-      pinned ? static_cast<RawFrame*>(pinned->allocate(read_buffers * kChunkFrames * kFrameBytes))
-             : plain.data();
-  struct Release {
-    HostAllocator* a;
-    void* p;
-    std::size_t bytes;
-    ~Release() {
-      if (a) a->deallocate(p, bytes);
+// Read buffers of kChunkFrames frames in the memory the backend copies from fastest
+// (page-locked for the GPU backend): the reader threads read into one each while this
+// thread pushes one and the backend may still take from the one before.
+class ReadBuffers {
+ public:
+  ReadBuffers(const Backend& backend, std::size_t count)
+      : pinned_(backend.make_stage_allocator()), bytes_(count * kChunkFrames * kFrameBytes) {
+    if (pinned_) {
+      data_ = static_cast<RawFrame*>(pinned_->allocate(bytes_));
+    } else {
+      plain_.resize(count * kChunkFrames);
+      data_ = plain_.data();
     }
-  } release{pinned.get(), buffers, read_buffers * kChunkFrames * kFrameBytes};
-  const SourceRule rule = make_source_rule(settings);
-  // Blocks as the receivers fill ring chunks: at most half a slice, and at most
-  // max_chunk_span_ticks of acquisition time each.
-  const std::size_t block_frames = std::max<std::size_t>(1, slice_new_frames(settings.stream.max_slice_frames));
-  const std::uint64_t span_ticks = max_chunk_span_ticks(settings);
-  ChunkSummary summary;
-  // A chunk may end inside a frame; its first bytes wait for the next read.
-  std::size_t carried_bytes = 0;
-  std::uint64_t bytes_read = 0;
-  std::uint64_t frames = 0;
-  // The slicer's clock: acquisition time, advanced by each batch's step forward. A step back
-  // (the scanner's clock was reset) does not stop it: it goes on from the new clock, so a
-  // reset is confirmed after stream.reset_confirm_ms of the new run's data, as live.
-  std::uint64_t last_time = 0, acquisition_ticks = 0;
-  bool have_time = false;
-  const auto epoch = Slicer::Clock::time_point{};
-  cli::Progress progress(kProgram, !o.quiet);
-  const auto processing_start = std::chrono::steady_clock::now();
-  // This thread's waits: for the reader, for the backend's copies of a batch, and (the GPU
-  // backend marks them) for the device.
-  PhaseTimer phases(processing_start);
-  backend->set_phase_timer(&phases);
-  double read_s = 0;
-  unsigned readers = 1;
-  // One batch of frames into the slicer, its clock at the batch's acquisition time, in
-  // blocks with their summaries, as the receivers make them. Returns
-  // the ticket of its last stage: the batch's memory stays untouched until it is staged.
-  auto push = [&](RawFrame* batch, std::size_t n,
-                  const BatchReader::Batch* cut = nullptr) -> std::uint64_t {
-    const std::uint64_t median = chunk_time(batch, n);
-    if (!have_time) {
-      last_time = median;
-      have_time = true;
-    }
-    if (median > last_time) acquisition_ticks += median - last_time;
-    last_time = median;
-    const auto now = epoch + std::chrono::duration_cast<Slicer::Clock::duration>(
-                                 std::chrono::duration<double, std::pico>(
-                                     static_cast<double>(acquisition_ticks) * settings.scanner.tick_ps));
+  }
+  ~ReadBuffers() {
+    if (pinned_) pinned_->deallocate(data_, bytes_);
+  }
+  ReadBuffers(const ReadBuffers&) = delete;
+  ReadBuffers& operator=(const ReadBuffers&) = delete;
+  RawFrame* data() const { return data_; }
+
+ private:
+  std::unique_ptr<HostAllocator> pinned_;
+  std::vector<RawFrame> plain_;
+  std::size_t bytes_;
+  RawFrame* data_ = nullptr;
+};
+
+// Batches of frames into the slicer as petdaqd's receivers hand them over: in blocks with
+// their summaries, at most half a slice and max_chunk_span_ticks of acquisition time each,
+// the slicer's clock at each batch's acquisition time.
+class FramePusher {
+ public:
+  FramePusher(const Settings& settings, Slicer& slicer)
+      : slicer_(slicer),
+        tick_ps_(settings.scanner.tick_ps),
+        rule_(make_source_rule(settings)),
+        block_frames_(std::max<std::size_t>(1, slice_new_frames(settings.stream.max_slice_frames))),
+        span_ticks_(max_chunk_span_ticks(settings)) {}
+
+  // One batch; `cut`: the blocks a reader thread already cut from it. Returns the ticket of
+  // its last stage: the batch's memory stays untouched until it is staged.
+  std::uint64_t push(RawFrame* batch, std::size_t n, const BatchReader::Batch* cut = nullptr) {
+    const auto now = advance_clock(batch, n);
     std::uint64_t ticket = 0;
     std::size_t i = 0;
     // The blocks the reader cut, then (rare) the rest of the batch here.
     for (std::size_t b = 0; cut && b < cut->blocks; ++b) {
-      const std::uint64_t t = slicer.push_block(batch + i, cut->block_frames[b], cut->summaries[b], now);
+      const std::uint64_t t =
+          slicer_.push_block(batch + i, cut->block_frames[b], cut->summaries[b], now);
       if (t != 0) ticket = t;
       i += cut->block_frames[b];
     }
     while (i < n) {
-      const std::size_t k = next_block(batch + i, n - i, block_frames, span_ticks, rule, summary);
-      const std::uint64_t t = slicer.push_block(batch + i, k, summary, now);
+      const std::size_t k = next_block(batch + i, n - i, block_frames_, span_ticks_, rule_, summary_);
+      const std::uint64_t t = slicer_.push_block(batch + i, k, summary_, now);
       if (t != 0) ticket = t;
       i += k;
     }
-    slicer.poll(now);
-    frames += n;
+    slicer_.poll(now);
+    frames_ += n;
     return ticket;
-  };
-  const bool capture = is_capture(o.input);
-  if (capture) {
-    // A pcap/pcapng capture: its UDP payloads, split by input.framing as petdaqd would.
-    std::vector<RawFrame> captured = capture_frames(o.input, settings.input.framing, counters);
-    bytes_read = input_bytes;
-    for (std::size_t at = 0; at < captured.size(); at += kChunkFrames)
-      slicer.wait_staged(push(captured.data() + at, std::min(kChunkFrames, captured.size() - at)));
   }
-  if (!capture) {
-    BatchReader reader(input.get(), buffers, read_buffers, kChunkFrames, block_frames, span_ticks,
-                       rule, reader_threads);
-    readers = reader.readers();
-    // A batch goes back to the reader once the batch after it is pushed and its own frames
-    // are staged (with the GPU backend its copy may still run while the next is pushed).
-    BatchReader::Batch* held = nullptr;
-    std::uint64_t held_ticket = 0;
-    for (;;) {
-      BatchReader::Batch* b = nullptr;
-      try {
-        PhaseScope wait(&phases, Phase::wait_chunk);
-        b = reader.next();
-      } catch (const std::exception& e) {
-        throw std::runtime_error(o.input.string() + ": " + e.what());
-      }
-      if (!b) break;
-      const std::uint64_t ticket = b->n > 0 ? push(b->frames, b->n, b) : 0;
-      bytes_read += b->bytes;
-      if (held) {
-        {
-          PhaseScope wait(&phases, Phase::stage_wait);
-          slicer.wait_staged(held_ticket);
-        }
-        reader.release(held);
-      }
-      held = b;
-      held_ticket = ticket;
-      if (input_bytes > 0)
-        progress.update(static_cast<double>(bytes_read) / static_cast<double>(input_bytes),
-                        std::to_string(frames) + " frames");
-    }
-    if (held) slicer.wait_staged(held_ticket);
-    carried_bytes = reader.trailing_bytes();
-    read_s = reader.read_seconds();
-  }
-  slicer.finish();
-  sink.close();
-  progress.done();
-  if (carried_bytes > 0) counters.add(Counter::rx_trailing_bytes, carried_bytes);
-  const auto wall_end = std::chrono::steady_clock::now();
-  const double wall_s = std::chrono::duration<double>(wall_end - wall_start).count();
-  const double processing_s = std::chrono::duration<double>(wall_end - processing_start).count();
 
-  const double acq_s = static_cast<double>(span.ticks()) * settings.scanner.tick_ps * 1e-12;
+  std::uint64_t frames() const { return frames_; }
+  std::size_t block_frames() const { return block_frames_; }
+  std::uint64_t span_ticks() const { return span_ticks_; }
+  const SourceRule& rule() const { return rule_; }
+
+ private:
+  // The slicer's clock: acquisition time, advanced by each batch's step forward. A step back
+  // (the scanner's clock was reset) does not stop it: it goes on from the new clock, so a
+  // reset is confirmed after stream.reset_confirm_ms of the new run's data, as live.
+  Slicer::Clock::time_point advance_clock(const RawFrame* batch, std::size_t n) {
+    const std::uint64_t median = chunk_time(batch, n);
+    if (!have_time_) {
+      last_time_ = median;
+      have_time_ = true;
+    }
+    if (median > last_time_) acquisition_ticks_ += median - last_time_;
+    last_time_ = median;
+    return Slicer::Clock::time_point{} +
+           std::chrono::duration_cast<Slicer::Clock::duration>(std::chrono::duration<double, std::pico>(
+               static_cast<double>(acquisition_ticks_) * tick_ps_));
+  }
+
+  Slicer& slicer_;
+  const double tick_ps_;
+  const SourceRule rule_;
+  const std::size_t block_frames_;
+  const std::uint64_t span_ticks_;
+  ChunkSummary summary_;
+  std::uint64_t last_time_ = 0, acquisition_ticks_ = 0;
+  bool have_time_ = false;
+  std::uint64_t frames_ = 0;
+};
+
+// What reading the input took.
+struct ReadTotals {
+  std::uint64_t bytes = 0;
+  std::size_t trailing_bytes = 0;  // a partial frame at the end of the file
+  double read_s = 0;
+  unsigned readers = 1;
+};
+
+// A pcap/pcapng capture: its UDP payloads, split by input.framing as petdaqd would.
+ReadTotals push_capture(const Options& o, const Settings& settings, std::uint64_t input_bytes,
+                        Counters& counters, FramePusher& pusher, Slicer& slicer) {
+  std::vector<RawFrame> captured = capture_frames(o.input, settings.input.framing, counters);
+  for (std::size_t at = 0; at < captured.size(); at += kChunkFrames)
+    slicer.wait_staged(
+        pusher.push(captured.data() + at, std::min(kChunkFrames, captured.size() - at)));
+  return {.bytes = input_bytes};
+}
+
+// A frame file, read by `reader_threads` threads into `buffers`.
+ReadTotals push_file(const Options& o, std::FILE* input, std::uint64_t input_bytes,
+                     const ReadBuffers& buffers, std::size_t buffer_count,
+                     unsigned reader_threads, FramePusher& pusher, Slicer& slicer,
+                     PhaseTimer& phases, cli::Progress& progress) {
+  BatchReader reader(input, buffers.data(), buffer_count, kChunkFrames, pusher.block_frames(),
+                     pusher.span_ticks(), pusher.rule(), reader_threads);
+  ReadTotals totals;
+  totals.readers = reader.readers();
+  // A batch goes back to the reader once the batch after it is pushed and its own frames
+  // are staged (with the GPU backend its copy may still run while the next is pushed).
+  BatchReader::Batch* held = nullptr;
+  std::uint64_t held_ticket = 0;
+  for (;;) {
+    BatchReader::Batch* b = nullptr;
+    try {
+      PhaseScope wait(&phases, Phase::wait_chunk);
+      b = reader.next();
+    } catch (const std::exception& e) {
+      throw std::runtime_error(o.input.string() + ": " + e.what());
+    }
+    if (!b) break;
+    const std::uint64_t ticket = b->n > 0 ? pusher.push(b->frames, b->n, b) : 0;
+    totals.bytes += b->bytes;
+    if (held) {
+      {
+        PhaseScope wait(&phases, Phase::stage_wait);
+        slicer.wait_staged(held_ticket);
+      }
+      reader.release(held);
+    }
+    held = b;
+    held_ticket = ticket;
+    if (input_bytes > 0)
+      progress.update(static_cast<double>(totals.bytes) / static_cast<double>(input_bytes),
+                      std::to_string(pusher.frames()) + " frames");
+  }
+  if (held) slicer.wait_staged(held_ticket);
+  totals.trailing_bytes = reader.trailing_bytes();
+  totals.read_s = reader.read_seconds();
+  return totals;
+}
+
+constexpr Counter kBadFrameCounters[] = {Counter::frame_bad_marker,   Counter::frame_bad_bdm,
+                                         Counter::frame_bad_du,       Counter::frame_bad_position,
+                                         Counter::frame_no_crystal,   Counter::frame_bad_time};
+
+std::uint64_t bad_frames(const Counters& counters) {
+  std::uint64_t bad = 0;
+  for (Counter k : kBadFrameCounters) bad += counters.get(k);
+  return bad;
+}
+
+// The summary's first part: files, frames and what became of them.
+void print_counts(const Options& o, const ReadTotals& read, const PlmSink& sink,
+                  const HistogramFileSink& histograms, const Backend& backend,
+                  std::uint64_t frames, const Counters& counters, double acq_s) {
   auto c = [&](Counter k) { return counters.get(k); };
-  const std::uint64_t bad = c(Counter::frame_bad_marker) + c(Counter::frame_bad_bdm) +
-                            c(Counter::frame_bad_du) + c(Counter::frame_bad_position) +
-                            c(Counter::frame_no_crystal) + c(Counter::frame_bad_time);
   std::printf("input            %s (%llu bytes)\n", o.input.c_str(),
-              static_cast<unsigned long long>(bytes_read));
+              static_cast<unsigned long long>(read.bytes));
   std::printf("output           %s (%llu bytes, %llu messages)\n", o.output.c_str(),
               static_cast<unsigned long long>(sink.bytes_written()),
               static_cast<unsigned long long>(sink.messages()));
   for (const auto& pdh : histograms.written())
     std::printf("histograms       %s\n", pdh.c_str());
-  std::printf("backend          %s\n", backend->name());
+  std::printf("backend          %s\n", backend.name());
   std::printf("frames           %llu\n", static_cast<unsigned long long>(frames));
-  if (carried_bytes > 0)
+  if (read.trailing_bytes > 0)
     std::printf("trailing bytes   %zu (a partial frame at the end of the file, discarded)\n",
-                carried_bytes);
-  std::printf("bad frames       %llu\n", static_cast<unsigned long long>(bad));
-  for (Counter k : {Counter::frame_bad_marker, Counter::frame_bad_bdm, Counter::frame_bad_du,
-                    Counter::frame_bad_position, Counter::frame_no_crystal, Counter::frame_bad_time})
+                read.trailing_bytes);
+  std::printf("bad frames       %llu\n", static_cast<unsigned long long>(bad_frames(counters)));
+  for (Counter k : kBadFrameCounters)
     if (c(k)) std::printf("  %-20s %llu\n", std::string(counter_name(k)).c_str(),
                           static_cast<unsigned long long>(c(k)));
   std::printf("acquisition      %.6f s\n", acq_s);
@@ -513,21 +527,27 @@ int run(const Options& o) {
                     Counter::stream_carry_overflow, Counter::coinc_records_overflow})
     std::printf("%-16s %llu\n", std::string(counter_name(k)).c_str(),
                 static_cast<unsigned long long>(c(k)));
+}
+
+// The summary's second part: where the time went.
+void print_timing(const ReadTotals& read, const Backend& backend, const PhaseTimer& phases,
+                  std::uint64_t frames, double wall_s, double processing_s) {
   std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on %u reader thread%s)\n",
-              wall_s, wall_s - processing_s, read_s, readers, readers == 1 ? "" : "s");
-  if (const auto* cpu = dynamic_cast<const CpuBackend*>(backend.get())) {
-    const CpuBackend::StageSeconds& st = cpu->stage_seconds();
+              wall_s, wall_s - processing_s, read.read_s, read.readers,
+              read.readers == 1 ? "" : "s");
+  const std::optional<HostStageWork> work = host_stage_work(backend);
+  if (work) {
     // The rest of this thread's time: the slicer, staging, the output, and waiting for the
     // reader (a read that the processing does not hide).
     std::printf("stages           take %.3f s, convert %.3f s, sort %.3f s, coincidence %.3f s, "
                 "slicer, output and waiting for the reader %.3f s\n",
-                st.take, st.convert, st.sort, st.coincidence,
-                processing_s - st.take - st.convert - st.sort - st.coincidence);
+                work->take_s, work->convert_s, work->sort_s, work->coincidence_s,
+                processing_s - work->take_s - work->convert_s - work->sort_s -
+                    work->coincidence_s);
   }
-  const auto* cpu = dynamic_cast<const CpuBackend*>(backend.get());
-  const unsigned threads = cpu ? cpu->threads() : 1;
-  if (threads > 1) {
-    const ParallelStats ps = cpu->parallel_stats();
+  const unsigned threads = backend.threads();
+  if (work && threads > 1) {
+    const ParallelStats& ps = work->parallel;
     std::printf("threads          %u (%llu slices split, %llu coincidence seams)\n", threads,
                 static_cast<unsigned long long>(ps.convert_calls),
                 static_cast<unsigned long long>(ps.coincidence_seams));
@@ -545,15 +565,78 @@ int run(const Options& o) {
   auto waited = [&](Phase p) { return static_cast<double>(phases.stats(p).total_ns) * 1e-9; };
   std::printf("waits            reader %.3f s, staged copies %.3f s", waited(Phase::wait_chunk),
               waited(Phase::stage_wait));
-  if (!cpu)
+  if (!work)
     std::printf(", device: partition %.3f s, count %.3f s, slice %.3f s, records %.3f s",
                 waited(Phase::partition_wait), waited(Phase::count_wait),
                 waited(Phase::collect_wait), waited(Phase::copy_out_wait));
   std::printf(" (this thread)\n");
   std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
               per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
+}
+
+int run(const Options& o) {
+  const auto wall_start = std::chrono::steady_clock::now();
+  const Settings settings = offline_settings(o);
+  const Calibration calibration = load_calibration(settings);
+  const BackendKind kind = backend_kind(o.backend, settings.backend);
+
+  FileCloser input(std::fopen(o.input.c_str(), "rb"));
+  if (!input.get())
+    throw std::runtime_error(o.input.string() + ": cannot open: " + std::strerror(errno));
+  std::error_code ec;
+  const std::uint64_t input_bytes = std::filesystem::file_size(o.input, ec);
+
+  std::string explanation;
+  std::unique_ptr<Backend> backend = make_backend(kind, settings, calibration, explanation);
+  // Each batch stays untouched until its tickets are staged (push_file), so the CPU backend
+  // may copy its blocks when it takes a slice, all at once on its threads.
+  backend->defer_staging(true);
+  const Geometry geometry = Geometry::from(settings.scanner);
+  Counters counters(geometry.bdm_count());
+  PlmSink sink(settings, o.output);
+  HistogramFileSink histograms(settings, *backend, counters, o.histograms);
+  ImageFileSink image(settings, *backend, histograms, o.image);
+  SpanSink span(sink, image);
+  histograms.span_from(&span);
+  image.span_from(&span);
+  Slicer slicer(settings, *backend, span, counters);
+  if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
+
+  // A backend whose work runs on this host's cores (inside collect()) needs them; one that
+  // works on a device leaves them to the readers, which then set the pace.
+  const unsigned reader_threads =
+      o.readers > 0 ? o.readers
+                    : (backend->works_in_collect() ? kReaderThreadsCpu : kReaderThreadsGpu);
+  // Two buffers per reader (three at least: BatchReader).
+  const std::size_t buffer_count = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
+  const ReadBuffers buffers(*backend, buffer_count);
+  FramePusher pusher(settings, slicer);
+  cli::Progress progress(kProgram, !o.quiet);
+  const auto processing_start = std::chrono::steady_clock::now();
+  // This thread's waits: for the reader, for the backend's copies of a batch, and (the GPU
+  // backend marks them) for the device.
+  PhaseTimer phases(processing_start);
+  backend->set_phase_timer(&phases);
+  const ReadTotals read =
+      is_capture(o.input)
+          ? push_capture(o, settings, input_bytes, counters, pusher, slicer)
+          : push_file(o, input.get(), input_bytes, buffers, buffer_count, reader_threads, pusher,
+                      slicer, phases, progress);
+  slicer.finish();
+  sink.close();
+  progress.done();
+  if (read.trailing_bytes > 0) counters.add(Counter::rx_trailing_bytes, read.trailing_bytes);
+  const auto wall_end = std::chrono::steady_clock::now();
+  const double wall_s = std::chrono::duration<double>(wall_end - wall_start).count();
+  const double processing_s = std::chrono::duration<double>(wall_end - processing_start).count();
+
+  const double acq_s = static_cast<double>(span.ticks()) * settings.scanner.tick_ps * 1e-12;
+  const std::uint64_t frames = pusher.frames();
+  print_counts(o, read, sink, histograms, *backend, frames, counters, acq_s);
+  print_timing(read, *backend, phases, frames, wall_s, processing_s);
   // A file with no valid frame (an empty file, or one that is not frames at all, such as
   // truth.json) is an error, not an empty result.
+  const std::uint64_t bad = bad_frames(counters);
   if (frames == 0 || bad == frames) {
     std::fprintf(stderr,
                  "petdaq-offline: %s: no valid frame in %llu frames (%llu bad): is it a file of "

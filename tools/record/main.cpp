@@ -10,9 +10,9 @@
 #include <string>
 #include <zmq.hpp>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
+#include "common/stop_signal.h"
 #include "tools/common/same_file.h"
-#include "tools/stop_signal.h"
 #include "core/plm_file.h"
 #include "core/settings.h"
 #include "proto/records.h"

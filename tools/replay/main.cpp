@@ -15,9 +15,9 @@
 
 #include <sys/prctl.h>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
+#include "common/stop_signal.h"
 #include "tools/common/si.h"
-#include "tools/stop_signal.h"
 #include "core/settings.h"
 #include "tools/replay/input.h"
 #include "tools/replay/packer.h"

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
 #include "tools/runs/catalogue_reader.h"
 
 namespace {

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/cli.h"
 #include "core/dead_time.h"
 #include "core/geometry.h"
-#include "tools/common/cli.h"
 #include "tools/sim/check.h"
 #include "tools/sim/options.h"
 #include "tools/sim/sim.h"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
 #include "tools/common/progress.h"
 #include "tools/sim/options.h"
 #include "tools/sim/sim.h"

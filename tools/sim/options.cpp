@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "tools/common/cli.h"
+#include "common/cli.h"
 
 namespace petdaq::sim {
 

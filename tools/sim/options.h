@@ -1,5 +1,5 @@
 // The simulation options petdaq-sim and petdaq-sim-check share, declared once on a CLI11
-// command line (tools/common/cli.h).
+// command line (common/cli.h).
 #pragma once
 
 #include <limits>

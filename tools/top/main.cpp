@@ -16,11 +16,11 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "common/cli.h"
+#include "common/stop_signal.h"
 #include "core/figures.h"
 #include "core/settings.h"
-#include "tools/common/cli.h"
 #include "tools/common/si.h"
-#include "tools/stop_signal.h"
 #include "proto/records.h"
 #include "proto/topics.h"
 #include "tools/top/crystals.h"

@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "proto/rates_schema.h"
+
 namespace petdaq::top {
 
 std::optional<std::uint64_t> Rates::counter(std::string_view name) const {
@@ -17,6 +19,7 @@ std::optional<std::uint64_t> Rates::counter(std::string_view name) const {
 namespace {
 
 using Json = nlohmann::json;
+namespace rd = rates_doc;
 
 const Json* member(const Json* parent, const char* key) {
   if (!parent || !parent->is_object()) return nullptr;
@@ -55,80 +58,86 @@ Rates parse_rates(std::string_view json_text) {
   }
   if (!doc.is_object()) throw RatesError("rates document is not a JSON object");
   Rates r;
-  const Json* version = member(&doc, "version");
+  const Json* version = member(&doc, rd::doc::version);
   if (!version || !version->is_number()) throw RatesError("rates document has no version");
   r.version = static_cast<int>(version->get<double>());
-  if (r.version != 1) {
+  if (r.version != rd::kVersion) {
     throw RatesError("rates document version " + std::to_string(r.version) +
-                     " is not supported (expected 1)");
+                     " is not supported (expected " + std::to_string(rd::kVersion) + ")");
   }
-  if (const Json* t = member(&doc, "time_unix_ns"); t && t->is_number()) r.time_unix_ns = count_of(*t);
-  r.uptime_s = number_or(&doc, "uptime_s", 0);
-  if (const Json* b = member(&doc, "backend"); b && b->is_string()) r.backend = b->get<std::string>();
-  if (const Json* id = member(&doc, "run_id"); id && id->is_number()) r.run_id = count_of(*id);
-  r.interval_s = number_or(&doc, "interval_s", 0);
+  if (const Json* t = member(&doc, rd::doc::time_unix_ns); t && t->is_number())
+    r.time_unix_ns = count_of(*t);
+  r.uptime_s = number_or(&doc, rd::doc::uptime_s, 0);
+  if (const Json* b = member(&doc, rd::doc::backend); b && b->is_string())
+    r.backend = b->get<std::string>();
+  if (const Json* id = member(&doc, rd::doc::run_id); id && id->is_number())
+    r.run_id = count_of(*id);
+  r.interval_s = number_or(&doc, rd::doc::interval_s, 0);
 
-  const Json* rates = member(&doc, "rates");
-  r.frames = number_or(rates, "frames", 0);
-  r.singles = number_or(rates, "singles", 0);
-  r.prompts = number_or(rates, "prompts", 0);
-  r.delayed = number_or(rates, "delayed", 0);
-  r.trues = number_or(rates, "trues", r.prompts - r.delayed);
-  r.multiples = number_or(rates, "multiples", 0);
+  const Json* rates = member(&doc, rd::doc::rates);
+  r.frames = number_or(rates, rd::rates::frames, 0);
+  r.singles = number_or(rates, rd::rates::singles, 0);
+  r.prompts = number_or(rates, rd::rates::prompts, 0);
+  r.delayed = number_or(rates, rd::rates::delayed, 0);
+  r.trues = number_or(rates, rd::rates::trues, r.prompts - r.delayed);
+  r.multiples = number_or(rates, rd::rates::multiples, 0);
   r.randoms_fraction =
-      number_or(rates, "randoms_fraction", r.prompts > 0 ? r.delayed / r.prompts : 0.0);
-  r.necr = number_or(rates, "necr", r.prompts > 0 ? r.trues * r.trues / r.prompts : 0.0);
-  r.randoms = optional_number(rates, "randoms");
-  r.randoms_singles_rate = optional_number(rates, "randoms_singles_rate");
-  r.randoms_singles_prompts = optional_number(rates, "randoms_singles_prompts");
-  if (const Json* m = member(rates, "randoms_method"); m && m->is_string())
+      number_or(rates, rd::rates::randoms_fraction, r.prompts > 0 ? r.delayed / r.prompts : 0.0);
+  r.necr = number_or(rates, rd::rates::necr, r.prompts > 0 ? r.trues * r.trues / r.prompts : 0.0);
+  r.randoms = optional_number(rates, rd::rates::randoms);
+  r.randoms_singles_rate = optional_number(rates, rd::rates::randoms_singles_rate);
+  r.randoms_singles_prompts = optional_number(rates, rd::rates::randoms_singles_prompts);
+  if (const Json* m = member(rates, rd::rates::randoms_method); m && m->is_string())
     r.randoms_method = m->get<std::string>();
 
-  if (const Json* bdm = member(&doc, "bdm"); bdm && bdm->is_object()) {
-    r.bdm_transaxial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "transaxial", 0)));
-    r.bdm_axial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, "axial", 0)));
-    if (const Json* s = member(bdm, "singles_per_s"); s && s->is_array()) {
+  if (const Json* bdm = member(&doc, rd::doc::bdm); bdm && bdm->is_object()) {
+    r.bdm_transaxial =
+        static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, rd::bdm::transaxial, 0)));
+    r.bdm_axial = static_cast<std::uint32_t>(std::max(0.0, number_or(bdm, rd::bdm::axial, 0)));
+    if (const Json* s = member(bdm, rd::bdm::singles_per_s); s && s->is_array()) {
       for (const auto& v : *s) r.bdm_singles_per_s.push_back(v.is_number() ? v.get<double>() : 0.0);
     }
-    if (const Json* t = member(bdm, "temperature_degC"); t && t->is_array()) {
+    if (const Json* t = member(bdm, rd::bdm::temperature_degC); t && t->is_array()) {
       for (const auto& v : *t) {
         r.bdm_temperature_degC.push_back(v.is_number() ? std::optional<double>(v.get<double>())
                                                        : std::nullopt);
       }
     }
-    if (const Json* l = member(bdm, "lagging"); l && l->is_array())
+    if (const Json* l = member(bdm, rd::bdm::lagging); l && l->is_array())
       for (const auto& v : *l) r.bdm_lagging.push_back(v.is_boolean() && v.get<bool>());
-    if (const Json* l = member(bdm, "late"); l && l->is_array())
+    if (const Json* l = member(bdm, rd::bdm::late); l && l->is_array())
       for (const auto& v : *l) r.bdm_late.push_back(v.is_number() ? count_of(v) : 0);
   }
-  if (const Json* c = member(&doc, "counters"); c && c->is_object()) {
+  if (const Json* c = member(&doc, rd::doc::counters); c && c->is_object()) {
     for (const auto& [name, v] : c->items()) {
       if (v.is_number()) r.counters.emplace_back(name, count_of(v));
     }
     // nlohmann::json keeps object members sorted by name.
   }
-  if (const Json* q = member(&doc, "queues"); q && q->is_object()) {
-    if (auto v = optional_number(q, "ring_chunks")) r.ring_chunks = to_count(*v);
-    if (auto v = optional_number(q, "ring_free")) r.ring_free = to_count(*v);
-    if (auto v = optional_number(q, "pending_frames")) r.pending_frames = to_count(*v);
+  if (const Json* q = member(&doc, rd::doc::queues); q && q->is_object()) {
+    if (auto v = optional_number(q, rd::queues::ring_chunks)) r.ring_chunks = to_count(*v);
+    if (auto v = optional_number(q, rd::queues::ring_free)) r.ring_free = to_count(*v);
+    if (auto v = optional_number(q, rd::queues::pending_frames)) r.pending_frames = to_count(*v);
   }
-  if (const Json* d = member(&doc, "deadtime"); d && d->is_object()) {
-    r.live_fraction_interval = optional_number(d, "live_fraction_interval");
-    r.live_fraction_run = optional_number(d, "live_fraction_run");
-    if (const Json* sh = member(d, "shedding"); sh && sh->is_boolean()) r.shedding = sh->get<bool>();
+  if (const Json* d = member(&doc, rd::doc::deadtime); d && d->is_object()) {
+    r.live_fraction_interval = optional_number(d, rd::deadtime::live_fraction_interval);
+    r.live_fraction_run = optional_number(d, rd::deadtime::live_fraction_run);
+    if (const Json* sh = member(d, rd::deadtime::shedding); sh && sh->is_boolean())
+      r.shedding = sh->get<bool>();
   }
-  const Json* lat = member(&doc, "latency_ms");
-  r.latency_p50_ms = optional_number(lat, "p50");
-  r.latency_p99_ms = optional_number(lat, "p99");
-  r.latency_max_ms = optional_number(lat, "max");
-  if (const Json* a = member(&doc, "alarms"); a && a->is_array()) {
+  const Json* lat = member(&doc, rd::doc::latency_ms);
+  r.latency_p50_ms = optional_number(lat, rd::latency_ms::p50);
+  r.latency_p99_ms = optional_number(lat, rd::latency_ms::p99);
+  r.latency_max_ms = optional_number(lat, rd::latency_ms::max);
+  if (const Json* a = member(&doc, rd::doc::alarms); a && a->is_array()) {
     for (const Json& alarm : *a) {
       if (!alarm.is_object()) continue;
       auto text = [&](const char* key) {
         const auto it = alarm.find(key);
         return it != alarm.end() && it->is_string() ? it->get<std::string>() : std::string();
       };
-      r.alarms.push_back(text("name") + " (" + text("subject") + "): " + text("message"));
+      r.alarms.push_back(text(rd::alarm::name) + " (" + text(rd::alarm::subject) +
+                         "): " + text(rd::alarm::message));
     }
   }
   return r;

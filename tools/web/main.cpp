@@ -10,12 +10,10 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-
-#include "tools/common/cli.h"
 #include <boost/asio/ip/address.hpp>
 
+#include "common/cli.h"
 #include "core/settings.h"
-#include "tools/common/cli.h"
 #include "tools/web/intake.h"
 #include "tools/web/runs.h"
 #include "tools/web/server.h"

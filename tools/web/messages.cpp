@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/histograms.h"
+#include "proto/rates_schema.h"
 #include "tools/top/rates.h"
 
 namespace petdaq::web {
@@ -15,6 +16,7 @@ namespace petdaq::web {
 namespace {
 
 using nlohmann::json;
+namespace rd = rates_doc;
 
 [[noreturn]] void refuse(const std::string& why) { throw MalformedRates(why); }
 
@@ -30,7 +32,10 @@ const json* object_member(const json& parent, const char* key) {
   return v;
 }
 
-std::optional<double> number(const json& parent, const char* where, const char* key) {
+std::string path(const char* object) { return std::string(object) + "."; }
+
+// `where`: the member's path in the document up to its name ("rates."), for the messages.
+std::optional<double> number(const json& parent, const std::string& where, const char* key) {
   const json* v = member(parent, key);
   if (!v) return std::nullopt;
   if (!v->is_number()) refuse(std::string(where) + key + " is not a number");
@@ -39,13 +44,14 @@ std::optional<double> number(const json& parent, const char* where, const char* 
   return d;
 }
 
-double required_number(const json& parent, const char* where, const char* key) {
+double required_number(const json& parent, const std::string& where, const char* key) {
   const auto v = number(parent, where, key);
   if (!v) refuse(std::string(where) + key + " is missing");
   return *v;
 }
 
-std::optional<std::uint64_t> count(const json& parent, const char* where, const char* key) {
+std::optional<std::uint64_t> count(const json& parent, const std::string& where,
+                                   const char* key) {
   const json* v = member(parent, key);
   if (!v) return std::nullopt;
   if (!v->is_number_unsigned()) refuse(std::string(where) + key + " is not a count");
@@ -58,96 +64,107 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
   json doc = json::parse(document, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) refuse("not valid JSON");
   if (!doc.is_object()) refuse("not a JSON object");
-  const auto version = count(doc, "", "version");
-  if (!version) refuse("version is missing");
-  if (*version != 1) refuse("version " + std::to_string(*version) + " is not supported");
+  const auto version = count(doc, "", rd::doc::version);
+  if (!version) refuse(std::string(rd::doc::version) + " is missing");
+  if (*version != static_cast<std::uint64_t>(rd::kVersion))
+    refuse(std::string(rd::doc::version) + " " + std::to_string(*version) + " is not supported");
 
   json out = json::object();
   out["type"] = "rates";
-  out["run_id"] = count(doc, "", "run_id").value_or(0);
-  const std::uint64_t time_unix_ns = count(doc, "", "time_unix_ns").value_or(0);
-  out["time_unix_ns"] = time_unix_ns;
-  out["uptime_s"] = number(doc, "", "uptime_s").value_or(0);
-  out["interval_s"] = number(doc, "", "interval_s").value_or(0);
-  const json* backend = member(doc, "backend");
-  if (backend && !backend->is_string()) refuse("backend is not a string");
-  out["backend"] = backend ? backend->get<std::string>() : std::string();
+  // The page gets the document's members under their names in the document.
+  out[rd::doc::run_id] = count(doc, "", rd::doc::run_id).value_or(0);
+  const std::uint64_t time_unix_ns = count(doc, "", rd::doc::time_unix_ns).value_or(0);
+  out[rd::doc::time_unix_ns] = time_unix_ns;
+  out[rd::doc::uptime_s] = number(doc, "", rd::doc::uptime_s).value_or(0);
+  out[rd::doc::interval_s] = number(doc, "", rd::doc::interval_s).value_or(0);
+  const json* backend = member(doc, rd::doc::backend);
+  if (backend && !backend->is_string()) refuse(std::string(rd::doc::backend) + " is not a string");
+  out[rd::doc::backend] = backend ? backend->get<std::string>() : std::string();
 
-  const json* rates = object_member(doc, "rates");
-  if (!rates) refuse("rates is missing");
+  const json* rates = object_member(doc, rd::doc::rates);
+  if (!rates) refuse(std::string(rd::doc::rates) + " is missing");
+  const std::string in_rates = path(rd::doc::rates);
   RatePoint p;
   p.t_unix_s = static_cast<double>(time_unix_ns) * 1e-9;
-  p.singles = required_number(*rates, "rates.", "singles");
-  p.prompts = required_number(*rates, "rates.", "prompts");
-  p.delayed = required_number(*rates, "rates.", "delayed");
+  p.singles = required_number(*rates, in_rates, rd::rates::singles);
+  p.prompts = required_number(*rates, in_rates, rd::rates::prompts);
+  p.delayed = required_number(*rates, in_rates, rd::rates::delayed);
   // Derived the daemon's way (docs/daemon.md) when a publisher leaves them out.
-  const std::optional<double> trues = number(*rates, "rates.", "trues");
+  const std::optional<double> trues = number(*rates, in_rates, rd::rates::trues);
   p.trues = trues.value_or(p.prompts - p.delayed);
   // Which randoms estimate the trues subtract: the document's, "delayed" when derived here.
-  const json* method = member(*rates, "randoms_method");
-  if (method && !method->is_string()) refuse("rates.randoms_method is not a string");
-  out["randoms_method"] = method ? method->get<std::string>()
-                          : trues ? std::string()
-                                  : std::string("delayed");
-  p.necr = number(*rates, "rates.", "necr").value_or(p.prompts > 0 ? p.trues * p.trues / p.prompts : 0.0);
-  out["rates"] = {
-      {"frames", number(*rates, "rates.", "frames").value_or(0)},
-      {"singles", p.singles},
-      {"prompts", p.prompts},
-      {"delayed", p.delayed},
-      {"trues", p.trues},
-      {"multiples", number(*rates, "rates.", "multiples").value_or(0)},
-      {"randoms_fraction", number(*rates, "rates.", "randoms_fraction")
-                               .value_or(p.prompts > 0 ? p.delayed / p.prompts : 0.0)},
-      {"necr", p.necr}};
+  const json* method = member(*rates, rd::rates::randoms_method);
+  if (method && !method->is_string())
+    refuse(in_rates + rd::rates::randoms_method + " is not a string");
+  out[rd::rates::randoms_method] = method ? method->get<std::string>()
+                                   : trues ? std::string()
+                                           : std::string("delayed");
+  p.necr = number(*rates, in_rates, rd::rates::necr)
+               .value_or(p.prompts > 0 ? p.trues * p.trues / p.prompts : 0.0);
+  out[rd::doc::rates] = {
+      {rd::rates::frames, number(*rates, in_rates, rd::rates::frames).value_or(0)},
+      {rd::rates::singles, p.singles},
+      {rd::rates::prompts, p.prompts},
+      {rd::rates::delayed, p.delayed},
+      {rd::rates::trues, p.trues},
+      {rd::rates::multiples, number(*rates, in_rates, rd::rates::multiples).value_or(0)},
+      {rd::rates::randoms_fraction, number(*rates, in_rates, rd::rates::randoms_fraction)
+                                        .value_or(p.prompts > 0 ? p.delayed / p.prompts : 0.0)},
+      {rd::rates::necr, p.necr}};
 
   json bdm_out = nullptr;
-  if (const json* bdm = object_member(doc, "bdm")) {
-    const std::uint64_t trans = count(*bdm, "bdm.", "transaxial").value_or(0);
-    const std::uint64_t axial = count(*bdm, "bdm.", "axial").value_or(0);
-    const json* singles = member(*bdm, "singles_per_s");
-    if (!singles || !singles->is_array()) refuse("bdm.singles_per_s is not an array");
+  if (const json* bdm = object_member(doc, rd::doc::bdm)) {
+    const std::string in_bdm = path(rd::doc::bdm);
+    const std::uint64_t trans = count(*bdm, in_bdm, rd::bdm::transaxial).value_or(0);
+    const std::uint64_t axial = count(*bdm, in_bdm, rd::bdm::axial).value_or(0);
+    const json* singles = member(*bdm, rd::bdm::singles_per_s);
+    const std::string singles_path = in_bdm + rd::bdm::singles_per_s;
+    if (!singles || !singles->is_array()) refuse(singles_path + " is not an array");
     if (singles->size() != trans * axial) {
-      refuse("bdm.singles_per_s has " + std::to_string(singles->size()) +
+      refuse(singles_path + " has " + std::to_string(singles->size()) +
              " entries, transaxial x axial is " + std::to_string(trans * axial));
     }
     json s = json::array();
     for (const json& v : *singles) {
-      if (!v.is_number()) refuse("bdm.singles_per_s holds a value that is not a number");
+      if (!v.is_number()) refuse(singles_path + " holds a value that is not a number");
       s.push_back(v.get<double>());
     }
     json t = json::array();
-    if (const json* temps = member(*bdm, "temperature_degC")) {
+    if (const json* temps = member(*bdm, rd::bdm::temperature_degC)) {
+      const std::string temps_path = in_bdm + rd::bdm::temperature_degC;
       if (!temps->is_array() || temps->size() != singles->size())
-        refuse("bdm.temperature_degC is not an array of one entry per BDM");
+        refuse(temps_path + " is not an array of one entry per BDM");
       for (const json& v : *temps) {
         if (!v.is_number() && !v.is_null())
-          refuse("bdm.temperature_degC holds a value that is neither a number nor null");
+          refuse(temps_path + " holds a value that is neither a number nor null");
         t.push_back(v);
       }
     }
-    bdm_out = {{"transaxial", trans}, {"axial", axial}, {"singles_per_s", std::move(s)},
-               {"temperature_degC", std::move(t)}};
+    bdm_out = {{rd::bdm::transaxial, trans},
+               {rd::bdm::axial, axial},
+               {rd::bdm::singles_per_s, std::move(s)},
+               {rd::bdm::temperature_degC, std::move(t)}};
     // Lagging boards (DESIGN section 6): one flag per BDM (absent from older daemons).
-    if (const json* lag = member(*bdm, "lagging")) {
+    if (const json* lag = member(*bdm, rd::bdm::lagging)) {
+      const std::string lag_path = in_bdm + rd::bdm::lagging;
       if (!lag->is_array() || lag->size() != singles->size())
-        refuse("bdm.lagging is not an array of one entry per BDM");
+        refuse(lag_path + " is not an array of one entry per BDM");
       json l = json::array();
       for (const json& v : *lag) {
-        if (!v.is_boolean()) refuse("bdm.lagging holds a value that is not a boolean");
+        if (!v.is_boolean()) refuse(lag_path + " holds a value that is not a boolean");
         l.push_back(v.get<bool>());
       }
-      bdm_out["lagging"] = std::move(l);
+      bdm_out[rd::bdm::lagging] = std::move(l);
     }
   }
-  out["bdm"] = std::move(bdm_out);
+  out[rd::doc::bdm] = std::move(bdm_out);
 
   // Counters arrive as an object; the page gets every counter, and the non-zero loss
   // counters (the rule petdaq-top uses) with their growth since the previous document.
   std::map<std::string, std::uint64_t, std::less<>> counters;
-  if (const json* c = object_member(doc, "counters")) {
+  if (const json* c = object_member(doc, rd::doc::counters)) {
     for (const auto& [name, v] : c->items()) {
-      if (!v.is_number_unsigned()) refuse("counters." + name + " is not a count");
+      if (!v.is_number_unsigned()) refuse(path(rd::doc::counters) + name + " is not a count");
       counters.emplace(name, v.get<std::uint64_t>());
     }
   }
@@ -162,49 +179,53 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
         before != previous_counters_.end() && value >= before->second ? value - before->second : 0;
     problems.push_back({{"name", name}, {"value", value}, {"increase", increase}});
   }
-  out["counters"] = std::move(all);
+  out[rd::doc::counters] = std::move(all);
   out["problems"] = std::move(problems);
 
   // The daemon's active alarms (docs/operations.md), passed on as strings only.
   json alarms = json::array();
-  if (const auto a = doc.find("alarms"); a != doc.end() && a->is_array()) {
+  if (const auto a = doc.find(rd::doc::alarms); a != doc.end() && a->is_array()) {
     for (const json& alarm : *a) {
       if (!alarm.is_object()) continue;
       auto text = [&](const char* key) {
         const auto it = alarm.find(key);
         return it != alarm.end() && it->is_string() ? it->get<std::string>() : std::string();
       };
-      alarms.push_back({{"name", text("name")}, {"subject", text("subject")},
-                        {"message", text("message")}});
+      alarms.push_back({{rd::alarm::name, text(rd::alarm::name)},
+                        {rd::alarm::subject, text(rd::alarm::subject)},
+                        {rd::alarm::message, text(rd::alarm::message)}});
     }
   }
-  out["alarms"] = std::move(alarms);
+  out[rd::doc::alarms] = std::move(alarms);
 
   json queues = nullptr;
-  if (const json* q = object_member(doc, "queues")) {
+  if (const json* q = object_member(doc, rd::doc::queues)) {
     queues = json::object();
-    for (const char* key : {"ring_chunks", "ring_free", "pending_frames"}) {
-      if (const auto v = count(*q, "queues.", key)) queues[key] = *v;
+    for (const char* key : {rd::queues::ring_chunks, rd::queues::ring_free,
+                            rd::queues::pending_frames}) {
+      if (const auto v = count(*q, path(rd::doc::queues), key)) queues[key] = *v;
     }
   }
-  out["queues"] = std::move(queues);
+  out[rd::doc::queues] = std::move(queues);
   json latency = nullptr;
-  if (const json* l = object_member(doc, "latency_ms")) {
+  if (const json* l = object_member(doc, rd::doc::latency_ms)) {
     latency = json::object();
-    for (const char* key : {"p50", "p99", "max"}) {
-      if (const auto v = number(*l, "latency_ms.", key)) latency[key] = *v;
+    for (const char* key : {rd::latency_ms::p50, rd::latency_ms::p99, rd::latency_ms::max}) {
+      if (const auto v = number(*l, path(rd::doc::latency_ms), key)) latency[key] = *v;
     }
   }
-  out["latency_ms"] = std::move(latency);
+  out[rd::doc::latency_ms] = std::move(latency);
   // The dead time of an overload (DESIGN section 6), as published.
   json dead = nullptr;
-  if (const json* d = object_member(doc, "deadtime")) {
+  if (const json* d = object_member(doc, rd::doc::deadtime)) {
     dead = json::object();
-    for (const char* key : {"dead_s_run", "live_fraction_run", "live_fraction_interval"})
-      if (const auto v = number(*d, "deadtime.", key)) dead[key] = *v;
-    if (const json* sh = member(*d, "shedding"); sh && sh->is_boolean()) dead["shedding"] = *sh;
+    for (const char* key : {rd::deadtime::dead_s_run, rd::deadtime::live_fraction_run,
+                            rd::deadtime::live_fraction_interval})
+      if (const auto v = number(*d, path(rd::doc::deadtime), key)) dead[key] = *v;
+    if (const json* sh = member(*d, rd::deadtime::shedding); sh && sh->is_boolean())
+      dead[rd::deadtime::shedding] = *sh;
   }
-  out["deadtime"] = std::move(dead);
+  out[rd::doc::deadtime] = std::move(dead);
 
   previous_counters_ = std::move(counters);
   return {out.dump(), p};

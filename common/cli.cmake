@@ -1,4 +1,4 @@
-# The command-line convention every petdaq binary follows (tools/common/cli.h): CLI11, one
+# The command-line convention every petdaq binary follows (common/cli.h): CLI11, one
 # version string from the project version, a man page made with help2man from --help and
 # --version at build time, and bash completion.
 find_package(CLI11 REQUIRED)
@@ -7,10 +7,13 @@ if(NOT PETDAQ_HELP2MAN)
   message(STATUS "petdaq: man pages are not built (help2man missing)")
 endif()
 
-add_library(petdaq_cli INTERFACE)
-target_include_directories(petdaq_cli INTERFACE ${PROJECT_SOURCE_DIR})
-target_link_libraries(petdaq_cli INTERFACE CLI11::CLI11)
-target_compile_definitions(petdaq_cli INTERFACE PETDAQ_VERSION="${PROJECT_VERSION}")
+# petdaq_common: the small library below both petdaqd and the tools (header-only): the
+# command-line convention (common/cli.h) and the stop signals (common/stop_signal.h). It
+# reads core/settings.h's backend names, nothing that needs linking.
+add_library(petdaq_common INTERFACE)
+target_include_directories(petdaq_common INTERFACE ${PROJECT_SOURCE_DIR})
+target_link_libraries(petdaq_common INTERFACE CLI11::CLI11)
+target_compile_definitions(petdaq_common INTERFACE PETDAQ_VERSION="${PROJECT_VERSION}")
 
 # petdaq_cli_program(<target> "<one line that says what it does>" [INSTALL])
 # Links the convention, registers the binary for the conformance test
@@ -18,13 +21,13 @@ target_compile_definitions(petdaq_cli INTERFACE PETDAQ_VERSION="${PROJECT_VERSIO
 # bash completion.
 function(petdaq_cli_program target description)
   cmake_parse_arguments(ARG "INSTALL" "" "" ${ARGN})
-  target_link_libraries(${target} PRIVATE petdaq_cli)
+  target_link_libraries(${target} PRIVATE petdaq_common)
   set_property(GLOBAL APPEND PROPERTY PETDAQ_CLI_PROGRAMS ${target})
   if(NOT ARG_INSTALL)
     return()
   endif()
   install(TARGETS ${target} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-  install(FILES ${PROJECT_SOURCE_DIR}/tools/common/petdaq-completion.bash
+  install(FILES ${PROJECT_SOURCE_DIR}/common/petdaq-completion.bash
           DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${target})
   if(PETDAQ_HELP2MAN)
     set(page ${CMAKE_BINARY_DIR}/man/${target}.1)
@@ -46,7 +49,7 @@ endfunction()
 # installs the program itself.
 function(petdaq_cli_script name file description)
   set_property(GLOBAL APPEND PROPERTY PETDAQ_CLI_SCRIPTS ${file})
-  install(FILES ${PROJECT_SOURCE_DIR}/tools/common/petdaq-completion.bash
+  install(FILES ${PROJECT_SOURCE_DIR}/common/petdaq-completion.bash
           DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME ${name})
   # help2man runs the program at build time: only where it runs here (its Python modules).
   execute_process(COMMAND ${file} --version RESULT_VARIABLE runs OUTPUT_QUIET ERROR_QUIET)

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 #include "core/backend.h"
 #include "core/host_allocator.h"
+#include "core/parallel_engine.h"
 #include "core/settings.h"
 
 namespace petdaq {
@@ -28,13 +30,19 @@ bool gpu_backend_usable(std::string& reason);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings,
                                       const Calibration& calibration, std::string& explanation);
 
-// Host memory for frames a backend stages (the daemon's ring, the offline tool's reads):
-// page-locked for CUDA when `backend` is the GPU backend, so its copies run at full speed
-// and asynchronously; nullptr for any other backend (the caller keeps its own kind).
-std::unique_ptr<HostAllocator> make_stage_allocator(const Backend& backend);
+// The stage times of a backend whose work runs on this host's cores (the CPU backend), and
+// how its threads split the work (zeros on one thread); nullopt for any other backend.
+struct HostStageWork {
+  double take_s = 0, convert_s = 0, sort_s = 0, coincidence_s = 0;
+  ParallelStats parallel;
+};
+std::optional<HostStageWork> host_stage_work(const Backend& backend);
 
 // Would make_backend() choose the GPU backend for `kind` on this machine?
 bool backend_would_be_gpu(BackendKind kind);
+// Host memory for frames staged before the backend exists (the daemon's ring): what
+// Backend::make_stage_allocator() of the backend make_backend() would choose for `kind`
+// gives (core/backend.h).
 std::unique_ptr<HostAllocator> make_stage_allocator(BackendKind kind);
 
 }  // namespace petdaq

@@ -16,7 +16,7 @@
 #include "core/settings.h"
 
 #ifndef PETDAQ_VERSION
-#error "PETDAQ_VERSION comes from CMake (link the petdaq_cli target)"
+#error "PETDAQ_VERSION comes from CMake (link the petdaq_common target)"
 #endif
 
 namespace petdaq::cli {

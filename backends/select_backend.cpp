@@ -1,6 +1,7 @@
-#include "engine/select_backend.h"
+#include "backends/select_backend.h"
 
 #include <string>
+#include <type_traits>
 
 #include "core/calibration.h"
 #include "core/cpu_backend.h"
@@ -45,6 +46,22 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const Settings& settings
 #endif
 }
 
+// CpuBackend overrides Backend's threads() and defer_staging() by name and signature (its own
+// declarations): a change to either would leave Backend's defaults in its place unnoticed.
+static_assert(std::is_same_v<decltype(&CpuBackend::threads), unsigned (CpuBackend::*)() const>);
+static_assert(std::is_same_v<decltype(&CpuBackend::defer_staging), void (CpuBackend::*)(bool)>);
+
+std::optional<HostStageWork> host_stage_work(const Backend& backend) {
+  const auto* cpu = dynamic_cast<const CpuBackend*>(&backend);
+  if (!cpu) return std::nullopt;
+  const CpuBackend::StageSeconds& st = cpu->stage_seconds();
+  return HostStageWork{.take_s = st.take,
+                       .convert_s = st.convert,
+                       .sort_s = st.sort,
+                       .coincidence_s = st.coincidence,
+                       .parallel = cpu->parallel_stats()};
+}
+
 bool backend_would_be_gpu(BackendKind kind) {
   if (kind == BackendKind::cpu) return false;
   std::string reason;
@@ -56,15 +73,6 @@ std::unique_ptr<HostAllocator> make_stage_allocator(BackendKind kind) {
   if (backend_would_be_gpu(kind)) return make_cuda_host_allocator();
 #else
   (void)kind;
-#endif
-  return nullptr;
-}
-
-std::unique_ptr<HostAllocator> make_stage_allocator(const Backend& backend) {
-#if PETDAQ_HAVE_CUDA
-  if (std::string(backend.name()) == "gpu") return make_cuda_host_allocator();
-#else
-  (void)backend;
 #endif
   return nullptr;
 }
