@@ -130,10 +130,10 @@ Catalogue::Catalogue(const std::filesystem::path& path, Counters& counters, std:
 
 Catalogue::~Catalogue() {
   {
-    std::lock_guard lock(mutex_);
-    stop_ = true;
+    std::lock_guard lock(events_.mutex);
+    events_.stop = true;
   }
-  wake_.notify_one();
+  events_.wake.notify_one();
   if (thread_.joinable()) thread_.join();
   try {
     const std::uint64_t now = unix_ns_now();
@@ -156,14 +156,14 @@ Catalogue::~Catalogue() {
 
 void Catalogue::push(Body body) {
   {
-    std::lock_guard lock(mutex_);
-    if (queue_.size() >= kQueueLimit) {
+    std::lock_guard lock(events_.mutex);
+    if (events_.items.size() >= kQueueLimit) {
       counters_.add(Counter::out_catalogue_dropped);
       return;
     }
-    queue_.push_back({unix_ns_now(), std::move(body)});
+    events_.items.push_back({unix_ns_now(), std::move(body)});
   }
-  wake_.notify_one();
+  events_.wake.notify_one();
 }
 
 void Catalogue::acquisition_changed(const Acquisition& a, const char* what) {
@@ -184,26 +184,26 @@ void Catalogue::file_written(const std::filesystem::path& path, const char* kind
 }
 
 void Catalogue::flush() {
-  std::unique_lock lock(mutex_);
-  const std::uint64_t ticket = ++pushed_flushes_;
-  queue_.push_back({unix_ns_now(), Flush{ticket}});
-  wake_.notify_one();
-  done_.wait(lock, [&] { return done_flushes_ >= ticket; });
+  std::unique_lock lock(events_.mutex);
+  const std::uint64_t ticket = ++events_.pushed_flushes;
+  events_.items.push_back({unix_ns_now(), Flush{ticket}});
+  events_.wake.notify_one();
+  events_.done.wait(lock, [&] { return events_.done_flushes >= ticket; });
 }
 
 void Catalogue::run() {
-  std::unique_lock lock(mutex_);
+  std::unique_lock lock(events_.mutex);
   for (;;) {
-    wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-    if (queue_.empty()) return;  // stopping, and everything written
-    Event e = std::move(queue_.front());
-    queue_.pop_front();
+    events_.wake.wait(lock, [&] { return events_.stop || !events_.items.empty(); });
+    if (events_.items.empty()) return;  // stopping, and everything written
+    Event e = std::move(events_.items.front());
+    events_.items.pop_front();
     lock.unlock();
     apply(e);
     lock.lock();
     if (const auto* f = std::get_if<Flush>(&e.body)) {
-      done_flushes_ = f->ticket;
-      done_.notify_all();
+      events_.done_flushes = f->ticket;
+      events_.done.notify_all();
     }
   }
 }
@@ -211,7 +211,7 @@ void Catalogue::run() {
 void Catalogue::error(const std::string& what) {
   counters_.add(Counter::out_catalogue_errors);
   // The first errors in full, then one in a thousand (a disk that stays full).
-  if (errors_logged_++ < 10 || errors_logged_ % 1000 == 0)
+  if (writer_.errors_logged++ < 10 || writer_.errors_logged % 1000 == 0)
     spdlog::error("run catalogue {}: {} (out.catalogue_errors)", path_.string(), what);
 }
 

@@ -141,20 +141,25 @@ class Catalogue {
   std::uint64_t next_acquisition_id_ = 1;
   std::int64_t start_row_ = 0;  // this daemon's row of daemon_starts
 
-  // Writer-thread state.
-  std::uint64_t run_id_ = 0;          // the running run (0: none)
-  std::optional<std::uint64_t> acquisition_id_;  // the open acquisition
-  CounterValues run_base_{};           // the counters at the previous run's end
-  double live_weighted_ = 0, live_seconds_ = 0;  // the running run's live fraction so far
-  std::uint64_t last_counters_write_ = 0;
-  std::uint64_t last_heartbeat_ = 0;
-  std::uint64_t errors_logged_ = 0;
+  // What the writer thread keeps between events (that thread only).
+  struct Writer {
+    std::uint64_t run_id = 0;                     // the running run (0: none)
+    std::optional<std::uint64_t> acquisition_id;  // the open acquisition
+    CounterValues run_base{};                     // the counters at the previous run's end
+    double live_weighted = 0, live_seconds = 0;   // the running run's live fraction so far
+    std::uint64_t last_counters_write = 0;
+    std::uint64_t last_heartbeat = 0;
+    std::uint64_t errors_logged = 0;
+  } writer_;
 
-  std::mutex mutex_;
-  std::condition_variable wake_, done_;
-  std::deque<Event> queue_;
-  std::uint64_t pushed_flushes_ = 0, done_flushes_ = 0;
-  bool stop_ = false;
+  // The events queued for the writer thread (under `mutex`).
+  struct Events {
+    std::mutex mutex;
+    std::condition_variable wake, done;
+    std::deque<Event> items;
+    std::uint64_t pushed_flushes = 0, done_flushes = 0;
+    bool stop = false;
+  } events_;
   std::thread thread_;
 };
 

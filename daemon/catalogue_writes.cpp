@@ -29,7 +29,7 @@ void Catalogue::heartbeat(std::uint64_t t) {
       .bind(1, t)
       .bind(2, start_row_)
       .run();
-  last_heartbeat_ = t;
+  writer_.last_heartbeat = t;
 }
 
 void Catalogue::write(std::uint64_t t, const AcquisitionEvent& e) {
@@ -58,9 +58,9 @@ void Catalogue::write(std::uint64_t t, const AcquisitionEvent& e) {
         .bind(1, a.id)
         .bind(2, start_row_)
         .run();
-    if (run_id_)
-      Stmt(db_, "INSERT OR IGNORE INTO acquisition_runs VALUES(?, ?)").bind(1, a.id).bind(2, run_id_).run();
-    acquisition_id_ = a.id;
+    if (writer_.run_id)
+      Stmt(db_, "INSERT OR IGNORE INTO acquisition_runs VALUES(?, ?)").bind(1, a.id).bind(2, writer_.run_id).run();
+    writer_.acquisition_id = a.id;
   } else {
     Stmt u(db_,
            "UPDATE acquisitions SET annotations = ?1, ended_unix_ns = ?2, end_reason = ?3 "
@@ -71,7 +71,7 @@ void Catalogue::write(std::uint64_t t, const AcquisitionEvent& e) {
     else
       u.bind_null(2).bind_null(3);
     u.bind(4, a.id).run();
-    if (e.what == "stop") acquisition_id_.reset();
+    if (e.what == "stop") writer_.acquisition_id.reset();
   }
   heartbeat(t);
   tx.commit();
@@ -90,15 +90,15 @@ void Catalogue::write(std::uint64_t t, const RunStart& e) {
       .bind(1, e.run_id)
       .bind(2, start_row_)
       .run();
-  if (acquisition_id_)
+  if (writer_.acquisition_id)
     Stmt(db_, "INSERT OR IGNORE INTO acquisition_runs VALUES(?, ?)")
-        .bind(1, *acquisition_id_)
+        .bind(1, *writer_.acquisition_id)
         .bind(2, e.run_id)
         .run();
   heartbeat(t);
   tx.commit();
-  run_id_ = e.run_id;
-  live_weighted_ = live_seconds_ = 0;
+  writer_.run_id = e.run_id;
+  writer_.live_weighted = writer_.live_seconds = 0;
 }
 
 namespace {
@@ -114,41 +114,41 @@ std::string counters_json(const Catalogue::CounterValues& now, const Catalogue::
 }  // namespace
 
 void Catalogue::write(std::uint64_t t, const RunStop& e) {
-  const bool known = e.run_id == run_id_;
+  const bool known = e.run_id == writer_.run_id;
   if (known) {
     Transaction tx(db_);
     Stmt u(db_,
            "UPDATE runs SET ended_unix_ns = ?1, end_reason = ?2, counters = ?3, "
            "live_fraction = ?4 WHERE run_id = ?5");
-    u.bind(1, t).bind(2, e.reason).bind(3, counters_json(e.counters, run_base_));
-    if (live_seconds_ > 0)
-      u.bind(4, live_weighted_ / live_seconds_);
+    u.bind(1, t).bind(2, e.reason).bind(3, counters_json(e.counters, writer_.run_base));
+    if (writer_.live_seconds > 0)
+      u.bind(4, writer_.live_weighted / writer_.live_seconds);
     else
       u.bind_null(4);
     u.bind(5, e.run_id).run();
     heartbeat(t);
     tx.commit();
-    run_id_ = 0;
+    writer_.run_id = 0;
   }
   // A run without a slice has no row; its counts still belong to no later run.
-  run_base_ = e.counters;
+  writer_.run_base = e.counters;
 }
 
 void Catalogue::write(std::uint64_t t, const Rates& e) {
   const auto doc = nlohmann::ordered_json::parse(e.json, nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) throw std::runtime_error("unreadable rates document");
   const auto run = doc.find(rates_doc::doc::run_id);
-  const bool ours = run_id_ && run != doc.end() && run->is_number_unsigned() &&
-                    run->get<std::uint64_t>() == run_id_;
+  const bool ours = writer_.run_id && run != doc.end() && run->is_number_unsigned() &&
+                    run->get<std::uint64_t>() == writer_.run_id;
   if (ours) {
     const double dt = doc.value(rates_doc::doc::interval_s, 0.0);
     if (const auto live = rates_live_fraction(doc); live && dt > 0) {
-      live_weighted_ += *live * dt;
-      live_seconds_ += dt;
+      writer_.live_weighted += *live * dt;
+      writer_.live_seconds += dt;
     }
   }
-  if (t - last_counters_write_ < kUpdateEveryNs) return;
-  last_counters_write_ = t;
+  if (t - writer_.last_counters_write < kUpdateEveryNs) return;
+  writer_.last_counters_write = t;
   Transaction tx(db_);
   if (ours) {
     CounterValues now{};
@@ -158,12 +158,12 @@ void Catalogue::write(std::uint64_t t, const Rates& e) {
         if (v != c->end() && v->is_number_unsigned()) now[i] = v->get<std::uint64_t>();
       }
     Stmt u(db_, "UPDATE runs SET counters = ?1, live_fraction = ?2 WHERE run_id = ?3");
-    u.bind(1, counters_json(now, run_base_));
-    if (live_seconds_ > 0)
-      u.bind(2, live_weighted_ / live_seconds_);
+    u.bind(1, counters_json(now, writer_.run_base));
+    if (writer_.live_seconds > 0)
+      u.bind(2, writer_.live_weighted / writer_.live_seconds);
     else
       u.bind_null(2);
-    u.bind(3, run_id_).run();
+    u.bind(3, writer_.run_id).run();
   }
   heartbeat(t);
   tx.commit();
@@ -179,10 +179,10 @@ void Catalogue::write(std::uint64_t t, const FileOpen& e) {
       .bind(4, start_row_)
       .run();
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
-  if (run_id_) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, run_id_).bind(2, id).run();
-  if (acquisition_id_)
+  if (writer_.run_id) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, writer_.run_id).bind(2, id).run();
+  if (writer_.acquisition_id)
     Stmt(db_, "INSERT OR IGNORE INTO acquisition_files VALUES(?, ?)")
-        .bind(1, *acquisition_id_)
+        .bind(1, *writer_.acquisition_id)
         .bind(2, id)
         .run();
   heartbeat(t);
@@ -220,7 +220,7 @@ void Catalogue::write(std::uint64_t t, const FileWhole& e) {
   } catch (const std::exception& x) {
     spdlog::warn("run catalogue: {}", x.what());
   }
-  const std::uint64_t run = e.run_id ? e.run_id : run_id_;
+  const std::uint64_t run = e.run_id ? e.run_id : writer_.run_id;
   Transaction tx(db_);
   Stmt insert(db_,
               "INSERT INTO files(path, kind, opened_unix_ns, closed_unix_ns, size_bytes, sha256, "
@@ -233,9 +233,9 @@ void Catalogue::write(std::uint64_t t, const FileWhole& e) {
   insert.bind(7, start_row_).run();
   const std::int64_t id = sqlite3_last_insert_rowid(db_);
   if (run) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, run).bind(2, id).run();
-  if (acquisition_id_)
+  if (writer_.acquisition_id)
     Stmt(db_, "INSERT OR IGNORE INTO acquisition_files VALUES(?, ?)")
-        .bind(1, *acquisition_id_)
+        .bind(1, *writer_.acquisition_id)
         .bind(2, id)
         .run();
   heartbeat(t);

@@ -21,14 +21,14 @@ DeadTime::DeadTime(double high_fraction, double low_fraction, std::size_t ring_c
       bdm_dropped_(counters.bdm_count(), 0),
       reached_(counters.bdm_count(), 0) {}
 
-// `which`: kRecent for the open interval, else the index in recent_.
+// `which`: kRecent for the open interval, else the index in closed_in_run_.
 bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
   if (shedding_ && (begin_at_first_ || t >= open_.t_begin) && !wild(t)) {
     which = kRecent;
     return true;
   }
-  for (std::size_t i = 0; i < recent_count_; ++i)
-    if (t >= recent_[i].t_begin && t < recent_[i].t_end) {
+  for (std::size_t i = 0; i < closed_in_run_.size(); ++i)
+    if (t >= closed_in_run_[i].t_begin && t < closed_in_run_[i].t_end) {
       which = i;
       return true;
     }
@@ -37,13 +37,13 @@ bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
 
 void DeadTime::note_dropped(std::size_t which, std::uint64_t t_min, std::uint64_t t_max,
                             std::uint64_t frames) {
-  DeadInterval& d = which == kRecent ? open_ : recent_[which];
+  DeadInterval& d = which == kRecent ? open_ : closed_in_run_[which];
   d.frames_dropped += frames;
   if (which != kRecent) return;
   if (begin_at_first_) {
     // The run had taken nothing: the interval begins at the first frame it drops.
     begin_at_first_ = false;
-    d.t_begin = std::max(t_min, last_end_);
+    d.t_begin = std::max(t_min, closed_in_run_.last_end());
     d.t_end = d.t_begin;
     wild_after_ = saturating_add(d.t_begin, max_future_);
   }
@@ -97,9 +97,9 @@ void DeadTime::drop_frames(Chunk& c) {
 
 void DeadTime::open(std::uint64_t latest_taken) {
   shedding_ = true;
-  const std::uint64_t after = latest_taken > 0 ? latest_taken + 1 : last_end_;
+  const std::uint64_t after = latest_taken > 0 ? latest_taken + 1 : closed_in_run_.last_end();
   begin_at_first_ = after == 0;
-  open_.t_begin = std::max(after, last_end_);
+  open_.t_begin = std::max(after, closed_in_run_.last_end());
   open_.t_end = open_.t_begin;
   open_.frames_dropped = 0;
   wild_after_ = begin_at_first_ ? kOpenEnd : saturating_add(open_.t_begin, max_future_);
@@ -115,7 +115,7 @@ bool DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
   const std::size_t frames_before = c.frame_count;
   if (!shedding_ && in_use >= high_chunks_) open(latest_taken);
   const ChunkSummary& s = c.summary;
-  if (c.frame_count > 0 && s.present_count > 0 && (shedding_ || recent_count_ > 0)) {
+  if (c.frame_count > 0 && s.present_count > 0 && (shedding_ || closed_in_run_.size() > 0)) {
     bool overlaps = false;
     std::size_t whole = kRecent + 1;
     auto check = [&](std::uint64_t b, std::uint64_t e, std::size_t which) {
@@ -130,8 +130,8 @@ bool DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
       else
         check(open_.t_begin, wild_after_ == kOpenEnd ? kOpenEnd : wild_after_ + 1, kRecent);
     }
-    for (std::size_t i = 0; i < recent_count_ && whole > kRecent; ++i)
-      check(recent_[i].t_begin, recent_[i].t_end, i);
+    for (std::size_t i = 0; i < closed_in_run_.size() && whole > kRecent; ++i)
+      check(closed_in_run_[i].t_begin, closed_in_run_[i].t_end, i);
     if (whole <= kRecent)
       drop_whole(c, whole);
     else if (overlaps)
@@ -146,38 +146,21 @@ void DeadTime::close_open() {
   shedding_ = false;
   if (open_.t_end <= open_.t_begin) return;  // it dropped nothing
   counters_.add(Counter::stream_dead_intervals);
-  run_dead_closed_ += open_.t_end - open_.t_begin;
-  last_end_ = open_.t_end;
-  recent_[recent_next_] = open_;
-  recent_next_ = (recent_next_ + 1) % kRecent;
-  recent_count_ = std::min(recent_count_ + 1, kRecent);
-  closed_[(closed_head_ + closed_count_) % kClosedQueue] = open_;
-  if (closed_count_ == kClosedQueue)
-    closed_head_ = (closed_head_ + 1) % kClosedQueue;
-  else
-    ++closed_count_;
+  closed_in_run_.add(open_);
+  unpublished_.push(open_);
 }
 
-bool DeadTime::take_closed(DeadInterval& out) {
-  if (closed_count_ == 0) return false;
-  out = closed_[closed_head_];
-  closed_head_ = (closed_head_ + 1) % kClosedQueue;
-  --closed_count_;
-  return true;
-}
+bool DeadTime::take_closed(DeadInterval& out) { return unpublished_.pop(out); }
 
 void DeadTime::new_run() {
   if (shedding_) close_open();
   begin_at_first_ = false;
-  recent_count_ = 0;
-  recent_next_ = 0;
-  last_end_ = 0;
-  run_dead_closed_ = 0;
+  closed_in_run_.clear();
   reported_dead_ = 0;
 }
 
 std::uint64_t DeadTime::run_dead_ticks() const {
-  return run_dead_closed_ + (shedding_ ? open_.t_end - open_.t_begin : 0);
+  return closed_in_run_.total_ticks() + (shedding_ ? open_.t_end - open_.t_begin : 0);
 }
 
 std::uint64_t DeadTime::take_interval_dead_ticks() {

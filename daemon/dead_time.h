@@ -8,6 +8,7 @@
 // fraction. Worker thread only; nothing allocates after construction.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +20,67 @@
 #include "proto/records.h"
 
 namespace petdaq::daemon {
+
+// The intervals a run closed: the last kRecent, still checked against later frames (the
+// oldest overwritten), where the last one ended and the dead time they add up to.
+class RunIntervals {
+ public:
+  static constexpr std::size_t kRecent = 32;
+  void add(const DeadInterval& d) {
+    total_ticks_ += d.t_end - d.t_begin;
+    last_end_ = d.t_end;
+    recent_[next_] = d;
+    next_ = (next_ + 1) % kRecent;
+    count_ = std::min(count_ + 1, kRecent);
+  }
+  // A new run: none closed.
+  void clear() {
+    count_ = 0;
+    next_ = 0;
+    last_end_ = 0;
+    total_ticks_ = 0;
+  }
+  // The recent intervals, [0, size()) in no particular order.
+  std::size_t size() const { return count_; }
+  DeadInterval& operator[](std::size_t i) { return recent_[i]; }
+  const DeadInterval& operator[](std::size_t i) const { return recent_[i]; }
+  std::uint64_t last_end() const { return last_end_; }  // 0: none
+  std::uint64_t total_ticks() const { return total_ticks_; }
+
+ private:
+  std::array<DeadInterval, kRecent> recent_{};
+  std::size_t count_ = 0;
+  std::size_t next_ = 0;
+  std::uint64_t last_end_ = 0;
+  std::uint64_t total_ticks_ = 0;
+};
+
+// Closed intervals not yet published, oldest first: a ring of kCapacity whose oldest entry
+// is overwritten if nobody takes them.
+class IntervalQueue {
+ public:
+  static constexpr std::size_t kCapacity = 64;
+  void push(const DeadInterval& d) {
+    items_[(head_ + count_) % kCapacity] = d;
+    if (count_ == kCapacity)
+      head_ = (head_ + 1) % kCapacity;
+    else
+      ++count_;
+  }
+  // The oldest (false: none).
+  bool pop(DeadInterval& out) {
+    if (count_ == 0) return false;
+    out = items_[head_];
+    head_ = (head_ + 1) % kCapacity;
+    --count_;
+    return true;
+  }
+
+ private:
+  std::array<DeadInterval, kCapacity> items_{};
+  std::size_t head_ = 0;
+  std::size_t count_ = 0;
+};
 
 class DeadTime {
  public:
@@ -50,7 +112,7 @@ class DeadTime {
   // Chunks in use at or below which an interval closes.
   std::size_t low_chunks() const { return low_chunks_; }
   // End of the last interval closed in this run (0: none).
-  std::uint64_t last_end() const { return last_end_; }
+  std::uint64_t last_end() const { return closed_in_run_.last_end(); }
   // Per source (BDM), one past the latest time of its frames that the last filter() dropped
   // (0: none): frames shed still tell the slicer where their source's clock is.
   const std::vector<std::uint64_t>& last_reached() const { return reached_; }
@@ -60,8 +122,8 @@ class DeadTime {
   std::uint64_t take_interval_dead_ticks();
 
  private:
-  static constexpr std::size_t kRecent = 32;  // closed intervals still checked
-  static constexpr std::size_t kClosedQueue = 64;
+  // `which` of the open interval (a recent closed one: its index in closed_in_run_).
+  static constexpr std::size_t kRecent = RunIntervals::kRecent;
 
   bool in_dead(std::uint64_t t, std::size_t& which) const;
   void open(std::uint64_t latest_taken);
@@ -77,18 +139,10 @@ class DeadTime {
   const SourceRule rule_;
   Counters& counters_;
   bool shedding_ = false;
-  std::uint64_t last_end_ = 0;   // end of the last closed interval of the run
   // The open interval [begin, end) while shedding; `end` follows the frames it drops.
   DeadInterval open_{};
-  // Closed intervals of this run still checked (a ring of kRecent), and those not yet
-  // published (a ring of kClosedQueue; the oldest is overwritten if nobody takes them).
-  std::array<DeadInterval, kRecent> recent_{};
-  std::size_t recent_count_ = 0;
-  std::size_t recent_next_ = 0;
-  std::array<DeadInterval, kClosedQueue> closed_{};
-  std::size_t closed_head_ = 0;
-  std::size_t closed_count_ = 0;
-  std::uint64_t run_dead_closed_ = 0;
+  RunIntervals closed_in_run_;  // closed in this run
+  IntervalQueue unpublished_;   // closed and not yet taken
   std::uint64_t reported_dead_ = 0;  // run_dead_ticks() at the last interval report
   std::vector<std::uint64_t> bdm_dropped_;  // per BDM, for one chunk
   std::vector<std::uint64_t> reached_;      // per BDM, for the last chunk filtered

@@ -26,6 +26,12 @@ class FileSink {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // The write buffer of the open file (PlmWriter's, core/plm_file.cpp), output.file on.
+  static constexpr std::size_t kWriterBufferBytes = 4u << 20;
+  static std::size_t memory_bytes(const Settings& s) {
+    return s.output.file.enabled ? kWriterBufferBytes : 0;
+  }
+
   // Checks that the directory exists and is writable (throws std::runtime_error).
   FileSink(const Settings& settings, Counters& counters,
            Clock::duration retry_after = std::chrono::seconds(2));

@@ -17,6 +17,7 @@
 
 #include "core/backend.h"
 #include "core/host_allocator.h"
+#include "core/settings.h"
 
 namespace petdaq::daemon {
 
@@ -24,6 +25,8 @@ class MessageArena final : public ResultMemory {
  public:
   // Pieces lent and not yet reclaimed, at most.
   static constexpr std::size_t kMaxPieces = 1024;
+  // Its bytes: output.zmq.message_buffer_bytes (0: no arena).
+  static std::size_t memory_bytes(const Settings& s) { return s.output.zmq.message_buffer_bytes; }
 
   // `bytes` from `allocator` (page-locked for CUDA when the GPU backend runs, so that a
   // device-to-host copy lands in it directly), touched once so that no page faults later.

@@ -22,8 +22,11 @@
 
 #include "backends/select_backend.h"
 #include "daemon/curve.h"
+#include "daemon/file_sink.h"
+#include "daemon/message_arena.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
+#include "daemon/worker_views.h"
 #include "core/cpu_backend.h"
 #include "core/histograms.h"
 #include "core/slicer.h"
@@ -222,17 +225,15 @@ std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint) {
 MemoryPlan memory_plan(const Settings& s) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
-  p.message_bytes = s.output.zmq.message_buffer_bytes;
-  p.held_bytes = s.output.zmq.held_bytes_max;
-  if (s.output.histograms.enabled) {
-    // The encoded message body (its header and metadata in the MiB); the backend's set is
-    // the backend's.
-    p.output_bytes += make_histogram_layout(s).bytes + (1u << 20);
-  }
-  if (s.output.raw.enabled) p.output_bytes += RawSink::kBufferBytes;
-  if (s.output.file.enabled) p.output_bytes += 4u << 20;  // PlmWriter's file buffer
-  // As each reports it: the CPU backend (its store, take, stages, outputs and threads) and
-  // the slicer.
+  // As each owner reports it. The message arena, and the bodies libzmq holds outside it.
+  p.message_bytes = MessageArena::memory_bytes(s);
+  p.held_bytes = Publisher::memory_bytes(s);
+  // The worker's live views (their encoded bodies and the image's window; the backend's
+  // histograms and image are the engine's), the raw capture's and the list-mode file's
+  // write buffers.
+  p.output_bytes = LiveHistograms::memory_bytes(s) + LiveImage::memory_bytes(s) +
+                   RawSink::memory_bytes(s) + FileSink::memory_bytes(s);
+  // The CPU backend (its store, take, stages, outputs and threads) and the slicer.
   p.engine_bytes = CpuBackend::memory_bytes(s) + Slicer::memory_bytes(s, s.stream.max_slice_frames);
   return p;
 }

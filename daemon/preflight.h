@@ -35,8 +35,9 @@ struct MemoryPlan {
   // What libzmq may hold for subscribers outside the arena: output.zmq.held_bytes_max
   // (docs/daemon.md, "Memory of the outputs").
   std::uint64_t held_bytes = 0;
-  // The other outputs' own memory: the live histograms (accumulated and encoded), the raw
-  // capture's and the list-mode file sink's write buffers.
+  // The other outputs' own memory, as each reports it (memory_bytes): the live histograms'
+  // and image's encoded bodies and the image's sliding window (daemon/worker_views.h), the
+  // raw capture's and the list-mode file sink's write buffers.
   std::uint64_t output_bytes = 0;
   std::uint64_t total() const {
     return ring_bytes + engine_bytes + message_bytes + held_bytes + output_bytes;

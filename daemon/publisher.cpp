@@ -73,7 +73,7 @@ Publisher::Publisher(const ZmqSettings& zmq_settings, Counters& counters, Messag
       context_(1),
       instance_id_(draw_instance_id()),
       held_(std::make_shared<std::atomic<std::uint64_t>>(0)) {
-  peers_.reserve(256);
+  peers_.list.reserve(256);
   if (const auto holder = ipc_endpoint_in_use(zmq_settings.endpoint))
     throw std::runtime_error("cannot bind ZeroMQ PUB to " + zmq_settings.endpoint + ": " + *holder);
   endpoint_ = zmq_settings.endpoint;
@@ -103,15 +103,16 @@ void Publisher::open() {
     socket_.set(zmq::sockopt::curve_secretkey, curve_secret_z85_);
     socket_.set(zmq::sockopt::zap_domain, "petdaq");
   }
-  monitor_endpoint_ = "inproc://petdaq-publisher-monitor-" + std::to_string(generation_++);
-  if (zmq_socket_monitor(socket_.handle(), monitor_endpoint_.c_str(),
+  monitor_.endpoint =
+      "inproc://petdaq-publisher-monitor-" + std::to_string(monitor_.generation++);
+  if (zmq_socket_monitor(socket_.handle(), monitor_.endpoint.c_str(),
                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED |
                              ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     throw std::runtime_error(std::string("ZeroMQ socket monitor: ") + zmq_strerror(zmq_errno()));
-  monitor_ = zmq::socket_t(context_, zmq::socket_type::pair);
-  monitor_.connect(monitor_endpoint_);
+  monitor_.socket = zmq::socket_t(context_, zmq::socket_type::pair);
+  monitor_.socket.connect(monitor_.endpoint);
   try {
     socket_.bind(endpoint_);
   } catch (const zmq::error_t& e) {
@@ -119,7 +120,7 @@ void Publisher::open() {
   }
   // The endpoint actually bound (a wildcard port resolved).
   endpoint_ = socket_.get(zmq::sockopt::last_endpoint);
-  subscribers_ = 0;
+  peers_.subscribers = 0;
   refused_live_ = 0;
 }
 
@@ -150,8 +151,8 @@ void Publisher::take_subscription(const zmq::message_t& m) {
 bool Publisher::take_monitor_event() {
   zmq::message_t event;
   zmq::message_t address;
-  if (!monitor_.recv(event, zmq::recv_flags::dontwait)) return false;
-  if (event.more()) (void)monitor_.recv(address, zmq::recv_flags::none);
+  if (!monitor_.socket.recv(event, zmq::recv_flags::dontwait)) return false;
+  if (event.more()) (void)monitor_.socket.recv(address, zmq::recv_flags::none);
   if (event.size() < sizeof(std::uint16_t) + sizeof(std::uint32_t)) return true;
   std::uint16_t id;
   std::memcpy(&id, event.data(), sizeof id);
@@ -160,10 +161,10 @@ bool Publisher::take_monitor_event() {
   const int fd = static_cast<int>(value);
   if (id == ZMQ_EVENT_ACCEPTED || id == ZMQ_EVENT_DISCONNECTED) {
     // A descriptor is used again only once its connection ended: forget the old one.
-    std::erase_if(peers_, [fd](const Peer& p) { return p.fd == fd; });
+    std::erase_if(peers_.list, [fd](const Peer& p) { return p.fd == fd; });
   }
   if (id == ZMQ_EVENT_ACCEPTED) {
-    ++subscribers_;
+    ++peers_.subscribers;
     counters_.add(Counter::out_zmq_connects);
     Peer p;
     p.fd = fd;
@@ -171,12 +172,12 @@ bool Publisher::take_monitor_event() {
     p.remote_len = sizeof p.remote;
     if (::getsockname(fd, reinterpret_cast<sockaddr*>(&p.local), &p.local_len) == 0 &&
         ::getpeername(fd, reinterpret_cast<sockaddr*>(&p.remote), &p.remote_len) == 0)
-      peers_.push_back(p);
+      peers_.list.push_back(p);
   } else if (id == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || id == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
              id == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
     counters_.add(Counter::out_zmq_auth_refused);  // a key not listed, or no CURVE at all
   } else if (id == ZMQ_EVENT_DISCONNECTED) {
-    if (subscribers_ > 0) --subscribers_;
+    if (peers_.subscribers > 0) --peers_.subscribers;
     counters_.add(Counter::out_zmq_disconnects);
     // What a peer's connection held (its queues, its subscriptions) is freed now.
     if (!trim_after_) trim_after_ = std::chrono::steady_clock::now() + kTrimDelay;
@@ -195,7 +196,7 @@ void Publisher::service() {
   for (int i = 0; i < 256; ++i)
     if (!take_monitor_event()) break;
   // Every peer is gone, and with them what libzmq kept for their subscriptions.
-  if (subscribers_ == 0) refused_live_ = 0;
+  if (peers_.subscribers == 0) refused_live_ = 0;
   const auto now = std::chrono::steady_clock::now();
   if (refused_live_ > kMaxRefusedSubscriptions || flooded) {
     // libzmq keeps every subscription a peer sent until its connection ends, and XPUB can
@@ -214,7 +215,7 @@ void Publisher::service() {
     refused_live_ = 0;
     if (!trim_after_) trim_after_ = now + kTrimDelay;
   }
-  if (now - last_look_ >= kLookEvery) look_at_queues(now);
+  if (now - peers_.last_look >= kLookEvery) look_at_queues(now);
   // libzmq frees a closed connection's memory on its own threads, a little later: then the
   // heap that refused subscriptions took is handed back to the system.
   if (trim_after_ && now >= *trim_after_) {
@@ -238,7 +239,7 @@ std::uint64_t Publisher::drop_peers(Which which) {
   for (int i = 0; i < 256; ++i)
     if (!take_monitor_event()) break;
   std::uint64_t dropped = 0;
-  for (const Peer& p : peers_) {
+  for (const Peer& p : peers_.list) {
     if (!which(p) || !still_same(p)) continue;
     // The connection ends as if the peer had closed it: libzmq's I/O thread reads the end,
     // closes the descriptor and frees the connection's queues and subscriptions.
@@ -248,8 +249,8 @@ std::uint64_t Publisher::drop_peers(Which which) {
 }
 
 void Publisher::look_at_queues(std::chrono::steady_clock::time_point now) {
-  last_look_ = now;
-  for (Peer& p : peers_) {
+  peers_.last_look = now;
+  for (Peer& p : peers_.list) {
     int outq = 0;
     if (::ioctl(p.fd, SIOCOUTQ, &outq) != 0) outq = 0;
     if (outq == 0 || outq != p.outq) p.outq_since = now;

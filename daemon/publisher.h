@@ -51,6 +51,8 @@ class Publisher {
   static constexpr std::int64_t kMaxCurveMessageBytes = 1024;
   // Bodies up to this size are kept inside libzmq's message (no allocation, no budget).
   static constexpr std::size_t kInlineBodyBytes = 32;
+  // The most that the copied bodies libzmq still holds take: output.zmq.held_bytes_max.
+  static std::size_t memory_bytes(const Settings& s) { return s.output.zmq.held_bytes_max; }
 
   // Binds output.zmq.endpoint; throws std::runtime_error naming the endpoint (also when an
   // ipc:// endpoint is already served by another process). With CURVE keys configured only
@@ -83,7 +85,7 @@ class Publisher {
 
   const std::string& endpoint() const { return endpoint_; }
   // Connected subscribers (peers accepted and not yet gone), as of the last send().
-  std::uint64_t subscribers() const { return subscribers_; }
+  std::uint64_t subscribers() const { return peers_.subscribers; }
 
  private:
   void open();
@@ -117,16 +119,24 @@ class Publisher {
   std::unique_ptr<ZapHandler> zap_;  // CURVE only; outlives the socket
   std::string curve_secret_z85_;
   zmq::socket_t socket_;
-  zmq::socket_t monitor_;
-  std::string monitor_endpoint_;
+  // The socket's monitor: the connections libzmq accepts and closes (a new inproc endpoint
+  // each time the socket is opened again).
+  struct Monitor {
+    zmq::socket_t socket;
+    std::string endpoint;
+    unsigned generation = 0;
+  } monitor_;
   std::string endpoint_;
-  std::uint64_t subscribers_ = 0;
   std::uint64_t refused_live_ = 0;
   std::optional<std::chrono::steady_clock::time_point> trim_after_;
-  unsigned generation_ = 0;
   std::uint32_t instance_id_ = 0;
-  std::vector<Peer> peers_;
-  std::chrono::steady_clock::time_point last_look_{};
+  // The connections the monitor reported, how many are subscribers, and when their queues
+  // were last looked at.
+  struct Peers {
+    std::vector<Peer> list;
+    std::uint64_t subscribers = 0;
+    std::chrono::steady_clock::time_point last_look{};
+  } peers_;
   // Shared with the free function of each held copy, which may run on libzmq's threads.
   std::shared_ptr<std::atomic<std::uint64_t>> held_;
 };

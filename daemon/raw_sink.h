@@ -31,6 +31,10 @@ class RawSink {
   using Clock = std::chrono::steady_clock;
   static constexpr std::size_t kBufferBytes = 4u << 20;  // large sequential writes
   static constexpr Clock::duration kFlushInterval = std::chrono::milliseconds(200);
+  // Its write buffer, output.raw on.
+  static std::size_t memory_bytes(const Settings& s) {
+    return s.output.raw.enabled ? kBufferBytes : 0;
+  }
 
   // Checks that the directory exists and is writable and opens the first file (throws
   // std::runtime_error naming output.raw.directory).

@@ -32,65 +32,44 @@ namespace petdaq::daemon {
 Worker::Worker(const Settings& settings, Calibration calibration, BackendKind backend,
                HostRing& ring, Counters& counters, Publisher& publisher, bool print_rates,
                MessageArena* arena)
-    : backend_kind_(backend),
-      ring_(ring),
+    : ring_(ring),
       counters_(counters),
-      publisher_(publisher),
-      print_rates_(print_rates),
-      arena_(arena),
-      rates_(counters),
-      alarms_(settings.alarms),
-      lagging_(counters.bdm_count(), 0),
-      temperature_degC_(counters.bdm_count(), NAN),
-      pending_(4 * std::size_t{ring.chunk_count()}),
-      staging_(ring.chunk_count()) {
-  engine_ = std::make_unique<Engine>(settings, std::move(calibration), backend_kind_, *this,
-                                     counters_, phases_, arena_);
-  publish_delayed_ = publishes_delayed(settings);
-  publish_singles_ = settings.output.singles.enabled;
-  file_singles_ = settings.output.file.enabled && settings.output.file.singles;
-  dead_ = std::make_unique<DeadTime>(settings.input.shed_high_fraction,
-                                     settings.input.shed_low_fraction, ring.chunk_count(),
-                                     make_source_rule(settings), counters_);
-  if (settings.output.file.enabled) file_ = std::make_unique<FileSink>(settings, counters_);
-  if (settings.output.raw.enabled) raw_ = std::make_unique<RawSink>(settings.output.raw, counters_);
-  watchdog_interval_ = watchdog_interval();
+      staging_(ring.chunk_count()),
+      latency_(4 * std::size_t{ring.chunk_count()}),
+      out_(publisher, arena),
+      status_(counters, settings.alarms, print_rates),
+      reload_(backend) {
+  engine_ = std::make_unique<Engine>(settings, std::move(calibration), reload_.backend_kind, *this,
+                                     counters_, phases_, out_.arena);
+  out_.publish_delayed = publishes_delayed(settings);
+  out_.publish_singles = settings.output.singles.enabled;
+  out_.file_singles = settings.output.file.enabled && settings.output.file.singles;
+  overload_.dead = std::make_unique<DeadTime>(settings.input.shed_high_fraction,
+                                              settings.input.shed_low_fraction, ring.chunk_count(),
+                                              make_source_rule(settings), counters_);
+  if (settings.output.file.enabled) out_.file = std::make_unique<FileSink>(settings, counters_);
+  if (settings.output.raw.enabled)
+    out_.raw = std::make_unique<RawSink>(settings.output.raw, counters_);
   if (settings.output.image.enabled)
-    image_window_ = std::make_unique<ImageWindow>(settings, make_image_layout(settings));
+    views_.image.window = std::make_unique<ImageWindow>(settings, make_image_layout(settings));
 }
 
 Worker::~Worker() {
   if (thread_.joinable()) stop();
 }
 
-void Worker::set_catalogue(Catalogue* catalogue) {
-  catalogue_ = catalogue;
-  if (!catalogue) return;
-  if (file_)
-    file_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
-      if (opened)
-        catalogue->file_opened(p, "plm");
-      else
-        catalogue->file_closed(p);
-    });
-  if (raw_)
-    raw_->set_file_observer([catalogue](const std::filesystem::path& p, bool opened) {
-      if (opened)
-        catalogue->file_opened(p, "frames");
-      else
-        catalogue->file_closed(p);
-    });
-}
+void Worker::set_catalogue(Catalogue* catalogue) { out_.set_catalogue(catalogue); }
 
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
 void Worker::start() {
-  started_ = last_rates_ = last_poll_ = last_watchdog_ = last_histograms_ = last_image_ =
-      Clock::now();
-  phases_ = PhaseTimer(started_);
-  thread_ = std::thread([this] {
+  const Clock::time_point started = Clock::now();
+  status_.rates.started = status_.rates.last = views_.histograms.last = views_.image.last = started;
+  status_.watchdog.start(started);
+  phases_ = PhaseTimer(started);
+  thread_ = std::thread([this, started] {
     try {
-      loop();
+      loop(started);
     } catch (const std::exception& e) {
       spdlog::critical("worker stopped: {}", e.what());
       failed_.store(true, std::memory_order_release);
@@ -100,11 +79,7 @@ void Worker::start() {
 }
 
 void Worker::reload(const Settings& reread) {
-  {
-    std::lock_guard lock(reload_mutex_);
-    reload_settings_ = reread;
-  }
-  reload_requested_.store(true, std::memory_order_release);
+  reload_.request(reread);
 }
 
 void Worker::stop() {
@@ -112,17 +87,19 @@ void Worker::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-void Worker::loop() {
+void Worker::loop(Clock::time_point started) {
   const auto poll_every = std::chrono::milliseconds(2);
+  Clock::time_point last_poll = started;
   PhaseTimer* const t = &phases_;
   for (;;) {
     // What no phase below covers is charged to `loop`.
     PhaseScope iteration(t, Phase::loop);
     const bool stopping = stop_.load(std::memory_order_acquire);
-    if (next_engine_.valid()) {
-      if (stopping || next_engine_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    if (reload_.next_engine.valid()) {
+      if (stopping ||
+          reload_.next_engine.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
         switch_engine();
-    } else if (reload_requested_.exchange(false, std::memory_order_acq_rel)) {
+    } else if (reload_.requested.exchange(false, std::memory_order_acq_rel)) {
       apply_reload();  // one reload at a time: a later request waits for this build
     }
     // Once stopping, the receivers are already stopped: take what is left, then finish.
@@ -137,12 +114,12 @@ void Worker::loop() {
       release_staged(false);
     }
     const auto now = Clock::now();
-    if (now - last_poll_ >= poll_every) {
+    if (now - last_poll >= poll_every) {
       {
         PhaseScope p(t, Phase::slicer_poll);
         engine_->slicer->poll(now);
       }
-      last_poll_ = now;
+      last_poll = now;
       PhaseScope p(t, Phase::latency);
       retire_latency(now, false);
     }
@@ -159,15 +136,15 @@ void Worker::loop() {
   }
   retire_latency(Clock::now(), true);
   // An acquisition the daemon's stop closed: its end goes into the last file too.
-  if (acquisitions_ && acquisitions_->version() != acquisition_version_) publish_acquisition();
-  if (file_) file_->close();
-  if (raw_) raw_->close();
+  if (status_.acquisition.changed()) publish_acquisition();
+  if (out_.file) out_.file->close();
+  if (out_.raw) out_.raw->close();
   tick(Clock::now(), true);
 }
 
 void Worker::take_chunk(Chunk* c) {
   PhaseScope phase(&phases_, Phase::chunk_scan);
-  sealed_high_ = std::max(sealed_high_, ring_.sealed_approx() + 1);
+  staging_.note_sealed(ring_.sealed_approx() + 1);
   Slicer& slicer = *engine_->slicer;
   const ChunkSummary& sum = c->summary;
   std::uint64_t last_time = 0;
@@ -177,15 +154,16 @@ void Worker::take_chunk(Chunk* c) {
     const SourceSpan& s = sum.sources[sum.present[i]];
     // One temperature reading per source and chunk is plenty for a once-a-second display.
     const FrameFields f = decode_frame(frames[s.first_index].bytes);
-    if (f.bdm < bdm_count) temperature_degC_[f.bdm] = frame_temperature_degC(f);
+    if (f.bdm < bdm_count) status_.rates.temperature_degC[f.bdm] = frame_temperature_degC(f);
   }
   // Raw capture: the frames as received, before the slicer drops or holds any.
-  if (raw_) {
+  if (out_.raw) {
     PhaseScope p(&phases_, Phase::raw_capture);
-    raw_->write(c->frames(), c->frame_count);
+    out_.raw->write(c->frames(), c->frame_count);
   }
   // Overload: the frames in dead time go (DESIGN section 6); the chunk keeps the others.
-  const bool was_shedding = dead_->shedding();
+  DeadTime& dead = *overload_.dead;
+  const bool was_shedding = dead.shedding();
   bool dropped = false;
   {
     const std::size_t chunks = ring_.chunk_count();
@@ -194,20 +172,20 @@ void Worker::take_chunk(Chunk* c) {
     // declared lagging first, and only a backlog that remains is shed as dead time. Once per
     // backlog: if the ring is still above the mark after one board was released, the backlog
     // is an overload and every board sheds (no board after board declared lagging).
-    if (in_use <= dead_->low_chunks()) ring_release_used_ = false;
-    if (!dead_->shedding() && in_use >= dead_->high_chunks() && !ring_release_used_ &&
+    if (in_use <= dead.low_chunks()) overload_.ring_release_used = false;
+    if (!dead.shedding() && in_use >= dead.high_chunks() && !overload_.ring_release_used &&
         slicer.release_lagging_source()) {
-      ring_release_used_ = true;
+      overload_.ring_release_used = true;
       in_use = 0;
     }
-    dropped = dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time(),
-                            engine_->max_future_ticks);
+    dropped = dead.filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time(),
+                          engine_->max_future_ticks);
   }
-  const bool dead_closed = was_shedding && !dead_->shedding();
+  const bool dead_closed = was_shedding && !dead.shedding();
   if (c->frame_count == 0) {
     ring_.release(c);
     // The shed frames still move their boards' clocks on (after the kept ones are in).
-    if (dropped) slicer.skip_dead(dead_->last_reached());
+    if (dropped) slicer.skip_dead(dead.last_reached());
     if (dead_closed) publish_dead_intervals();
     return;
   }
@@ -217,96 +195,68 @@ void Worker::take_chunk(Chunk* c) {
   {
     PhaseScope p(&phases_, Phase::slicer_push);
     ticket = slicer.push_block(c->frames(), c->frame_count, sum, Clock::now());
-    if (dropped) slicer.skip_dead(dead_->last_reached());
+    if (dropped) slicer.skip_dead(dead.last_reached());
   }
   if (dead_closed) publish_dead_intervals();
-  if (pending_count_ == pending_.size()) {
-    // More chunks in the slicer than entries (it is far behind): the newest joins the last
-    // entry, whose older arrival time makes its sample an upper bound.
-    Pending& last = pending_[pending_count_ - 1];
-    last.last_time = std::max(last.last_time, last_time);
-  } else {
-    pending_[pending_count_++] = {c->first_rx, last_time};
-  }
+  latency_.pushed(c->first_rx, last_time);
   // The chunk goes back to the ring once the backend's copy of it is done, not when its
   // slice resolves.
   if (ticket == 0 || slicer.staged(ticket)) {
     ring_.release(c);
   } else {
-    staging_[(staging_head_ + staging_count_) % staging_.size()] = {c, ticket};
-    ++staging_count_;
-    staging_high_ = std::max(staging_high_, staging_count_);
+    staging_.stage(c, ticket);
   }
 }
 
 void Worker::release_staged(bool wait) {
   Slicer& slicer = *engine_->slicer;
-  while (staging_count_ > 0) {
-    const Staging& s = staging_[staging_head_];
-    if (wait) {
-      slicer.wait_staged(s.ticket);
-    } else if (!slicer.staged(s.ticket)) {
-      break;
-    }
-    ring_.release(s.chunk);
-    staging_head_ = (staging_head_ + 1) % staging_.size();
-    --staging_count_;
-  }
+  staging_.release(
+      [&](std::uint64_t ticket) {
+        if (!wait) return slicer.staged(ticket);
+        slicer.wait_staged(ticket);
+        return true;
+      },
+      [&](Chunk* c) { ring_.release(c); });
 }
 
 void Worker::retire_latency(Clock::time_point now, bool all) {
-  const std::uint64_t horizon = engine_->slicer->horizon();
-  // A latest time past the time-jump limit is a wild timestamp the slicer drops: the horizon
-  // will never pass it.
-  const auto wild = [&](std::uint64_t t) {
-    return horizon > 0 && is_time_jump(t, horizon, engine_->max_future_ticks);
-  };
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < pending_count_; ++i) {
-    if (all || pending_[i].last_time < horizon || wild(pending_[i].last_time))
-      latency_.add(std::chrono::duration<double, std::milli>(now - pending_[i].rx).count());
-    else
-      pending_[kept++] = pending_[i];
-  }
-  pending_count_ = kept;
+  latency_.retire(now, engine_->slicer->horizon(), engine_->max_future_ticks, all);
 }
 
 void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
   PhaseScope phase(&phases_, Phase::publish);
   const std::uint64_t run = published_run_id(slicer_run);
-  last_run_ = run;
-  if (catalogue_ && run != catalogue_run_) {  // the run's first slice
-    catalogue_run_ = run;
-    catalogue_->run_started(run);
-  }
-  if (!run_first_prompt_ && result.prompt_count) run_first_prompt_ = result.prompts[0].time_a;
+  run_.slice(run, result);
+  out_.note_run(run);
   // The run's .pdh is named after the .plm file its first message goes to.
-  if (file_ && run_file_stem_.empty()) run_file_stem_ = file_->current_file().stem().string();
-  run_slice_end_ = result.t_end;
+  run_.note_file(out_.file.get());
+  Publisher& publisher = out_.publisher;
+  FileSink* const file = out_.file.get();
   // Stamped with the publisher's id: the list-mode file holds the headers as published.
-  const MessageHeader prompts = publisher_.stamp(builder_.build(MessageKind::prompts, run, result));
+  const MessageHeader prompts =
+      publisher.stamp(out_.builder.build(MessageKind::prompts, run, result));
   const std::size_t prompt_bytes = result.prompt_count * sizeof(CoincRecord);
-  publisher_.send(topic::prompts, prompts, result.prompts, prompt_bytes);
-  if (file_) file_->write(prompts, result.prompts, prompt_bytes);
-  if (publish_delayed_) {
+  publisher.send(topic::prompts, prompts, result.prompts, prompt_bytes);
+  if (file) file->write(prompts, result.prompts, prompt_bytes);
+  if (out_.publish_delayed) {
     const MessageHeader delayed =
-        publisher_.stamp(builder_.build(MessageKind::delayed, run, result));
+        publisher.stamp(out_.builder.build(MessageKind::delayed, run, result));
     const std::size_t delayed_bytes = result.delayed_count * sizeof(CoincRecord);
-    publisher_.send(topic::delayed, delayed, result.delayed, delayed_bytes);
-    if (file_) file_->write(delayed, result.delayed, delayed_bytes);
+    publisher.send(topic::delayed, delayed, result.delayed, delayed_bytes);
+    if (file) file->write(delayed, result.delayed, delayed_bytes);
   }
   if (result.singles) {  // output.singles.enabled and/or output.file.singles
-    const MessageHeader singles = builder_.build(MessageKind::singles, run, result);
+    const MessageHeader singles = out_.builder.build(MessageKind::singles, run, result);
     const std::size_t single_bytes = result.single_count * sizeof(Single);
-    if (publish_singles_) publisher_.send(topic::singles, singles, result.singles, single_bytes);
-    if (file_ && file_singles_) file_->write(singles, result.singles, single_bytes);
+    if (out_.publish_singles) publisher.send(topic::singles, singles, result.singles, single_bytes);
+    if (file && out_.file_singles) file->write(singles, result.singles, single_bytes);
   }
   // The pieces the backend wrote this slice into are the messages' now (or free).
-  if (arena_)
+  if (MessageArena* const arena = out_.arena)
     for (const void* lent : {static_cast<const void*>(result.prompts),
                              static_cast<const void*>(result.delayed),
                              static_cast<const void*>(result.singles)})
-      if (lent && arena_->owns(lent)) arena_->let_go(lent);
+      if (lent && arena->owns(lent)) arena->let_go(lent);
   keep_alive(Clock::now(), false);
 }
 
@@ -322,46 +272,40 @@ void Worker::on_run_end(std::uint64_t slicer_run, RunEnd reason) {
                  stop_.load(std::memory_order_acquire) ? "petdaqd is stopping"
                                                        : "the configuration was reloaded");
   publish_histograms(published_run_id(slicer_run), true);
-  note_run_dead_time(run_slice_end_);
+  note_run_dead_time(run_.slice_end());
   // The old run's dead intervals do not apply to the next run's clock.
-  dead_->new_run();
+  overload_.dead->new_run();
   publish_dead_intervals();
   // The next run's histograms count from here; so do its counters in them.
-  run_counter_base_ = counter_base(counters_);
-  run_file_stem_.clear();
+  run_.restart_outputs(counter_base(counters_));
   publish_image(published_run_id(slicer_run), true);
-  if (image_window_) image_window_->reset();
-  if (catalogue_) {
+  if (views_.image.window) views_.image.window->reset();
+  if (Catalogue* const catalogue = out_.catalogue) {
     Catalogue::CounterValues values;
     for (std::size_t i = 0; i < kCounterCount; ++i)
       values[i] = counters_.get(static_cast<Counter>(i));
-    catalogue_->run_ended(published_run_id(slicer_run),
-                          reason == RunEnd::clock_reset                  ? "clock reset"
-                          : stop_.load(std::memory_order_acquire) ? "daemon stopped"
-                                                                  : "reload",
-                          values);
+    catalogue->run_ended(published_run_id(slicer_run),
+                         reason == RunEnd::clock_reset           ? "clock reset"
+                         : stop_.load(std::memory_order_acquire) ? "daemon stopped"
+                                                                 : "reload",
+                         values);
   }
-  run_first_prompt_.reset();
-  run_slice_end_ = 0;
-  rates_horizon_ = 0;
+  run_.end_span();
+  status_.rates.horizon = 0;
   // A clock reset: the chunks of the old run will never be passed by the new horizon.
   retire_latency(Clock::now(), true);
 }
 
 void Worker::apply_reload() {
   PhaseScope phase(&phases_, Phase::reload);
-  std::optional<Settings> reread;
-  {
-    std::lock_guard lock(reload_mutex_);
-    reread.swap(reload_settings_);
-  }
+  const std::optional<Settings> reread = reload_.take();
   if (!reread) return;
   const ReloadPlan plan = plan_reload(engine_->settings, *reread);
   for (const std::string& s : plan.restart)
     spdlog::warn("reload: `{}` changed; it takes effect only after a restart", s);
   if (!plan.instant.empty()) {
     engine_->settings.alarms = plan.applied.alarms;
-    alarms_.set_settings(plan.applied.alarms);
+    status_.alarms.set_settings(plan.applied.alarms);
     spdlog::info("reload: alarm thresholds applied");
   }
   if (plan.live.empty()) {
@@ -372,21 +316,22 @@ void Worker::apply_reload() {
   // engine (new slicer and backend) is built on its own thread, then ends, and a new run
   // (new run_id) starts on the new engine. Building takes a backend's allocations (up to a
   // few hundred milliseconds); intake never waits for it.
-  next_live_ = plan.live;
+  reload_.next_live = plan.live;
   // The calibration tables (tens of MB) are copied there too: the running engine only reads
   // them, and it stays until the new one is in place.
-  next_engine_ = std::async(std::launch::async,
-                            [this, applied = plan.applied, calibration = &engine_->calibration] {
-                              return std::make_unique<Engine>(applied, *calibration, backend_kind_,
-                                                              *this, counters_, phases_, arena_);
-                            });
+  reload_.next_engine =
+      std::async(std::launch::async,
+                 [this, applied = plan.applied, calibration = &engine_->calibration] {
+                   return std::make_unique<Engine>(applied, *calibration, reload_.backend_kind,
+                                                   *this, counters_, phases_, out_.arena);
+                 });
 }
 
 void Worker::switch_engine() {
   PhaseScope phase(&phases_, Phase::reload);
   std::unique_ptr<Engine> next;
   try {
-    next = next_engine_.get();
+    next = reload_.next_engine.get();
   } catch (const std::exception& e) {
     spdlog::error("reload: cannot build the new engine, keeping the running one: {}", e.what());
     return;
@@ -401,19 +346,18 @@ void Worker::switch_engine() {
     release_staged(true);  // the tickets are the old backend's
   }
   retire_latency(Clock::now(), true);
-  dead_->new_run();
+  overload_.dead->new_run();
   publish_dead_intervals();
-  const std::uint64_t next_run = last_run_ + 1;
   // The old engine's buffers are freed off this thread too.
-  if (retired_engine_.valid()) retired_engine_.wait();
-  retired_engine_ = std::async(std::launch::async, [old = std::move(engine_)]() mutable { old.reset(); });
+  if (reload_.retired_engine.valid()) reload_.retired_engine.wait();
+  reload_.retired_engine =
+      std::async(std::launch::async, [old = std::move(engine_)]() mutable { old.reset(); });
   engine_ = std::move(next);
-  run_base_ = next_run;
-  last_run_ = next_run;
-  publish_delayed_ = publishes_delayed(engine_->settings);
+  const std::uint64_t next_run = run_.next_engine();
+  out_.publish_delayed = publishes_delayed(engine_->settings);
   counters_.add(Counter::stream_runs);
-  spdlog::info("reload: applied {}; run {} starts ({})", fmt::join(next_live_, ", "), next_run,
-               engine_->explanation);
+  spdlog::info("reload: applied {}; run {} starts ({})", fmt::join(reload_.next_live, ", "),
+               next_run, engine_->explanation);
 }
 
 

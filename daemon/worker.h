@@ -1,7 +1,8 @@
 // The worker thread: takes sealed ring chunks, feeds their frames to the slicer, polls it
 // every few milliseconds, and publishes what comes back (coincidence batches, optional
 // list-mode file, `rates` once a second). It also drives the systemd watchdog, so a worker
-// that stops making progress is restarted.
+// that stops making progress is restarted. Its state lives in one part per room: staging,
+// latency, run, sinks, status, views, overload, reload (daemon/worker_*.h).
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,14 @@
 #include "daemon/rates.h"
 #include "daemon/reload.h"
 #include "daemon/run_id.h"
+#include "daemon/worker_latency.h"
+#include "daemon/worker_overload.h"
+#include "daemon/worker_reload.h"
+#include "daemon/worker_run.h"
+#include "daemon/worker_sinks.h"
+#include "daemon/worker_staging.h"
+#include "daemon/worker_status.h"
+#include "daemon/worker_views.h"
 
 namespace petdaq::daemon {
 
@@ -63,12 +72,14 @@ class Worker final : public ResultSink {
   // Called on the worker thread with every `rates` document it publishes (the Prometheus
   // metrics keep the latest). Set before start().
   void set_rates_observer(std::function<void(const std::string&)> observer) {
-    rates_observer_ = std::move(observer);
+    status_.rates.observer = std::move(observer);
   }
 
   // The named acquisitions (docs/operations.md): published in `rates`, as an `acquisition`
   // message at every change, and at the start of every list-mode file. Set before start().
-  void set_acquisitions(const AcquisitionControl* acquisitions) { acquisitions_ = acquisitions; }
+  void set_acquisitions(const AcquisitionControl* acquisitions) {
+    status_.acquisition.control = acquisitions;
+  }
 
   // The run catalogue (output.catalogue.path): told of each run's start and end, every
   // `rates` document and every file written. Set before start().
@@ -78,10 +89,10 @@ class Worker final : public ResultSink {
   void on_run_end(std::uint64_t run_id, RunEnd reason) override;
 
  private:
-  struct Engine;
+  using Engine = WorkerEngine;
   using Clock = std::chrono::steady_clock;
 
-  void loop();
+  void loop(Clock::time_point started);
   void take_chunk(Chunk* c);
   // Gives back to the ring the chunks whose copy into the backend is done (all of them,
   // waiting, when `wait`).
@@ -95,116 +106,39 @@ class Worker final : public ResultSink {
   // own while this one goes on taking chunks; switch_engine() puts it in place once built.
   void apply_reload();
   void switch_engine();
-  std::uint64_t published_run_id(std::uint64_t slicer_run) const { return run_base_ + slicer_run; }
+  std::uint64_t published_run_id(std::uint64_t slicer_run) const {
+    return run_.published(slicer_run);
+  }
   void publish_histograms(std::uint64_t run_id, bool write_file);
   void publish_image(std::uint64_t run_id, bool write_file);
   // Dead time (DESIGN section 6, "Overload"): the intervals closed since the last call, on
   // `deadtime` and into the list-mode file.
   void publish_dead_intervals();
-  // The run's dead time and live fraction up to raw time `until` (dead_s_run_,
-  // live_fraction_run_), while the run has a first prompt.
+  // The run's dead time and live fraction up to raw time `until` (RunState::note_dead_time),
+  // while the run has a first prompt.
   void note_run_dead_time(std::uint64_t until);
   // Logs the BDMs that began or ended lagging since the last call (once per rates document).
   void note_lagging();
 
-  BackendKind backend_kind_;
+  // The worker's state, one part per room (daemon/worker_*.h); the thread's own below.
   HostRing& ring_;
   Counters& counters_;
-  Publisher& publisher_;
-  bool print_rates_;
-  // Lent to the backend for its results (published without a copy); null: off.
-  MessageArena* arena_;
   std::unique_ptr<Engine> engine_;
-  std::unique_ptr<FileSink> file_;
-  std::unique_ptr<RawSink> raw_;  // output.raw
-  MessageBuilder builder_;
-  bool publish_delayed_ = false;
-  CounterBase run_counter_base_{};  // the counters when the current run began
-  std::string run_file_stem_;       // the .plm holding the run's first message (its .pdh's name)
-  bool publish_singles_ = false;  // output.singles.enabled: the `singles` topic
-  bool file_singles_ = false;     // output.file.singles: kind-3 messages in the .plm files
-  std::uint64_t run_base_ = first_run_id();
-  std::uint64_t last_run_ = run_base_;
-
-  RatesReporter rates_;
-  AlarmMonitor alarms_;
-  const AcquisitionControl* acquisitions_ = nullptr;
-  std::uint64_t acquisition_version_ = 0;
-  std::uint64_t acquisition_message_id_ = 0;
-  std::optional<Acquisition> acquisition_;  // the open one, as last seen
-  std::function<void(const std::string&)> rates_observer_;
-  Catalogue* catalogue_ = nullptr;
-  std::uint64_t catalogue_run_ = 0;  // the run the catalogue was last told started
-  std::unique_ptr<DeadTime> dead_;
-  bool ring_release_used_ = false;  // a board was declared lagging for this ring backlog
-  std::uint64_t deadtime_message_id_ = 0;
-  // The last run's dead time and live fraction, kept for the rates documents after it ended
-  // (the final one at stop among them) until the next run has a prompt.
-  double dead_s_run_ = 0;
-  double live_fraction_run_ = 1;
-  std::vector<std::uint8_t> lagging_;  // per BDM, as the last rates document said
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).
   PhaseTimer phases_;
-  LatencyWindow latency_;
-  std::vector<double> temperature_degC_;
-  std::uint64_t rates_message_id_ = 0;
-  // The acquisition time a rates interval covered: from the slicer's horizon at the last
-  // document, or from the run's first prompt when the run began inside the interval.
-  std::uint64_t rates_horizon_ = 0;
-  std::optional<std::uint64_t> run_first_prompt_;
-  // The end of the run's last slice: with run_first_prompt_, the span the histograms cover.
-  std::uint64_t run_slice_end_ = 0;
-  Clock::time_point started_;
-  Clock::time_point last_rates_;
-  Clock::time_point last_poll_;
-  Clock::time_point last_watchdog_;
-  std::chrono::microseconds watchdog_interval_{0};
-
-  // Live histograms (output.histograms) and the opt-in singles topic.
-  std::vector<std::uint8_t> histogram_bytes_;  // reused: sized by the first message
-  std::uint64_t histogram_message_id_ = 0;
-  Clock::time_point last_histograms_;
-  // Live image (output.image): the sliding window's snapshots and the reused message body.
-  std::unique_ptr<ImageWindow> image_window_;
-  std::vector<std::uint8_t> image_bytes_;
-  std::uint64_t image_message_id_ = 0;
-  Clock::time_point last_image_;
-
-  // Chunks pushed and not yet behind the published horizon: when each arrived and the
-  // latest raw time in it. Fixed capacity (four entries per ring chunk).
-  struct Pending {
-    Clock::time_point rx;
-    std::uint64_t last_time;
-  };
-  std::vector<Pending> pending_;
-  std::size_t pending_count_ = 0;
-
-  // Chunks staged with the backend whose copies may still be running, oldest first (a ring
-  // of one entry per ring chunk).
-  struct Staging {
-    Chunk* chunk = nullptr;
-    std::uint64_t ticket = 0;
-  };
-  std::vector<Staging> staging_;
-  std::size_t staging_head_ = 0;
-  std::size_t staging_count_ = 0;
-  // High-water marks since the last rates document: sealed chunks waiting (the one taken
-  // included) when the worker takes one, and chunks in staging_.
-  std::size_t sealed_high_ = 0;
-  std::size_t staging_high_ = 0;
+  ChunkStaging staging_;  // chunks whose copy into the backend may still run
+  ChunkLatency latency_;  // chunks not yet behind the published horizon
+  RunState run_;          // the published run: id, span, counter base, file, dead time
+  WorkerSinks out_;       // publisher, list-mode file, raw capture, catalogue
+  WorkerStatus status_;   // rates, alarms, acquisition, watchdog
+  LiveViews views_;       // live histograms and image
+  Overload overload_;     // dead time
+  ReloadState reload_;    // re-read settings and the engines of a reload
 
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> failed_{false};
-  std::atomic<bool> reload_requested_{false};
-  std::mutex reload_mutex_;
-  std::optional<Settings> reload_settings_;
-  // The engine a reload is building (valid while it builds), what it changes, and the
-  // engine it replaced, being destroyed off the worker thread.
-  std::future<std::unique_ptr<Engine>> next_engine_;
-  std::vector<std::string> next_live_;
-  std::future<void> retired_engine_;
 };
 
 }  // namespace petdaq::daemon

@@ -7,14 +7,15 @@
 
 #include "backends/select_backend.h"
 #include "core/calibration.h"
+#include "core/counters.h"
+#include "core/phase_timer.h"
 #include "core/settings.h"
 #include "core/slicer.h"
 #include "daemon/timed_backend.h"
-#include "daemon/worker.h"
 
 namespace petdaq::daemon {
 
-struct Worker::Engine {
+struct WorkerEngine {
   Settings settings;
   Calibration calibration;
   std::unique_ptr<Backend> backend;
@@ -24,8 +25,8 @@ struct Worker::Engine {
   std::string explanation;
   std::uint64_t max_future_ticks = 0;
 
-  Engine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink, Counters& counters,
-         PhaseTimer& phases, ResultMemory* memory)
+  WorkerEngine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink,
+               Counters& counters, PhaseTimer& phases, ResultMemory* memory)
       : settings(s), calibration(std::move(c)) {
     backend = make_backend(kind, settings, calibration, explanation);
     timed = std::make_unique<TimedBackend>(*backend, phases);
