@@ -190,17 +190,15 @@ void Worker::take_chunk(Chunk* c) {
   {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
-    // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
-    // declared lagging first, and only a backlog that remains is shed as dead time. Once per
-    // backlog: if the ring is still above the mark after one board was released, the backlog
-    // is an overload and every board sheds (no board after board declared lagging).
-    if (in_use <= dead_->low_chunks()) ring_release_used_ = false;
-    if (!dead_->shedding() && in_use >= dead_->high_chunks() && !ring_release_used_ &&
-        slicer.release_lagging_source()) {
-      ring_release_used_ = true;
+    // A board that lags fills the ring too: its chunks wait in the slicer for the horizon it
+    // holds. Where the backlog is mostly such chunks, the board is declared lagging first;
+    // where it is mostly chunks sealed and waiting for the worker, the worker is too slow
+    // (an overload) and every board sheds dead time.
+    const std::size_t waiting = ring_.sealed_approx();
+    if (!dead_->shedding() && in_use >= dead_->high_chunks() && staging_count_ > waiting &&
+        slicer.release_lagging_source())
       in_use = 0;
-    }
-    dropped = dead_->filter(*c, in_use, ring_.sealed_approx(), slicer.latest_time(),
+    dropped = dead_->filter(*c, in_use, waiting, slicer.latest_time(),
                             engine_->max_future_ticks);
   }
   const bool dead_closed = was_shedding && !dead_->shedding();

@@ -136,7 +136,6 @@ class Worker final : public ResultSink {
   Catalogue* catalogue_ = nullptr;
   std::uint64_t catalogue_run_ = 0;  // the run the catalogue was last told started
   std::unique_ptr<DeadTime> dead_;
-  bool ring_release_used_ = false;  // a board was declared lagging for this ring backlog
   std::uint64_t deadtime_message_id_ = 0;
   // The last run's dead time and live fraction, kept for the rates documents after it ended
   // (the final one at stop among them) until the next run has a prompt.
