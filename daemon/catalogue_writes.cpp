@@ -111,6 +111,14 @@ std::string counters_json(const Catalogue::CounterValues& now, const Catalogue::
   return j.dump();
 }
 
+// A file row joins its run (if any) and the open acquisition (if any).
+void link_file(sqlite3* db, std::int64_t file_id, std::uint64_t run,
+               const std::optional<std::uint64_t>& acquisition) {
+  if (run) Stmt(db, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, run).bind(2, file_id).run();
+  if (acquisition)
+    Stmt(db, "INSERT OR IGNORE INTO acquisition_files VALUES(?, ?)").bind(1, *acquisition).bind(2, file_id).run();
+}
+
 }  // namespace
 
 void Catalogue::write(std::uint64_t t, const RunStop& e) {
@@ -178,13 +186,7 @@ void Catalogue::write(std::uint64_t t, const FileOpen& e) {
       .bind(3, t)
       .bind(4, start_row_)
       .run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
-  if (writer_.run_id) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, writer_.run_id).bind(2, id).run();
-  if (writer_.acquisition_id)
-    Stmt(db_, "INSERT OR IGNORE INTO acquisition_files VALUES(?, ?)")
-        .bind(1, *writer_.acquisition_id)
-        .bind(2, id)
-        .run();
+  link_file(db_, sqlite3_last_insert_rowid(db_), writer_.run_id, writer_.acquisition_id);
   heartbeat(t);
   tx.commit();
 }
@@ -231,13 +233,7 @@ void Catalogue::write(std::uint64_t t, const FileWhole& e) {
   else
     insert.bind_null(4).bind_null(5).bind(6, std::string("missing at close"));
   insert.bind(7, start_row_).run();
-  const std::int64_t id = sqlite3_last_insert_rowid(db_);
-  if (run) Stmt(db_, "INSERT OR IGNORE INTO run_files VALUES(?, ?)").bind(1, run).bind(2, id).run();
-  if (writer_.acquisition_id)
-    Stmt(db_, "INSERT OR IGNORE INTO acquisition_files VALUES(?, ?)")
-        .bind(1, *writer_.acquisition_id)
-        .bind(2, id)
-        .run();
+  link_file(db_, sqlite3_last_insert_rowid(db_), run, writer_.acquisition_id);
   heartbeat(t);
   tx.commit();
 }

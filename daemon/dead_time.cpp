@@ -21,6 +21,11 @@ DeadTime::DeadTime(double high_fraction, double low_fraction, std::size_t ring_c
       bdm_dropped_(counters.bdm_count(), 0),
       reached_(counters.bdm_count(), 0) {}
 
+std::uint64_t DeadTime::wild_after() const {
+  if (begin_at_first_) return kOpenEnd;
+  return saturating_add(std::max(open_.t_begin, open_.t_end), max_future_);
+}
+
 // `which`: kRecent for the open interval, else the index in closed_in_run_.
 bool DeadTime::in_dead(std::uint64_t t, std::size_t& which) const {
   if (shedding_ && (begin_at_first_ || t >= open_.t_begin) && !wild(t)) {
@@ -45,7 +50,6 @@ void DeadTime::note_dropped(std::size_t which, std::uint64_t t_min, std::uint64_
     begin_at_first_ = false;
     d.t_begin = std::max(t_min, closed_in_run_.last_end());
     d.t_end = d.t_begin;
-    wild_after_ = saturating_add(d.t_begin, max_future_);
   }
   d.t_end = std::max(d.t_end, t_max + 1);
 }
@@ -102,7 +106,6 @@ void DeadTime::open(std::uint64_t latest_taken) {
   open_.t_begin = std::max(after, closed_in_run_.last_end());
   open_.t_end = open_.t_begin;
   open_.frames_dropped = 0;
-  wild_after_ = begin_at_first_ ? kOpenEnd : saturating_add(open_.t_begin, max_future_);
 }
 
 bool DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken,
@@ -128,7 +131,7 @@ bool DeadTime::filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::ui
       if (begin_at_first_)
         overlaps = true;
       else
-        check(open_.t_begin, wild_after_ == kOpenEnd ? kOpenEnd : wild_after_ + 1, kRecent);
+        check(open_.t_begin, wild_after() == kOpenEnd ? kOpenEnd : wild_after() + 1, kRecent);
     }
     for (std::size_t i = 0; i < closed_in_run_.size() && whole > kRecent; ++i)
       check(closed_in_run_[i].t_begin, closed_in_run_[i].t_end, i);

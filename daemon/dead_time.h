@@ -95,8 +95,8 @@ class DeadTime {
   // `latest_taken`: the latest raw time the slicer has taken (Slicer::latest_time(), so wild
   // stamps it dropped as time jumps do not count; 0: none); an interval opens after it, or,
   // when the run has taken nothing yet, at the first frame it drops. A frame more than
-  // `max_future_ticks` past that is a wild stamp, not dead time: it goes on to the slicer's
-  // time-jump rule and never stretches an interval.
+  // `max_future_ticks` past the latest frame the interval dropped is a wild stamp, not dead
+  // time: it goes on to the slicer's time-jump rule and never stretches an interval.
   // Returns whether it dropped any of the chunk's frames (then last_reached() says how far).
   bool filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken,
               std::uint64_t max_future_ticks);
@@ -127,7 +127,9 @@ class DeadTime {
 
   bool in_dead(std::uint64_t t, std::size_t& which) const;
   void open(std::uint64_t latest_taken);
-  bool wild(std::uint64_t t) const { return t > wild_after_; }
+  // A stamp more than max_future past the interval's latest drop (its running end) is wild.
+  std::uint64_t wild_after() const;
+  bool wild(std::uint64_t t) const { return t > wild_after(); }
   void close_open();
   void drop_whole(Chunk& c, std::size_t which);
   void drop_frames(Chunk& c);
@@ -149,7 +151,6 @@ class DeadTime {
   bool reached_any_ = false;
   bool begin_at_first_ = false;  // the open interval begins at the first frame it drops
   std::uint64_t max_future_ = 0;
-  std::uint64_t wild_after_ = ~std::uint64_t{0};  // later stamps are not dead time
 };
 
 }  // namespace petdaq::daemon

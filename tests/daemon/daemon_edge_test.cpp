@@ -216,7 +216,7 @@ TEST(Overload, ShedsScannerWideDeadTimeThatTheLiveFractionCorrects) {
   Settings& s = rig.scanner.settings;
   // Small slices make a slow worker: a paced sender on loopback overloads it, and the
   // receiver keeps up.
-  s.stream.max_slice_frames = 256;
+  s.stream.max_slice_frames = 128;
   s.stream.max_pending_frames = 1u << 16;
   s.stream.max_carry_singles = 1u << 14;
   // A ring that holds ~90 ms at the sending rate between the high mark and full.

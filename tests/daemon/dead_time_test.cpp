@@ -181,7 +181,7 @@ TEST(DeadTime, AWildStampIsNotDeadTime) {
   DeadTime dead(0.5, 0.25, 8, rule, counters);
   std::vector<RawFrame> v;
   for (std::uint64_t t = 200; t < 210; ++t) v.push_back(sc.frame(0, 0, 1, t, 500));
-  const std::uint64_t wild = 200 + kFuture + 5;
+  const std::uint64_t wild = 210 + kFuture + 5;  // past the limit from the last drop
   v.push_back(sc.frame(1, 0, 1, wild, 500));
   TestChunk a(v, rule);
   dead.filter(a.chunk, 5, 0, 199, kFuture);
@@ -192,6 +192,29 @@ TEST(DeadTime, AWildStampIsNotDeadTime) {
   EXPECT_EQ(di.t_begin, 200u);
   EXPECT_EQ(di.t_end, 210u);
   EXPECT_EQ(di.frames_dropped, 10u);
+}
+
+// An overload lasts as long as it lasts: an interval goes on over many times the time-jump
+// limit as long as the frames it drops come in continuity.
+TEST(DeadTime, AnIntervalLongerThanTheTimeJumpLimitKeepsShedding) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  constexpr std::uint64_t kStep = kFuture / 4;
+  std::uint64_t dropped = 0;
+  for (std::uint64_t k = 0; k < 20; ++k) {  // 5 x the limit
+    std::vector<RawFrame> v;
+    for (std::uint64_t i = 0; i < 4; ++i)
+      v.push_back(sc.frame(static_cast<std::uint32_t>(i), 0, 1, 200 + k * kStep + i, 500));
+    TestChunk c(v, rule);
+    dead.filter(c.chunk, 6, 3, 199, kFuture);
+    EXPECT_EQ(c.chunk.frame_count, 0u) << "chunk " << k;
+    dropped += 4;
+  }
+  EXPECT_TRUE(dead.shedding());
+  EXPECT_EQ(counters.get(Counter::stream_dead_frames), dropped);
+  EXPECT_EQ(dead.run_dead_ticks(), 19 * kStep + 4);
 }
 
 }  // namespace
