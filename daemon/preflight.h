@@ -27,7 +27,8 @@ std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint);
 // even where every holder set SO_REUSEPORT. Port 0 is never in use.
 std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint);
 
-// The memory the ring, the engine buffers and the message arena take (CPU backend; bytes).
+// The memory the ring, the engine buffers and the outputs take (CPU backend; bytes), as each
+// owner reports it (memory_bytes).
 struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
