@@ -59,7 +59,10 @@ void Catalogue::write(std::uint64_t t, const AcquisitionEvent& e) {
         .bind(2, start_row_)
         .run();
     if (writer_.run_id)
-      Stmt(db_, "INSERT OR IGNORE INTO acquisition_runs VALUES(?, ?)").bind(1, a.id).bind(2, writer_.run_id).run();
+      Stmt(db_, "INSERT OR IGNORE INTO acquisition_runs VALUES(?, ?)")
+          .bind(1, a.id)
+          .bind(2, writer_.run_id)
+          .run();
     writer_.acquisition_id = a.id;
   } else {
     Stmt u(db_,

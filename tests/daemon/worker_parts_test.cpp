@@ -127,7 +127,8 @@ TEST(RunState, RunIdsGoOnAcrossEnginesAndTheSpanStartsAtTheFirstPrompt) {
   const std::vector<CoincRecord> none;
   run.slice(run.published(1), slice(none, 500));
   EXPECT_FALSE(run.first_prompt());
-  const std::vector<CoincRecord> prompts{{1'000, 2, 0, 1, 511, 511, 0}, {1'200, 2, 0, 1, 511, 511, 0}};
+  const std::vector<CoincRecord> prompts{{1'000, 2, 0, 1, 511, 511, 0},
+                                         {1'200, 2, 0, 1, 511, 511, 0}};
   run.slice(run.published(1), slice(prompts, 2'000));
   const std::vector<CoincRecord> later{{2'100, 2, 0, 1, 511, 511, 0}};
   run.slice(run.published(1), slice(later, 3'000));
