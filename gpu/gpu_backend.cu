@@ -105,22 +105,22 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
   live_.singles = s.output.wants_singles();
   for (Slot& slot : ring_.slots) {
     if (live_.singles) {
-      slot.d_singles = make_device<Single>(caps_.sort_capacity);
-      slot.h_singles = make_pinned<Single>(caps_.sort_capacity);
-      slot.h_resolved = make_pinned<std::uint64_t>(1, true);
-      slot.d_resolved = cuda::device_address(slot.h_resolved);
+      slot.singles.d_singles = make_device<Single>(caps_.sort_capacity);
+      slot.singles.h_singles = make_pinned<Single>(caps_.sort_capacity);
+      slot.singles.h_resolved = make_pinned<std::uint64_t>(1, true);
+      slot.singles.d_resolved = cuda::device_address(slot.singles.h_resolved);
     }
     slot.d_frames = make_device<RawFrame>(caps_.max_slice_frames);
-    slot.d_partition_counts = make_device<unsigned long long>(2);
-    slot.h_partition_counts = make_pinned<unsigned long long>(2);
-    slot.h_prompts = make_pinned<CoincRecord>(caps_.prompt_capacity);
-    slot.h_delayed = make_pinned<CoincRecord>(caps_.delayed_capacity);
-    slot.d_prompts = make_device<CoincRecord>(caps_.prompt_capacity);
-    slot.d_delayed = make_device<CoincRecord>(caps_.delayed_capacity);
-    slot.h_summary = make_pinned<SliceSummary>(1, true);
-    slot.h_bdm = make_pinned<std::uint64_t>(2 * std::size_t{caps_.bdm_count}, true);
-    slot.d_summary = cuda::device_address(slot.h_summary);
-    slot.d_bdm_out = cuda::device_address(slot.h_bdm);
+    slot.take.d_partition_counts = make_device<unsigned long long>(2);
+    slot.take.h_partition_counts = make_pinned<unsigned long long>(2);
+    slot.records.h_prompts = make_pinned<CoincRecord>(caps_.prompt_capacity);
+    slot.records.h_delayed = make_pinned<CoincRecord>(caps_.delayed_capacity);
+    slot.records.d_prompts = make_device<CoincRecord>(caps_.prompt_capacity);
+    slot.records.d_delayed = make_device<CoincRecord>(caps_.delayed_capacity);
+    slot.records.h_summary = make_pinned<SliceSummary>(1, true);
+    slot.records.h_bdm = make_pinned<std::uint64_t>(2 * std::size_t{caps_.bdm_count}, true);
+    slot.records.d_summary = cuda::device_address(slot.records.h_summary);
+    slot.records.d_bdm_out = cuda::device_address(slot.records.h_bdm);
   }
   PETDAQ_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -180,13 +180,13 @@ const SliceResult& GpuBackend::collect() {
     complete_partition(true);
   {
     PhaseScope wait(phases_, Phase::collect_wait);
-    wait_for(slot.done.get(), slot.slice_id, [this] { complete_partition(false); });
+    wait_for(slot.events.done.get(), slot.slice_id, [this] { complete_partition(false); });
   }
   // Only now is the number of records known on the host: copy exactly those, on a stream
   // of their own, while the compute stream goes on with the slices behind this one.
   // The copies land in memory the caller lent where it can (it then publishes them without
   // a copy of its own), else in the slot's pinned buffers.
-  const SliceSummary& summary = slot.h_summary[0];
+  const SliceSummary& summary = slot.records.h_summary[0];
   cudaStream_t out = streams_.out.get();
   auto copy_out = [&](auto* own, const auto* device, std::uint64_t count) {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(device)>>;
@@ -198,16 +198,19 @@ const SliceResult& GpuBackend::collect() {
         cudaMemcpyAsync(dst, device, count * sizeof(T), cudaMemcpyDeviceToHost, out));
     return dst;
   };
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_begin.get(), out));
-  const CoincRecord* prompts = copy_out(slot.h_prompts.get(), slot.d_prompts.get(), summary.prompts_kept);
-  const CoincRecord* delayed = copy_out(slot.h_delayed.get(), slot.d_delayed.get(), summary.delayed_kept);
-  const std::uint64_t resolved = live_.singles ? slot.h_resolved[0] : 0;
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.out_begin.get(), out));
+  const CoincRecord* prompts =
+      copy_out(slot.records.h_prompts.get(), slot.records.d_prompts.get(), summary.prompts_kept);
+  const CoincRecord* delayed =
+      copy_out(slot.records.h_delayed.get(), slot.records.d_delayed.get(), summary.delayed_kept);
+  const std::uint64_t resolved = live_.singles ? slot.singles.h_resolved[0] : 0;
   const Single* singles =  // singles topic
-      live_.singles ? copy_out(slot.h_singles.get(), slot.d_singles.get(), resolved) : nullptr;
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.out_end.get(), out));
+      live_.singles ? copy_out(slot.singles.h_singles.get(), slot.singles.d_singles.get(), resolved)
+                    : nullptr;
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.out_end.get(), out));
   {
     PhaseScope wait(phases_, Phase::copy_out_wait);
-    wait_for(slot.out_end.get(), slot.slice_id, [this] { complete_partition(false); });
+    wait_for(slot.events.out_end.get(), slot.slice_id, [this] { complete_partition(false); });
   }
   ++ring_.next_collect;
 
@@ -222,36 +225,37 @@ const SliceResult& GpuBackend::collect() {
   result.delayed = delayed;
   result.delayed_count = sum.delayed_kept;
   result.carry_count = sum.carry_count;
-  result.frames_taken = slot.frames_taken;
-  result.frames_dropped = slot.frames_dropped;
-  result.bound = slot.bound;
-  result.split = slot.split;
+  result.frames_taken = slot.take.frames_taken;
+  result.frames_dropped = slot.take.frames_dropped;
+  result.bound = slot.take.bound;
+  result.split = slot.take.split;
   CounterDelta& d = result.counters;
   add_status_counts(d, sum.status);
   add_coincidence_counts(
       d, CoincidenceCounts{sum.prompts_total, sum.delayed_total, sum.multiples, sum.delayed_multiples},
       (sum.prompts_total - sum.prompts_kept) + (sum.delayed_total - sum.delayed_kept));
   d[Counter::stream_carry_overflow] += sum.carry_overflow;
-  d[Counter::stream_pending_full] += slot.frames_dropped;
-  result.bdm_singles = slot.h_bdm.get();
-  result.bdm_energy_rejected = slot.h_bdm.get() + caps_.bdm_count;
+  d[Counter::stream_pending_full] += slot.take.frames_dropped;
+  result.bdm_singles = slot.records.h_bdm.get();
+  result.bdm_energy_rejected = slot.records.h_bdm.get() + caps_.bdm_count;
   if (live_.singles) {
     result.singles = singles;
     result.single_count = resolved;
   }
 
   GpuStageTimes& times = collected_.stage_times;
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.copy_in_ms, slot.events.copy_begin.get(),
+                                         slot.events.copy_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.convert_ms, slot.events.copy_end.get(),
+                                         slot.events.convert_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.sort_ms, slot.events.convert_end.get(),
+                                         slot.events.sort_end.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.coincidence_ms, slot.events.sort_end.get(),
+                                         slot.events.done.get()));
+  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.copy_out_ms, slot.events.out_begin.get(),
+                                         slot.events.out_end.get()));
   PETDAQ_CUDA_CHECK(
-      cudaEventElapsedTime(&times.copy_in_ms, slot.copy_begin.get(), slot.copy_end.get()));
-  PETDAQ_CUDA_CHECK(
-      cudaEventElapsedTime(&times.convert_ms, slot.copy_end.get(), slot.convert_end.get()));
-  PETDAQ_CUDA_CHECK(
-      cudaEventElapsedTime(&times.sort_ms, slot.convert_end.get(), slot.sort_end.get()));
-  PETDAQ_CUDA_CHECK(
-      cudaEventElapsedTime(&times.coincidence_ms, slot.sort_end.get(), slot.done.get()));
-  PETDAQ_CUDA_CHECK(
-      cudaEventElapsedTime(&times.copy_out_ms, slot.out_begin.get(), slot.out_end.get()));
-  PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&times.slice_ms, slot.copy_begin.get(), slot.done.get()));
+      cudaEventElapsedTime(&times.slice_ms, slot.events.copy_begin.get(), slot.events.done.get()));
   return result;
 }
 

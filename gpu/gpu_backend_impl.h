@@ -64,13 +64,9 @@ struct Work {
   unsigned key_bits = 64;
 };
 
-// One slice in flight: its pinned input, its device copy of the frames, its records on
-// the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
-// writes it directly) and its events.
-// Its members stay flat: each is one slice's own buffer, event or count, taken once per slot
-// and used by submit(), the compute and collect() together.
-struct Slot {
-  device_unique_ptr<RawFrame> d_frames;
+// A slice's records on the device and in pinned host memory, and its summary and per-BDM
+// counts (mapped: the one-thread summary kernel writes them directly).
+struct SlotRecords {
   pinned_unique_ptr<CoincRecord> h_prompts;
   pinned_unique_ptr<CoincRecord> h_delayed;
   pinned_unique_ptr<SliceSummary> h_summary;
@@ -79,26 +75,46 @@ struct Slot {
   device_unique_ptr<CoincRecord> d_delayed;
   SliceSummary* d_summary = nullptr;  // device addresses of the mapped summary buffers
   std::uint64_t* d_bdm_out = nullptr;
+};
+
+// The events that time a slice's stages (gpu_stage_times.h) and tell when it is done.
+struct SlotEvents {
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
-  std::uint64_t slice_id = 0;
-  // The partition's counts (taken, dropped) on the device and, once `counted` has passed,
-  // in pinned host memory; the frames the partition read; the slice's compute as submitted.
+};
+
+// What the slice took from the stage: the partition's counts (taken, dropped) on the device
+// and, once `counted` has passed, in pinned host memory; the frames the partition read; and
+// the outcome (core/backend.h).
+struct SlotTake {
   device_unique_ptr<unsigned long long> d_partition_counts;
   pinned_unique_ptr<unsigned long long> h_partition_counts;
   cuda::Event counted{false};
   std::uint64_t partition_items = 0;
-  Work work{};
-  // What the slice took from the stage (core/backend.h).
   std::size_t frames_taken = 0;
   std::size_t frames_dropped = 0;
   std::uint64_t bound = 0;
   bool split = false;
-  // `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them
-  // it resolved (mapped), and the host copy of those.
+};
+
+// `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them it
+// resolved (mapped), and the host copy of those.
+struct SlotSingles {
   device_unique_ptr<Single> d_singles;
   pinned_unique_ptr<std::uint64_t> h_resolved;
   std::uint64_t* d_resolved = nullptr;
   pinned_unique_ptr<Single> h_singles;
+};
+
+// One slice in flight: its device copy of the frames, its records, its events, what it took
+// from the stage, its compute as submitted and its singles.
+struct Slot {
+  device_unique_ptr<RawFrame> d_frames;
+  SlotRecords records;
+  SlotEvents events;
+  std::uint64_t slice_id = 0;
+  SlotTake take;
+  Work work{};
+  SlotSingles singles;
 };
 
 // The slices in flight: submit() fills slots[next_submit % kSlicesInFlight], collect()

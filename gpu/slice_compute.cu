@@ -43,7 +43,7 @@ void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t fr
   Single* sorted = enqueue_order(slot, request, frame_count, tiles, sort_count);
   enqueue_windows(slot, request, sorted, sort_count);
   enqueue_outputs(slot, sorted, sort_count);
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), streams_.compute.get()));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.done.get(), streams_.compute.get()));
 }
 
 // The slice's counts and state start; a run's first slice clears the histograms and image.
@@ -94,7 +94,7 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
       PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
     }
   }
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.convert_end.get(), stream));
   return tiles;
 }
 
@@ -147,7 +147,7 @@ Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t f
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       sorted_keys, counts, sorted);
   PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.sort_end.get(), stream));
   return sorted;
 }
 
@@ -189,14 +189,14 @@ void GpuBackend::enqueue_windows(Slot& slot, const Work& request, Single* sorted
                                        static_cast<std::int64_t>(sort_count), stream));
   }
   gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
-      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.d_prompts.get(),
-      slot.d_delayed.get(), caps_.prompt_capacity, caps_.delayed_capacity);
+      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.records.d_prompts.get(),
+      slot.records.d_delayed.get(), caps_.prompt_capacity, caps_.delayed_capacity);
   PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
   gpu::summarize_kernel<<<1, 1, 0, stream>>>(
       sorted, counts, ws.d_state.get(), ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
       ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, caps_.prompt_capacity,
-      caps_.delayed_capacity, request.horizon, request.final, slot.d_summary, ws.d_bdm.get(),
-      slot.d_bdm_out, caps_.bdm_count);
+      caps_.delayed_capacity, request.horizon, request.final, slot.records.d_summary,
+      ws.d_bdm.get(), slot.records.d_bdm_out, caps_.bdm_count);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
 }
 
@@ -211,19 +211,20 @@ void GpuBackend::enqueue_outputs(Slot& slot, Single* sorted, std::uint64_t sort_
                                         blocks_for(caps_.prompt_capacity + caps_.delayed_capacity,
                                                    gpu::HistogramPolicy::threads_per_block))),
                                     gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
-        slot.d_prompts.get(), slot.d_delayed.get(), slot.d_summary, live_.histogram_layout,
-        live_.d_histograms.get());
+        slot.records.d_prompts.get(), slot.records.d_delayed.get(), slot.records.d_summary,
+        live_.histogram_layout, live_.d_histograms.get());
     PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
   }
   if (live_.d_image)  // the live image of the records
-    gpu::launch_image_records(slot.d_prompts.get(), slot.d_delayed.get(),
-                              &slot.d_summary->prompts_kept,
+    gpu::launch_image_records(slot.records.d_prompts.get(), slot.records.d_delayed.get(),
+                              &slot.records.d_summary->prompts_kept,
                               caps_.prompt_capacity + caps_.delayed_capacity, live_.image_layout,
                               live_.d_image.get(), stream);
   if (live_.singles) {  // singles topic: keep this slice's ordered singles
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
-                                      cudaMemcpyDeviceToDevice, stream));
-    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(ws.d_counts.get(), slot.d_resolved);
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.singles.d_singles.get(), sorted,
+                                      sort_count * sizeof(Single), cudaMemcpyDeviceToDevice,
+                                      stream));
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(ws.d_counts.get(), slot.singles.d_resolved);
     PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
   }
   if (caps_.max_carry > 0) {

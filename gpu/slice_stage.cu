@@ -71,12 +71,12 @@ void GpuBackend::enqueue_partition(Slot& slot, std::uint64_t bound, bool drop) {
   PETDAQ_CUDA_CHECK(partition_async(
       partition_.d_temp.get(), bytes, input, reinterpret_cast<uint4*>(slot.d_frames.get()),
       reinterpret_cast<uint4*>(stage_.kept[1 - stage_.kept_current].get()),
-      slot.d_partition_counts.get(), static_cast<std::int64_t>(staged_bound()),
+      slot.take.d_partition_counts.get(), static_cast<std::int64_t>(staged_bound()),
       gpu::TakenBy{rule_, bound}, gpu::DroppedAt{rule_, bound, drop}, stream));
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_partition_counts.get(), slot.d_partition_counts.get(),
-                                    2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                    stream));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.counted.get(), stream));
+  PETDAQ_CUDA_CHECK(
+      cudaMemcpyAsync(slot.take.h_partition_counts.get(), slot.take.d_partition_counts.get(),
+                      2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.take.counted.get(), stream));
 }
 
 // The arrivals copied behind the kept frames (device to device, on the partition stream), so
@@ -94,15 +94,15 @@ void GpuBackend::consolidate_stage() {
 // The slice's counts are known: the stage's count is exact again, and the slice's compute
 // goes on the compute stream behind the partition.
 void GpuBackend::finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped) {
-  if (taken + dropped > slot.partition_items || taken > caps_.max_slice_frames)
+  if (taken + dropped > slot.take.partition_items || taken > caps_.max_slice_frames)
     throw std::logic_error("GpuBackend: the partition of slice " + std::to_string(slot.slice_id) +
                            " counted " + std::to_string(taken) + " taken and " +
                            std::to_string(dropped) + " dropped of " +
-                           std::to_string(slot.partition_items) + " frames");
-  stage_.kept_count = slot.partition_items - taken - dropped;
-  slot.frames_taken = taken;
-  slot.frames_dropped = dropped;
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute.get(), slot.copy_end.get(), 0));
+                           std::to_string(slot.take.partition_items) + " frames");
+  stage_.kept_count = slot.take.partition_items - taken - dropped;
+  slot.take.frames_taken = taken;
+  slot.take.frames_dropped = dropped;
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute.get(), slot.events.copy_end.get(), 0));
   enqueue_compute(slot, slot.work, taken);
 }
 
@@ -111,14 +111,14 @@ bool GpuBackend::complete_partition(bool wait) {
   Slot& slot = ring_.slots[partition_.pending_slice % kSlicesInFlight];
   if (wait) {
     PhaseScope scope(phases_, Phase::partition_wait);
-    wait_for(slot.counted.get(), slot.slice_id);
+    wait_for(slot.take.counted.get(), slot.slice_id);
   } else {
-    const cudaError_t e = cudaEventQuery(slot.counted.get());
+    const cudaError_t e = cudaEventQuery(slot.take.counted.get());
     if (e == cudaErrorNotReady) return false;
     PETDAQ_CUDA_CHECK(e);
   }
   partition_.pending = false;
-  finish_slot_partition(slot, slot.h_partition_counts[0], slot.h_partition_counts[1]);
+  finish_slot_partition(slot, slot.take.h_partition_counts[0], slot.take.h_partition_counts[1]);
   return true;
 }
 
@@ -152,8 +152,8 @@ void GpuBackend::submit(const SliceRequest& request) {
   cudaStream_t partition = streams_.partition.get();
 
   // Every staged copy is in before the stage is partitioned.
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), streams_.copy.get()));
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.copy_begin.get(), 0));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_begin.get(), streams_.copy.get()));
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.events.copy_begin.get(), 0));
 
   // Which frames the slice takes:
   // * at most max_slice_frames staged (the common case): no split is possible and the
@@ -191,15 +191,15 @@ void GpuBackend::submit(const SliceRequest& request) {
       }
     }
   }
-  slot.partition_items = staged_bound();
-  slot.bound = bound;
-  slot.split = split;
+  slot.take.partition_items = staged_bound();
+  slot.take.bound = bound;
+  slot.take.split = split;
   if (request.run_start) key_width_.previous_bound = kNoBound;
   slot.work = Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
                    request.run_start, key_bits_for(bound)};
   key_width_.previous_bound = slot.work.final ? kNoBound : bound;
-  if (slot.partition_items > 0) enqueue_partition(slot, bound, drop);
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
+  if (slot.take.partition_items > 0) enqueue_partition(slot, bound, drop);
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_end.get(), partition));
   // The copies staged after this submit go to the other arrivals buffer, once the partition
   // that read it last (the slice before's) has run.
   PETDAQ_CUDA_CHECK(
@@ -208,11 +208,11 @@ void GpuBackend::submit(const SliceRequest& request) {
   stage_.arrivals_count = 0;
   PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.copy.get(),
                                         stage_.arrivals_read[stage_.arrivals_current].get(), 0));
-  if (slot.partition_items > 0) stage_.kept_current = 1 - stage_.kept_current;
-  // stage_.kept_count is now the bound slot.partition_items until the counts are in.
-  stage_.kept_count = slot.partition_items;
+  if (slot.take.partition_items > 0) stage_.kept_current = 1 - stage_.kept_current;
+  // stage_.kept_count is now the bound slot.take.partition_items until the counts are in.
+  stage_.kept_count = slot.take.partition_items;
   ++ring_.next_submit;
-  if (slot.partition_items == 0 || counted) {
+  if (slot.take.partition_items == 0 || counted) {
     finish_slot_partition(slot, taken, dropped);  // the counts are known already
   } else {
     partition_.pending = true;
