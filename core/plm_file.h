@@ -70,6 +70,8 @@ class PlmWriter {
 // in order. With every buffer waiting to be written the caller waits for one. Nothing
 // allocates after construction. A write error is rethrown, as the PlmError PlmWriter gives,
 // by the next write_message(), flush() or close().
+// Its state stays in one class: the buffer ring, its indices and the stop/error flags are the
+// hand-over between the caller's thread and the writer thread, all guarded by mutex_.
 class PlmThreadWriter {
  public:
   static constexpr std::size_t kDefaultBuffers = 4;
@@ -115,6 +117,8 @@ class PlmThreadWriter {
 };
 
 // Reads and validates a .plm file sequentially, one message at a time (files may be GBs).
+// Its state is one cursor over one file (the open file, its header, the position and the
+// partial tail, what the messages so far skipped or held), so it stays in one class.
 class PlmReader {
  public:
   // Opens the file and checks its header: magic, version, header size.

@@ -1,6 +1,7 @@
 // The slicer's run tracking (DESIGN section 6): the run id (a clock reset, or a push after
 // finish(), starts the next), the slice ids, whether the run has a horizon yet, and the final
-// slice of a run that may split and leave the run going on.
+// slice of a run that may split and leave the run going on. Its few ids and flags change
+// together through these calls, so they stay in one class.
 #pragma once
 
 #include <cstddef>

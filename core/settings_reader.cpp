@@ -20,7 +20,7 @@ void Reader::fail(const std::string& path, const std::string& reason) {
 }
 
 YAML::Node Reader::section(const YAML::Node& parent, const std::string& path, const char* key,
-                           std::initializer_list<const char*> known) {
+                           const std::vector<const char*>& known) {
   const std::string p = join(path, key);
   YAML::Node n = parent[key];
   if (!n || n.IsNull()) return YAML::Node(YAML::NodeType::Map);
@@ -33,7 +33,7 @@ YAML::Node Reader::section(const YAML::Node& parent, const std::string& path, co
 }
 
 void Reader::check_keys(const YAML::Node& map, const std::string& path,
-                        std::initializer_list<const char*> known) {
+                        const std::vector<const char*>& known) {
   // yaml-cpp keeps duplicate keys and lookups see only the first: refuse them, or an edit
   // to the second copy would be silently ignored.
   std::vector<std::string> seen;

@@ -17,6 +17,7 @@
 #include "core/image.h"
 #include "core/phase_timer.h"
 #include "core/settings.h"
+#include "gpu/backend_parts.h"
 #include "gpu/cub_calls.h"
 #include "gpu/cuda_support.h"
 #include "gpu/device/slice_state.cuh"
@@ -43,9 +44,6 @@ using gpu::select_segments_async;
 using gpu::sort_keys_async;
 
 constexpr int kSlicesInFlight = 3;
-// Events that mark staged copies; a ticket older than the ring is known complete through
-// a later one (one copy stream).
-constexpr std::uint64_t kStageEvents = 256;
 // collect() gives up on a slice that has not finished after this long: the device is lost.
 constexpr std::chrono::seconds kSliceTimeout{60};
 
@@ -66,11 +64,9 @@ struct Work {
   unsigned key_bits = 64;
 };
 
-// One slice in flight: its pinned input, its device copy of the frames, its records on
-// the device and in pinned host memory, its summary (mapped: the one-thread summary kernel
-// writes it directly) and its events.
-struct Slot {
-  device_unique_ptr<RawFrame> d_frames;
+// A slice's records on the device and in pinned host memory, and its summary and per-BDM
+// counts (mapped: the one-thread summary kernel writes them directly).
+struct SlotRecords {
   pinned_unique_ptr<CoincRecord> h_prompts;
   pinned_unique_ptr<CoincRecord> h_delayed;
   pinned_unique_ptr<SliceSummary> h_summary;
@@ -79,26 +75,54 @@ struct Slot {
   device_unique_ptr<CoincRecord> d_delayed;
   SliceSummary* d_summary = nullptr;  // device addresses of the mapped summary buffers
   std::uint64_t* d_bdm_out = nullptr;
+};
+
+// The events that time a slice's stages (gpu_stage_times.h) and tell when it is done.
+struct SlotEvents {
   cuda::Event copy_begin, copy_end, convert_end, sort_end, done, out_begin, out_end;
-  std::uint64_t slice_id = 0;
-  // The partition's counts (taken, dropped) on the device and, once `counted` has passed,
-  // in pinned host memory; the frames the partition read; the slice's compute as submitted.
+};
+
+// What the slice took from the stage: the partition's counts (taken, dropped) on the device
+// and, once `counted` has passed, in pinned host memory; the frames the partition read; and
+// the outcome (core/backend.h).
+struct SlotTake {
   device_unique_ptr<unsigned long long> d_partition_counts;
   pinned_unique_ptr<unsigned long long> h_partition_counts;
   cuda::Event counted{false};
   std::uint64_t partition_items = 0;
-  Work work{};
-  // What the slice took from the stage (core/backend.h).
   std::size_t frames_taken = 0;
   std::size_t frames_dropped = 0;
   std::uint64_t bound = 0;
   bool split = false;
-  // `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them
-  // it resolved (mapped), and the host copy of those.
+};
+
+// `singles` topic (output.singles.enabled): the slice's ordered singles, how many of them it
+// resolved (mapped), and the host copy of those.
+struct SlotSingles {
   device_unique_ptr<Single> d_singles;
   pinned_unique_ptr<std::uint64_t> h_resolved;
   std::uint64_t* d_resolved = nullptr;
   pinned_unique_ptr<Single> h_singles;
+};
+
+// One slice in flight: its device copy of the frames, its records, its events, what it took
+// from the stage, its compute as submitted and its singles.
+struct Slot {
+  device_unique_ptr<RawFrame> d_frames;
+  SlotRecords records;
+  SlotEvents events;
+  std::uint64_t slice_id = 0;
+  SlotTake take;
+  Work work{};
+  SlotSingles singles;
+};
+
+// The slices in flight: submit() fills slots[next_submit % kSlicesInFlight], collect()
+// empties slots[next_collect % kSlicesInFlight].
+struct SlotRing {
+  Slot slots[kSlicesInFlight];
+  std::uint64_t next_submit = 0;
+  std::uint64_t next_collect = 0;
 };
 
 class GpuBackend final : public Backend {
@@ -107,8 +131,8 @@ class GpuBackend final : public Backend {
   ~GpuBackend() override;
 
   const char* name() const override { return "gpu"; }
-  std::size_t max_slice_frames() const override { return max_slice_frames_; }
-  std::size_t max_staged_frames() const override { return max_staged_; }
+  std::size_t max_slice_frames() const override { return caps_.max_slice_frames; }
+  std::size_t max_staged_frames() const override { return caps_.max_staged; }
   std::size_t max_in_flight() const override { return kSlicesInFlight; }
   std::unique_ptr<HostAllocator> make_stage_allocator() const override {
     return make_cuda_host_allocator();
@@ -118,12 +142,12 @@ class GpuBackend final : public Backend {
   void wait_staged(std::uint64_t ticket) override;
   void submit(const SliceRequest& request) override;
   const SliceResult& collect() override;
-  std::size_t in_flight() const override { return next_submit_ - next_collect_; }
+  std::size_t in_flight() const override { return ring_.next_submit - ring_.next_collect; }
   const HistogramSet* histograms() override;
   const ImageSet* image() override;
-  void set_result_memory(ResultMemory* memory) override { result_memory_ = memory; }
+  void set_result_memory(ResultMemory* memory) override { collected_.memory = memory; }
 
-  const GpuStageTimes& last_stage_times() const { return stage_times_; }
+  const GpuStageTimes& last_stage_times() const { return collected_.stage_times; }
 
  private:
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
@@ -145,89 +169,25 @@ class GpuBackend final : public Backend {
   // The arrivals after the kept frames, in one buffer (the backlog path counts on it).
   void consolidate_stage();
   std::uint64_t stage_probe(std::uint64_t ticket) const;
-  std::uint64_t staged_bound() const { return kept_count_ + arrivals_count_; }
+  std::uint64_t staged_bound() const { return stage_.kept_count + stage_.arrivals_count; }
   unsigned key_bits_for(std::uint64_t bound) const;
 
-  // collect() copies a slice's records and singles into pieces lent from here when it can.
-  ResultMemory* result_memory_ = nullptr;
-  std::size_t max_slice_frames_;
-  std::size_t max_staged_;
+  // The backend's state, in parts that own theirs (gpu/backend_parts.h).
+  Capacities caps_;
   SourceRule rule_;
   std::int64_t min_time_offset_ = 0;
-  std::uint64_t time_offset_range_ = 0;  // largest minus smallest calibration time offset
-  // The bound the last slice of this run took (kNoBound: none yet), below which no frame
-  // staged since comes (core/backend.h): the span of the next slice's new singles.
-  std::uint64_t previous_bound_ = kNoBound;
-  std::size_t max_carry_;
-  std::uint64_t sort_capacity_;  // carry-over + new singles
-  std::uint64_t tile_capacity_;
-  std::uint64_t prompt_capacity_;
-  std::uint64_t delayed_capacity_;
-  std::uint32_t bdm_count_;
-  ConvertTables tables_;  // device pointers
+  KeyWidth key_width_;
   CoincidenceParams params_;
-
-  device_unique_ptr<std::uint8_t> d_lut_;
-  device_unique_ptr<float> d_energy_;
-  device_unique_ptr<std::int32_t> d_offsets_;
-
+  DeviceCalibration calibration_;
   // Every buffer a slice works in (gpu/device_workspace.h).
   std::unique_ptr<gpu::DeviceWorkspace> ws_;
-
-  // The stage, in two parts, so that stage() never needs a count only the device has:
-  // * the frames earlier slices left (kept), at [0, kept_count_) of d_kept_[kept_current_];
-  //   each partition writes the frames it leaves to the other kept buffer;
-  // * the frames staged since the last submit (arrivals), at [0, arrivals_count_) of
-  //   d_arrivals_[arrivals_current_], where stage() copies them; the two arrival buffers
-  //   alternate from submit to submit, so that a slice's copies never wait for the
-  //   partition of the slice before.
-  // A partition reads kept + arrivals in that order (the frames' arrival order). Until the
-  // last partition's count is on the host (pending_), kept_count_ is that partition's
-  // input size: an upper bound.
-  device_unique_ptr<RawFrame> d_kept_[2];
-  device_unique_ptr<RawFrame> d_arrivals_[2];
-  int kept_current_ = 0;
-  int arrivals_current_ = 0;
-  std::size_t kept_count_ = 0;
-  std::size_t arrivals_count_ = 0;
-  bool pending_ = false;
-  std::uint64_t pending_slice_ = 0;  // its index (next_submit_ numbering)
-  device_unique_ptr<std::uint8_t> d_partition_temp_;
-  std::size_t partition_temp_bytes_ = 0;
-  // count_taken_kernel's result: counted in device memory (atomics to mapped host memory
-  // would cross the bus once per block), then copied to pinned host memory.
-  device_unique_ptr<unsigned long long> d_taken_;
-  pinned_unique_ptr<unsigned long long> h_taken_;
-  cuda::Event staged_event_[kStageEvents];
-  std::uint64_t tickets_ = 0;
-  std::uint64_t staged_through_ = 0;
-  // counted_: count_taken's count is on the host. arrivals_read_[i]: the last partition
-  // that read d_arrivals_[i] has run (the copies that refill it wait for it).
-  cuda::Event counted_{false};
-  cuda::Event arrivals_read_[2] = {cuda::Event{false}, cuda::Event{false}};
-
-  cuda::Stream copy_stream_, compute_stream_, out_stream_;
-  // The partition (and, on the backlog path, the counts the worker thread waits on) go
-  // before the slices' kernels.
-  cuda::Stream partition_stream_{cuda::Stream::HighPriority{}};
-  Slot slots_[kSlicesInFlight];
-  std::uint64_t next_submit_ = 0;
-  std::uint64_t next_collect_ = 0;
-  SliceResult result_;
-  GpuStageTimes stage_times_;
-
-  // Live histograms (output.histograms.enabled): device bins, copied to h_histograms_ on
-  // request.
-  HistogramLayout histogram_layout_;
-  device_unique_ptr<std::uint8_t> d_histograms_;
-  std::unique_ptr<HistogramSet> h_histograms_;
-  // Live image (output.image.enabled): device bins and crystal table, copied to h_image_ on
-  // request; image_layout_ points at the device table.
-  ImageLayout image_layout_;
-  device_unique_ptr<std::uint8_t> d_image_;
-  device_unique_ptr<std::int32_t> d_crystal_um_;
-  std::unique_ptr<ImageSet> h_image_;
-  bool singles_out_ = false;
+  StageTickets tickets_;
+  Partition partition_;
+  StageBuffers stage_;
+  Streams streams_;
+  SlotRing ring_;
+  Collected collected_;
+  LiveOutputs live_;
 };
 
 // Polls rather than blocks forever: a lost device must surface as an error, not a hang.

@@ -16,47 +16,49 @@ namespace gpu_impl {
 // The staged frames a slice with this bound takes (the partition stream waits for it). The
 // stage is one buffer here (consolidate_stage()).
 std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
-  cudaStream_t stream = partition_stream_.get();
-  if (kept_count_ == 0) return 0;
-  PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_taken_.get(), 0, sizeof(unsigned long long), stream));
-  const unsigned blocks = static_cast<unsigned>(
-      std::min(kMaxStrideBlocks, blocks_for(kept_count_, ElementwisePolicy::threads_per_block)));
+  cudaStream_t stream = streams_.partition.get();
+  if (stage_.kept_count == 0) return 0;
+  PETDAQ_CUDA_CHECK(
+      cudaMemsetAsync(partition_.d_taken.get(), 0, sizeof(unsigned long long), stream));
+  const unsigned blocks = static_cast<unsigned>(std::min(
+      kMaxStrideBlocks, blocks_for(stage_.kept_count, ElementwisePolicy::threads_per_block)));
   gpu::count_taken_kernel<<<blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
-      reinterpret_cast<const uint4*>(d_kept_[kept_current_].get()), kept_count_,
-      gpu::TakenBy{rule_, bound}, d_taken_.get());
+      reinterpret_cast<const uint4*>(stage_.kept[stage_.kept_current].get()), stage_.kept_count,
+      gpu::TakenBy{rule_, bound}, partition_.d_taken.get());
   PETDAQ_CUDA_CHECK_LAUNCH("count_taken_kernel");
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(h_taken_.get(), d_taken_.get(), sizeof(unsigned long long),
-                                    cudaMemcpyDeviceToHost, stream));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(counted_.get(), stream));
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(partition_.h_taken.get(), partition_.d_taken.get(),
+                                    sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(partition_.counted.get(), stream));
   PhaseScope wait(phases_, Phase::count_wait);
-  wait_for(counted_.get(), next_submit_);
-  return h_taken_[0];
+  wait_for(partition_.counted.get(), ring_.next_submit);
+  return partition_.h_taken[0];
 }
 
 // One slice's kernels on the compute stream: begin, convert, order, windows, outputs. The
 // windows' passes and the outputs run over a range padded to the largest carry-over.
 void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
-  const std::uint64_t sort_count = std::max<std::uint64_t>(1, max_carry_ + frame_count);
+  const std::uint64_t sort_count = std::max<std::uint64_t>(1, caps_.max_carry + frame_count);
   enqueue_begin(request);
   const std::uint64_t tiles = enqueue_convert(slot, frame_count);
   Single* sorted = enqueue_order(slot, request, frame_count, tiles, sort_count);
   enqueue_windows(slot, request, sorted, sort_count);
   enqueue_outputs(slot, sorted, sort_count);
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.done.get(), compute_stream_.get()));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.done.get(), streams_.compute.get()));
 }
 
 // The slice's counts and state start; a run's first slice clears the histograms and image.
 void GpuBackend::enqueue_begin(const Work& request) {
-  cudaStream_t stream = compute_stream_.get();
+  cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   gpu::begin_slice_kernel<<<1, ElementwisePolicy::threads_per_block, 0, stream>>>(
       ws.d_counts.get(), ws.d_state.get(), request.run_start, request.final, ws.d_bdm.get(),
-      bdm_count_);
+      caps_.bdm_count);
   PETDAQ_CUDA_CHECK_LAUNCH("begin_slice_kernel");
-  if (d_histograms_ && request.run_start)  // histograms: a run starts
-    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_histograms_.get(), 0, histogram_layout_.bytes, stream));
-  if (d_image_ && request.run_start)  // image: a run starts
-    PETDAQ_CUDA_CHECK(cudaMemsetAsync(d_image_.get(), 0, image_layout_.bytes, stream));
+  if (live_.d_histograms && request.run_start)  // histograms: a run starts
+    PETDAQ_CUDA_CHECK(
+        cudaMemsetAsync(live_.d_histograms.get(), 0, live_.histogram_layout.bytes, stream));
+  if (live_.d_image && request.run_start)  // image: a run starts
+    PETDAQ_CUDA_CHECK(cudaMemsetAsync(live_.d_image.get(), 0, live_.image_layout.bytes, stream));
 }
 
 // Convert: one pass converts, counts and compacts each tile's singles to the front of its
@@ -65,7 +67,7 @@ void GpuBackend::enqueue_begin(const Work& request) {
 // into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
 // Returns the tiles.
 std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
-  cudaStream_t stream = compute_stream_.get();
+  cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   SliceCounts* counts = ws.d_counts.get();
   unsigned long long* bdm = ws.d_bdm.get();
@@ -73,24 +75,26 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
     gpu::convert_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables_, ws.d_tile_accepted.get(), counts,
-        bdm, bdm + bdm_count_, bdm_count_, ws.d_singles_b.get());
+        frames, static_cast<std::uint32_t>(frame_count), calibration_.tables,
+        ws.d_tile_accepted.get(), counts, bdm, bdm + caps_.bdm_count, caps_.bdm_count,
+        ws.d_singles_b.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_kernel");
     std::size_t bytes = ws.temp_bytes;
     PETDAQ_CUDA_CHECK(scan_tiles_async(ws.d_temp.get(), bytes, ws.d_tile_accepted.get(),
                                        ws.d_tile_offset.get(), static_cast<std::int64_t>(tiles),
                                        stream));
-    if (d_histograms_) {  // histograms of the frames
+    if (live_.d_histograms) {  // histograms of the frames
       gpu::histogram_frames_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                          gpu::HistogramPolicy::max_blocks,
-                                         blocks_for(frame_count, gpu::HistogramPolicy::threads_per_block))),
+                                         blocks_for(frame_count,
+                                                    gpu::HistogramPolicy::threads_per_block))),
                                      gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
-          frames, static_cast<std::uint32_t>(frame_count), tables_, histogram_layout_,
-          d_histograms_.get());
+          frames, static_cast<std::uint32_t>(frame_count), calibration_.tables,
+          live_.histogram_layout, live_.d_histograms.get());
       PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
     }
   }
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.convert_end.get(), stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.convert_end.get(), stream));
   return tiles;
 }
 
@@ -101,7 +105,7 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
 // the ordered singles.
 Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t frame_count,
                                   std::uint64_t tiles, std::uint64_t sort_count) {
-  cudaStream_t stream = compute_stream_.get();
+  cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   SliceCounts* counts = ws.d_counts.get();
   CarryState* state = ws.d_state.get();
@@ -110,9 +114,9 @@ Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t f
       std::min(kMaxStrideBlocks, blocks_for(sort_count, ElementwisePolicy::threads_per_block)));
   const unsigned key_blocks = static_cast<unsigned>(
       std::min(kMaxStrideBlocks, blocks_for(key_count, ElementwisePolicy::threads_per_block)));
-  const unsigned carry_blocks = static_cast<unsigned>(std::min(
-      kMaxStrideBlocks,
-      blocks_for(std::max<std::uint64_t>(1, max_carry_), ElementwisePolicy::threads_per_block)));
+  const unsigned carry_blocks = static_cast<unsigned>(
+      std::min(kMaxStrideBlocks, blocks_for(std::max<std::uint64_t>(1, caps_.max_carry),
+                                            ElementwisePolicy::threads_per_block)));
   const Single* staging = ws.d_singles_b.get();
   gpu::count_singles_kernel<<<1, 1, 0, stream>>>(state, ws.d_tile_accepted.get(),
                                                  ws.d_tile_offset.get(),
@@ -143,7 +147,7 @@ Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t f
   gpu::order_ties_kernel<<<elementwise_blocks, ElementwisePolicy::threads_per_block, 0, stream>>>(
       sorted_keys, counts, sorted);
   PETDAQ_CUDA_CHECK_LAUNCH("order_ties_kernel");
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.sort_end.get(), stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.sort_end.get(), stream));
   return sorted;
 }
 
@@ -152,7 +156,7 @@ Single* GpuBackend::enqueue_order(Slot& slot, const Work& request, std::size_t f
 // slice's summary.
 void GpuBackend::enqueue_windows(Slot& slot, const Work& request, Single* sorted,
                                  std::uint64_t sort_count) {
-  cudaStream_t stream = compute_stream_.get();
+  cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   SliceCounts* counts = ws.d_counts.get();
   if (params_.mode == WindowMode::first_open) {
@@ -170,7 +174,7 @@ void GpuBackend::enqueue_windows(Slot& slot, const Work& request, Single* sorted
         walk, sort_count, redo, ws.d_prompt_count.get(), ws.d_delayed_count.get(), counts);
     PETDAQ_CUDA_CHECK_LAUNCH("walk_count_kernel");
     if (!redo) {
-      gpu::carry_overflow_kernel<<<1, 1, 0, stream>>>(counts, max_carry_);
+      gpu::carry_overflow_kernel<<<1, 1, 0, stream>>>(counts, caps_.max_carry);
       PETDAQ_CUDA_CHECK_LAUNCH("carry_overflow_kernel");
     }
   }
@@ -185,47 +189,50 @@ void GpuBackend::enqueue_windows(Slot& slot, const Work& request, Single* sorted
                                        static_cast<std::int64_t>(sort_count), stream));
   }
   gpu::walk_fill_kernel<<<walk_blocks, WalkPolicy::threads_per_block, 0, stream>>>(
-      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.d_prompts.get(), slot.d_delayed.get(),
-      prompt_capacity_, delayed_capacity_);
+      walk, ws.d_prompt_offset.get(), ws.d_delayed_offset.get(), slot.records.d_prompts.get(),
+      slot.records.d_delayed.get(), caps_.prompt_capacity, caps_.delayed_capacity);
   PETDAQ_CUDA_CHECK_LAUNCH("walk_fill_kernel");
   gpu::summarize_kernel<<<1, 1, 0, stream>>>(
       sorted, counts, ws.d_state.get(), ws.d_prompt_offset.get(), ws.d_prompt_count.get(),
-      ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, prompt_capacity_,
-      delayed_capacity_, request.horizon, request.final, slot.d_summary, ws.d_bdm.get(),
-      slot.d_bdm_out, bdm_count_);
+      ws.d_delayed_offset.get(), ws.d_delayed_count.get(), sort_count, caps_.prompt_capacity,
+      caps_.delayed_capacity, request.horizon, request.final, slot.records.d_summary,
+      ws.d_bdm.get(), slot.records.d_bdm_out, caps_.bdm_count);
   PETDAQ_CUDA_CHECK_LAUNCH("summarize_kernel");
 }
 
 // The outputs beside the records (histograms, image, the resolved singles) and the next
 // carry-over.
 void GpuBackend::enqueue_outputs(Slot& slot, Single* sorted, std::uint64_t sort_count) {
-  cudaStream_t stream = compute_stream_.get();
+  cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
-  if (d_histograms_) {  // histograms of the records
+  if (live_.d_histograms) {  // histograms of the records
     gpu::histogram_records_kernel<<<static_cast<unsigned>(std::min<std::uint64_t>(
                                         gpu::HistogramPolicy::max_blocks,
-                                        blocks_for(prompt_capacity_ + delayed_capacity_,
+                                        blocks_for(caps_.prompt_capacity + caps_.delayed_capacity,
                                                    gpu::HistogramPolicy::threads_per_block))),
                                     gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
-        slot.d_prompts.get(), slot.d_delayed.get(), slot.d_summary, histogram_layout_,
-        d_histograms_.get());
+        slot.records.d_prompts.get(), slot.records.d_delayed.get(), slot.records.d_summary,
+        live_.histogram_layout, live_.d_histograms.get());
     PETDAQ_CUDA_CHECK_LAUNCH("histogram_records_kernel");
   }
-  if (d_image_)  // the live image of the records
-    gpu::launch_image_records(slot.d_prompts.get(), slot.d_delayed.get(),
-                              &slot.d_summary->prompts_kept, prompt_capacity_ + delayed_capacity_,
-                              image_layout_, d_image_.get(), stream);
-  if (singles_out_) {  // singles topic: keep this slice's ordered singles
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.d_singles.get(), sorted, sort_count * sizeof(Single),
-                                      cudaMemcpyDeviceToDevice, stream));
-    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(ws.d_counts.get(), slot.d_resolved);
+  if (live_.d_image)  // the live image of the records
+    gpu::launch_image_records(slot.records.d_prompts.get(), slot.records.d_delayed.get(),
+                              &slot.records.d_summary->prompts_kept,
+                              caps_.prompt_capacity + caps_.delayed_capacity, live_.image_layout,
+                              live_.d_image.get(), stream);
+  if (live_.singles) {  // singles topic: keep this slice's ordered singles
+    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.singles.d_singles.get(), sorted,
+                                      sort_count * sizeof(Single), cudaMemcpyDeviceToDevice,
+                                      stream));
+    gpu::resolved_count_kernel<<<1, 1, 0, stream>>>(ws.d_counts.get(), slot.singles.d_resolved);
     PETDAQ_CUDA_CHECK_LAUNCH("resolved_count_kernel");
   }
-  if (max_carry_ > 0) {
-    gpu::save_carry_kernel<<<std::min(kMaxStrideBlocks,
-                                      blocks_for(max_carry_, ElementwisePolicy::threads_per_block)),
+  if (caps_.max_carry > 0) {
+    gpu::save_carry_kernel<<<std::min(
+                                 kMaxStrideBlocks,
+                                 blocks_for(caps_.max_carry, ElementwisePolicy::threads_per_block)),
                              ElementwisePolicy::threads_per_block, 0, stream>>>(
-        sorted, ws.d_counts.get(), ws.d_state.get(), ws.d_carry.get(), max_carry_);
+        sorted, ws.d_counts.get(), ws.d_state.get(), ws.d_carry.get(), caps_.max_carry);
     PETDAQ_CUDA_CHECK_LAUNCH("save_carry_kernel");
   }
 }

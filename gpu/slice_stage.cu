@@ -14,111 +14,111 @@ namespace petdaq::gpu_impl {
 
 std::uint64_t GpuBackend::stage(const RawFrame* frames, std::size_t count) {
   complete_partition(false);
-  // kept_count_ may still be a bound: the count of the last partition settles it.
-  if (staged_bound() + count > max_staged_ && pending_) complete_partition(true);
+  // stage_.kept_count may still be a bound: the count of the last partition settles it.
+  if (staged_bound() + count > caps_.max_staged && partition_.pending) complete_partition(true);
   // The slicer never stages more; a caller that does has a bug, not bad data.
-  if (staged_bound() + count > max_staged_)
-    throw std::invalid_argument("GpuBackend::stage: " + std::to_string(count) +
-                                " frames do not fit beside the " +
-                                std::to_string(staged_bound()) +
-                                " staged (stream.max_pending_frames = " +
-                                std::to_string(max_staged_) + ")");
-  cudaStream_t copy = copy_stream_.get();
+  if (staged_bound() + count > caps_.max_staged)
+    throw std::invalid_argument(
+        "GpuBackend::stage: " + std::to_string(count) + " frames do not fit beside the " +
+        std::to_string(staged_bound()) +
+        " staged (stream.max_pending_frames = " + std::to_string(caps_.max_staged) + ")");
+  cudaStream_t copy = streams_.copy.get();
   if (count > 0)
-    PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_arrivals_[arrivals_current_].get() + arrivals_count_,
-                                      frames, count * sizeof(RawFrame), cudaMemcpyHostToDevice,
-                                      copy));
-  arrivals_count_ += count;
-  const std::uint64_t ticket = ++tickets_;
-  PETDAQ_CUDA_CHECK(cudaEventRecord(staged_event_[ticket % kStageEvents].get(), copy));
+    PETDAQ_CUDA_CHECK(
+        cudaMemcpyAsync(stage_.arrivals[stage_.arrivals_current].get() + stage_.arrivals_count,
+                        frames, count * sizeof(RawFrame), cudaMemcpyHostToDevice, copy));
+  stage_.arrivals_count += count;
+  const std::uint64_t ticket = ++tickets_.issued;
+  PETDAQ_CUDA_CHECK(cudaEventRecord(tickets_.events[ticket % kStageEvents].get(), copy));
   return ticket;
 }
 
 // The ticket whose event tells about `ticket`: the event of an old ticket may have been
 // recorded again for a later one, whose completion implies this one's (one copy stream).
 std::uint64_t GpuBackend::stage_probe(std::uint64_t ticket) const {
-  return tickets_ >= kStageEvents ? std::max(ticket, tickets_ - kStageEvents + 1) : ticket;
+  return tickets_.issued >= kStageEvents ? std::max(ticket, tickets_.issued - kStageEvents + 1)
+                                         : ticket;
 }
 
 bool GpuBackend::staged(std::uint64_t ticket) {
   complete_partition(false);
-  if (ticket <= staged_through_) return true;
+  if (ticket <= tickets_.staged_through) return true;
   const std::uint64_t probe = stage_probe(ticket);
-  const cudaError_t e = cudaEventQuery(staged_event_[probe % kStageEvents].get());
+  const cudaError_t e = cudaEventQuery(tickets_.events[probe % kStageEvents].get());
   if (e == cudaErrorNotReady) return false;
   PETDAQ_CUDA_CHECK(e);
-  staged_through_ = std::max(staged_through_, probe);
+  tickets_.staged_through = std::max(tickets_.staged_through, probe);
   return true;
 }
 
 void GpuBackend::wait_staged(std::uint64_t ticket) {
   complete_partition(false);
-  if (ticket <= staged_through_) return;
+  if (ticket <= tickets_.staged_through) return;
   const std::uint64_t probe = stage_probe(ticket);
-  wait_for(staged_event_[probe % kStageEvents].get(), next_submit_);
-  staged_through_ = std::max(staged_through_, probe);
+  wait_for(tickets_.events[probe % kStageEvents].get(), ring_.next_submit);
+  tickets_.staged_through = std::max(tickets_.staged_through, probe);
 }
 
 // The stage's frames below `bound` (and those with no source) to the slot, those at `bound`
 // dropped when `drop`, the rest to the other kept buffer, in order (the input buffers are
 // only read); then the counts to pinned host memory.
 void GpuBackend::enqueue_partition(Slot& slot, std::uint64_t bound, bool drop) {
-  cudaStream_t stream = partition_stream_.get();
-  std::size_t bytes = partition_temp_bytes_;
-  const gpu::StagedInput input{reinterpret_cast<const uint4*>(d_kept_[kept_current_].get()),
-                               kept_count_,
-                               reinterpret_cast<const uint4*>(d_arrivals_[arrivals_current_].get())};
+  cudaStream_t stream = streams_.partition.get();
+  std::size_t bytes = partition_.temp_bytes;
+  const gpu::StagedInput input{
+      reinterpret_cast<const uint4*>(stage_.kept[stage_.kept_current].get()), stage_.kept_count,
+      reinterpret_cast<const uint4*>(stage_.arrivals[stage_.arrivals_current].get())};
   PETDAQ_CUDA_CHECK(partition_async(
-      d_partition_temp_.get(), bytes, input, reinterpret_cast<uint4*>(slot.d_frames.get()),
-      reinterpret_cast<uint4*>(d_kept_[1 - kept_current_].get()), slot.d_partition_counts.get(),
-      static_cast<std::int64_t>(staged_bound()), gpu::TakenBy{rule_, bound},
-      gpu::DroppedAt{rule_, bound, drop}, stream));
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(slot.h_partition_counts.get(), slot.d_partition_counts.get(),
-                                    2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost,
-                                    stream));
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.counted.get(), stream));
+      partition_.d_temp.get(), bytes, input, reinterpret_cast<uint4*>(slot.d_frames.get()),
+      reinterpret_cast<uint4*>(stage_.kept[1 - stage_.kept_current].get()),
+      slot.take.d_partition_counts.get(), static_cast<std::int64_t>(staged_bound()),
+      gpu::TakenBy{rule_, bound}, gpu::DroppedAt{rule_, bound, drop}, stream));
+  PETDAQ_CUDA_CHECK(
+      cudaMemcpyAsync(slot.take.h_partition_counts.get(), slot.take.d_partition_counts.get(),
+                      2 * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.take.counted.get(), stream));
 }
 
 // The arrivals copied behind the kept frames (device to device, on the partition stream), so
 // that the kept buffer holds the whole stage; the counts are exact (no partition pending).
 void GpuBackend::consolidate_stage() {
-  if (arrivals_count_ == 0) return;
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(d_kept_[kept_current_].get() + kept_count_,
-                                    d_arrivals_[arrivals_current_].get(),
-                                    arrivals_count_ * sizeof(RawFrame), cudaMemcpyDeviceToDevice,
-                                    partition_stream_.get()));
-  kept_count_ += arrivals_count_;
-  arrivals_count_ = 0;
+  if (stage_.arrivals_count == 0) return;
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(stage_.kept[stage_.kept_current].get() + stage_.kept_count,
+                                    stage_.arrivals[stage_.arrivals_current].get(),
+                                    stage_.arrivals_count * sizeof(RawFrame),
+                                    cudaMemcpyDeviceToDevice, streams_.partition.get()));
+  stage_.kept_count += stage_.arrivals_count;
+  stage_.arrivals_count = 0;
 }
 
 // The slice's counts are known: the stage's count is exact again, and the slice's compute
 // goes on the compute stream behind the partition.
 void GpuBackend::finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped) {
-  if (taken + dropped > slot.partition_items || taken > max_slice_frames_)
+  if (taken + dropped > slot.take.partition_items || taken > caps_.max_slice_frames)
     throw std::logic_error("GpuBackend: the partition of slice " + std::to_string(slot.slice_id) +
                            " counted " + std::to_string(taken) + " taken and " +
                            std::to_string(dropped) + " dropped of " +
-                           std::to_string(slot.partition_items) + " frames");
-  kept_count_ = slot.partition_items - taken - dropped;
-  slot.frames_taken = taken;
-  slot.frames_dropped = dropped;
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(compute_stream_.get(), slot.copy_end.get(), 0));
+                           std::to_string(slot.take.partition_items) + " frames");
+  stage_.kept_count = slot.take.partition_items - taken - dropped;
+  slot.take.frames_taken = taken;
+  slot.take.frames_dropped = dropped;
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute.get(), slot.events.copy_end.get(), 0));
   enqueue_compute(slot, slot.work, taken);
 }
 
 bool GpuBackend::complete_partition(bool wait) {
-  if (!pending_) return true;
-  Slot& slot = slots_[pending_slice_ % kSlicesInFlight];
+  if (!partition_.pending) return true;
+  Slot& slot = ring_.slots[partition_.pending_slice % kSlicesInFlight];
   if (wait) {
     PhaseScope scope(phases_, Phase::partition_wait);
-    wait_for(slot.counted.get(), slot.slice_id);
+    wait_for(slot.take.counted.get(), slot.slice_id);
   } else {
-    const cudaError_t e = cudaEventQuery(slot.counted.get());
+    const cudaError_t e = cudaEventQuery(slot.take.counted.get());
     if (e == cudaErrorNotReady) return false;
     PETDAQ_CUDA_CHECK(e);
   }
-  pending_ = false;
-  finish_slot_partition(slot, slot.h_partition_counts[0], slot.h_partition_counts[1]);
+  partition_.pending = false;
+  finish_slot_partition(slot, slot.take.h_partition_counts[0], slot.take.h_partition_counts[1]);
   return true;
 }
 
@@ -129,10 +129,12 @@ bool GpuBackend::complete_partition(bool wait) {
 // radix passes of 8 bits. A slice that breaks the contract stays exact: its keys saturate
 // and the tie pass orders the saturated run (gpu/device/sort_keys.cuh).
 unsigned GpuBackend::key_bits_for(std::uint64_t bound) const {
-  if (previous_bound_ == kNoBound || bound == kNoBound || bound < previous_bound_) return 64;
-  const std::uint64_t span = bound - previous_bound_;
+  if (key_width_.previous_bound == kNoBound || bound == kNoBound ||
+      bound < key_width_.previous_bound)
+    return 64;
+  const std::uint64_t span = bound - key_width_.previous_bound;
   if (span > (std::uint64_t{1} << 40)) return 64;
-  const std::uint64_t reach = 2 * span + time_offset_range_ + (std::uint64_t{1} << 20);
+  const std::uint64_t reach = 2 * span + key_width_.time_offset_range + (std::uint64_t{1} << 20);
   const unsigned time_bits = static_cast<unsigned>(std::bit_width(reach));
   const unsigned bits = (ws_->key_layout.crystal_bits + time_bits + 7) / 8 * 8;
   return std::min(bits, 64u);
@@ -145,13 +147,13 @@ void GpuBackend::submit(const SliceRequest& request) {
   // The slice before: its count is nearly always in by now (its partition ran while this
   // slice's frames were copied); it makes the stage's count exact for this one.
   complete_partition(true);
-  Slot& slot = slots_[next_submit_ % kSlicesInFlight];
+  Slot& slot = ring_.slots[ring_.next_submit % kSlicesInFlight];
   slot.slice_id = request.slice_id;
-  cudaStream_t partition = partition_stream_.get();
+  cudaStream_t partition = streams_.partition.get();
 
   // Every staged copy is in before the stage is partitioned.
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_begin.get(), copy_stream_.get()));
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.copy_begin.get(), 0));
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_begin.get(), streams_.copy.get()));
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(partition, slot.events.copy_begin.get(), 0));
 
   // Which frames the slice takes:
   // * at most max_slice_frames staged (the common case): no split is possible and the
@@ -166,16 +168,19 @@ void GpuBackend::submit(const SliceRequest& request) {
   bool drop = false;
   bool counted = false;
   std::uint64_t taken = 0, dropped = 0;
-  if (staged_bound() > max_slice_frames_) {
+  if (staged_bound() > caps_.max_slice_frames) {
     consolidate_stage();
     counted = true;
     taken = count_taken(bound);
-    if (taken > max_slice_frames_) {
+    if (taken > caps_.max_slice_frames) {
       split = true;
       std::uint64_t lo = 0, hi = bound;  // count_taken(lo) <= max_slice_frames < count_taken(hi)
       while (hi - lo > 1) {
         const std::uint64_t mid = lo + (hi - lo) / 2;
-        if (count_taken(mid) <= max_slice_frames_) lo = mid; else hi = mid;
+        if (count_taken(mid) <= caps_.max_slice_frames)
+          lo = mid;
+        else
+          hi = mid;
       }
       bound = lo;
       taken = count_taken(bound);
@@ -186,31 +191,32 @@ void GpuBackend::submit(const SliceRequest& request) {
       }
     }
   }
-  slot.partition_items = staged_bound();
-  slot.bound = bound;
-  slot.split = split;
-  if (request.run_start) previous_bound_ = kNoBound;
+  slot.take.partition_items = staged_bound();
+  slot.take.bound = bound;
+  slot.take.split = split;
+  if (request.run_start) key_width_.previous_bound = kNoBound;
   slot.work = Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
                    request.run_start, key_bits_for(bound)};
-  previous_bound_ = slot.work.final ? kNoBound : bound;
-  if (slot.partition_items > 0) enqueue_partition(slot, bound, drop);
-  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.copy_end.get(), partition));
+  key_width_.previous_bound = slot.work.final ? kNoBound : bound;
+  if (slot.take.partition_items > 0) enqueue_partition(slot, bound, drop);
+  PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_end.get(), partition));
   // The copies staged after this submit go to the other arrivals buffer, once the partition
   // that read it last (the slice before's) has run.
-  PETDAQ_CUDA_CHECK(cudaEventRecord(arrivals_read_[arrivals_current_].get(), partition));
-  arrivals_current_ = 1 - arrivals_current_;
-  arrivals_count_ = 0;
   PETDAQ_CUDA_CHECK(
-      cudaStreamWaitEvent(copy_stream_.get(), arrivals_read_[arrivals_current_].get(), 0));
-  if (slot.partition_items > 0) kept_current_ = 1 - kept_current_;
-  // kept_count_ is now the bound slot.partition_items until the counts are in.
-  kept_count_ = slot.partition_items;
-  ++next_submit_;
-  if (slot.partition_items == 0 || counted) {
+      cudaEventRecord(stage_.arrivals_read[stage_.arrivals_current].get(), partition));
+  stage_.arrivals_current = 1 - stage_.arrivals_current;
+  stage_.arrivals_count = 0;
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.copy.get(),
+                                        stage_.arrivals_read[stage_.arrivals_current].get(), 0));
+  if (slot.take.partition_items > 0) stage_.kept_current = 1 - stage_.kept_current;
+  // stage_.kept_count is now the bound slot.take.partition_items until the counts are in.
+  stage_.kept_count = slot.take.partition_items;
+  ++ring_.next_submit;
+  if (slot.take.partition_items == 0 || counted) {
     finish_slot_partition(slot, taken, dropped);  // the counts are known already
   } else {
-    pending_ = true;
-    pending_slice_ = next_submit_ - 1;
+    partition_.pending = true;
+    partition_.pending_slice = ring_.next_submit - 1;
     complete_partition(false);
   }
 }
