@@ -62,6 +62,13 @@ std::optional<HostStageWork> host_stage_work(const Backend& backend) {
                        .parallel = cpu->parallel_stats()};
 }
 
+std::size_t backend_host_bytes(BackendKind kind, const Settings& settings) {
+#if PETDAQ_HAVE_CUDA
+  if (backend_would_be_gpu(kind)) return gpu_backend_host_bytes(settings);
+#endif
+  return CpuBackend::memory_bytes(settings);
+}
+
 bool backend_would_be_gpu(BackendKind kind) {
   if (kind == BackendKind::cpu) return false;
   std::string reason;

@@ -38,6 +38,10 @@ struct HostStageWork {
 };
 std::optional<HostStageWork> host_stage_work(const Backend& backend);
 
+// Host memory the backend make_backend() would choose for `kind` takes with these settings,
+// as the backend reports it (CpuBackend::memory_bytes, gpu_backend_host_bytes).
+std::size_t backend_host_bytes(BackendKind kind, const Settings& settings);
+
 // Would make_backend() choose the GPU backend for `kind` on this machine?
 bool backend_would_be_gpu(BackendKind kind);
 // Host memory for frames staged before the backend exists (the daemon's ring): what

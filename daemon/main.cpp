@@ -71,7 +71,7 @@ double gib(std::uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 3
 int check_config(const Loaded& loaded, const Options& opt) {
   const auto problems = preflight(loaded.settings, opt.backend.value_or(loaded.settings.backend));
   if (problems.empty()) {
-    const MemoryPlan plan = memory_plan(loaded.settings);
+    const MemoryPlan plan = memory_plan(loaded.settings, opt.backend);
     std::string source;
     const std::uint64_t limit = memory_limit_bytes(source);
     fmt::print("petdaqd: {} is valid (calibration loaded, endpoints free); buffers {:.2f} GiB "
@@ -212,7 +212,7 @@ int main(int argc, char** argv) {
   }
   if (opt.check_config) return check_config(*loaded, opt);
   // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
-  if (const auto problems = check_sizes(loaded->settings); !problems.empty()) {
+  if (const auto problems = check_sizes(loaded->settings, opt.backend); !problems.empty()) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
     return 2;
   }

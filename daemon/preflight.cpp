@@ -27,7 +27,6 @@
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/worker_views.h"
-#include "core/cpu_backend.h"
 #include "core/histograms.h"
 #include "core/slicer.h"
 #include "backends/select_backend.h"
@@ -222,7 +221,7 @@ std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint) {
   return "UDP " + endpoint.to_string() + " is already bound by another process (another petdaqd?)";
 }
 
-MemoryPlan memory_plan(const Settings& s) {
+MemoryPlan memory_plan(const Settings& s, std::optional<BackendKind> kind) {
   MemoryPlan p;
   p.ring_bytes = s.input.ring_chunk_bytes * s.input.ring_chunks;
   // As each owner reports it. The message arena, and the bodies libzmq holds outside it.
@@ -233,8 +232,10 @@ MemoryPlan memory_plan(const Settings& s) {
   // write buffers.
   p.output_bytes = LiveHistograms::memory_bytes(s) + LiveImage::memory_bytes(s) +
                    RawSink::memory_bytes(s) + FileSink::memory_bytes(s);
-  // The CPU backend (its store, take, stages, outputs and threads) and the slicer.
-  p.engine_bytes = CpuBackend::memory_bytes(s) + Slicer::memory_bytes(s, s.stream.max_slice_frames);
+  // The backend (the CPU's store, take, stages, outputs and threads; the GPU's pinned buffers
+  // and host copies) and the slicer.
+  p.engine_bytes = backend_host_bytes(kind.value_or(s.backend), s) +
+                   Slicer::memory_bytes(s, s.stream.max_slice_frames);
   return p;
 }
 
@@ -261,9 +262,9 @@ std::uint64_t memory_limit_bytes(std::string& source) {
   return limit;
 }
 
-std::vector<Problem> check_sizes(const Settings& s) {
+std::vector<Problem> check_sizes(const Settings& s, std::optional<BackendKind> kind) {
   std::vector<Problem> out;
-  const MemoryPlan p = memory_plan(s);
+  const MemoryPlan p = memory_plan(s, kind);
   std::string source;
   const std::uint64_t limit = memory_limit_bytes(source);
   if (p.total() <= limit) return out;
@@ -296,7 +297,7 @@ std::vector<Problem> check_sizes(const Settings& s) {
 }
 
 std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
-  std::vector<Problem> out = check_sizes(s);
+  std::vector<Problem> out = check_sizes(s, backend);
   check_input(s, out);
   check_zmq(s, out);
   check_metrics(s, out);

@@ -27,8 +27,9 @@ std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint);
 // even where every holder set SO_REUSEPORT. Port 0 is never in use.
 std::optional<std::string> udp_port_in_use(const UdpEndpoint& endpoint);
 
-// The memory the ring, the engine buffers and the outputs take (CPU backend; bytes), as each
-// owner reports it (memory_bytes).
+// The memory the ring, the engine buffers and the outputs take (bytes), as each owner reports
+// it (memory_bytes): the engine is the backend `kind` would give on this machine (the
+// configuration's `backend` when none is named) and the slicer.
 struct MemoryPlan {
   std::uint64_t ring_bytes = 0;
   std::uint64_t engine_bytes = 0;
@@ -44,14 +45,14 @@ struct MemoryPlan {
     return ring_bytes + engine_bytes + message_bytes + held_bytes + output_bytes;
   }
 };
-MemoryPlan memory_plan(const Settings& s);
+MemoryPlan memory_plan(const Settings& s, std::optional<BackendKind> kind = std::nullopt);
 
 // Bytes this process may use: the least of physical memory, the cgroup's memory.max and
 // RLIMIT_AS / RLIMIT_DATA; `source` says which one it was.
 std::uint64_t memory_limit_bytes(std::string& source);
 
 // Buffer sizes against memory (cheap: run before mapping anything).
-std::vector<Problem> check_sizes(const Settings& s);
+std::vector<Problem> check_sizes(const Settings& s, std::optional<BackendKind> kind = std::nullopt);
 // Everything: endpoints, sink directory, backend, sizes.
 std::vector<Problem> preflight(const Settings& s, BackendKind backend);
 // Not refusals: values that start but are probably wrong (some non-finite calibration

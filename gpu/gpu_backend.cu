@@ -289,6 +289,21 @@ class CudaHostAllocator final : public HostAllocator {
 
 }  // namespace
 
+std::size_t gpu_backend_host_bytes(const Settings& s) {
+  // The capacities as GpuBackend's constructor sets them (core/stream_limits.h).
+  const std::uint64_t sort = std::uint64_t{s.stream.max_carry_singles} + s.stream.max_slice_frames;
+  const std::uint64_t prompts = slice_record_capacity(sort, s.stream.max_records_per_single);
+  const std::uint64_t delayed = CoincidenceParams::from(s).delayed ? prompts : 0;
+  const std::uint64_t bdms = Geometry::from(s.scanner).bdm_count();
+  std::uint64_t slot = (prompts + delayed) * sizeof(CoincRecord) + sizeof(gpu::SliceSummary) +
+                       2 * bdms * sizeof(std::uint64_t) + 2 * sizeof(unsigned long long);
+  if (s.output.wants_singles()) slot += sort * sizeof(Single) + sizeof(std::uint64_t);
+  std::uint64_t bytes = gpu_impl::kSlicesInFlight * slot + sizeof(unsigned long long);
+  if (s.output.histograms.enabled) bytes += make_histogram_layout(s).bytes;
+  if (s.output.image.enabled) bytes += make_image_layout(s).bytes;
+  return static_cast<std::size_t>(bytes);
+}
+
 std::unique_ptr<HostAllocator> make_cuda_host_allocator() {
   return std::make_unique<CudaHostAllocator>();
 }

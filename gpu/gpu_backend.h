@@ -1,6 +1,7 @@
 // The CUDA backend (built only when a CUDA toolkit is found).
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -21,5 +22,10 @@ bool gpu_device_usable(std::string& reason);
 std::unique_ptr<HostAllocator> make_cuda_host_allocator();
 
 std::unique_ptr<Backend> make_gpu_backend(const Settings& settings, const Calibration& calibration);
+
+// Host memory the GPU backend takes for these settings: the pinned record, singles and count
+// buffers of each slice in flight, and the host copies of its histograms and image (its
+// device memory is the GPU's).
+std::size_t gpu_backend_host_bytes(const Settings& settings);
 
 }  // namespace petdaq

@@ -9,6 +9,9 @@
 #include <set>
 #include <vector>
 
+#include "backends/select_backend.h"
+#include "core/cpu_backend.h"
+#include "core/slicer.h"
 #include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
 #include "daemon/message_arena.h"
@@ -218,6 +221,20 @@ TEST(MemoryPlan, SumsWhatEachOutputReports) {
   EXPECT_EQ(on.output_bytes, off.output_bytes + RawSink::kBufferBytes +
                                  FileSink::kWriterBufferBytes + LiveHistograms::memory_bytes(s) +
                                  LiveImage::memory_bytes(s));
+}
+
+// The engine's share is what the backend the machine would run reports, and the slicer's.
+TEST(MemoryPlan, TheEngineIsWhatTheBackendAndTheSlicerReport) {
+  Settings s;
+  const std::size_t slicer = Slicer::memory_bytes(s, s.stream.max_slice_frames);
+  EXPECT_EQ(memory_plan(s, BackendKind::cpu).engine_bytes, CpuBackend::memory_bytes(s) + slicer);
+  EXPECT_EQ(memory_plan(s, BackendKind::auto_select).engine_bytes,
+            backend_host_bytes(BackendKind::auto_select, s) + slicer);
+  // More records per single: more record memory on either backend.
+  Settings more = s;
+  more.stream.max_records_per_single *= 2;
+  for (BackendKind k : {BackendKind::cpu, BackendKind::auto_select})
+    EXPECT_GT(backend_host_bytes(k, more), backend_host_bytes(k, s));
 }
 
 }  // namespace
