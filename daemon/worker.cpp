@@ -168,14 +168,17 @@ void Worker::take_chunk(Chunk* c) {
   {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
-    // A board that lags fills the ring too: its chunks wait in the slicer for the horizon it
-    // holds. Where the backlog is mostly such chunks, the board is declared lagging first;
-    // where it is mostly chunks sealed and waiting for the worker, the worker is too slow
-    // (an overload) and every board sheds dead time.
+    // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
+    // declared lagging first, and only a backlog that remains is shed as dead time. Once per
+    // backlog: if the ring is still above the mark after one board was released, the backlog
+    // is an overload and every board sheds (not board after board declared lagging).
     const std::size_t waiting = ring_.sealed_approx();
-    if (!dead.shedding() && in_use >= dead.high_chunks() && staging_.count() > waiting &&
-        slicer.release_lagging_source())
+    if (in_use <= dead.low_chunks()) overload_.lag_released = false;
+    if (!dead.shedding() && in_use >= dead.high_chunks() && !overload_.lag_released &&
+        slicer.release_lagging_source()) {
+      overload_.lag_released = true;
       in_use = 0;
+    }
     dropped = dead.filter(*c, in_use, waiting, slicer.latest_time(), engine_->max_future_ticks);
   }
   const bool dead_closed = was_shedding && !dead.shedding();

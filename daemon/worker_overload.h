@@ -12,6 +12,7 @@ namespace petdaq::daemon {
 struct Overload {
   std::unique_ptr<DeadTime> dead;
   std::uint64_t message_id = 0;  // of `deadtime`
+  bool lag_released = false;     // a board was declared lagging for this ring backlog
 };
 
 }  // namespace petdaq::daemon
