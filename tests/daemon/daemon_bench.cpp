@@ -67,7 +67,8 @@ struct Trial {
   std::uint64_t splits = 0;  // slices the backend had to split (core/backend.h)
   std::uint64_t exact = 0;   // chunks that took the slicer's per-frame pass
   std::uint64_t jumps = 0;   // stream.time_jump
-  std::uint64_t skipped_passes = 0;  // passes a sender skipped to stay on the clock
+  std::uint64_t skipped_passes = 0;  // passes a sender skipped between trials (0: one clock)
+  std::uint64_t sender_waits = 0;    // 50 us waits of senders ahead of the slowest
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
   std::uint64_t intervals = 0;  // stream.dead_intervals
@@ -87,8 +88,9 @@ struct Trial {
   double lost_fraction() const {
     return sent_frames ? 1.0 - static_cast<double>(taken()) / static_cast<double>(sent_frames) : 0;
   }
-  // A sender that fell a pass behind its schedule measured the sender, not the daemon.
-  bool void_trial() const { return skipped_passes > 0; }
+  // The senders, kept on one clock, sent less than asked (or skipped scanner time): the trial
+  // measured the senders, not the daemon.
+  bool void_trial() const { return skipped_passes > 0 || achieved_fps < 0.99 * rate_fps; }
   double p50_ms = 0;
   double p99_ms = 0;
   std::uint64_t rss_kib = 0;
@@ -399,8 +401,8 @@ int main(int argc, char** argv) {
                "subtracted, published every 1 s; docs/image.md)");
   app.add_option("--trials", trials,
                  "no search: this many consecutive trials at --start-mfps (or at each of "
-                 "--rates), one table row each; a trial in which a sender fell a pass behind "
-                 "its schedule is reported VOID")
+                 "--rates), one table row each; the senders keep one clock, and a trial in "
+                 "which they sent less than 99 % of the rate asked is reported VOID")
       ->type_name("N")
       ->check(CLI::Range(1, 1000));
   app.add_option("--rates", rates_mfps,
@@ -569,30 +571,44 @@ int main(int argc, char** argv) {
     const std::size_t first_message = sub.messages().size();
     const std::uint64_t send_begin_ns = unix_ns();
     // Each sender paces its share of the rate on one schedule for the whole trial, so that the
-    // time between its passes (the shift of the next pass's times) is caught up.
-    // A sender more than a whole pass behind its schedule skips a pass (its scanner time
-    // stays with the other senders'): that trial is void.
+    // time between its passes (the shift of the next pass's times) is caught up. The senders
+    // keep one clock: a sender a whole pass ahead of the slowest waits for it, and at the end
+    // the slower ones finish up to the furthest pass, so that every board's scanner time goes
+    // on without a gap, as a scanner's boards share one clock. Where the senders cannot keep
+    // the schedule they send less than asked: the trial is void (it measured the senders).
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
-    std::vector<std::uint64_t> skipped(senders, 0);
-    t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
+    std::vector<std::atomic<std::uint64_t>> done(senders);
+    std::vector<std::uint64_t> waits(senders, 0);
+    const auto trial_end = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                       std::chrono::duration<double>(seconds));
+    auto send_pass = [&](std::size_t k, bool paced) {
       const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
-      const double pass = static_cast<double>(source.datagrams(k).size());
-      const double due = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() *
-                         datagrams_per_s * share;
-      if (static_cast<double>(datagrams_sent[k]) + 2 * pass < due) {
-        datagrams_sent[k] += source.datagrams(k).size();
-        source.advance(k);
-        ++skipped[k];
-        return std::uint64_t{0};
-      }
-      tx[k].send(source.datagrams(k), dc.udp_port, datagrams_per_s * share, start, datagrams_sent[k]);
+      tx[k].send(source.datagrams(k), dc.udp_port, paced ? datagrams_per_s * share : 0, start,
+                 datagrams_sent[k]);
       datagrams_sent[k] += source.datagrams(k).size();
       source.advance(k);
+      done[k].fetch_add(1, std::memory_order_release);
       return source.frames(k);
+    };
+    t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
+      const std::uint64_t mine = done[k].load(std::memory_order_relaxed);
+      for (;;) {
+        std::uint64_t least = mine;
+        for (const auto& d : done) least = std::min(least, d.load(std::memory_order_acquire));
+        if (least >= mine || std::chrono::steady_clock::now() >= trial_end) break;
+        ++waits[k];
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      if (std::chrono::steady_clock::now() >= trial_end) return std::uint64_t{0};
+      return send_pass(k, true);
     });
+    std::uint64_t furthest = 0;
+    for (const auto& d : done) furthest = std::max<std::uint64_t>(furthest, d.load());
+    for (std::size_t k = 0; k < senders; ++k)
+      while (done[k].load() < furthest) t.sent_frames += send_pass(k, false);
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    t.skipped_passes = source.align();
-    for (auto n : skipped) t.skipped_passes += n;
+    t.skipped_passes = source.align();  // 0: the senders ended on one pass
+    for (auto n : waits) t.sender_waits += n;
     t.achieved_fps = static_cast<double>(t.sent_frames) / t.seconds;
     const std::uint64_t send_end_ns = unix_ns();
     const std::size_t dead_before_recovery = dead_sub.messages().size();
@@ -734,7 +750,7 @@ int main(int argc, char** argv) {
     for (std::size_t i = 0; i < done.size(); ++i) {
       const Trial& t = done[i];
       const double sent = static_cast<double>(t.sent_frames);
-      const char* verdict = t.void_trial() ? "VOID (a sender fell behind)"
+      const char* verdict = t.void_trial() ? "VOID (the senders fell short)"
                             : t.lossless() ? "zero loss"
                                            : "LOSS";
       std::printf("%5zu %8.2f %8.2f %9.2f %7.2f %7.2f %9llu %9llu %9llu %8.2f %8.2f %6llu %8.0f  %s\n",
@@ -760,7 +776,7 @@ int main(int argc, char** argv) {
           {"late", t.late},                 {"time_jump", t.jumps},
           {"pending_full", t.pending_full}, {"p50_ms", t.p50_ms},
           {"p99_ms", t.p99_ms},             {"skipped_passes", t.skipped_passes},
-          {"void", t.void_trial()},         {"lossless", t.lossless()},
+          {"void", t.void_trial()},         {"sender_waits", t.sender_waits},         {"lossless", t.lossless()},
           {"recovery_ms", t.recovery_ms},   {"recovery_lost_after_1s", t.recovery_lost},
           {"ceiling_fps", ceiling_fps}};
       std::printf("TRIAL %s\n", j.dump().c_str());

@@ -102,7 +102,7 @@ def main():
     for t in trials:
         sent = t["sent_fps"] / 1e6
         excess = max(0.0, 1.0 - capacity / sent) if sent > 0 else 0.0
-        verdict = "void (a sender fell behind)" if t["void"] else ("zero loss" if t["lossless"] else "shed")
+        verdict = "void (the senders fell short)" if t["void"] else ("zero loss" if t["lossless"] else "shed")
         print(f"| {t['asked_fps'] / 1e6:.2f} | {t['asked_fps'] / 1e6 / capacity:.2f} | {sent:.2f} | "
               f"{t['taken_fps'] / 1e6:.2f} | {t['taken_fps'] / 1e6 / capacity:.3f} | "
               f"{100 * t['lost_fraction']:.2f} | {100 * excess:.2f} | "
