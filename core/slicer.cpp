@@ -38,10 +38,10 @@ SlicerLimits::SlicerLimits(const Settings& s, const Backend& b)
       lag_stage_frames(static_cast<std::size_t>(s.stream.lag_stage_fraction *
                                                 static_cast<double>(b.max_staged_frames()))) {}
 
-void SlicerCounts::late(int src) {
-  delta[Counter::stream_late] += 1;
+void SlicerCounts::late(int src, std::uint64_t frames) {
+  delta[Counter::stream_late] += frames;
   if (src < 0) return;
-  bdm_late[static_cast<std::size_t>(src)] += 1;
+  bdm_late[static_cast<std::size_t>(src)] += frames;
   bdm_late_any = true;
 }
 
@@ -225,8 +225,38 @@ bool Slicer::Impl::fast_path_allowed(const ChunkSummary& sum) {
   return true;
 }
 
+// A block of lagging sources' frames, every one behind the published horizon: the per-frame
+// rules (lagging_frame) would count each late and move its source's clock to it, so that is
+// done from the summary, without the pass — at the rate a board sends, the per-frame pass
+// over a lagging board's frames alone could outrun the worker.
+bool Slicer::Impl::late_block(const ChunkSummary& sum) {
+  if (!runs.warm() || runs.replaying || clocks.any_reset() || sum.sourceless > 0 ||
+      sum.present_count == 0)
+    return false;
+  for (std::uint32_t i = 0; i < sum.present_count; ++i) {
+    const std::uint8_t src = sum.present[i];
+    if (src >= lim.bdm_count) return false;
+    const SourceClocks::Source& s = clocks[src];
+    const SourceSpan& span = sum.sources[src];
+    // Not far back of the source's clock before the block, nor of where the block moves it.
+    if (!s.lagging || span.max_time >= h.published ||
+        is_far_back(span.min_time, s.latest, lim.max_future_ticks) ||
+        span.max_time - span.min_time > lim.max_future_ticks)
+      return false;
+  }
+  for (std::uint32_t i = 0; i < sum.present_count; ++i) {
+    const std::uint8_t src = sum.present[i];
+    SourceClocks::Source& s = clocks[src];
+    const SourceSpan& span = sum.sources[src];
+    if (span.max_time > s.latest) s.latest = span.max_time;
+    counts.late(src, span.frames);
+  }
+  return true;
+}
+
 void Slicer::Impl::take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum) {
   if (n == 0) return;
+  if (late_block(sum)) return;
   const bool fits = n <= stage.slice_capacity();
   const std::size_t room = fits ? make_room(n) : 0;
   if (fits && fast_path_allowed(sum)) {

@@ -42,7 +42,7 @@ struct SlicerCounts {
   bool bdm_late_any = false;
 
   explicit SlicerCounts(std::uint32_t bdm_count) : bdm_late(bdm_count, 0) {}
-  void late(int src);
+  void late(int src, std::uint64_t frames = 1);
   void flush(Counters& counters);
 };
 
@@ -127,6 +127,7 @@ struct Slicer::Impl {
   void declare_lagging(int src);
   bool release_for_ring();
   bool fast_path_allowed(const ChunkSummary& sum);
+  bool late_block(const ChunkSummary& sum);
   void take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum);
   void start_clock(SlicerClock::time_point t);
   void begin_push(SlicerClock::time_point t, std::size_t n);

@@ -4,6 +4,8 @@
 // lagging; acquisition time shed as dead time moves the horizon on without a time jump.
 #include <gtest/gtest.h>
 
+#include "core/chunk_summary.h"
+
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -156,6 +158,65 @@ TEST(SlicerLag, ASlowBoardLosesOnlyItsOwnFramesCountedPerBdm) {
     EXPECT_EQ(rig.counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
   }
   // Every frame BDM 1 sent is a single, an energy reject, a frame without a crystal, or late.
+  EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
+                                          rig.counters.bdm_energy_rejected(kSlow) + late +
+                                          no_crystal_of(scanner, frames, kSlow));
+}
+
+// The same slow board, its frames in blocks of its own as a receiver per board makes them
+// (push_block with their summaries): its blocks wholly behind the horizon are counted late
+// from their summaries, and the count is still the frame-by-frame one, to the frame.
+TEST(SlicerLag, ASlowBoardsBlocksBehindTheHorizonAreLateToTheFrame) {
+  std::mt19937_64 rng(5);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  s.stream.max_lag_ms = ticks_to_ms(s, 50'000);
+  s.stream.lag_stage_fraction = 0;
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  constexpr std::uint32_t kSlow = 1;
+  std::vector<std::size_t> order(frames.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  auto arrival = [&](std::size_t i) {
+    const std::uint64_t t = frame_time(frames[i].bytes);
+    return frames[i].bytes[frame_offset::bdm] == kSlow ? o.start_ticks + (t - o.start_ticks) * 5 / 3 : t;
+  };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return arrival(a) < arrival(b); });
+
+  SlicerRig rig(s, scanner.calibration);
+  const SourceRule rule = make_source_rule(s);
+  const Slicer::Clock::time_point now{};
+  std::vector<std::vector<RawFrame>> blocks(4);
+  auto push = [&](std::vector<RawFrame>& b) {
+    if (b.empty()) return;
+    ChunkSummary sum;
+    sum.add(b.data(), b.size(), 0, rule);
+    rig.slicer.push_block(b.data(), b.size(), sum, now);
+    rig.slicer.poll(now);
+    b.clear();
+  };
+  for (std::size_t i : order) {
+    auto& b = blocks[frames[i].bytes[frame_offset::bdm]];
+    b.push_back(frames[i]);
+    if (b.size() == 16) push(b);
+  }
+  for (auto& b : blocks) push(b);
+  rig.slicer.finish();
+
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+  const Geometry g = scanner.geometry();
+  auto on_time = [&](const CoincRecord& r) {
+    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
+  };
+  expect_same(pairs(only(rig.sink.prompts(), on_time)), pairs(only(want.prompts, on_time)), "prompt");
+  const std::uint64_t late = rig.counters.bdm_late(kSlow);
+  EXPECT_GT(late, frames_of(frames, kSlow) / 10);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), late);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
   EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
                                           rig.counters.bdm_energy_rejected(kSlow) + late +
                                           no_crystal_of(scanner, frames, kSlow));
