@@ -105,90 +105,86 @@ std::uint64_t no_crystal_of(const TestScanner& sc, const std::vector<RawFrame>& 
   return test::batch_process(sc, mine).counters[Counter::frame_no_crystal];
 }
 
+// BDM 1's link runs at 0.6 of real time: its frames arrive at 5/3 of their time.
+struct SlowBoard {
+  static constexpr std::uint32_t kSlow = 1;
+  TestScanner scanner;
+  AcquisitionOptions o;
+  std::vector<RawFrame> frames;
+  BatchResult want;
+  std::vector<std::uint64_t> arrival;
+  SlowBoard() {
+    std::mt19937_64 rng(5);
+    Settings& s = scanner.settings;
+    pair_settings(s);
+    s.stream.max_lag_ms = ticks_to_ms(s, 50'000);
+    s.stream.lag_stage_fraction = 0;
+    o.events = 6000;
+    o.bad_fraction = 0;
+    frames = test::random_acquisition(scanner, rng, o);
+    want = test::batch_process(scanner, frames);
+    for (const RawFrame& f : frames) {
+      const std::uint64_t t = frame_time(f.bytes);
+      arrival.push_back(f.bytes[frame_offset::bdm] == kSlow ? o.start_ticks + (t - o.start_ticks) * 5 / 3 : t);
+    }
+  }
+  // The on-time boards' pairs are the batch's; every frame of BDM 1 is a single, an energy
+  // reject, a frame without a crystal or late, and only BDM 1 has late frames.
+  void expect_only_the_slow_board_lost(const SlicerRig& rig) const {
+    const Geometry g = scanner.geometry();
+    auto on_time = [&](const CoincRecord& r) {
+      return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
+    };
+    expect_same(pairs(only(rig.sink.prompts(), on_time)), pairs(only(want.prompts, on_time)), "prompt");
+    expect_same(pairs(only(rig.sink.delayed(), on_time)), pairs(only(want.delayed, on_time)), "delayed");
+    EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
+    const std::uint64_t late = rig.counters.bdm_late(kSlow);
+    EXPECT_GT(late, frames_of(frames, kSlow) / 10);
+    EXPECT_EQ(rig.counters.get(Counter::stream_late), late);
+    for (std::uint32_t b = 0; b < 4; ++b) {
+      if (b == kSlow) continue;
+      EXPECT_EQ(rig.counters.bdm_late(b), 0u) << "bdm " << b;
+      EXPECT_EQ(rig.counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
+    }
+    EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
+                                            rig.counters.bdm_energy_rejected(kSlow) + late +
+                                            no_crystal_of(scanner, frames, kSlow));
+  }
+};
+
 // BDM 1's link runs at 0.6 of real time: it falls further and further behind. The other
 // boards lose nothing (their pairs are the batch's), BDM 1 holds the horizon until it is
 // max_lag behind, then its frames behind the horizon are late — counted for BDM 1, to the
 // frame — and none is taken for a clock reset or a time jump.
 TEST(SlicerLag, ASlowBoardLosesOnlyItsOwnFramesCountedPerBdm) {
-  std::mt19937_64 rng(5);
-  TestScanner scanner;
-  Settings& s = scanner.settings;
-  pair_settings(s);
-  s.stream.max_lag_ms = ticks_to_ms(s, 50'000);
-  s.stream.lag_stage_fraction = 0;
-  AcquisitionOptions o;
-  o.events = 6000;
-  o.bad_fraction = 0;
-  const auto frames = test::random_acquisition(scanner, rng, o);
-  const BatchResult want = test::batch_process(scanner, frames);
-  constexpr std::uint32_t kSlow = 1;
-  std::vector<std::uint64_t> arrival;
-  for (const RawFrame& f : frames) {
-    const std::uint64_t t = frame_time(f.bytes);
-    arrival.push_back(f.bytes[frame_offset::bdm] == kSlow ? o.start_ticks + (t - o.start_ticks) * 5 / 3 : t);
-  }
-  ASSERT_GT(frame_time(frames.back().bytes) - o.start_ticks, 200'000u);
-
-  SlicerRig rig(s, scanner.calibration);
+  const SlowBoard c;
+  ASSERT_GT(frame_time(c.frames.back().bytes) - c.o.start_ticks, 200'000u);
+  SlicerRig rig(c.scanner.settings, c.scanner.calibration);
   bool seen_lagging = false;
-  stream(rig.slicer, frames, arrival, [&](std::size_t) {
-    seen_lagging = seen_lagging || rig.slicer.source_lagging(kSlow);
+  stream(rig.slicer, c.frames, c.arrival, [&](std::size_t) {
+    seen_lagging = seen_lagging || rig.slicer.source_lagging(SlowBoard::kSlow);
     for (std::uint32_t b = 0; b < 4; ++b)
-      if (b != kSlow) ASSERT_FALSE(rig.slicer.source_lagging(b)) << "bdm " << b;
+      if (b != SlowBoard::kSlow) ASSERT_FALSE(rig.slicer.source_lagging(b)) << "bdm " << b;
   });
   EXPECT_TRUE(seen_lagging);
   rig.slicer.finish();
-
-  const Geometry g = scanner.geometry();
-  auto on_time = [&](const CoincRecord& r) {
-    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
-  };
-  expect_same(pairs(only(rig.sink.prompts(), on_time)), pairs(only(want.prompts, on_time)), "prompt");
-  expect_same(pairs(only(rig.sink.delayed(), on_time)), pairs(only(want.delayed, on_time)), "delayed");
-  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_pending_full), 0u);
-  const std::uint64_t late = rig.counters.bdm_late(kSlow);
-  EXPECT_GT(late, frames_of(frames, kSlow) / 10);
-  EXPECT_EQ(rig.counters.get(Counter::stream_late), late);
-  for (std::uint32_t b = 0; b < 4; ++b) {
-    if (b == kSlow) continue;
-    EXPECT_EQ(rig.counters.bdm_late(b), 0u) << "bdm " << b;
-    EXPECT_EQ(rig.counters.bdm_singles(b), want.bdm_singles[b]) << "bdm " << b;
-  }
-  // Every frame BDM 1 sent is a single, an energy reject, a frame without a crystal, or late.
-  EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
-                                          rig.counters.bdm_energy_rejected(kSlow) + late +
-                                          no_crystal_of(scanner, frames, kSlow));
+  c.expect_only_the_slow_board_lost(rig);
 }
 
 // The same slow board, its frames in blocks of its own as a receiver per board makes them
 // (push_block with their summaries): its blocks wholly behind the horizon are counted late
 // from their summaries, and the count is still the frame-by-frame one, to the frame.
 TEST(SlicerLag, ASlowBoardsBlocksBehindTheHorizonAreLateToTheFrame) {
-  std::mt19937_64 rng(5);
-  TestScanner scanner;
-  Settings& s = scanner.settings;
-  pair_settings(s);
-  s.stream.max_lag_ms = ticks_to_ms(s, 50'000);
-  s.stream.lag_stage_fraction = 0;
-  AcquisitionOptions o;
-  o.events = 6000;
-  o.bad_fraction = 0;
-  const auto frames = test::random_acquisition(scanner, rng, o);
-  const BatchResult want = test::batch_process(scanner, frames);
-  constexpr std::uint32_t kSlow = 1;
-  std::vector<std::size_t> order(frames.size());
+  const SlowBoard c;
+  std::vector<std::size_t> order(c.frames.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  auto arrival = [&](std::size_t i) {
-    const std::uint64_t t = frame_time(frames[i].bytes);
-    return frames[i].bytes[frame_offset::bdm] == kSlow ? o.start_ticks + (t - o.start_ticks) * 5 / 3 : t;
-  };
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return arrival(a) < arrival(b); });
-
-  SlicerRig rig(s, scanner.calibration);
-  const SourceRule rule = make_source_rule(s);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return c.arrival[a] < c.arrival[b]; });
+  SlicerRig rig(c.scanner.settings, c.scanner.calibration);
+  const SourceRule rule = make_source_rule(c.scanner.settings);
   const Slicer::Clock::time_point now{};
   std::vector<std::vector<RawFrame>> blocks(4);
   auto push = [&](std::vector<RawFrame>& b) {
@@ -200,26 +196,13 @@ TEST(SlicerLag, ASlowBoardsBlocksBehindTheHorizonAreLateToTheFrame) {
     b.clear();
   };
   for (std::size_t i : order) {
-    auto& b = blocks[frames[i].bytes[frame_offset::bdm]];
-    b.push_back(frames[i]);
+    auto& b = blocks[c.frames[i].bytes[frame_offset::bdm]];
+    b.push_back(c.frames[i]);
     if (b.size() == 16) push(b);
   }
   for (auto& b : blocks) push(b);
   rig.slicer.finish();
-
-  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
-  const Geometry g = scanner.geometry();
-  auto on_time = [&](const CoincRecord& r) {
-    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
-  };
-  expect_same(pairs(only(rig.sink.prompts(), on_time)), pairs(only(want.prompts, on_time)), "prompt");
-  const std::uint64_t late = rig.counters.bdm_late(kSlow);
-  EXPECT_GT(late, frames_of(frames, kSlow) / 10);
-  EXPECT_EQ(rig.counters.get(Counter::stream_late), late);
-  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(frames_of(frames, kSlow), rig.counters.bdm_singles(kSlow) +
-                                          rig.counters.bdm_energy_rejected(kSlow) + late +
-                                          no_crystal_of(scanner, frames, kSlow));
+  c.expect_only_the_slow_board_lost(rig);
 }
 
 // BDM 2 goes silent (not idle: its link stalls) for a third of the acquisition and then sends
