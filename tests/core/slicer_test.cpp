@@ -60,6 +60,15 @@ void small_stream_settings(Settings& s) {
   s.stream.max_records_per_single = 8;
 }
 
+// The clock-reset cases with idle sources: a wide time-jump limit, a 20 ms confirmation,
+// sources idle after 50 ms of wall clock.
+void reset_case_settings(Settings& s) {
+  small_stream_settings(s);
+  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
+  s.stream.reset_confirm_ms = 20;
+  s.stream.source_idle_ms = 50;
+}
+
 // Pushes frames one by one through the rig's slicer on a fake wall clock that follows
 // acquisition time (1 tick = 1 µs), polling after each, then finishes.
 void run_on_acquisition_clock(SlicerRig& rig, const std::vector<RawFrame>& arrival) {
@@ -564,10 +573,7 @@ TEST(Slicer, ForgedPastFramesWhileEverySourceIsIdleDoNotEndTheRun) {
   std::mt19937_64 rng(29);
   TestScanner scanner;
   Settings& s = scanner.settings;
-  small_stream_settings(s);
-  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
-  s.stream.reset_confirm_ms = 20;
-  s.stream.source_idle_ms = 50;
+  reset_case_settings(s);
   AcquisitionOptions o;
   o.events = 3000;
   o.start_ticks = 5'000'000;
@@ -608,10 +614,7 @@ TEST(Slicer, PastFramesAtTheEndOfTheStreamDoNotSplitTheRun) {
   std::mt19937_64 rng(31);
   TestScanner scanner;
   Settings& s = scanner.settings;
-  small_stream_settings(s);
-  s.stream.max_future_ps = 1'000'000 * s.scanner.tick_ps;
-  s.stream.reset_confirm_ms = 20;
-  s.stream.source_idle_ms = 50;
+  reset_case_settings(s);
   AcquisitionOptions o;
   o.events = 2000;
   o.start_ticks = 5'000'000;
