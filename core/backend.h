@@ -161,6 +161,12 @@ class Backend {
   // Live image of the current run (core/image.h, DESIGN section 7); null when
   // output.image.enabled is off. Same life as histograms().
   virtual const ImageSet* image() { return nullptr; }
+  // The same without waiting, for periodic publications: a backend whose bins lie on a
+  // device queues their copy to the host and returns null until it is in (the call after
+  // returns it, as of the slices submitted when it was queued); a backend whose bins lie on
+  // the host returns them at once.
+  virtual const HistogramSet* histograms_snapshot() { return histograms(); }
+  virtual const ImageSet* image_snapshot() { return image(); }
 
   // The thread that drives the backend times its phases there (core/phase_timer.h); a
   // backend that waits on a device marks those host waits as phases of their own

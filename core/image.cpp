@@ -42,7 +42,8 @@ ImageLayout make_image_layout(const Settings& s) {
   l.voxel_count = std::uint64_t{l.nx} * l.ny * l.nz;
   l.trace_offset = (l.voxel_count * sizeof(std::int32_t) + 7) / 8 * 8;
   l.tally_offset = l.trace_offset + std::uint64_t{l.trace_bins} * kTraceSums * 8;
-  l.bytes = l.tally_offset + kImageTallies * 8;
+  l.reach_offset = l.tally_offset + kImageTallies * 8;
+  l.bytes = l.reach_offset + 2 * 8;
   return l;
 }
 
@@ -85,6 +86,19 @@ std::uint64_t ImageSet::tally(ImageTally t) const {
   std::uint64_t v;
   std::memcpy(&v, bins_.data() + layout_.tally_offset + static_cast<int>(t) * 8, 8);
   return v;
+}
+
+std::uint32_t ImageSet::trace_end() const {
+  std::uint64_t v;
+  std::memcpy(&v, bins_.data() + layout_.reach_offset, 8);
+  return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, layout_.trace_bins));
+}
+
+std::uint32_t ImageSet::trace_first() const {
+  std::uint64_t v;
+  std::memcpy(&v, bins_.data() + layout_.reach_offset + 8, 8);
+  if (v == 0) return trace_end();
+  return static_cast<std::uint32_t>(layout_.trace_bins - std::min<std::uint64_t>(v, layout_.trace_bins));
 }
 
 bool trace_sample(const ImageLayout& l, double tick_ps, const std::int64_t* sums,
@@ -138,14 +152,20 @@ void ImageWindow::update(const std::int32_t* run, std::uint64_t first_tick, std:
       keep_from = i;
     }
   }
-  if (base)
-    for (std::size_t v = 0; v < voxels_; ++v) window_[v] = run[v] - base[v];
-  else
-    std::memcpy(window_.data(), run, voxels_ * sizeof(std::int32_t));
   window_first_ = std::max(base_tick, first_tick);
   count_ -= keep_from;
   if (count_ == slots) --count_;  // full: the oldest goes (the window then grows a little)
-  std::memcpy(snapshots_.data() + head_ * voxels_, run, voxels_ * sizeof(std::int32_t));
+  // One pass over the run image: the window and the new snapshot. In a full ring the head
+  // slot may be the base: each voxel's base is read before its snapshot overwrites it.
+  std::int32_t* snapshot = snapshots_.data() + head_ * voxels_;
+  if (base)
+    for (std::size_t v = 0; v < voxels_; ++v) {
+      const std::int32_t r = run[v];
+      window_[v] = r - base[v];
+      snapshot[v] = r;
+    }
+  else
+    for (std::size_t v = 0; v < voxels_; ++v) window_[v] = snapshot[v] = run[v];
   ticks_[head_] = end_tick;
   head_ = (head_ + 1) % slots;
   ++count_;
@@ -186,16 +206,21 @@ void encode_image_file(const ImageSet& set, const Settings& s, std::uint64_t run
   const ImageLayout& l = set.layout();
   const std::int32_t* run = set.voxels();
   if (!window) window = run;
-  // The trace: the bins with Σw > 0, from the first to the last.
+  // The trace: the bins with Σw > 0, from the first to the last (only the bins that took a
+  // record are read: a run uses a few of the trace's bins per second).
   std::uint32_t samples = 0;
   const auto* sums = reinterpret_cast<const std::int64_t*>(set.bins() + l.trace_offset);
+  const std::uint32_t trace_first = set.trace_first(), trace_end = set.trace_end();
   TraceSample t;
-  for (std::uint32_t b = 0; b < l.trace_bins; ++b)
+  for (std::uint32_t b = trace_first; b < trace_end; ++b)
     samples += trace_sample(l, s.scanner.tick_ps, sums + std::size_t{b} * kTraceSums, b, t);
   const std::size_t vbytes = l.voxel_count * 4;
   const std::size_t total = kImageHeaderBytes + 2 * vbytes + 2 * std::size_t{l.nz} * 8 +
                             std::size_t{samples} * kTraceSampleDoubles * 8;
-  out.assign(total, 0);
+  // Every byte past the header is written below: only the header is cleared (its reserved
+  // bytes are zeros), not the megabytes of the images again.
+  out.resize(total);
+  std::fill_n(out.begin(), kImageHeaderBytes, std::uint8_t{0});
   put32(out, 0, kImageMagic);
   out[4] = kImageVersion & 0xFF;
   out[5] = kImageVersion >> 8;
@@ -226,7 +251,7 @@ void encode_image_file(const ImageSet& set, const Settings& s, std::uint64_t run
   at += std::size_t{l.nz} * 8;
   axial_profile(window, l, out, at);
   at += std::size_t{l.nz} * 8;
-  for (std::uint32_t b = 0; b < l.trace_bins; ++b) {
+  for (std::uint32_t b = trace_first; b < trace_end; ++b) {
     if (!trace_sample(l, s.scanner.tick_ps, sums + std::size_t{b} * kTraceSums, b, t)) continue;
     const double v[kTraceSampleDoubles] = {t.t_s,         t.mean_mm[0],  t.mean_mm[1],
                                            t.mean_mm[2],  t.error_mm[0], t.error_mm[1],

@@ -71,10 +71,13 @@ struct ImageLayout {
   const std::int32_t* crystal_um = nullptr;
   std::uint32_t crystal_count = 0;
   // The bins: the voxels (int32, [z][y][x]), then the trace (int64 [bin][kTraceSums]), then
-  // the tallies (uint64).
+  // the tallies (uint64), then the trace's reach (uint64: the highest bin + 1 and trace_bins
+  // minus the lowest bin that took a record, each 0 while none did), so that a reader scans
+  // only the bins in use.
   std::uint64_t voxel_count = 0;
   std::uint64_t trace_offset = 0;
   std::uint64_t tally_offset = 0;
+  std::uint64_t reach_offset = 0;
   std::uint64_t bytes = 0;
 
   PETDAQ_HD int* voxels(std::uint8_t* bins) const { return reinterpret_cast<int*>(bins); }
@@ -83,6 +86,9 @@ struct ImageLayout {
   }
   PETDAQ_HD unsigned long long* tallies(std::uint8_t* bins) const {
     return reinterpret_cast<unsigned long long*>(bins + tally_offset);
+  }
+  PETDAQ_HD unsigned long long* reach(std::uint8_t* bins) const {
+    return reinterpret_cast<unsigned long long*>(bins + reach_offset);
   }
   PETDAQ_HD std::uint32_t trace_bin(std::uint64_t time) const {
     const std::uint64_t b = time / trace_bin_ticks;
@@ -150,10 +156,14 @@ PETDAQ_HD std::uint64_t image_voxel(const ImageLayout& l, const std::int64_t p[3
          static_cast<std::uint64_t>(ix);
 }
 
-// How a backend adds to a bin: plainly on the CPU, atomically on the GPU.
+// How a backend adds to a bin (and raises the trace's reach): plainly on the CPU,
+// atomically on the GPU.
 struct PlainImageAdd {
   PETDAQ_HD void operator()(int* v, int w) const { *v += w; }
   PETDAQ_HD void operator()(unsigned long long* v, unsigned long long x) const { *v += x; }
+  PETDAQ_HD void max(unsigned long long* v, unsigned long long x) const {
+    if (x > *v) *v = x;
+  }
 };
 
 // What one record adds: its tally, and when its point lies in the field, its voxel and its
@@ -199,6 +209,8 @@ PETDAQ_HD void image_add_trace(const ImageLayout& l, std::uint8_t* bins, std::ui
                                const std::int64_t* sums, Add add) {
   unsigned long long* t = l.trace(bins) + std::size_t{bin} * kTraceSums;
   for (int k = 0; k < kTraceSums; ++k) add(t + k, static_cast<unsigned long long>(sums[k]));
+  add.max(l.reach(bins), bin + 1ull);
+  add.max(l.reach(bins) + 1, std::uint64_t{l.trace_bins} - bin);
 }
 
 // One record into the image, the trace and the tallies.
@@ -246,6 +258,9 @@ class ImageSet {
   const std::int32_t* voxels() const { return reinterpret_cast<const std::int32_t*>(bins_.data()); }
   std::int64_t trace_sum(std::uint32_t bin, TraceSum s) const;
   std::uint64_t tally(ImageTally t) const;
+  // The trace bins that took a record: [first, end); first == end while none did.
+  std::uint32_t trace_first() const;
+  std::uint32_t trace_end() const;
 
  private:
   std::vector<std::int32_t> crystals_;

@@ -58,6 +58,14 @@ class TimedBackend final : public Backend {
     PhaseScope p(&timer_, Phase::histograms_copy);
     return inner_.histograms();
   }
+  const ImageSet* image_snapshot() override {
+    PhaseScope p(&timer_, Phase::histograms_copy);
+    return inner_.image_snapshot();
+  }
+  const HistogramSet* histograms_snapshot() override {
+    PhaseScope p(&timer_, Phase::histograms_copy);
+    return inner_.histograms_snapshot();
+  }
   void set_result_memory(ResultMemory* memory) override { inner_.set_result_memory(memory); }
 
  private:

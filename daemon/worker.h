@@ -109,8 +109,11 @@ class Worker final : public ResultSink {
   std::uint64_t published_run_id(std::uint64_t slicer_run) const {
     return run_.published(slicer_run);
   }
-  void publish_histograms(std::uint64_t run_id, bool write_file);
-  void publish_image(std::uint64_t run_id, bool write_file);
+  // At a run's end (`run_end`): the run's bins, waited for, and its file. Otherwise the
+  // periodic message, from the backend's snapshot: false while its copy is not in yet (the
+  // worker never waits on the device for it; the next tick tries again).
+  bool publish_histograms(std::uint64_t run_id, bool run_end);
+  bool publish_image(std::uint64_t run_id, bool run_end);
   // Dead time (DESIGN section 6, "Overload"): the intervals closed since the last call, on
   // `deadtime` and into the list-mode file.
   void publish_dead_intervals();

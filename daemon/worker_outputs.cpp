@@ -58,32 +58,29 @@ void Worker::tick(Clock::time_point now, bool force_rates) {
   keep_alive(now, force_rates);
   const auto histogram_interval = std::chrono::duration<double, std::milli>(
       engine_->settings.output.histograms.interval_ms);
-  if (now - views_.histograms.last >= histogram_interval) {
+  // The run of the last delivered slice: the run the backend's bins belong to.
+  if (now - views_.histograms.last >= histogram_interval && publish_histograms(run_.last(), false))
     views_.histograms.last = now;
-    // The run of the last delivered slice: the run the backend's bins belong to.
-    publish_histograms(run_.last(), false);
-  }
   if (out_.raw) {
     PhaseScope p(&phases_, Phase::raw_capture);
     out_.raw->flush_if_due(now);
   }
   const auto image_interval =
       std::chrono::duration<double, std::milli>(engine_->settings.output.image.interval_ms);
-  if (now - views_.image.last >= image_interval) {
+  if (now - views_.image.last >= image_interval && publish_image(run_.last(), false))
     views_.image.last = now;
-    publish_image(run_.last(), false);
-  }
 }
 
 // The `image` message of the running backend (DESIGN section 7, "Image"): the run's image,
 // the sliding window, the centroid trace and the axial profiles; at the end of a run also a
 // file next to the list-mode files (output.file.enabled).
-void Worker::publish_image(std::uint64_t run_id, bool write_file) {
+bool Worker::publish_image(std::uint64_t run_id, bool run_end) {
   PhaseScope phase(&phases_, Phase::histograms);
   const Settings& s = engine_->settings;
-  const ImageSet* image = engine_->timed->image();
   LiveImage& view = views_.image;
-  if (!image || !view.window) return;
+  if (!view.window) return true;
+  const ImageSet* image = run_end ? engine_->timed->image() : engine_->timed->image_snapshot();
+  if (!image) return false;
   ImageSpan span;
   if (const auto& first = run_.first_prompt()) {
     span.run_first_tick = *first;
@@ -98,7 +95,7 @@ void Worker::publish_image(std::uint64_t run_id, bool write_file) {
   m.t_begin = span.run_first_tick;
   m.t_end = span.run_end_tick;
   out_.publisher.send(topic::image, m, view.bytes.data(), view.bytes.size());
-  if (write_file && s.output.file.enabled) {
+  if (run_end && s.output.file.enabled) {
     const auto path = stamped_file(s.output.file.directory, fmt::format("run{}.pdim", run_id));
     try {
       write_image_file(path, view.bytes);
@@ -107,15 +104,18 @@ void Worker::publish_image(std::uint64_t run_id, bool write_file) {
       spdlog::error("image of run {}: {}", run_id, e.what());
     }
   }
+  return true;
 }
 
 // The `histograms` message of the running backend (DESIGN section 7); at the end of a run
 // also a file next to the list-mode files (output.file.enabled).
-void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
+bool Worker::publish_histograms(std::uint64_t run_id, bool run_end) {
   PhaseScope phase(&phases_, Phase::histograms);
   const Settings& s = engine_->settings;
-  const HistogramSet* h = engine_->timed->histograms();
-  if (!h) return;
+  if (!s.output.histograms.enabled) return true;
+  const HistogramSet* h =
+      run_end ? engine_->timed->histograms() : engine_->timed->histograms_snapshot();
+  if (!h) return false;
   LiveHistograms& view = views_.histograms;
   const std::optional<std::uint64_t>& first = run_.first_prompt();
   const std::uint64_t slice_end = run_.slice_end();
@@ -140,7 +140,7 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
       h->layout().geometry, [h](std::uint32_t c) { return h->at(Hist::crystal_singles, c); },
       s.alarms.hot_crystal_factor);
   status_.alarms.set_crystal_health(health.hot, health.dead);
-  if (write_file && s.output.file.enabled) {
+  if (run_end && s.output.file.enabled) {
     // Beside the .plm that holds the run's first message, named after it; a run that
     // published nothing gets a name of its own.
     const std::string& stem = run_.file_stem();
@@ -155,6 +155,7 @@ void Worker::publish_histograms(std::uint64_t run_id, bool write_file) {
       spdlog::error("histograms of run {}: {}", run_id, e.what());
     }
   }
+  return true;
 }
 
 // The `acquisition` message (kind 7, its JSON document as the body): published, and written

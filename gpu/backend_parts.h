@@ -112,18 +112,29 @@ struct Collected {
   GpuStageTimes stage_times;
 };
 
+// A copy of device bins to their host set, queued without waiting (histograms_snapshot(),
+// image_snapshot()): `pending` until `copied` has passed. The host bins are page-locked
+// (declared after the set they lock, so unlocked before it is freed).
+struct SnapshotCopy {
+  cuda::HostRegistration locked;
+  cuda::Event copied{false};
+  bool pending = false;
+};
+
 // The live outputs beside the records.
 struct LiveOutputs {
   // Histograms (output.histograms.enabled): device bins, copied to h_histograms on request.
   HistogramLayout histogram_layout;
   cuda::device_unique_ptr<std::uint8_t> d_histograms;
   std::unique_ptr<HistogramSet> h_histograms;
+  SnapshotCopy histograms_copy;
   // Image (output.image.enabled): device bins and crystal table, copied to h_image on
   // request; image_layout points at the device table.
   ImageLayout image_layout;
   cuda::device_unique_ptr<std::uint8_t> d_image;
   cuda::device_unique_ptr<std::int32_t> d_crystal_um;
   std::unique_ptr<ImageSet> h_image;
+  SnapshotCopy image_copy;
   bool singles = false;  // the `singles` topic (output.wants_singles())
 };
 

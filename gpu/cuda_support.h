@@ -85,6 +85,34 @@ T* device_address(const pinned_unique_ptr<T>& host) {
   return static_cast<T*>(d);
 }
 
+// Host memory someone else allocated, page-locked by CUDA for as long as this lives, so that
+// copies into it run asynchronously and at full speed. Destroy it before the memory is freed.
+class HostRegistration {
+ public:
+  HostRegistration() = default;
+  HostRegistration(void* p, std::size_t bytes) {
+    PETDAQ_CUDA_CHECK(cudaHostRegister(p, bytes, cudaHostRegisterDefault));
+    p_ = p;
+  }
+  ~HostRegistration() {
+    if (p_) cudaHostUnregister(p_);
+  }
+  HostRegistration(HostRegistration&& o) noexcept : p_(o.p_) { o.p_ = nullptr; }
+  HostRegistration& operator=(HostRegistration&& o) noexcept {
+    if (this != &o) {
+      if (p_) cudaHostUnregister(p_);
+      p_ = o.p_;
+      o.p_ = nullptr;
+    }
+    return *this;
+  }
+  HostRegistration(const HostRegistration&) = delete;
+  HostRegistration& operator=(const HostRegistration&) = delete;
+
+ private:
+  void* p_ = nullptr;
+};
+
 class Stream {
  public:
   Stream() { PETDAQ_CUDA_CHECK(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking)); }

@@ -90,10 +90,13 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     live_.d_histograms = make_device<std::uint8_t>(live_.histogram_layout.bytes);
     PETDAQ_CUDA_CHECK(cudaMemset(live_.d_histograms.get(), 0, live_.histogram_layout.bytes));
     live_.h_histograms = std::make_unique<HistogramSet>(live_.histogram_layout);
+    live_.histograms_copy.locked =
+        cuda::HostRegistration(live_.h_histograms->bins(), live_.histogram_layout.bytes);
   }
   if (s.output.image.enabled) {
     live_.h_image = std::make_unique<ImageSet>(s);
     live_.image_layout = live_.h_image->layout();
+    live_.image_copy.locked = cuda::HostRegistration(live_.h_image->bins(), live_.image_layout.bytes);
     const std::vector<std::int32_t>& table = live_.h_image->crystal_table();
     live_.d_crystal_um = make_device<std::int32_t>(table.size());
     PETDAQ_CUDA_CHECK(cudaMemcpy(live_.d_crystal_um.get(), table.data(),
@@ -150,25 +153,59 @@ void wait_for(cudaEvent_t event, std::uint64_t slice_id, const std::function<voi
   }
 }
 
+// Device bins to their host set, the copy queued on the compute stream behind the slices
+// queued there. Waiting: returns once it is in. Not waiting: queues one and returns null; a
+// later call returns the set once that copy is in (never blocks).
+template <class Set>
+const Set* GpuBackend::copy_live(Set& host, const std::uint8_t* device, std::size_t bytes,
+                                 SnapshotCopy& copy, bool wait) {
+  cudaStream_t stream = streams_.compute.get();
+  if (!wait && copy.pending) {
+    const cudaError_t e = cudaEventQuery(copy.copied.get());
+    if (e == cudaErrorNotReady) return nullptr;
+    PETDAQ_CUDA_CHECK(e);
+    copy.pending = false;
+    return &host;
+  }
+  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(host.bins(), device, bytes, cudaMemcpyDeviceToHost, stream));
+  if (wait) {
+    PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
+    copy.pending = false;  // a copy still queued before this one is in too
+    return &host;
+  }
+  PETDAQ_CUDA_CHECK(cudaEventRecord(copy.copied.get(), stream));
+  copy.pending = true;
+  return nullptr;
+}
+
 // The bins of every slice submitted so far: the copy is queued behind them.
 const HistogramSet* GpuBackend::histograms() {
   if (!live_.d_histograms) return nullptr;
   complete_partition(true);  // every submitted slice's compute queued
-  cudaStream_t stream = streams_.compute.get();
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(live_.h_histograms->bins(), live_.d_histograms.get(),
-                                    live_.histogram_layout.bytes, cudaMemcpyDeviceToHost, stream));
-  PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return live_.h_histograms.get();
+  return copy_live(*live_.h_histograms, live_.d_histograms.get(), live_.histogram_layout.bytes,
+                   live_.histograms_copy, true);
+}
+
+// The bins of the slices whose compute is queued (a slice whose partition count is not in
+// yet comes in the next snapshot).
+const HistogramSet* GpuBackend::histograms_snapshot() {
+  if (!live_.d_histograms) return nullptr;
+  complete_partition(false);
+  return copy_live(*live_.h_histograms, live_.d_histograms.get(), live_.histogram_layout.bytes,
+                   live_.histograms_copy, false);
 }
 
 // The image of every slice submitted so far: the copy is queued behind them.
 const ImageSet* GpuBackend::image() {
   if (!live_.d_image) return nullptr;
-  cudaStream_t stream = streams_.compute.get();
-  PETDAQ_CUDA_CHECK(cudaMemcpyAsync(live_.h_image->bins(), live_.d_image.get(),
-                                    live_.image_layout.bytes, cudaMemcpyDeviceToHost, stream));
-  PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
-  return live_.h_image.get();
+  return copy_live(*live_.h_image, live_.d_image.get(), live_.image_layout.bytes, live_.image_copy,
+                   true);
+}
+
+const ImageSet* GpuBackend::image_snapshot() {
+  if (!live_.d_image) return nullptr;
+  return copy_live(*live_.h_image, live_.d_image.get(), live_.image_layout.bytes, live_.image_copy,
+                   false);
 }
 
 const SliceResult& GpuBackend::collect() {

@@ -145,6 +145,8 @@ class GpuBackend final : public Backend {
   std::size_t in_flight() const override { return ring_.next_submit - ring_.next_collect; }
   const HistogramSet* histograms() override;
   const ImageSet* image() override;
+  const HistogramSet* histograms_snapshot() override;
+  const ImageSet* image_snapshot() override;
   void set_result_memory(ResultMemory* memory) override { collected_.memory = memory; }
 
   const GpuStageTimes& last_stage_times() const { return collected_.stage_times; }
@@ -166,6 +168,10 @@ class GpuBackend final : public Backend {
   // left pending.
   bool complete_partition(bool wait);
   void finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped);
+  // histograms(), image() and their snapshots: the copy of device bins to their host set.
+  template <class Set>
+  const Set* copy_live(Set& host, const std::uint8_t* device, std::size_t bytes,
+                       SnapshotCopy& copy, bool wait);
   // The arrivals after the kept frames, in one buffer (the backlog path counts on it).
   void consolidate_stage();
   std::uint64_t stage_probe(std::uint64_t ticket) const;

@@ -24,6 +24,7 @@ struct AtomicImageAdd {
   __device__ void operator()(unsigned long long* v, unsigned long long x) const {
     atomicAdd(v, x);
   }
+  __device__ void max(unsigned long long* v, unsigned long long x) const { atomicMax(v, x); }
 };
 
 // Each thread takes one record per pass; the voxel and the tally go in with one atomic each.

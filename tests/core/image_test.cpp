@@ -230,7 +230,20 @@ TEST(ImageFileTest, RoundTripAndRefusals) {
   const std::uint32_t mid = g.ring_count() / 2 * ring;
   for (std::uint32_t i = 0; i < 50; ++i)
     rs.push_back(record(mid + i % 7, mid + ring / 2 + i % 5, i % 9, 1000 + std::uint64_t{i} * 70'000'000));
+  EXPECT_EQ(set.trace_first(), set.trace_end());  // nothing yet: the encoder reads no bin
   set.add_records(rs.data(), rs.size(), false);
+  // The trace's reach: the bins of the earliest and the latest record in the field.
+  std::uint32_t first_bin = set.layout().trace_bins, last_bin = 0;
+  for (const CoincRecord& r : rs) {
+    std::int64_t p[3];
+    ASSERT_TRUE(image_point(r, false, set.layout(), p));
+    if (image_voxel(set.layout(), p) == set.layout().voxel_count) continue;
+    first_bin = std::min(first_bin, set.layout().trace_bin(r.time_a));
+    last_bin = std::max(last_bin, set.layout().trace_bin(r.time_a));
+  }
+  ASSERT_LT(first_bin, last_bin);
+  EXPECT_EQ(set.trace_first(), first_bin);
+  EXPECT_EQ(set.trace_end(), last_bin + 1);
   std::vector<std::int32_t> window(set.layout().voxel_count, 2);
   std::vector<std::uint8_t> bytes;
   ImageSpan span{1, 2, 3, 4};
@@ -258,6 +271,9 @@ TEST(ImageFileTest, RoundTripAndRefusals) {
   double w = 0;
   for (std::uint32_t i = 0; i < f.trace_count; ++i) w += f.sample(i).weight;
   EXPECT_EQ(w, static_cast<double>(sum));
+  const double bin_s = static_cast<double>(set.layout().trace_bin_ticks) * s.scanner.tick_ps * 1e-12;
+  EXPECT_DOUBLE_EQ(f.sample(0).t_s, (first_bin + 0.5) * bin_s);
+  EXPECT_DOUBLE_EQ(f.sample(f.trace_count - 1).t_s, (last_bin + 0.5) * bin_s);
   // Refusals: truncated, foreign, a wrong size.
   EXPECT_THROW(parse_image_file(bytes.data(), 10), ImageFileError);
   EXPECT_THROW(parse_image_file(bytes.data(), bytes.size() - 1), ImageFileError);

@@ -3,9 +3,11 @@
 // second run (the bins start again from zero). Skips where no CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/core/test_scanner.h"
@@ -107,6 +109,24 @@ TEST_F(GpuHistogramsTest, BinsAndSinglesEqualTheCpu) {
   EXPECT_EQ(c.single_counts, g.single_counts);
   ASSERT_EQ(c.singles.size(), g.singles.size());
   EXPECT_EQ(std::memcmp(c.singles.data(), g.singles.data(), c.singles.size() * sizeof(Single)), 0);
+}
+
+// The periodic publication's path: the first call queues the copy and returns null, a later
+// one returns the bins once the copy is in; the worker never waits on the device for them.
+TEST_F(GpuHistogramsTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
+  CpuBackend cpu(sc.settings, sc.calibration);
+  auto gpu = make_gpu_backend(sc.settings, sc.calibration);
+  run(cpu, frames, 1500);
+  run(*gpu, frames, 1500);
+  EXPECT_EQ(gpu->histograms_snapshot(), nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const HistogramSet* snapshot = nullptr;
+  while (!(snapshot = gpu->histograms_snapshot()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
+  expect_equal_bins(*cpu.histograms(), *snapshot);
+  EXPECT_EQ(gpu->histograms_snapshot(), nullptr) << "each snapshot is a new copy";
+  expect_equal_bins(*cpu.histograms(), *gpu->histograms());  // waits, and takes that copy too
 }
 
 TEST_F(GpuHistogramsTest, ASecondRunStartsFromZero) {

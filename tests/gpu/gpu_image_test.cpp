@@ -4,9 +4,11 @@
 // where no CUDA device is usable.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/cpu_backend.h"
@@ -86,6 +88,23 @@ TEST_F(GpuImageTest, VoxelsTraceAndTalliesEqualTheCpu) {
   run(*gpu, frames, 1500);
   expect_equal(*cpu.image(), *gpu->image());
   EXPECT_EQ(std::memcmp(cpu.image()->bins(), gpu->image()->bins(), cpu.image()->layout().bytes), 0);
+}
+
+// The periodic publication's path: queued without waiting, returned once the copy is in.
+TEST_F(GpuImageTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
+  CpuBackend cpu(sc.settings, sc.calibration);
+  auto gpu = make_gpu_backend(sc.settings, sc.calibration);
+  run(cpu, frames, 1500);
+  run(*gpu, frames, 1500);
+  EXPECT_EQ(gpu->image_snapshot(), nullptr);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  const ImageSet* snapshot = nullptr;
+  while (!(snapshot = gpu->image_snapshot()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
+  expect_equal(*cpu.image(), *snapshot);
+  EXPECT_EQ(std::memcmp(cpu.image()->bins(), snapshot->bins(), cpu.image()->layout().bytes), 0);
+  EXPECT_GT(snapshot->trace_end(), snapshot->trace_first());
 }
 
 TEST_F(GpuImageTest, ASecondRunStartsFromZero) {

@@ -1,6 +1,8 @@
 // petdaq-bench-image: adds the records of a list-mode file to the live image (core/image.h,
 // ImageSet::add_records, as the CPU backend does) again and again, and prints the cost per
-// record in ns of thread CPU time (best of the repeats) and the image's tallies.
+// record in ns of thread CPU time (best of the repeats) and the image's tallies; then the
+// cost of one `image` publication on the daemon's worker thread (the window's update and the
+// message body), the GPU backend's copy of the bins aside.
 #include <time.h>
 
 #include <algorithm>
@@ -74,6 +76,24 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(image.tally(ImageTally::delayed_out)));
     std::printf("cost             %.1f ns of thread CPU time per record (best of %u passes, %.3f s)\n",
                 1e9 * best / static_cast<double>(n), repeats, best);
+    // One publication as the worker makes it: the window, then the body.
+    ImageWindow window(s, image.layout());
+    std::vector<std::uint8_t> body;
+    ImageSpan span;
+    span.run_first_tick = prompts.front().time_a;
+    span.run_end_tick = prompts.back().time_a + 1;
+    double best_publish = 1e300;
+    for (unsigned r = 0; r < repeats; ++r) {
+      const double t0 = thread_seconds();
+      window.update(image.voxels(), span.run_first_tick, span.run_end_tick);
+      span.window_first_tick = window.window_first_tick();
+      span.window_end_tick = span.run_end_tick;
+      encode_image_file(image, s, 1, window.window(), span, body);
+      best_publish = std::min(best_publish, thread_seconds() - t0);
+    }
+    std::printf("publication      %.3f ms of thread CPU time (window and %zu-byte body, best of "
+                "%u)\n",
+                1e3 * best_publish, body.size(), repeats);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "petdaq-bench-image: %s\n", e.what());
