@@ -171,11 +171,12 @@ void Worker::take_chunk(Chunk* c) {
     // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
     // declared lagging first, and only a backlog that remains is shed as dead time. Once per
     // backlog: if the ring is still above the mark after one board was released, the backlog
-    // is an overload and every board sheds (not board after board declared lagging).
+    // is an overload and every board sheds (not board after board declared lagging). A
+    // backlog of chunks waiting for the worker is an overload from the start.
     const std::size_t waiting = ring_.sealed_approx();
     if (in_use <= dead.low_chunks()) overload_.lag_released = false;
     if (!dead.shedding() && in_use >= dead.high_chunks() && !overload_.lag_released &&
-        slicer.release_lagging_source()) {
+        backlog_waits_for_horizon(in_use, waiting) && slicer.release_lagging_source()) {
       overload_.lag_released = true;
       in_use = 0;
     }

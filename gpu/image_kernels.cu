@@ -27,8 +27,8 @@ struct AtomicImageAdd {
   __device__ void max(unsigned long long* v, unsigned long long x) const { atomicMax(v, x); }
 };
 
-// Each thread takes one record per pass; the voxel and the tally go in with one atomic each.
-// The records of a slice nearly always share one trace bin, and eleven atomics per record
+// Each thread takes one record per pass; the voxel goes in with one atomic, the tallies with
+// one per warp. The records of a slice nearly always share one trace bin, and eleven atomics per record
 // on the same eleven words would queue behind each other: a warp whose records with a point
 // in the field all fall in one bin adds its sums once (integer sums, so the order and the
 // grouping change nothing).
@@ -57,7 +57,13 @@ __global__ void __launch_bounds__(kThreads)
       image_hit(prompts[i], false, layout, h);
     else if (i < n)
       image_hit(delayed[i - np], true, layout, h);
-    if (h.tally >= 0) add(layout.tallies(bins) + h.tally, 1ull);
+    // The tallies: four words every record adds to, so one atomic per warp and tally (one
+    // per record would queue every record of the slice behind each other on those words).
+    for (int k = 0; k < kImageTallies; ++k) {
+      const unsigned with_k = __ballot_sync(0xFFFFFFFFu, h.tally == k);
+      if (with_k != 0 && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(with_k) - 1))
+        add(layout.tallies(bins) + k, static_cast<unsigned long long>(__popc(with_k)));
+    }
     const bool in_field = h.tally >= 0 && h.voxel != layout.voxel_count;
     if (in_field) add(layout.voxels(bins) + h.voxel, h.weight);
     const std::uint32_t bin = in_field ? h.trace_bin : kNoBin;

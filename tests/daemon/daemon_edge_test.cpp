@@ -267,6 +267,9 @@ TEST(Overload, ShedsScannerWideDeadTimeThatTheLiveFractionCorrects) {
   std::printf("rx.ring_full %llu datagrams\n", static_cast<unsigned long long>(counter("rx.ring_full")));
   EXPECT_LT(ring_full, 0.01);
   EXPECT_EQ(counter("rx.kernel_drops"), 0u);
+  // An overload: no board was declared lagging (the chunks waited for the worker, not for a
+  // board), and none lost frames of its own.
+  EXPECT_EQ(counter("stream.source_lagging"), 0u);
   EXPECT_EQ(counter("stream.late"), 0u);
   EXPECT_EQ(counter("stream.time_jump"), 0u);
   EXPECT_EQ(counter("stream.pending_full"), 0u);

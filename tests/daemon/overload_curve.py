@@ -53,14 +53,26 @@ def main():
     p.add_argument("--recovery-s", type=float, default=2.0,
                    help="then one more trial at 2x the capacity followed by this many seconds at "
                         "half of it: when the last dead interval was published (0: none)")
+    p.add_argument("--bench-args", default="",
+                   help="more petdaqd_bench options for every run, e.g. \"--daemon-cpus 8-15 "
+                        "--sender-cpus 0-7\"")
+    p.add_argument("--save", default="",
+                   help="write the capacity and the trials as JSON here (to plot elsewhere)")
+    p.add_argument("--load", default="",
+                   help="no runs: read --save's JSON and print the table and the plot")
     p.add_argument("--out", default="", help="the plot (PNG); empty: no plot")
     p.add_argument("--machine", default="", help="the machine, for the plot's title")
     a = p.parse_args()
 
+    if a.load:
+        with open(a.load) as f:
+            saved = json.load(f)
+        report(a, saved["capacity"], saved["trials"], saved["recovery"])
+        return
     common = [a.bench, "--backend", a.backend, "--senders", str(a.senders)]
     if a.backend_threads > 0:
         common += ["--backend-threads", str(a.backend_threads)]
-    common += ["--ring-chunks", str(a.ring_chunks)]
+    common += ["--ring-chunks", str(a.ring_chunks)] + a.bench_args.split()
     capacity = a.capacity_mfps
     if a.rates_mfps:
         capacity = -1.0
@@ -95,7 +107,14 @@ def main():
                             "--recovery-mfps", str(round(0.5 * capacity, 3)),
                             "--recovery-s", str(a.recovery_s)])
         recovery = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("TRIAL ")]
+    if a.save:
+        with open(a.save, "w") as f:
+            json.dump({"capacity": capacity, "trials": trials, "recovery": recovery}, f)
+    report(a, capacity, trials, recovery)
 
+
+def report(a, capacity, trials, recovery):
+    """The table, the recovery line and (with --out) the plot."""
     print(f"| offered M/s | x capacity | sent M/s | taken M/s | taken / capacity | lost % | "
           f"excess % | dead % | live fraction | rx.ring_full | kernel drops | p99 ms | trial |")
     print("|" + "---|" * 13)

@@ -19,6 +19,7 @@
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/worker_latency.h"
+#include "daemon/worker_overload.h"
 #include "daemon/worker_run.h"
 #include "daemon/worker_staging.h"
 #include "daemon/worker_views.h"
@@ -34,6 +35,16 @@ std::vector<Chunk*> release(ChunkStaging& staging, const std::set<std::uint64_t>
   staging.release([&](std::uint64_t t) { return done.count(t) > 0; },
                   [&](Chunk* c) { given.push_back(c); });
   return given;
+}
+
+// The ring rule's test of a backlog (DESIGN section 6): a board is released as lagging only
+// while most chunks in use wait for the horizon; chunks sealed and waiting for the worker are
+// an overload, shed as dead time for every board.
+TEST(RingBacklog, ABoardIsReleasedOnlyWhileMostChunksWaitForTheHorizon) {
+  EXPECT_TRUE(backlog_waits_for_horizon(32, 0));    // the worker keeps up: a board holds them
+  EXPECT_TRUE(backlog_waits_for_horizon(32, 15));
+  EXPECT_FALSE(backlog_waits_for_horizon(32, 16));  // half wait for the worker
+  EXPECT_FALSE(backlog_waits_for_horizon(64, 61));  // the worker is behind: an overload
 }
 
 TEST(ChunkStaging, GivesChunksBackOldestFirstUpToTheFirstCopyNotDone) {
