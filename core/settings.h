@@ -140,8 +140,8 @@ struct InputSettings {
   std::uint64_t receive_buffer_bytes = 64u << 20;
   double flush_ms = 2.0;
   std::uint32_t receiver_threads = 1;
-  std::uint64_t ring_chunk_bytes = 4u << 20;
-  std::uint32_t ring_chunks = 64;
+  std::uint64_t ring_chunk_bytes = 1u << 20;
+  std::uint32_t ring_chunks = 256;
   // Overload (DESIGN section 6): above shed_high_fraction of the ring's chunks in use the
   // worker sheds whole intervals of acquisition time, until below shed_low_fraction.
   double shed_high_fraction = 0.5;

@@ -361,7 +361,8 @@ int main(int argc, char** argv) {
   int trials = 0;                     // 0: search the highest zero-loss rate
   std::vector<double> rates_mfps;     // fixed rates (each --trials times, at least once)
   double recovery_mfps = 0, recovery_s = 0;
-  std::uint32_t ring_chunks = 64;  // the daemon's input.ring_chunks (4 MiB each)
+  std::uint32_t ring_chunks = 256;    // the daemon's input.ring_chunks
+  std::uint32_t ring_chunk_mib = 1;   // and input.ring_chunk_bytes, in MiB
   bool scaled_tolerances = false;
   std::string daemon_cpus, sender_cpus;  // taskset lists ("" : anywhere)
   cli::App app("petdaqd_bench",
@@ -416,10 +417,14 @@ int main(int argc, char** argv) {
       ->type_name("R")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--ring-chunks", ring_chunks,
-                 "the daemon's input.ring_chunks of 4 MiB (default 64, its default ring); a "
+                 "the daemon's input.ring_chunks (default 256 of 1 MiB, its default ring); a "
                  "smaller ring reaches a steady overload within a short trial")
       ->type_name("N")
       ->check(CLI::Range(4u, 4096u));
+  app.add_option("--ring-chunk-mib", ring_chunk_mib,
+                 "the daemon's input.ring_chunk_bytes in MiB (default 1)")
+      ->type_name("N")
+      ->check(CLI::Range(1u, 64u));
   app.add_flag("--scaled-tolerances", scaled_tolerances,
                "multiply stream.max_future_ps and stream.max_lag_ms by how much faster than the "
                "wall clock the replay runs scanner time at the highest rate asked (the "
@@ -479,7 +484,7 @@ int main(int argc, char** argv) {
   dc.zmq_endpoint = "ipc://" + (sc.dir / "pub.sock").string();
   // The daemon's default ring (config/petdaq.yaml): what it holds in time is what absorbs
   // the worker's longest pauses.
-  dc.ring_chunk_bytes = 4u << 20;
+  dc.ring_chunk_bytes = std::size_t{ring_chunk_mib} << 20;
   dc.ring_chunks = ring_chunks;
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;

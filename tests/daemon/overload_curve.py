@@ -47,8 +47,9 @@ def main():
                    help="offered rates, M frames/s, instead of --factors; the capacity is then "
                         "the highest rate taken without loss among them")
     p.add_argument("--ring-chunks", type=int, default=16,
-                   help="the daemon's ring of 4 MiB chunks (a small one reaches a steady "
+                   help="the daemon's ring: this many chunks (a small ring reaches a steady "
                         "overload within a trial)")
+    p.add_argument("--ring-chunk-mib", type=int, default=4, help="of this many MiB each")
     p.add_argument("--trials", type=int, default=1, help="trials per rate")
     p.add_argument("--recovery-s", type=float, default=2.0,
                    help="then one more trial at 2x the capacity followed by this many seconds at "
@@ -72,7 +73,8 @@ def main():
     common = [a.bench, "--backend", a.backend, "--senders", str(a.senders)]
     if a.backend_threads > 0:
         common += ["--backend-threads", str(a.backend_threads)]
-    common += ["--ring-chunks", str(a.ring_chunks)] + a.bench_args.split()
+    common += ["--ring-chunks", str(a.ring_chunks), "--ring-chunk-mib", str(a.ring_chunk_mib)]
+    common += a.bench_args.split()
     capacity = a.capacity_mfps
     if a.rates_mfps:
         capacity = -1.0

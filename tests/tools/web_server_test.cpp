@@ -361,7 +361,7 @@ TEST(WebServer, BoundsConnectionsAndMessagesAndRefusesOtherOrigins) {
   // Origins: none (not a browser), the page's own and a listed one are taken; another
   // site's page is refused at the handshake.
   const std::string own = "http://127.0.0.1:" + std::to_string(w.port());
-  for (const std::string origin : {std::string(), own, std::string("http://viewer.example:9000")}) {
+  for (const std::string& origin : {std::string(), own, std::string("http://viewer.example:9000")}) {
     WsClient ok(w.port(), "/ws", std::nullopt, origin);
     EXPECT_TRUE(ok.read(std::chrono::seconds(5)).has_value()) << origin;
   }
