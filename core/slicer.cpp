@@ -157,10 +157,16 @@ void Slicer::Impl::update_horizon() {
 
 // ---- lagging sources (DESIGN section 6) ----
 
-// The time rule: sources further than stream.max_lag_ms behind the leaders lag.
+// The time rule: sources further than stream.max_lag_ms behind the leaders lag. A lagging
+// source back near the leaders holds the horizon again when it is no more than half of
+// max_future behind it: its frames behind the published horizon are late, and the horizon
+// waits for the rest. A board that stays a little behind the others (a slower link) rejoins
+// too, instead of losing every frame until the run ends; one far behind (the others gone
+// idle meanwhile) does not, so that its backlog stays late and never looks like a reset.
 void Slicer::Impl::update_lag() {
   if (lim.max_lag_ticks == 0 && !clocks.any_lagging()) return;
-  counts.delta[Counter::stream_source_lagging] += clocks.update_lag(lim.max_lag_ticks, h.current);
+  counts.delta[Counter::stream_source_lagging] +=
+      clocks.update_lag(lim.max_lag_ticks, h.current, lim.max_future_ticks / 2);
 }
 
 // The room rule: the frames waiting for the horizon fill the share of the stage one

@@ -58,8 +58,9 @@
 //   after the published horizon and late (stream.late, and per BDM) when behind it, and never
 //   count as a clock reset or a time jump. Each episode is counted in stream.source_lagging.
 //   It holds the horizon again once back within half of max_lag_ms of the leaders (half its
-//   distance to them when the room rule declared it) and no longer behind the horizon (the
-//   others may have gone idle meanwhile: its frames stay late, never a clock reset).
+//   distance to them when the room rule declared it) and no more than half of max_future
+//   behind the horizon (the others may have gone idle meanwhile: its frames stay late, never
+//   a clock reset).
 // * Frames held for the next run wait in a buffer of stream.max_pending_frames; a frame that
 //   finds it full is counted in stream.pending_full and dropped.
 // * After finish(), a later push() starts a new run (run_id + 1, not counted as a reset).

@@ -73,14 +73,15 @@ std::uint64_t SourceClocks::leaders_time() {
   return scratch_[n / 2];
 }
 
-std::uint32_t SourceClocks::update_lag(std::uint64_t max_lag, std::uint64_t h) {
+std::uint32_t SourceClocks::update_lag(std::uint64_t max_lag, std::uint64_t h,
+                                       std::uint64_t slack) {
   const std::uint64_t leaders = leaders_time();
   std::uint32_t declared = 0;
   for (Source& s : sources_) {
     if (!live(s)) continue;
     const std::uint64_t gap = sat_sub(leaders, s.latest);
     if (s.lagging) {
-      if (gap <= s.lag_rejoin && s.latest >= h) s.lagging = false;
+      if (gap <= s.lag_rejoin && sat_add(s.latest, slack) >= h) s.lagging = false;
     } else if (max_lag > 0 && gap > max_lag) {
       s.lagging = true;
       s.lag_rejoin = max_lag / 2;

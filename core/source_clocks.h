@@ -84,9 +84,9 @@ class SourceClocks {
   // ahead, or a few behind, do not move it). 0: no live source.
   std::uint64_t leaders_time();
   // A live source more than max_lag behind the leaders is lagging; a lagging one back within
-  // its rejoin distance of them, and no longer behind the horizon `h` (which cannot go back),
-  // holds the horizon again. Returns the sources newly lagging.
-  std::uint32_t update_lag(std::uint64_t max_lag, std::uint64_t h);
+  // its rejoin distance of them, and no more than `slack` behind the horizon `h` (which
+  // cannot go back), holds the horizon again. Returns the sources newly lagging.
+  std::uint32_t update_lag(std::uint64_t max_lag, std::uint64_t h, std::uint64_t slack);
   // Declares `src` lagging by the room rule: it rejoins at half its distance to the leaders.
   void declare_lagging(std::size_t src);
   // The source holding the horizon, when another live source is ahead of it by more than

@@ -256,6 +256,72 @@ TEST(SlicerLag, ABoardThatCatchesUpHoldsTheHorizonAgain) {
                 rig.counters.bdm_late(kStalled) + no_crystal_of(scanner, frames, kStalled));
 }
 
+// As above, but after its backlog BDM 2's link stays slower than the others': its frames
+// arrive a little later than theirs (far more than max_disorder, less than half of
+// max_future and of max_lag), so that it never again reaches the horizon the others moved on. It holds the horizon
+// again all the same, and from shortly after its backlog it loses nothing more; before, it
+// stayed lagging, every later frame late, until the run ended.
+TEST(SlicerLag, ABoardThatStaysALittleBehindHoldsTheHorizonAgain) {
+  std::mt19937_64 rng(9);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  pair_settings(s);
+  // Rejoining within 100 000 of the leaders and of the horizon; BDM 2 stays 50 000 behind.
+  s.stream.max_lag_ms = ticks_to_ms(s, 200'000);
+  s.stream.max_future_ps = 200'000 * s.scanner.tick_ps;
+  s.stream.lag_stage_fraction = 0;
+  AcquisitionOptions o;
+  o.events = 6000;
+  o.bad_fraction = 0;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  constexpr std::uint32_t kSlow = 2;
+  constexpr std::uint64_t kDelay = 50'000;
+  const std::uint64_t end = frame_time(frames.back().bytes);
+  const std::uint64_t t1 = o.start_ticks + (end - o.start_ticks) / 3;
+  const std::uint64_t t2 = o.start_ticks + 2 * (end - o.start_ticks) / 3;
+  ASSERT_GT(t2 - t1, 2 * 200'000u);  // the stall makes it lag
+  ASSERT_GT(end - t2, 8 * kDelay);
+  std::vector<std::uint64_t> arrival;
+  for (const RawFrame& f : frames) {
+    const std::uint64_t t = frame_time(f.bytes);
+    const bool slow = f.bytes[frame_offset::bdm] == kSlow;
+    arrival.push_back(!slow || t < t1 ? t : t < t2 ? t2 + kDelay : t + kDelay);
+  }
+  SlicerRig rig(s, scanner.calibration);
+  bool seen_lagging = false;
+  stream(rig.slicer, frames, arrival,
+         [&](std::size_t) { seen_lagging = seen_lagging || rig.slicer.source_lagging(kSlow); });
+  EXPECT_TRUE(seen_lagging);
+  EXPECT_FALSE(rig.slicer.source_lagging(kSlow)) << "it stays a little behind, and still lags";
+  rig.slicer.finish();
+
+  const Geometry g = scanner.geometry();
+  auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + 4 * kDelay; };
+  expect_same(only(rig.sink.prompts(), after), only(want.prompts, after), "prompt after it rejoined");
+  auto others = [&](const CoincRecord& r) {
+    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
+  };
+  expect_same(pairs(only(rig.sink.prompts(), others)), pairs(only(want.prompts, others)), "prompt");
+  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+  EXPECT_EQ(rig.counters.get(Counter::stream_late), rig.counters.bdm_late(kSlow));
+  // Late: its backlog and no more than the frames of the few delays after it.
+  std::uint64_t backlog = 0, up_to_rejoin = 0;
+  for (const RawFrame& f : frames) {
+    if (f.bytes[frame_offset::bdm] != kSlow) continue;
+    const std::uint64_t t = frame_time(f.bytes);
+    backlog += t >= t1 && t < t2;
+    up_to_rejoin += t >= t1 && t < t2 + 4 * kDelay;
+  }
+  EXPECT_GE(rig.counters.bdm_late(kSlow), backlog / 2);
+  EXPECT_LE(rig.counters.bdm_late(kSlow), up_to_rejoin);
+  EXPECT_EQ(frames_of(frames, kSlow),
+            rig.counters.bdm_singles(kSlow) + rig.counters.bdm_energy_rejected(kSlow) +
+                rig.counters.bdm_late(kSlow) + no_crystal_of(scanner, frames, kSlow));
+}
+
 // The room rule alone (no time limit): BDM 0 sends once and then nothing (its link stalls,
 // it is not idle yet) while BDM 1 goes on. Once the frames waiting for BDM 0 fill half of
 // the stage, BDM 0 is lagging: BDM 1 loses nothing. BDM 0 then comes back on time and holds

@@ -82,17 +82,20 @@ TEST(SourceClocks, LaggingByTimeAndRejoining) {
   c.took(2, 10'200, t0);
   c.took(3, 1'000, t0);
   EXPECT_EQ(c.leaders_time(), 10'000u) << "upper median of 1000, 10000, 10000, 10200";
-  EXPECT_EQ(c.update_lag(0, 0), 0u) << "max_lag 0: off";
-  EXPECT_EQ(c.update_lag(5'000, 0), 1u);
+  EXPECT_EQ(c.update_lag(0, 0, 0), 0u) << "max_lag 0: off";
+  EXPECT_EQ(c.update_lag(5'000, 0, 0), 1u);
   EXPECT_TRUE(c[3].lagging);
   EXPECT_TRUE(c.any_lagging());
   EXPECT_EQ(c[3].lag_rejoin, 2'500u);
-  EXPECT_EQ(c.update_lag(5'000, 0), 0u) << "declared once";
-  c[3].latest = 8'000;  // within half of max_lag, but behind the horizon
-  EXPECT_EQ(c.update_lag(5'000, 9'000), 0u);
-  EXPECT_TRUE(c[3].lagging);
-  c.update_lag(5'000, 7'000);
-  EXPECT_FALSE(c[3].lagging);
+  EXPECT_EQ(c.update_lag(5'000, 0, 0), 0u) << "declared once";
+  c[3].latest = 8'000;  // within half of max_lag, but 1000 behind the horizon
+  EXPECT_EQ(c.update_lag(5'000, 9'000, 999), 0u);
+  EXPECT_TRUE(c[3].lagging) << "further behind the horizon than the slack";
+  c.update_lag(5'000, 9'000, 1'000);
+  EXPECT_FALSE(c[3].lagging) << "behind the horizon by no more than the slack";
+  c[3].lagging = true;
+  c.update_lag(5'000, 7'000, 0);
+  EXPECT_FALSE(c[3].lagging) << "at or after the horizon";
   EXPECT_FALSE(c.any_lagging());
 }
 
