@@ -205,121 +205,96 @@ TEST(SlicerLag, ASlowBoardsBlocksBehindTheHorizonAreLateToTheFrame) {
   c.expect_only_the_slow_board_lost(rig);
 }
 
-// BDM 2 goes silent (not idle: its link stalls) for a third of the acquisition and then sends
-// its backlog at once: it lags, its backlog behind the horizon is late, and once it has caught
-// up it holds the horizon again and loses nothing more.
-TEST(SlicerLag, ABoardThatCatchesUpHoldsTheHorizonAgain) {
-  std::mt19937_64 rng(9);
+// BDM 2 goes silent (not idle: its link stalls) for the middle third of the acquisition,
+// then sends its backlog at once and from then on `delay` after the other boards. The checks
+// both cases below share: it lagged, it holds the horizon again by the end, every record from
+// `rejoined_by` after the backlog on is the batch's, the other boards lost nothing, and each
+// of its frames is taken, rejected or late.
+struct StalledBoard {
+  static constexpr std::uint32_t kBdm = 2;
   TestScanner scanner;
-  Settings& s = scanner.settings;
-  pair_settings(s);
-  s.stream.max_lag_ms = ticks_to_ms(s, 40'000);
-  s.stream.lag_stage_fraction = 0;
   AcquisitionOptions o;
-  o.events = 6000;
-  o.bad_fraction = 0;
-  const auto frames = test::random_acquisition(scanner, rng, o);
-  const BatchResult want = test::batch_process(scanner, frames);
-  constexpr std::uint32_t kStalled = 2;
-  const std::uint64_t end = frame_time(frames.back().bytes);
-  const std::uint64_t t1 = o.start_ticks + (end - o.start_ticks) / 3;
-  const std::uint64_t t2 = o.start_ticks + 2 * (end - o.start_ticks) / 3;
-  ASSERT_GT(t2 - t1, 200'000u);
-  std::vector<std::uint64_t> arrival;
-  for (const RawFrame& f : frames) {
-    const std::uint64_t t = frame_time(f.bytes);
-    arrival.push_back(f.bytes[frame_offset::bdm] == kStalled && t >= t1 && t < t2 ? t2 : t);
-  }
-  SlicerRig rig(s, scanner.calibration);
-  bool seen_lagging = false;
-  stream(rig.slicer, frames, arrival,
-         [&](std::size_t) { seen_lagging = seen_lagging || rig.slicer.source_lagging(kStalled); });
-  EXPECT_TRUE(seen_lagging);
-  EXPECT_FALSE(rig.slicer.source_lagging(kStalled)) << "it caught up but does not hold the horizon";
-  rig.slicer.finish();
+  std::vector<RawFrame> frames;
+  BatchResult want;
+  std::uint64_t t1 = 0, t2 = 0;
 
-  const Geometry g = scanner.geometry();
-  // After the backlog (and a window's margin), every record is the batch's again.
-  auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + 1000; };
-  expect_same(only(rig.sink.prompts(), after), only(want.prompts, after), "prompt after catch-up");
-  auto others = [&](const CoincRecord& r) {
-    return bdm_of(g, r.crystal_a) != kStalled && bdm_of(g, r.crystal_b) != kStalled;
-  };
-  expect_same(pairs(only(rig.sink.prompts(), others)), pairs(only(want.prompts, others)), "prompt");
-  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_GT(rig.counters.bdm_late(kStalled), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_late), rig.counters.bdm_late(kStalled));
-  EXPECT_EQ(frames_of(frames, kStalled),
-            rig.counters.bdm_singles(kStalled) + rig.counters.bdm_energy_rejected(kStalled) +
-                rig.counters.bdm_late(kStalled) + no_crystal_of(scanner, frames, kStalled));
+  StalledBoard(std::uint64_t max_lag_ticks, std::uint64_t max_future_ticks) {
+    std::mt19937_64 rng(9);
+    Settings& s = scanner.settings;
+    pair_settings(s);
+    s.stream.max_lag_ms = ticks_to_ms(s, max_lag_ticks);
+    if (max_future_ticks) s.stream.max_future_ps = static_cast<double>(max_future_ticks) * s.scanner.tick_ps;
+    s.stream.lag_stage_fraction = 0;
+    o.events = 6000;
+    o.bad_fraction = 0;
+    frames = test::random_acquisition(scanner, rng, o);
+    want = test::batch_process(scanner, frames);
+    const std::uint64_t end = frame_time(frames.back().bytes);
+    t1 = o.start_ticks + (end - o.start_ticks) / 3;
+    t2 = o.start_ticks + 2 * (end - o.start_ticks) / 3;
+  }
+
+  void run(SlicerRig& rig, std::uint64_t delay, std::uint64_t rejoined_by) const {
+    std::vector<std::uint64_t> arrival;
+    for (const RawFrame& f : frames) {
+      const std::uint64_t t = frame_time(f.bytes);
+      const bool mine = f.bytes[frame_offset::bdm] == kBdm;
+      arrival.push_back(!mine || t < t1 ? t : t < t2 ? t2 + delay : t + delay);
+    }
+    bool seen_lagging = false;
+    stream(rig.slicer, frames, arrival,
+           [&](std::size_t) { seen_lagging = seen_lagging || rig.slicer.source_lagging(kBdm); });
+    EXPECT_TRUE(seen_lagging);
+    EXPECT_FALSE(rig.slicer.source_lagging(kBdm)) << "it is back but does not hold the horizon";
+    rig.slicer.finish();
+
+    const Geometry g = scanner.geometry();
+    auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + rejoined_by; };
+    expect_same(only(rig.sink.prompts(), after), only(want.prompts, after), "prompt after it rejoined");
+    auto others = [&](const CoincRecord& r) {
+      return bdm_of(g, r.crystal_a) != kBdm && bdm_of(g, r.crystal_b) != kBdm;
+    };
+    expect_same(pairs(only(rig.sink.prompts(), others)), pairs(only(want.prompts, others)), "prompt");
+    EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
+    EXPECT_GT(rig.counters.bdm_late(kBdm), 0u);
+    EXPECT_EQ(rig.counters.get(Counter::stream_late), rig.counters.bdm_late(kBdm));
+    EXPECT_EQ(frames_of(frames, kBdm),
+              rig.counters.bdm_singles(kBdm) + rig.counters.bdm_energy_rejected(kBdm) +
+                  rig.counters.bdm_late(kBdm) + no_crystal_of(scanner, frames, kBdm));
+  }
+};
+
+// It catches up: once back on time it holds the horizon again and loses nothing more.
+TEST(SlicerLag, ABoardThatCatchesUpHoldsTheHorizonAgain) {
+  const StalledBoard c(40'000, 0);
+  ASSERT_GT(c.t2 - c.t1, 200'000u);
+  SlicerRig rig(c.scanner.settings, c.scanner.calibration);
+  c.run(rig, 0, 1000);  // a window's margin after the backlog
 }
 
-// As above, but after its backlog BDM 2's link stays slower than the others': its frames
-// arrive a little later than theirs (far more than max_disorder, less than half of
-// max_future and of max_lag), so that it never again reaches the horizon the others moved on. It holds the horizon
-// again all the same, and from shortly after its backlog it loses nothing more; before, it
-// stayed lagging, every later frame late, until the run ended.
+// Its link stays slower than the others': its frames keep arriving 50 000 ticks after theirs
+// (far more than max_disorder, less than half of max_future and of max_lag), so that it never
+// again reaches the horizon the others moved on. It holds the horizon again all the same and
+// loses nothing more; before, it stayed lagging, every later frame late, until the run ended.
 TEST(SlicerLag, ABoardThatStaysALittleBehindHoldsTheHorizonAgain) {
-  std::mt19937_64 rng(9);
-  TestScanner scanner;
-  Settings& s = scanner.settings;
-  pair_settings(s);
-  // Rejoining within 100 000 of the leaders and of the horizon; BDM 2 stays 50 000 behind.
-  s.stream.max_lag_ms = ticks_to_ms(s, 200'000);
-  s.stream.max_future_ps = 200'000 * s.scanner.tick_ps;
-  s.stream.lag_stage_fraction = 0;
-  AcquisitionOptions o;
-  o.events = 6000;
-  o.bad_fraction = 0;
-  const auto frames = test::random_acquisition(scanner, rng, o);
-  const BatchResult want = test::batch_process(scanner, frames);
-  constexpr std::uint32_t kSlow = 2;
   constexpr std::uint64_t kDelay = 50'000;
-  const std::uint64_t end = frame_time(frames.back().bytes);
-  const std::uint64_t t1 = o.start_ticks + (end - o.start_ticks) / 3;
-  const std::uint64_t t2 = o.start_ticks + 2 * (end - o.start_ticks) / 3;
-  ASSERT_GT(t2 - t1, 2 * 200'000u);  // the stall makes it lag
-  ASSERT_GT(end - t2, 8 * kDelay);
-  std::vector<std::uint64_t> arrival;
-  for (const RawFrame& f : frames) {
-    const std::uint64_t t = frame_time(f.bytes);
-    const bool slow = f.bytes[frame_offset::bdm] == kSlow;
-    arrival.push_back(!slow || t < t1 ? t : t < t2 ? t2 + kDelay : t + kDelay);
-  }
-  SlicerRig rig(s, scanner.calibration);
-  bool seen_lagging = false;
-  stream(rig.slicer, frames, arrival,
-         [&](std::size_t) { seen_lagging = seen_lagging || rig.slicer.source_lagging(kSlow); });
-  EXPECT_TRUE(seen_lagging);
-  EXPECT_FALSE(rig.slicer.source_lagging(kSlow)) << "it stays a little behind, and still lags";
-  rig.slicer.finish();
-
-  const Geometry g = scanner.geometry();
-  auto after = [&](const CoincRecord& r) { return r.time_a >= t2 + 4 * kDelay; };
-  expect_same(only(rig.sink.prompts(), after), only(want.prompts, after), "prompt after it rejoined");
-  auto others = [&](const CoincRecord& r) {
-    return bdm_of(g, r.crystal_a) != kSlow && bdm_of(g, r.crystal_b) != kSlow;
-  };
-  expect_same(pairs(only(rig.sink.prompts(), others)), pairs(only(want.prompts, others)), "prompt");
-  EXPECT_EQ(rig.counters.get(Counter::stream_source_lagging), 1u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_runs), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_time_jump), 0u);
-  EXPECT_EQ(rig.counters.get(Counter::stream_late), rig.counters.bdm_late(kSlow));
-  // Late: its backlog and no more than the frames of the few delays after it.
+  const StalledBoard c(200'000, 200'000);
+  ASSERT_GT(c.t2 - c.t1, 2 * 200'000u);  // the stall makes it lag
+  ASSERT_GT(frame_time(c.frames.back().bytes) - c.t2, 8 * kDelay);
+  SlicerRig rig(c.scanner.settings, c.scanner.calibration);
+  c.run(rig, kDelay, 4 * kDelay);
+  // Late: its backlog, and no more than the frames of the few delays after it.
   std::uint64_t backlog = 0, up_to_rejoin = 0;
-  for (const RawFrame& f : frames) {
-    if (f.bytes[frame_offset::bdm] != kSlow) continue;
+  for (const RawFrame& f : c.frames) {
+    if (f.bytes[frame_offset::bdm] != StalledBoard::kBdm) continue;
     const std::uint64_t t = frame_time(f.bytes);
-    backlog += t >= t1 && t < t2;
-    up_to_rejoin += t >= t1 && t < t2 + 4 * kDelay;
+    backlog += t >= c.t1 && t < c.t2;
+    up_to_rejoin += t >= c.t1 && t < c.t2 + 4 * kDelay;
   }
-  EXPECT_GE(rig.counters.bdm_late(kSlow), backlog / 2);
-  EXPECT_LE(rig.counters.bdm_late(kSlow), up_to_rejoin);
-  EXPECT_EQ(frames_of(frames, kSlow),
-            rig.counters.bdm_singles(kSlow) + rig.counters.bdm_energy_rejected(kSlow) +
-                rig.counters.bdm_late(kSlow) + no_crystal_of(scanner, frames, kSlow));
+  EXPECT_GE(rig.counters.bdm_late(StalledBoard::kBdm), backlog / 2);
+  EXPECT_LE(rig.counters.bdm_late(StalledBoard::kBdm), up_to_rejoin);
 }
 
 // The room rule alone (no time limit): BDM 0 sends once and then nothing (its link stalls,

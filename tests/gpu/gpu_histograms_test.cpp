@@ -3,14 +3,13 @@
 // second run (the bins start again from zero). Skips where no CUDA device is usable.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tests/core/test_scanner.h"
+#include "tests/support/wait.h"
 #include "core/cpu_backend.h"
 #include "core/histograms.h"
 #include "gpu/gpu_backend.h"
@@ -119,11 +118,10 @@ TEST_F(GpuHistogramsTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
   run(cpu, frames, 1500);
   run(*gpu, frames, 1500);
   EXPECT_EQ(gpu->histograms_snapshot(), nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   const HistogramSet* snapshot = nullptr;
-  while (!(snapshot = gpu->histograms_snapshot()) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
+  ASSERT_TRUE(test::wait_until([&] { return (snapshot = gpu->histograms_snapshot()) != nullptr; },
+                               std::chrono::seconds(10), std::chrono::milliseconds(1)))
+      << "the snapshot's copy did not come in within 10 s";
   expect_equal_bins(*cpu.histograms(), *snapshot);
   EXPECT_EQ(gpu->histograms_snapshot(), nullptr) << "each snapshot is a new copy";
   expect_equal_bins(*cpu.histograms(), *gpu->histograms());  // waits, and takes that copy too

@@ -4,17 +4,16 @@
 // where no CUDA device is usable.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cstring>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "core/cpu_backend.h"
 #include "core/image.h"
 #include "gpu/gpu_backend.h"
 #include "tests/core/test_scanner.h"
+#include "tests/support/wait.h"
 
 namespace petdaq {
 namespace {
@@ -97,11 +96,10 @@ TEST_F(GpuImageTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
   run(cpu, frames, 1500);
   run(*gpu, frames, 1500);
   EXPECT_EQ(gpu->image_snapshot(), nullptr);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   const ImageSet* snapshot = nullptr;
-  while (!(snapshot = gpu->image_snapshot()) && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
+  ASSERT_TRUE(test::wait_until([&] { return (snapshot = gpu->image_snapshot()) != nullptr; },
+                               std::chrono::seconds(10), std::chrono::milliseconds(1)))
+      << "the snapshot's copy did not come in within 10 s";
   expect_equal(*cpu.image(), *snapshot);
   EXPECT_EQ(std::memcmp(cpu.image()->bins(), snapshot->bins(), cpu.image()->layout().bytes), 0);
   EXPECT_GT(snapshot->trace_end(), snapshot->trace_first());
