@@ -2,7 +2,8 @@
 # petdaq-offline on a large simulated acquisition next to the rate at which the same machine
 # reads the file (docs/offline.md, "Large files"): the file's read rate with one `dd` stream
 # and with six at once, then the GPU backend and the CPU backend on 16 threads, each .plm
-# compared with the first after the header. Logs under OUT_DIR.
+# compared with the first after the header; where the page cache can be dropped, the file's
+# read rate from the disk and the GPU backend on it cold. Logs under OUT_DIR.
 # Usage: offline_rate.sh BIN_DIR OUT_DIR [FRAMES] [WORK_DIR]   (FRAMES: 400000000)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,6 +42,21 @@ run() {  # tag, then petdaq-offline's options
 }
 run gpu --backend gpu
 run cpu16 --backend cpu --threads 16
+
+# From the disk: where this machine lets the page cache be dropped (root), the file read
+# cold with one stream, then the GPU backend on it cold.
+drop() { sync && echo 3 > /proc/sys/vm/drop_caches 2>/dev/null; }
+if drop; then
+  echo "== from the disk (page cache dropped before each)"
+  dd if="$input" of=/dev/null bs=16M 2>&1 | tail -1 | sed 's/^/  one stream: /'
+  drop
+  run gpu_cold --backend gpu
+  cmp -s <(tail -c +65 "$work/gpu.plm") <(tail -c +65 "$work/gpu_cold.plm") ||
+    { echo "  gpu_cold .plm DIFFERS"; status=1; }
+  rm -f "$work/gpu_cold.plm"
+else
+  echo "== from the disk: not measured (the page cache cannot be dropped here)"
+fi
 if cmp -s <(tail -c +65 "$work/gpu.plm") <(tail -c +65 "$work/cpu16.plm"); then
   echo "  gpu and cpu .plm identical after the header ($(stat -c %s "$work/gpu.plm") bytes)"
 else
