@@ -45,8 +45,11 @@ HostRing::HostRing(std::size_t chunk_bytes, std::uint32_t chunk_count, std::size
       chunk_bytes_(checked_chunk_bytes(chunk_bytes)),
       chunks_(chunk_count),
       free_(queue_capacity(chunk_count) * 2, 1, producers + 2),
-      sealed_(queue_capacity(chunk_count) * (producers + 1), producers + 1, 2),
       release_token_(free_) {
+  for (std::size_t i = 0; i < producers + 1; ++i) {
+    lanes_.push_back(std::make_unique<SealedLane>());
+    lanes_.back()->slots.resize(std::size_t{chunk_count} + 1);
+  }
   std::size_t made = 0;
   try {
     for (; made < chunks_.size(); ++made) {
@@ -65,10 +68,57 @@ HostRing::~HostRing() {
   for (Chunk& c : chunks_) allocator_.deallocate(c.h_bytes, chunk_bytes_);
 }
 
+std::unique_ptr<HostRing::Token> HostRing::make_sealed_token() {
+  const std::size_t lane = lanes_made_.fetch_add(1, std::memory_order_relaxed);
+  if (lane >= lanes_.size())
+    throw std::logic_error("HostRing: more sealing threads than the " +
+                           std::to_string(lanes_.size()) + " lanes it was made for");
+  return std::make_unique<Token>(Token{lane});
+}
+
+std::size_t HostRing::SealedLane::size() const {
+  const std::size_t h = head.load(std::memory_order_acquire);
+  const std::size_t t = tail.load(std::memory_order_acquire);
+  return (t + slots.size() - h) % slots.size();
+}
+
+std::size_t HostRing::sealed_approx() const {
+  std::size_t n = 0;
+  for (const auto& lane : lanes_) n += lane->size();
+  return n;
+}
+
 void HostRing::seal(Chunk* c, Token& token) {
-  // The queues were sized for every chunk at once, so try_enqueue cannot fail; enqueue is
-  // the fallback that never loses a chunk.
-  if (!sealed_.try_enqueue(token, c)) sealed_.enqueue(token, c);
+  SealedLane& lane = *lanes_[token.lane];
+  c->seal_order = seals_.fetch_add(1, std::memory_order_relaxed);
+  // A lane has room for every chunk of the ring, so it is never full.
+  const std::size_t t = lane.tail.load(std::memory_order_relaxed);
+  lane.slots[t] = c;
+  lane.tail.store((t + 1) % lane.slots.size(), std::memory_order_release);
+  sealed_count_.signal();
+}
+
+// The semaphore counted a chunk in: some lane holds it (its slot was published before the
+// signal). The oldest of the lanes' first chunks goes.
+Chunk* HostRing::take_oldest() {
+  for (;;) {
+    SealedLane* best = nullptr;
+    std::uint64_t best_order = ~std::uint64_t{0};
+    for (const auto& lane : lanes_) {
+      const std::size_t h = lane->head.load(std::memory_order_relaxed);
+      if (h == lane->tail.load(std::memory_order_acquire)) continue;
+      const Chunk* c = lane->slots[h];
+      if (c->seal_order < best_order) {
+        best_order = c->seal_order;
+        best = lane.get();
+      }
+    }
+    if (!best) continue;  // the signal came before this thread saw the slot: look again
+    const std::size_t h = best->head.load(std::memory_order_relaxed);
+    Chunk* c = best->slots[h];
+    best->head.store((h + 1) % best->slots.size(), std::memory_order_release);
+    return c;
+  }
 }
 
 void HostRing::give_back(Chunk* c) {

@@ -1,7 +1,8 @@
 // The host ring between the receiver threads and the worker (DESIGN section 1): a fixed set
 // of chunks taken at start-up, each filled by one receiver straight from recvmmsg, sealed
-// when full or after input.flush_ms, handed to the worker, and returned for reuse. Nothing
-// is allocated after construction; when no chunk is free the receiver drops and counts.
+// when full or after input.flush_ms, handed to the worker in the order they were sealed
+// (whichever receiver sealed them), and returned for reuse. Nothing is allocated after
+// construction; when no chunk is free the receiver drops and counts.
 #pragma once
 
 #include <algorithm>
@@ -12,8 +13,8 @@
 #include <memory>
 #include <vector>
 
-#include <concurrentqueue/blockingconcurrentqueue.h>
 #include <concurrentqueue/concurrentqueue.h>
+#include <concurrentqueue/lightweightsemaphore.h>
 
 #include "core/chunk_summary.h"
 #include "core/host_allocator.h"
@@ -45,6 +46,7 @@ struct Chunk {
   std::uint64_t frame_count = 0;
   ChunkSummary summary;
   std::chrono::steady_clock::time_point first_rx{};  // first datagram written into it
+  std::uint64_t seal_order = 0;                      // the ring's count of seals when sealed
 
   RawFrame* frames() { return reinterpret_cast<RawFrame*>(h_bytes); }
   const RawFrame* frames() const { return reinterpret_cast<const RawFrame*>(h_bytes); }
@@ -66,11 +68,14 @@ class HostRing {
   std::size_t chunk_count() const { return chunks_.size(); }
   std::size_t chunk_bytes() const { return chunk_bytes_; }
   std::size_t free_approx() const { return free_.size_approx(); }
-  std::size_t sealed_approx() const { return sealed_.size_approx(); }
+  std::size_t sealed_approx() const;
 
-  // Receiver side. A producer token per receiver thread keeps the queues allocation-free.
-  using Token = moodycamel::ProducerToken;
-  std::unique_ptr<Token> make_sealed_token() { return std::make_unique<Token>(sealed_); }
+  // Receiver side: each receiver thread seals into a lane of its own (at most `producers` + 1
+  // lanes; one more throws std::logic_error).
+  struct Token {
+    std::size_t lane;
+  };
+  std::unique_ptr<Token> make_sealed_token();
   Chunk* try_acquire() {
     Chunk* c = nullptr;
     const bool got = free_.try_dequeue(c);
@@ -79,15 +84,12 @@ class HostRing {
   }
   void seal(Chunk* c, Token& token);
 
-  // Worker side.
+  // Worker side (one thread): the oldest sealed chunk of every lane, waiting at most
+  // `timeout` for one.
   Chunk* wait_sealed(std::chrono::microseconds timeout) {
-    Chunk* c = nullptr;
-    return sealed_.wait_dequeue_timed(c, timeout.count()) ? c : nullptr;
+    return sealed_count_.wait(timeout.count()) ? take_oldest() : nullptr;
   }
-  Chunk* try_sealed() {
-    Chunk* c = nullptr;
-    return sealed_.try_dequeue(c) ? c : nullptr;
-  }
+  Chunk* try_sealed() { return sealed_count_.tryWait() ? take_oldest() : nullptr; }
   // Worker side only (its producer token is not shared).
   void release(Chunk* c);
   // The most chunks out of the free queue at once since the last call, as the receivers saw
@@ -102,6 +104,16 @@ class HostRing {
   std::size_t in_use() const {
     return chunks_.size() - std::min(chunks_.size(), free_.size_approx());
   }
+  Chunk* take_oldest();
+
+  // One receiver's sealed chunks, in the order it sealed them: a ring of room for every chunk,
+  // written by that receiver only and read by the worker only.
+  struct SealedLane {
+    std::vector<Chunk*> slots;
+    alignas(64) std::atomic<std::size_t> head{0};  // the worker's
+    alignas(64) std::atomic<std::size_t> tail{0};  // the receiver's
+    std::size_t size() const;
+  };
   // Once per acquire: per chunk, or per recvmmsg batch while the ring is full.
   void note_used(std::size_t used) {
     std::size_t seen = used_high_.load(std::memory_order_relaxed);
@@ -114,7 +126,14 @@ class HostRing {
   std::size_t chunk_bytes_;
   std::vector<Chunk> chunks_;
   moodycamel::ConcurrentQueue<Chunk*> free_;
-  moodycamel::BlockingConcurrentQueue<Chunk*> sealed_;
+  // Sealed chunks: one lane per receiver, and a count of them all to wait on. The worker
+  // takes the chunk sealed first among the lanes' oldest, so that no receiver's chunks wait
+  // behind the others' (a queue that picks among its producers would leave one receiver's
+  // boards behind the rest in data time whenever the worker is behind).
+  std::vector<std::unique_ptr<SealedLane>> lanes_;
+  std::atomic<std::size_t> lanes_made_{0};
+  std::atomic<std::uint64_t> seals_{0};
+  moodycamel::LightweightSemaphore sealed_count_;
   moodycamel::ProducerToken release_token_;
   alignas(64) std::atomic<std::size_t> used_high_{0};
 };

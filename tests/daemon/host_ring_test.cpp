@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
 namespace petdaq::daemon {
 namespace {
 
@@ -29,6 +34,38 @@ TEST(HostRing, ChunksCirculateAndRunOut) {
   EXPECT_EQ(ring.take_used_high(), 2u);  // a new interval starts at what is in use now
   EXPECT_EQ(ring.try_acquire(), a);
   EXPECT_EQ(a->summary.frames, 0u);
+}
+
+// Four receivers seal in turn while the worker is behind: the worker takes the chunks in the
+// order they were sealed, whichever receiver sealed them, so that no receiver's boards wait
+// behind the others' (a queue that picked among its first producers left the fourth
+// receiver's chunks for last, its boards a backlog behind the others in data time).
+TEST(HostRing, TheWorkerTakesChunksInTheOrderTheyWereSealed) {
+  LockedPageAllocator alloc;
+  constexpr int kReceivers = 4, kEach = 8;
+  HostRing ring(1 << 16, kReceivers * kEach, kReceivers, alloc);
+  std::vector<std::unique_ptr<HostRing::Token>> tokens;
+  for (int r = 0; r < kReceivers; ++r) tokens.push_back(ring.make_sealed_token());
+  std::vector<Chunk*> sealed;
+  for (int i = 0; i < kEach; ++i)
+    for (int r = 0; r < kReceivers; ++r) {
+      Chunk* c = ring.try_acquire();
+      ASSERT_NE(c, nullptr);
+      c->frame_count = static_cast<std::uint64_t>(r + 1);
+      ring.seal(c, *tokens[static_cast<std::size_t>(r)]);
+      sealed.push_back(c);
+    }
+  EXPECT_EQ(ring.sealed_approx(), sealed.size());
+  for (std::size_t k = 0; k < sealed.size(); ++k) {
+    Chunk* c = k % 2 ? ring.try_sealed() : ring.wait_sealed(std::chrono::milliseconds(100));
+    ASSERT_EQ(c, sealed[k]) << "take " << k << " came from receiver " << (c ? c->frame_count : 0);
+  }
+  EXPECT_EQ(ring.try_sealed(), nullptr);
+  EXPECT_EQ(ring.wait_sealed(std::chrono::milliseconds(1)), nullptr);
+  EXPECT_EQ(ring.sealed_approx(), 0u);
+  // One lane per receiver and one spare: a sixth sealing thread is a caller's bug.
+  (void)ring.make_sealed_token();
+  EXPECT_THROW((void)ring.make_sealed_token(), std::logic_error);
 }
 
 }  // namespace
