@@ -165,16 +165,19 @@ RunStats run(Backend& backend, const Pool& pool, std::uint64_t slice_frames, std
   };
   for (std::uint64_t i = 0; i < slices; ++i) {
     const std::size_t limit = pipelined ? backend.max_in_flight() : 1;
-    if (backend.in_flight() >= limit) take(backend.collect());
+    // One at a time: the slice before is collected before this one's frames are staged.
+    if (!pipelined && backend.in_flight() >= limit) take(backend.collect());
     SliceRequest req;
     req.slice_id = i;
     submitted.push_back(Clock::now());
     // The slice's frames are staged from pinned memory in ring-chunk-sized pieces, as the
-    // daemon stages its ring chunks.
+    // daemon stages its ring chunks: as they come, before the worker waits for the oldest
+    // slice in flight, so that the copies go on while it waits.
     for (std::uint64_t k = 0; k < slice_frames; k += kChunkFrames)
       backend.stage(pool.frames.get() + at + k,
                     static_cast<std::size_t>(std::min<std::uint64_t>(kChunkFrames, slice_frames - k)));
     at += slice_frames;
+    if (backend.in_flight() >= limit) take(backend.collect());
     req.run_start = i == 0;
     req.final = i + 1 == slices;
     req.bound = horizon_at(pool, at, jitter_ticks);
