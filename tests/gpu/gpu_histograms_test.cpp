@@ -118,10 +118,8 @@ TEST_F(GpuHistogramsTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
   run(cpu, frames, 1500);
   run(*gpu, frames, 1500);
   EXPECT_EQ(gpu->histograms_snapshot(), nullptr);
-  const HistogramSet* snapshot = nullptr;
-  ASSERT_TRUE(test::wait_until([&] { return (snapshot = gpu->histograms_snapshot()) != nullptr; },
-                               std::chrono::seconds(10), std::chrono::milliseconds(1)))
-      << "the snapshot's copy did not come in within 10 s";
+  const HistogramSet* snapshot = test::wait_for_snapshot([&] { return gpu->histograms_snapshot(); });
+  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
   expect_equal_bins(*cpu.histograms(), *snapshot);
   EXPECT_EQ(gpu->histograms_snapshot(), nullptr) << "each snapshot is a new copy";
   expect_equal_bins(*cpu.histograms(), *gpu->histograms());  // waits, and takes that copy too

@@ -96,10 +96,8 @@ TEST_F(GpuImageTest, ASnapshotIsQueuedWithoutWaitingAndEqualsTheCpu) {
   run(cpu, frames, 1500);
   run(*gpu, frames, 1500);
   EXPECT_EQ(gpu->image_snapshot(), nullptr);
-  const ImageSet* snapshot = nullptr;
-  ASSERT_TRUE(test::wait_until([&] { return (snapshot = gpu->image_snapshot()) != nullptr; },
-                               std::chrono::seconds(10), std::chrono::milliseconds(1)))
-      << "the snapshot's copy did not come in within 10 s";
+  const ImageSet* snapshot = test::wait_for_snapshot([&] { return gpu->image_snapshot(); });
+  ASSERT_NE(snapshot, nullptr) << "the snapshot's copy did not come in within 10 s";
   expect_equal(*cpu.image(), *snapshot);
   EXPECT_EQ(std::memcmp(cpu.image()->bins(), snapshot->bins(), cpu.image()->layout().bytes), 0);
   EXPECT_GT(snapshot->trace_end(), snapshot->trace_first());

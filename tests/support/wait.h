@@ -20,4 +20,15 @@ inline bool wait_until(const std::function<bool()>& ready,
   }
 }
 
+// Polls `get` (a backend's histograms_snapshot() or image_snapshot(), which return null
+// until the copy they queued is in) until it returns the set; null if it does not within
+// `limit`.
+template <class Get>
+auto wait_for_snapshot(Get get, std::chrono::milliseconds limit = std::chrono::seconds(10))
+    -> decltype(get()) {
+  decltype(get()) got = nullptr;
+  wait_until([&] { return (got = get()) != nullptr; }, limit, std::chrono::milliseconds(1));
+  return got;
+}
+
 }  // namespace petdaq::test
