@@ -23,20 +23,17 @@ struct WorkerSinks {
   void set_catalogue(Catalogue* c) {
     catalogue = c;
     if (!c) return;
-    if (file)
-      file->set_file_observer([c](const std::filesystem::path& p, bool opened) {
+    // Files of one kind ("plm", "frames") opened and closed.
+    auto observer = [c](const char* kind) {
+      return [c, kind](const std::filesystem::path& p, bool opened) {
         if (opened)
-          c->file_opened(p, "plm");
+          c->file_opened(p, kind);
         else
           c->file_closed(p);
-      });
-    if (raw)
-      raw->set_file_observer([c](const std::filesystem::path& p, bool opened) {
-        if (opened)
-          c->file_opened(p, "frames");
-        else
-          c->file_closed(p);
-      });
+      };
+    };
+    if (file) file->set_file_observer(observer("plm"));
+    if (raw) raw->set_file_observer(observer("frames"));
   }
   // Tells the catalogue (if any) that `run` started, once per run.
   void note_run(std::uint64_t run) {
