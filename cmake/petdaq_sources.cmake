@@ -31,6 +31,7 @@ set(PETDAQ_CORE_SOURCES
   figures.cpp
   image.cpp
   message_builder.cpp
+  message_arena.cpp
   plm_file.cpp
   phase_timer.cpp
 )

@@ -98,7 +98,7 @@ class ResultSink {
 };
 
 // Memory the caller lends a backend for a slice's output, so that it can pass the output on
-// without a copy (petdaqd publishes it as ZeroMQ message bodies, daemon/message_arena.h).
+// without a copy (petdaqd publishes it as ZeroMQ message bodies, core/message_arena.h).
 class ResultMemory {
  public:
   virtual ~ResultMemory() = default;

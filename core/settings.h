@@ -153,7 +153,7 @@ struct InputSettings {
 struct ZmqSettings {
   std::string endpoint = "tcp://127.0.0.1:5556";
   std::int32_t send_hwm = 1000;
-  // Memory for the bodies of published messages, taken at start-up (daemon/message_arena.h):
+  // Memory for the bodies of published messages, taken at start-up (core/message_arena.h):
   // bodies are sent without a copy inside libzmq and without an allocation. 0: off.
   std::uint64_t message_buffer_bytes = 128u << 20;
   // Bodies outside that memory (histograms; batches when it is full) that libzmq may hold

@@ -23,7 +23,7 @@
 #include "backends/select_backend.h"
 #include "daemon/curve.h"
 #include "daemon/file_sink.h"
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/worker_views.h"

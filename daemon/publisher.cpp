@@ -300,16 +300,9 @@ bool Publisher::send(std::string_view topic, const MessageHeader& header, const 
 
 std::optional<zmq::message_t> Publisher::body_message(const void* body, std::size_t bytes) {
   if (arena_ && bytes > 0) {
-    if (arena_->owns(body))
-      return zmq::message_t(const_cast<void*>(body), bytes, &MessageArena::let_go_message,
-                            arena_->hold(body));
-    if (void* piece = arena_->lend(bytes)) {
-      std::memcpy(piece, body, bytes);
-      // The message takes over the lend's hold.
-      void* hint = arena_->hold(piece);
-      arena_->let_go(piece);
+    void* hint = nullptr;
+    if (void* piece = arena_->hold_or_copy(body, bytes, hint))
       return zmq::message_t(piece, bytes, &MessageArena::let_go_message, hint);
-    }
   }
   // libzmq keeps a body this small inside the message itself (no allocation).
   if (bytes <= kInlineBodyBytes) return zmq::message_t(body, bytes);

@@ -32,7 +32,7 @@
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/curve.h"
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 #include "proto/records.h"
 #include "proto/topics.h"
 

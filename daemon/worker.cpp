@@ -253,11 +253,7 @@ void Worker::on_slice(std::uint64_t slicer_run, const SliceResult& result) {
     if (file && out_.file_singles) file->write(singles, result.singles, single_bytes);
   }
   // The pieces the backend wrote this slice into are the messages' now (or free).
-  if (MessageArena* const arena = out_.arena)
-    for (const void* lent : {static_cast<const void*>(result.prompts),
-                             static_cast<const void*>(result.delayed),
-                             static_cast<const void*>(result.singles)})
-      if (lent && arena->owns(lent)) arena->let_go(lent);
+  if (MessageArena* const arena = out_.arena) arena->let_go_lent(result);
   keep_alive(Clock::now(), false);
 }
 

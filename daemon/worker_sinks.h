@@ -10,7 +10,7 @@
 #include "core/message_builder.h"
 #include "daemon/catalogue.h"
 #include "daemon/file_sink.h"
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 

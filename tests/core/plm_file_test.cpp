@@ -126,33 +126,101 @@ TEST(Plm, WriterReaderRoundTrip) {
   EXPECT_EQ(n, written.size());
 }
 
-// The writer thread's file is PlmWriter's, byte for byte, with messages larger than a buffer,
-// messages that end exactly on a buffer's end, and a flush() in between.
+PlmWriterOptions writer_options(unsigned threads, std::size_t memory_bytes) {
+  PlmWriterOptions o;
+  o.threads = threads;
+  o.memory_bytes = memory_bytes;
+  return o;
+}
+
+// The writer threads' file is PlmWriter's, byte for byte: one thread and three, messages
+// copied in parts (larger than a quarter of the writer's memory), empty messages, and a
+// flush() in between.
 TEST(Plm, ThreadWriterWritesWhatPlmWriterWrites) {
   TestScanner scanner;
   const PlmHeader header = make_plm_header(scanner.settings);
-  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "threaded.plm";
+  const auto direct = scanner.dir / "direct.plm";
   PlmWriter a(direct, header);
-  // 3 buffers of 96 bytes: a 64-byte message header plus one record fills one exactly.
-  PlmThreadWriter b(threaded, header, 3, 96);
-  MessageBuilder builder_a, builder_b;
-  for (std::uint32_t i = 0; i < 40; ++i) {
+  MessageBuilder builder_a;
+  std::vector<std::vector<CoincRecord>> messages;
+  for (std::uint32_t i = 0; i < 60; ++i) {
     std::vector<CoincRecord> p;
-    for (std::uint32_t k = 0; k < (i * 7) % 13; ++k) p.push_back(record(100 * i + k, k, i, k));
+    for (std::uint32_t k = 0; k < (i * 7) % 61; ++k) p.push_back(record(100 * i + k, k, i, k));
+    messages.push_back(p);
     const SliceResult r = slice(i, 100 * i, 100 * (i + 1), p, {});
     a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), p.size() * sizeof(CoincRecord));
-    b.write_message(builder_b.build(MessageKind::prompts, 0, r), p.data(), p.size() * sizeof(CoincRecord));
-    if (i == 20) {
-      a.flush();
-      b.flush();
-      EXPECT_EQ(std::filesystem::file_size(threaded), b.bytes_written());
+  }
+  a.close();
+  for (const unsigned threads : {1u, 3u}) {
+    const auto threaded = scanner.dir / ("threaded" + std::to_string(threads) + ".plm");
+    // 4 KiB: records are copied in parts of 1 KiB (32 records), and the caller waits for room.
+    PlmThreadWriter b(threaded, header, writer_options(threads, 4096));
+    EXPECT_EQ(b.threads(), threads);
+    MessageBuilder builder_b;
+    for (std::uint32_t i = 0; i < messages.size(); ++i) {
+      const auto& p = messages[i];
+      const SliceResult r = slice(i, 100 * i, 100 * (i + 1), p, {});
+      b.write_message(builder_b.build(MessageKind::prompts, 0, r), p.data(), p.size() * sizeof(CoincRecord));
+      if (i == 20) {
+        b.flush();
+        EXPECT_EQ(std::filesystem::file_size(threaded), b.bytes_written());
+      }
     }
+    b.close();
+    EXPECT_EQ(b.bytes_written(), a.bytes_written());
+    EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct)) << threads << " threads";
+    const PlmThreadWriter::Stats st = b.stats();
+    EXPECT_EQ(st.messages, messages.size());
+    EXPECT_EQ(st.messages_in_place, 0u);
+    EXPECT_EQ(st.parts_by_caller, 0u);
+    EXPECT_EQ(st.bytes_copied, b.bytes_written() - kPlmHeaderBytes - messages.size() * kMessageHeaderBytes);
+    EXPECT_THROW(b.write_message(MessageHeader{}, nullptr, 0), PlmError);
+  }
+}
+
+// Records a backend wrote into the writer's memory (ResultMemory::lend) go to the file from
+// there, uncopied; records elsewhere are copied. When the slice's own lent pieces fill the
+// memory and no thread has anything to write, the caller writes the part itself. The file
+// is PlmWriter's either way, and every piece comes back.
+TEST(Plm, ThreadWriterWritesLentRecordsWhereTheyLie) {
+  TestScanner scanner;
+  const PlmHeader header = make_plm_header(scanner.settings);
+  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "lent.plm";
+  PlmWriter a(direct, header);
+  PlmThreadWriter b(threaded, header, writer_options(2, 4096));
+  MessageBuilder builder_a, builder_b;
+  std::uint64_t lent_messages = 0;
+  for (std::uint32_t i = 0; i < 40; ++i) {
+    std::vector<CoincRecord> p, d;
+    for (std::uint32_t k = 0; k < (i * 5) % 90; ++k) p.push_back(record(100 * i + k, k, i, k));
+    for (std::uint32_t k = 0; k < (i * 3) % 50; ++k) d.push_back(record(100 * i + k, k, i, 1));
+    SliceResult r = slice(i, 100 * i, 100 * (i + 1), p, d);
+    // As a backend's collect() does: each output into a lent piece where there is room.
+    auto place = [&](const std::vector<CoincRecord>& v, const CoincRecord*& at) {
+      if (v.empty()) return;
+      if (void* piece = b.lend(v.size() * sizeof(CoincRecord))) {
+        std::memcpy(piece, v.data(), v.size() * sizeof(CoincRecord));
+        at = static_cast<const CoincRecord*>(piece);
+        ++lent_messages;
+      }
+    };
+    place(p, r.prompts);
+    place(d, r.delayed);
+    const std::size_t pb = p.size() * sizeof(CoincRecord), db = d.size() * sizeof(CoincRecord);
+    a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), pb);
+    a.write_message(builder_a.build(MessageKind::delayed, 0, r), d.data(), db);
+    b.write_message(builder_b.build(MessageKind::prompts, 0, r), r.prompts, pb);
+    b.write_message(builder_b.build(MessageKind::delayed, 0, r), r.delayed, db);
+    b.let_go_lent(r);
   }
   a.close();
   b.close();
-  EXPECT_EQ(b.bytes_written(), a.bytes_written());
   EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
-  EXPECT_THROW(b.write_message(MessageHeader{}, nullptr, 0), PlmError);
+  const PlmThreadWriter::Stats st = b.stats();
+  EXPECT_GT(lent_messages, 10u);
+  EXPECT_EQ(st.messages_in_place, lent_messages);
+  EXPECT_GT(st.bytes_copied, 0u);  // the slices whose pieces did not fit
+  EXPECT_GT(st.parts_by_caller, 0u);  // behind a slice's own lent piece
 }
 
 // A write that fails on the writer thread comes back as PlmWriter's error, on the caller's
@@ -162,7 +230,7 @@ TEST(Plm, ThreadWriterReportsAFailedWrite) {
   TestScanner scanner;
   std::string error;
   try {
-    PlmThreadWriter w("/dev/full", make_plm_header(scanner.settings), 2, 128);
+    PlmThreadWriter w("/dev/full", make_plm_header(scanner.settings), writer_options(2, 4096));
     MessageBuilder builder;
     const std::vector<CoincRecord> p(50, record(5, 1, 2));
     for (std::uint32_t i = 0; i < 100; ++i)

@@ -1,5 +1,5 @@
-// The .plm writer thread under ThreadSanitizer: many messages through small buffers, so that
-// the caller waits for the thread again and again; the file must be PlmWriter's, byte for
+// The .plm writer threads under ThreadSanitizer: many messages through little memory, so that
+// the caller waits for the threads again and again; the file must be PlmWriter's, byte for
 // byte, and TSan must see no race.
 #include <gtest/gtest.h>
 
@@ -20,11 +20,16 @@ TEST(PlmTsan, ThreadWriterHandsBuffersOverWithoutRaces) {
   const PlmHeader header = make_plm_header(scanner.settings);
   const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "threaded.plm";
   PlmWriter a(direct, header);
-  PlmThreadWriter b(threaded, header, 2, 200);
+  // Three threads and 4 KiB of memory: the caller waits for room again and again, and the
+  // threads finish out of order.
+  PlmWriterOptions options;
+  options.threads = 3;
+  options.memory_bytes = 4096;
+  PlmThreadWriter b(threaded, header, std::move(options));
   MessageBuilder builder_a, builder_b;
   std::vector<CoincRecord> records;
   for (std::uint32_t i = 0; i < 500; ++i) {
-    records.assign(i % 11, CoincRecord{i, 3, i, i + 1, 511.0f, 500.0f, 0});
+    records.assign(i % 71, CoincRecord{i, 3, i, i + 1, 511.0f, 500.0f, 0});
     SliceResult r;
     r.slice_id = i;
     r.t_begin = i;

@@ -1,4 +1,4 @@
-// The message arena (daemon/message_arena.h) and the publisher's bodies sent from it.
+// The message arena (core/message_arena.h) and the publisher's bodies sent from it.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,7 +13,7 @@
 #include "core/counters.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 #include "daemon/publisher.h"
 #include "proto/topics.h"
 #include "tests/support/scratch_dir.h"

@@ -14,7 +14,7 @@
 #include "core/slicer.h"
 #include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 #include "daemon/preflight.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"

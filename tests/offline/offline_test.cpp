@@ -202,6 +202,34 @@ TEST(Offline, ThreadsDoNotChangeTheOutput) {
   EXPECT_TRUE(piped_file.substr(kPlmHeaderBytes) == files[0].substr(kPlmHeaderBytes))
       << "a pipe gives other records than the file";
 
+  // --writers: three writer threads write the same file; to a pipe (which cannot seek) one
+  // thread writes whatever is asked.
+  const auto written = scanner.dir / "writers-3.plm";
+  const Result three = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                           {"--config", config.string(), "--input", input.string(), "--output",
+                            written.string(), "--backend", "cpu", "--threads", "1", "--writers",
+                            "3", "--quiet"});
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  EXPECT_NE(three.out.find("output writing   3 threads"), std::string::npos) << three.out;
+  const std::string written_file = read_text(written);
+  ASSERT_EQ(written_file.size(), files[0].size());
+  EXPECT_TRUE(written_file.substr(kPlmHeaderBytes) == files[0].substr(kPlmHeaderBytes))
+      << "three writers give another file";
+  const auto to_pipe = scanner.dir / "to-pipe.plm";
+  const Result piped_out = run(
+      scanner.dir, "/bin/sh",
+      {"-c", "\"$0\" --config \"$1\" --input \"$2\" --output /dev/stdout --backend cpu "
+             "--threads 1 --writers 3 --quiet | cat > \"$3\"",
+       PETDAQ_OFFLINE_BIN, config.string(), input.string(), to_pipe.string()});
+  ASSERT_EQ(piped_out.exit_code, 0) << piped_out.err;
+  const std::string pipe_file = read_text(to_pipe);
+  ASSERT_GT(pipe_file.size(), files[0].size());  // the summary follows the file on stdout
+  EXPECT_TRUE(pipe_file.substr(kPlmHeaderBytes, files[0].size() - kPlmHeaderBytes) ==
+              files[0].substr(kPlmHeaderBytes))
+      << "a pipe written by the writer gives another file";
+  EXPECT_NE(pipe_file.find("output writing   1 thread,", files[0].size()), std::string::npos)
+      << "the pipe was not written by one thread";
+
   // --readers: one reader thread and five read the same frames.
   for (const char* readers : {"1", "5"}) {
     const auto output = scanner.dir / ("readers-" + std::string(readers) + ".plm");
@@ -228,6 +256,11 @@ TEST(Offline, ThreadsDoNotChangeTheOutput) {
                                   "--output", (scanner.dir / "x.plm").string(), "--readers", "65"});
   EXPECT_EQ(bad_readers.exit_code, 2);
   EXPECT_NE(bad_readers.err.find("--readers"), std::string::npos) << bad_readers.err;
+  const Result bad_writers = run(scanner.dir, PETDAQ_OFFLINE_BIN,
+                                 {"--config", config.string(), "--input", input.string(),
+                                  "--output", (scanner.dir / "x.plm").string(), "--writers", "65"});
+  EXPECT_EQ(bad_writers.exit_code, 2);
+  EXPECT_NE(bad_writers.err.find("--writers"), std::string::npos) << bad_writers.err;
 }
 
 // A classic pcap file (microsecond times, Ethernet) of IPv4/UDP datagrams, written byte by

@@ -52,6 +52,15 @@ constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
 constexpr unsigned kReaderThreadsCpu = 2;
 constexpr unsigned kReaderThreadsGpu = 6;
 constexpr unsigned kMaxReaderThreads = 64;
+// Threads that write the .plm (--writers 0), each message at its place in the file
+// (core/plm_file.h): the GPU backend's records come at several GB/s, more than one thread's
+// copies into the page cache; the CPU backend's come slower and it needs the cores.
+constexpr unsigned kWriterThreadsCpu = 1;
+constexpr unsigned kWriterThreadsGpu = 4;
+constexpr unsigned kMaxWriterThreads = 64;
+// The writer's memory, where the GPU backend puts a slice's records and where they wait
+// to be written.
+constexpr std::size_t kWriterMemoryBytes = 64u << 20;
 constexpr std::size_t kClockSamples = 63;
 
 constexpr const char* kProgram = "petdaq-offline";
@@ -65,6 +74,7 @@ struct Options {
   std::filesystem::path image;       // the live image's file (empty: none)
   long long threads = -1;            // backend_threads override (-1: from the config)
   unsigned readers = 0;              // reader threads (0: by backend)
+  unsigned writers = 0;              // writer threads (0: by backend)
   bool quiet = false;
 };
 
@@ -104,6 +114,14 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                      " with the GPU backend); the output does not depend on it")
       ->type_name("N")
       ->check(CLI::Range(0u, kMaxReaderThreads));
+  app.add_option("--writers", o.writers,
+                 "threads that write the list-mode file (0 = automatic: " +
+                     std::to_string(kWriterThreadsCpu) + " with the CPU backend, " +
+                     std::to_string(kWriterThreadsGpu) +
+                     " with the GPU backend; one for an output that cannot seek, such as a "
+                     "pipe); the output does not depend on it")
+      ->type_name("N")
+      ->check(CLI::Range(0u, kMaxWriterThreads));
   cli::add_quiet(app, o.quiet);
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   for (const auto& [option, output] : {std::pair<std::string_view, std::filesystem::path>{
@@ -530,8 +548,9 @@ void print_counts(const Options& o, const ReadTotals& read, const PlmSink& sink,
 }
 
 // The summary's second part: where the time went.
-void print_timing(const ReadTotals& read, const Backend& backend, const PhaseTimer& phases,
-                  std::uint64_t frames, double wall_s, double processing_s) {
+void print_timing(const ReadTotals& read, const Backend& backend, const PlmSink& sink,
+                  const PhaseTimer& phases, std::uint64_t frames, double wall_s,
+                  double processing_s) {
   std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on %u reader thread%s)\n",
               wall_s, wall_s - processing_s, read.read_s, read.readers,
               read.readers == 1 ? "" : "s");
@@ -562,6 +581,14 @@ void print_timing(const ReadTotals& read, const Backend& backend, const PhaseTim
                     ? 100.0 * (1.0 - ps.pool.task_seconds / (ps.pool.run_seconds * threads))
                     : 0.0);
   }
+  const PlmThreadWriter::Stats w = sink.writer().stats();
+  std::printf("output writing   %u thread%s, %.3f s in writes (summed); %llu of %llu messages "
+              "written from where the backend put them, %.1f MB copied; this thread waited "
+              "%.3f s for the writers\n",
+              sink.writer().threads(), sink.writer().threads() == 1 ? "" : "s", w.write_s,
+              static_cast<unsigned long long>(w.messages_in_place),
+              static_cast<unsigned long long>(w.messages), static_cast<double>(w.bytes_copied) * 1e-6,
+              w.caller_wait_s);
   auto waited = [&](Phase p) { return static_cast<double>(phases.stats(p).total_ns) * 1e-9; };
   std::printf("waits            reader %.3f s, staged copies %.3f s", waited(Phase::wait_chunk),
               waited(Phase::stage_wait));
@@ -593,7 +620,15 @@ int run(const Options& o) {
   backend->defer_staging(true);
   const Geometry geometry = Geometry::from(settings.scanner);
   Counters counters(geometry.bdm_count());
-  PlmSink sink(settings, o.output);
+  PlmWriterOptions writing;
+  writing.threads = o.writers > 0 ? o.writers
+                                  : (backend->works_in_collect() ? kWriterThreadsCpu : kWriterThreadsGpu);
+  writing.memory_bytes = kWriterMemoryBytes;
+  writing.allocator = backend->make_stage_allocator();
+  PlmSink sink(settings, o.output, std::move(writing));
+  // A backend that copies its records out (the GPU backend) copies them into the writer's
+  // memory, and the writer threads write them from there.
+  backend->set_result_memory(&sink.memory());
   HistogramFileSink histograms(settings, *backend, counters, o.histograms);
   ImageFileSink image(settings, *backend, histograms, o.image);
   SpanSink span(sink, image);
@@ -623,6 +658,7 @@ int run(const Options& o) {
           : push_file(o, input.get(), input_bytes, buffers, buffer_count, reader_threads, pusher,
                       slicer, phases, progress);
   slicer.finish();
+  backend->set_result_memory(nullptr);
   sink.close();
   progress.done();
   if (read.trailing_bytes > 0) counters.add(Counter::rx_trailing_bytes, read.trailing_bytes);
@@ -633,7 +669,7 @@ int run(const Options& o) {
   const double acq_s = static_cast<double>(span.ticks()) * settings.scanner.tick_ps * 1e-12;
   const std::uint64_t frames = pusher.frames();
   print_counts(o, read, sink, histograms, *backend, frames, counters, acq_s);
-  print_timing(read, *backend, phases, frames, wall_s, processing_s);
+  print_timing(read, *backend, sink, phases, frames, wall_s, processing_s);
   // A file with no valid frame (an empty file, or one that is not frames at all, such as
   // truth.json) is an error, not an empty result.
   const std::uint64_t bad = bad_frames(counters);

@@ -1,10 +1,10 @@
-#include "daemon/message_arena.h"
+#include "core/message_arena.h"
 
 #include <cstring>
 #include <stdexcept>
 #include <string>
 
-namespace petdaq::daemon {
+namespace petdaq {
 
 namespace {
 // Pieces start on cache lines.
@@ -84,9 +84,29 @@ void MessageArena::let_go_message(void*, void* hint) {
   static_cast<Piece*>(hint)->holders.fetch_sub(1, std::memory_order_release);
 }
 
+void* MessageArena::hold_or_copy(const void* body, std::size_t bytes, void*& hint) {
+  if (owns(body)) {
+    hint = hold(body);
+    return const_cast<void*>(body);
+  }
+  void* piece = lend(bytes);
+  if (!piece) return nullptr;
+  std::memcpy(piece, body, bytes);
+  // The new holder takes over the lend's hold.
+  hint = &piece_at(piece);
+  return piece;
+}
+
+void MessageArena::let_go_lent(const SliceResult& result) {
+  for (const void* lent : {static_cast<const void*>(result.prompts),
+                           static_cast<const void*>(result.delayed),
+                           static_cast<const void*>(result.singles)})
+    if (lent && owns(lent)) let_go(lent);
+}
+
 std::size_t MessageArena::pieces_in_use() {
   reclaim();
   return static_cast<std::size_t>(next_piece_ - first_piece_);
 }
 
-}  // namespace petdaq::daemon
+}  // namespace petdaq

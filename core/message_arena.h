@@ -1,13 +1,15 @@
-// Memory for the bodies of published messages (DESIGN section 7), taken once at start-up, so
-// that publishing a slice allocates nothing and libzmq sends the body without copying it
-// (zmq_msg_init_data). The worker's thread lends pieces in order of a ring of bytes; a piece
-// returns when every holder has let go of it: the slice being delivered (a backend may write
-// its records straight into a lent piece, core/backend.h ResultMemory) and each ZeroMQ
-// message made from it, which libzmq lets go of on its own I/O thread once the message is
-// written to every subscriber or dropped. Pieces come back roughly in the order they were
-// lent; the ring reclaims them in that order, so one piece a slow subscriber still holds
-// keeps the space after it from being lent again until it returns. When no room is left the
-// caller falls back to a copy (counted in out.message_copies).
+// Memory for the bodies of messages on their way out (DESIGN section 7), taken once at
+// start-up, so that delivering a slice allocates nothing and its records are not copied
+// again: petdaqd's publisher hands pieces to libzmq (zmq_msg_init_data), the .plm writer
+// (core/plm_file.h) to its writer threads. The thread that collects slices lends pieces in
+// order of a ring of bytes; a piece returns when every holder has let go of it: the slice
+// being delivered (a backend may write its records straight into a lent piece,
+// core/backend.h ResultMemory) and each message made from it, let go of on another thread
+// (libzmq's I/O thread once the message is written to every subscriber or dropped, a writer
+// thread once the bytes are in the file). Pieces come back roughly in the order they were
+// lent; the ring reclaims them in that order, so one piece a slow holder still holds keeps
+// the space after it from being lent again until it returns. When no room is left the
+// caller falls back to a copy (petdaqd counts it in out.message_copies).
 #pragma once
 
 #include <atomic>
@@ -19,7 +21,7 @@
 #include "core/host_allocator.h"
 #include "core/settings.h"
 
-namespace petdaq::daemon {
+namespace petdaq {
 
 class MessageArena final : public ResultMemory {
  public:
@@ -46,6 +48,13 @@ class MessageArena final : public ResultMemory {
   void let_go(const void* p);
   // The same for libzmq's free function (zmq_free_fn): `hint` is the piece.
   static void let_go_message(void* data, void* hint);
+  // One more holder of `bytes` at `body`: the piece itself where the arena lent it, else a
+  // piece lent now with the bytes copied in. Returns where the bytes lie in the arena and
+  // sets `hint` (for let_go_message()), or null, `hint` untouched, when there is no room.
+  void* hold_or_copy(const void* body, std::size_t bytes, void*& hint);
+  // The collecting thread, once a slice is delivered: lets go of the lend's hold on each of
+  // its outputs (prompts, delayed, singles) that lies in the arena.
+  void let_go_lent(const SliceResult& result);
 
   std::size_t capacity() const { return capacity_; }
   // Pieces lent and not yet reclaimed (the worker's view; for tests).
@@ -71,4 +80,4 @@ class MessageArena final : public ResultMemory {
   std::uint64_t next_piece_ = 0;   // pieces lent so far
 };
 
-}  // namespace petdaq::daemon
+}  // namespace petdaq
