@@ -62,6 +62,16 @@ std::optional<HostStageWork> host_stage_work(const Backend& backend) {
                        .parallel = cpu->parallel_stats()};
 }
 
+std::optional<GpuStageTimes> device_stage_times(const Backend& backend) {
+#if PETDAQ_HAVE_CUDA
+  GpuStageTimes t;
+  if (gpu_last_stage_times(backend, t)) return t;
+#else
+  (void)backend;
+#endif
+  return std::nullopt;
+}
+
 std::size_t backend_host_bytes(BackendKind kind, const Settings& settings) {
 #if PETDAQ_HAVE_CUDA
   if (backend_would_be_gpu(kind)) return gpu_backend_host_bytes(settings);

@@ -11,6 +11,7 @@
 #include "core/host_allocator.h"
 #include "core/parallel_engine.h"
 #include "core/settings.h"
+#include "gpu/gpu_stage_times.h"
 
 namespace petdaq {
 
@@ -37,6 +38,10 @@ struct HostStageWork {
   ParallelStats parallel;
 };
 std::optional<HostStageWork> host_stage_work(const Backend& backend);
+
+// The device times of the slice the GPU backend collected last (gpu/gpu_stage_times.h);
+// nullopt for any other backend (and in a build without CUDA).
+std::optional<GpuStageTimes> device_stage_times(const Backend& backend);
 
 // Host memory the backend make_backend() would choose for `kind` takes with these settings,
 // as the backend reports it (CpuBackend::memory_bytes, gpu_backend_host_bytes).

@@ -47,10 +47,11 @@ namespace {
 constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
 // Threads that read a regular file, each at its own offsets (--readers 0): one alone reads
 // and cuts a frame in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main
-// thread"). The CPU backend needs the other cores; the GPU backend leaves them to the readers,
-// which then set the pace (docs/offline.md, "The GPU backend's path").
+// thread"). The CPU backend needs the other cores; the GPU backend leaves them to the readers:
+// ten keep the slicer's thread from waiting on them at about 1 G frames/s from the page
+// cache (docs/offline.md, "Large files").
 constexpr unsigned kReaderThreadsCpu = 2;
-constexpr unsigned kReaderThreadsGpu = 6;
+constexpr unsigned kReaderThreadsGpu = 10;
 constexpr unsigned kMaxReaderThreads = 64;
 // Threads that write the .plm (--writers 0), each message at its place in the file
 // (core/plm_file.h): the GPU backend's records come at several GB/s, more than one thread's
@@ -58,9 +59,11 @@ constexpr unsigned kMaxReaderThreads = 64;
 constexpr unsigned kWriterThreadsCpu = 1;
 constexpr unsigned kWriterThreadsGpu = 4;
 constexpr unsigned kMaxWriterThreads = 64;
-// The writer's memory, where the GPU backend puts a slice's records and where they wait
-// to be written.
-constexpr std::size_t kWriterMemoryBytes = 64u << 20;
+// The writer's memory, where the GPU backend puts a slice's records (page-locked) and where
+// they wait to be written; the CPU backend's records are copied into it, and less of it
+// stays in the caches the backend's threads need.
+constexpr std::size_t kWriterMemoryBytesGpu = 64u << 20;
+constexpr std::size_t kWriterMemoryBytesCpu = 16u << 20;
 constexpr std::size_t kClockSamples = 63;
 
 constexpr const char* kProgram = "petdaq-offline";
@@ -148,6 +151,43 @@ std::uint64_t chunk_time(const RawFrame* frames, std::size_t n) {
   std::nth_element(t.begin(), t.begin() + k / 2, t.begin() + k);
   return t[k / 2];
 }
+
+// Passes every result on and, with the GPU backend, adds up the device's times of each
+// slice (gpu/gpu_stage_times.h), read from the events the backend records anyway.
+class DeviceTimesSink final : public ResultSink {
+ public:
+  DeviceTimesSink(ResultSink& inner, const Backend& backend) : inner_(inner), backend_(backend) {}
+  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
+    if (const auto t = device_stage_times(backend_)) {
+      sum_.copy_in_ms += t->copy_in_ms;
+      sum_.convert_ms += t->convert_ms;
+      sum_.sort_ms += t->sort_ms;
+      sum_.coincidence_ms += t->coincidence_ms;
+      sum_.slice_ms += t->slice_ms;
+      sum_.copy_out_ms += t->copy_out_ms;
+      ++slices_;
+    }
+    inner_.on_slice(run_id, r);
+  }
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override { inner_.on_run_end(run_id, reason); }
+  // Mean times per slice, or nothing (not the GPU backend).
+  void print() const {
+    if (slices_ == 0) return;
+    const double n = static_cast<double>(slices_);
+    std::printf("device per slice mean of %llu: partition %.3f ms, convert %.3f ms (from the "
+                "partition's end, waits for the host and earlier slices included), sort %.3f ms, "
+                "coincidences %.3f ms, records out %.3f ms; staged frames in to the last kernel "
+                "%.3f ms\n",
+                static_cast<unsigned long long>(slices_), sum_.copy_in_ms / n, sum_.convert_ms / n,
+                sum_.sort_ms / n, sum_.coincidence_ms / n, sum_.copy_out_ms / n, sum_.slice_ms / n);
+  }
+
+ private:
+  ResultSink& inner_;
+  const Backend& backend_;
+  GpuStageTimes sum_;
+  std::uint64_t slices_ = 0;
+};
 
 // Passes every result on to the list-mode file and measures the acquisition's span from the
 // batches themselves, at no per-frame cost: for each run, from its first coincidence record
@@ -623,7 +663,8 @@ int run(const Options& o) {
   PlmWriterOptions writing;
   writing.threads = o.writers > 0 ? o.writers
                                   : (backend->works_in_collect() ? kWriterThreadsCpu : kWriterThreadsGpu);
-  writing.memory_bytes = kWriterMemoryBytes;
+  writing.memory_bytes =
+      backend->works_in_collect() ? kWriterMemoryBytesCpu : kWriterMemoryBytesGpu;
   writing.allocator = backend->make_stage_allocator();
   PlmSink sink(settings, o.output, std::move(writing));
   // A backend that copies its records out (the GPU backend) copies them into the writer's
@@ -634,7 +675,8 @@ int run(const Options& o) {
   SpanSink span(sink, image);
   histograms.span_from(&span);
   image.span_from(&span);
-  Slicer slicer(settings, *backend, span, counters);
+  DeviceTimesSink device_times(span, *backend);
+  Slicer slicer(settings, *backend, device_times, counters);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   // A backend whose work runs on this host's cores (inside collect()) needs them; one that
@@ -670,6 +712,7 @@ int run(const Options& o) {
   const std::uint64_t frames = pusher.frames();
   print_counts(o, read, sink, histograms, *backend, frames, counters, acq_s);
   print_timing(read, *backend, sink, phases, frames, wall_s, processing_s);
+  device_times.print();
   // A file with no valid frame (an empty file, or one that is not frames at all, such as
   // truth.json) is an error, not an empty result.
   const std::uint64_t bad = bad_frames(counters);
