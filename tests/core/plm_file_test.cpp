@@ -220,7 +220,39 @@ TEST(Plm, ThreadWriterWritesLentRecordsWhereTheyLie) {
   EXPECT_GT(lent_messages, 10u);
   EXPECT_EQ(st.messages_in_place, lent_messages);
   EXPECT_GT(st.bytes_copied, 0u);  // the slices whose pieces did not fit
-  EXPECT_GT(st.parts_by_caller, 0u);  // behind a slice's own lent piece
+}
+
+// A slice's own lent piece fills the writer's memory and a message that lies elsewhere comes
+// first: no thread can make room (the piece is let go of only once the slice is delivered),
+// so the caller writes the part that does not fit itself, in its place.
+TEST(Plm, ThreadWriterWritesAPartItselfWhenOnlyTheSliceHoldsTheMemory) {
+  TestScanner scanner;
+  const PlmHeader header = make_plm_header(scanner.settings);
+  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "held.plm";
+  PlmWriter a(direct, header);
+  PlmThreadWriter b(threaded, header, writer_options(2, 4096));
+  MessageBuilder builder_a, builder_b;
+  std::vector<CoincRecord> p(93), d(62);  // 2 976 bytes lent, 1 984 bytes elsewhere
+  for (std::uint32_t k = 0; k < p.size(); ++k) p[k] = record(k, k, 1, k);
+  for (std::uint32_t k = 0; k < d.size(); ++k) d[k] = record(k, k, 2, 1);
+  SliceResult r = slice(0, 0, 100, p, d);
+  void* piece = b.lend(p.size() * sizeof(CoincRecord));
+  ASSERT_NE(piece, nullptr);
+  std::memcpy(piece, p.data(), p.size() * sizeof(CoincRecord));
+  r.prompts = static_cast<const CoincRecord*>(piece);
+  const std::size_t pb = p.size() * sizeof(CoincRecord), db = d.size() * sizeof(CoincRecord);
+  a.write_message(builder_a.build(MessageKind::delayed, 0, r), d.data(), db);
+  a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), pb);
+  b.write_message(builder_b.build(MessageKind::delayed, 0, r), r.delayed, db);
+  b.write_message(builder_b.build(MessageKind::prompts, 0, r), r.prompts, pb);
+  b.let_go_lent(r);
+  a.close();
+  b.close();
+  EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
+  const PlmThreadWriter::Stats st = b.stats();
+  EXPECT_EQ(st.parts_by_caller, 1u);  // the second of the delayed records' two parts
+  EXPECT_EQ(st.messages_in_place, 1u);
+  EXPECT_EQ(st.bytes_copied, 1024u);  // the first part, a quarter of the memory
 }
 
 // A write that fails on the writer thread comes back as PlmWriter's error, on the caller's
