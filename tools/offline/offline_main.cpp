@@ -17,7 +17,6 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <utility>
 #include <string>
 #include <vector>
 
@@ -422,13 +421,7 @@ class FramePusher {
 
   // One batch; `cut`: the blocks a reader thread already cut from it. Returns the ticket of
   // its last stage: the batch's memory stays untouched until it is staged.
-  // The slicer's poll after a batch (where its clock cuts a slice) runs when the next batch
-  // comes, before that batch is staged, or at flush(): the slicer sees the same calls in the
-  // same order, with the same clock, so the slices and the file are the same, but a slice is
-  // cut once the frames it takes have had a batch's time to reach the backend (the GPU
-  // backend's partition of the slice then need not wait for the copy of a batch just read).
   std::uint64_t push(RawFrame* batch, std::size_t n, const BatchReader::Batch* cut = nullptr) {
-    flush();
     const auto now = advance_clock(batch, n);
     std::uint64_t ticket = 0;
     std::size_t i = 0;
@@ -445,14 +438,9 @@ class FramePusher {
       if (t != 0) ticket = t;
       i += k;
     }
-    pending_poll_ = now;
+    slicer_.poll(now);
     frames_ += n;
     return ticket;
-  }
-
-  // The poll of the last batch pushed, if not run yet (before Slicer::finish()).
-  void flush() {
-    if (pending_poll_) slicer_.poll(*std::exchange(pending_poll_, std::nullopt));
   }
 
   std::uint64_t frames() const { return frames_; }
@@ -486,7 +474,6 @@ class FramePusher {
   std::uint64_t last_time_ = 0, acquisition_ticks_ = 0;
   bool have_time_ = false;
   std::uint64_t frames_ = 0;
-  std::optional<Slicer::Clock::time_point> pending_poll_;
 };
 
 // What reading the input took.
@@ -712,7 +699,6 @@ int run(const Options& o) {
           ? push_capture(o, settings, input_bytes, counters, pusher, slicer)
           : push_file(o, input.get(), input_bytes, buffers, buffer_count, reader_threads, pusher,
                       slicer, phases, progress);
-  pusher.flush();
   slicer.finish();
   backend->set_result_memory(nullptr);
   sink.close();
