@@ -178,45 +178,64 @@ TEST(Plm, ThreadWriterWritesWhatPlmWriterWrites) {
   }
 }
 
+// The same messages through PlmWriter and through a PlmThreadWriter, whose files must be
+// the same; the threaded writer may be given the records where it lent the memory for them.
+struct TwoWriters {
+  TwoWriters(const TestScanner& scanner, const std::string& name, PlmWriterOptions options)
+      : header(make_plm_header(scanner.settings)),
+        direct(scanner.dir / ("direct-" + name)),
+        threaded(scanner.dir / name),
+        a(direct, header),
+        b(threaded, header, std::move(options)) {}
+  // As a backend's collect() does: the records copied into a piece the writer lends, or
+  // null when it has no room.
+  const CoincRecord* lend_copy(const std::vector<CoincRecord>& v) {
+    void* piece = v.empty() ? nullptr : b.lend(v.size() * sizeof(CoincRecord));
+    if (piece) std::memcpy(piece, v.data(), v.size() * sizeof(CoincRecord));
+    return static_cast<const CoincRecord*>(piece);
+  }
+  // `records` to PlmWriter, the same bytes at `at` to the threaded writer.
+  void write(MessageKind kind, const SliceResult& r, const std::vector<CoincRecord>& records,
+             const CoincRecord* at) {
+    const std::size_t bytes = records.size() * sizeof(CoincRecord);
+    a.write_message(builder_a.build(kind, 0, r), records.data(), bytes);
+    b.write_message(builder_b.build(kind, 0, r), at, bytes);
+  }
+  void close_and_compare() {
+    a.close();
+    b.close();
+    EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
+  }
+  PlmHeader header;
+  std::filesystem::path direct, threaded;
+  PlmWriter a;
+  PlmThreadWriter b;
+  MessageBuilder builder_a, builder_b;
+};
+
 // Records a backend wrote into the writer's memory (ResultMemory::lend) go to the file from
-// there, uncopied; records elsewhere are copied. When the slice's own lent pieces fill the
-// memory and no thread has anything to write, the caller writes the part itself. The file
-// is PlmWriter's either way, and every piece comes back.
+// there, uncopied; records elsewhere are copied. The file is PlmWriter's either way, and
+// every piece comes back.
 TEST(Plm, ThreadWriterWritesLentRecordsWhereTheyLie) {
   TestScanner scanner;
-  const PlmHeader header = make_plm_header(scanner.settings);
-  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "lent.plm";
-  PlmWriter a(direct, header);
-  PlmThreadWriter b(threaded, header, writer_options(2, 4096));
-  MessageBuilder builder_a, builder_b;
+  TwoWriters w(scanner, "lent.plm", writer_options(2, 4096));
   std::uint64_t lent_messages = 0;
   for (std::uint32_t i = 0; i < 40; ++i) {
     std::vector<CoincRecord> p, d;
     for (std::uint32_t k = 0; k < (i * 5) % 90; ++k) p.push_back(record(100 * i + k, k, i, k));
     for (std::uint32_t k = 0; k < (i * 3) % 50; ++k) d.push_back(record(100 * i + k, k, i, 1));
     SliceResult r = slice(i, 100 * i, 100 * (i + 1), p, d);
-    // As a backend's collect() does: each output into a lent piece where there is room.
-    auto place = [&](const std::vector<CoincRecord>& v, const CoincRecord*& at) {
-      if (v.empty()) return;
-      if (void* piece = b.lend(v.size() * sizeof(CoincRecord))) {
-        std::memcpy(piece, v.data(), v.size() * sizeof(CoincRecord));
-        at = static_cast<const CoincRecord*>(piece);
+    for (auto [v, at] : {std::pair{&p, &r.prompts}, std::pair{&d, &r.delayed}})
+      if (const CoincRecord* piece = w.lend_copy(*v)) {
+        *at = piece;
         ++lent_messages;
       }
-    };
-    place(p, r.prompts);
-    place(d, r.delayed);
-    const std::size_t pb = p.size() * sizeof(CoincRecord), db = d.size() * sizeof(CoincRecord);
-    a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), pb);
-    a.write_message(builder_a.build(MessageKind::delayed, 0, r), d.data(), db);
-    b.write_message(builder_b.build(MessageKind::prompts, 0, r), r.prompts, pb);
-    b.write_message(builder_b.build(MessageKind::delayed, 0, r), r.delayed, db);
-    b.let_go_lent(r);
+    w.write(MessageKind::prompts, r, p, r.prompts);
+    w.write(MessageKind::delayed, r, d, r.delayed);
+    w.b.let_go_lent(r);
   }
-  a.close();
-  b.close();
-  EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
-  const PlmThreadWriter::Stats st = b.stats();
+  w.close_and_compare();
+  const PlmThreadWriter::Stats st = w.b.stats();
   EXPECT_GT(lent_messages, 10u);
   EXPECT_EQ(st.messages_in_place, lent_messages);
   EXPECT_GT(st.bytes_copied, 0u);  // the slices whose pieces did not fit
@@ -227,29 +246,18 @@ TEST(Plm, ThreadWriterWritesLentRecordsWhereTheyLie) {
 // so the caller writes the part that does not fit itself, in its place.
 TEST(Plm, ThreadWriterWritesAPartItselfWhenOnlyTheSliceHoldsTheMemory) {
   TestScanner scanner;
-  const PlmHeader header = make_plm_header(scanner.settings);
-  const auto direct = scanner.dir / "direct.plm", threaded = scanner.dir / "held.plm";
-  PlmWriter a(direct, header);
-  PlmThreadWriter b(threaded, header, writer_options(2, 4096));
-  MessageBuilder builder_a, builder_b;
+  TwoWriters w(scanner, "held.plm", writer_options(2, 4096));
   std::vector<CoincRecord> p(93), d(62);  // 2 976 bytes lent, 1 984 bytes elsewhere
   for (std::uint32_t k = 0; k < p.size(); ++k) p[k] = record(k, k, 1, k);
   for (std::uint32_t k = 0; k < d.size(); ++k) d[k] = record(k, k, 2, 1);
   SliceResult r = slice(0, 0, 100, p, d);
-  void* piece = b.lend(p.size() * sizeof(CoincRecord));
-  ASSERT_NE(piece, nullptr);
-  std::memcpy(piece, p.data(), p.size() * sizeof(CoincRecord));
-  r.prompts = static_cast<const CoincRecord*>(piece);
-  const std::size_t pb = p.size() * sizeof(CoincRecord), db = d.size() * sizeof(CoincRecord);
-  a.write_message(builder_a.build(MessageKind::delayed, 0, r), d.data(), db);
-  a.write_message(builder_a.build(MessageKind::prompts, 0, r), p.data(), pb);
-  b.write_message(builder_b.build(MessageKind::delayed, 0, r), r.delayed, db);
-  b.write_message(builder_b.build(MessageKind::prompts, 0, r), r.prompts, pb);
-  b.let_go_lent(r);
-  a.close();
-  b.close();
-  EXPECT_EQ(test::read_bytes(threaded), test::read_bytes(direct));
-  const PlmThreadWriter::Stats st = b.stats();
+  r.prompts = w.lend_copy(p);
+  ASSERT_NE(r.prompts, nullptr);
+  w.write(MessageKind::delayed, r, d, r.delayed);
+  w.write(MessageKind::prompts, r, p, r.prompts);
+  w.b.let_go_lent(r);
+  w.close_and_compare();
+  const PlmThreadWriter::Stats st = w.b.stats();
   EXPECT_EQ(st.parts_by_caller, 1u);  // the second of the delayed records' two parts
   EXPECT_EQ(st.messages_in_place, 1u);
   EXPECT_EQ(st.bytes_copied, 1024u);  // the first part, a quarter of the memory
