@@ -30,9 +30,9 @@
 #include <zmq.hpp>
 
 #include "core/counters.h"
+#include "core/message_arena.h"
 #include "core/settings.h"
 #include "daemon/curve.h"
-#include "core/message_arena.h"
 #include "proto/records.h"
 #include "proto/topics.h"
 

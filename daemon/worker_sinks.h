@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "core/message_builder.h"
+#include "core/message_arena.h"
 #include "daemon/catalogue.h"
 #include "daemon/file_sink.h"
-#include "core/message_arena.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 

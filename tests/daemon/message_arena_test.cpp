@@ -11,9 +11,9 @@
 #include <zmq.hpp>
 
 #include "core/counters.h"
+#include "core/message_arena.h"
 #include "core/settings.h"
 #include "daemon/host_ring.h"
-#include "core/message_arena.h"
 #include "daemon/publisher.h"
 #include "proto/topics.h"
 #include "tests/support/scratch_dir.h"

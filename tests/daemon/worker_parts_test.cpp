@@ -11,10 +11,10 @@
 
 #include "backends/select_backend.h"
 #include "core/cpu_backend.h"
+#include "core/message_arena.h"
 #include "core/slicer.h"
 #include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
-#include "core/message_arena.h"
 #include "daemon/preflight.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
