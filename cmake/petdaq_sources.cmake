@@ -33,6 +33,7 @@ set(PETDAQ_CORE_SOURCES
   message_builder.cpp
   message_arena.cpp
   plm_file.cpp
+  plm_sink.cpp
   phase_timer.cpp
 )
 list(TRANSFORM PETDAQ_CORE_SOURCES PREPEND ${PETDAQ_CORE_DIR}/)

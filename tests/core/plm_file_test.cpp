@@ -1,5 +1,6 @@
 // Message headers and the list-mode file (DESIGN section 7).
 #include "core/plm_file.h"
+#include "core/plm_sink.h"
 
 #include <gtest/gtest.h>
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/plm_file.h"
+#include "core/plm_sink.h"
 #include "test_scanner.h"
 #include "tests/support/files.h"
 

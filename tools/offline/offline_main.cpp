@@ -29,6 +29,7 @@
 #include "core/phase_timer.h"
 #include "core/image.h"
 #include "core/plm_file.h"
+#include "core/plm_sink.h"
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
@@ -54,7 +55,7 @@ constexpr unsigned kReaderThreadsCpu = 2;
 constexpr unsigned kReaderThreadsGpu = 10;
 constexpr unsigned kMaxReaderThreads = 64;
 // Threads that write the .plm (--writers 0), each message at its place in the file
-// (core/plm_file.h): the GPU backend's records come at several GB/s, more than one thread's
+// (core/plm_sink.h): the GPU backend's records come at several GB/s, more than one thread's
 // copies into the page cache; the CPU backend's come slower and it needs the cores.
 constexpr unsigned kWriterThreadsCpu = 1;
 constexpr unsigned kWriterThreadsGpu = 4;
