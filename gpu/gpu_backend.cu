@@ -178,14 +178,12 @@ const Set* GpuBackend::copy_live(Set& host, const std::uint8_t* device, std::siz
     return &host;
   }
   PETDAQ_CUDA_CHECK(cudaMemcpyAsync(host.bins(), device, bytes, cudaMemcpyDeviceToHost, stream));
-  if (wait) {
-    PETDAQ_CUDA_CHECK(cudaStreamSynchronize(stream));
-    copy.pending = false;  // a copy still queued before this one is in too
-    return &host;
-  }
   PETDAQ_CUDA_CHECK(cudaEventRecord(copy.copied.get(), stream));
-  copy.pending = true;
-  return nullptr;
+  copy.pending = !wait;
+  if (!wait) return nullptr;
+  // Polled like every other wait (a copy still queued before this one is in too).
+  wait_for(copy.copied.get(), ring_.next_submit);
+  return &host;
 }
 
 // The bins of every slice submitted so far: the copy is queued behind them.
