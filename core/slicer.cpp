@@ -67,7 +67,8 @@ std::size_t cut_frames_of(const Backend& b, std::size_t cut) {
 
 }  // namespace
 
-Slicer::Impl::Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut)
+Slicer::Impl::Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut,
+                   Slicer::Delivery d)
     : backend(b),
       sink(out),
       counters(c),
@@ -77,7 +78,8 @@ Slicer::Impl::Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, 
       stage(slice_capacity_of(b), cut_frames_of(b, cut), b.max_staged_frames()),
       counts(lim.bdm_count),
       copy{std::make_unique_for_overwrite<RawFrame[]>(std::min(kCopyBlockFrames, b.max_slice_frames())),
-           std::min(kCopyBlockFrames, b.max_slice_frames()), max_chunk_span_ticks(s), ChunkSummary{}} {
+           std::min(kCopyBlockFrames, b.max_slice_frames()), max_chunk_span_ticks(s), ChunkSummary{}},
+      delivery(d) {
   if (b.max_slice_frames() == 0) throw std::invalid_argument("backend takes no frames per slice");
   if (b.max_staged_frames() < slice_capacity_of(b))
     throw std::invalid_argument("backend stages fewer frames than one slice takes");
@@ -304,8 +306,8 @@ void Slicer::Impl::begin_push(SlicerClock::time_point t, std::size_t n) {
 // ---- the public face ----
 
 Slicer::Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters,
-               std::size_t cut_frames)
-    : impl_(std::make_unique<Impl>(settings, backend, sink, counters, cut_frames)) {}
+               std::size_t cut_frames, Delivery delivery)
+    : impl_(std::make_unique<Impl>(settings, backend, sink, counters, cut_frames, delivery)) {}
 
 Slicer::~Slicer() = default;
 
@@ -365,7 +367,7 @@ void Slicer::poll(Clock::time_point now) {
     m.stage.clear_split();
     m.wall.last_cut = now;
     // Latency: whatever was submitted reaches the sink now.
-    m.drain();
+    if (m.delivery == Delivery::latency) m.drain();
   }
   m.counts.flush(m.counters);
 }

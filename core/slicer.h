@@ -43,8 +43,9 @@
 //   the slices in flight; frames that still find no room are counted in
 //   stream.pending_full and dropped, and while the horizon stays where a cut freed nothing,
 //   no further cut is tried for room: a lagging source then costs drops, not a slice per
-//   block; a fast-path block is staged as far as there is room, the rest of it dropped), when poll() finds max_slice_ms passed (then every
-//   submitted slice is also collected and delivered), and at finish(). A cut is always
+//   block; a fast-path block is staged as far as there is room, the rest of it dropped), when poll() finds max_slice_ms passed (then, with
+//   Delivery::latency, every submitted slice is also collected and delivered), and at
+//   finish(). A cut is always
 //   made before the block that needs the room is classified, so every frame staged after a
 //   cut is at or after its bound. When more than max_slice_frames staged frames are below a
 //   bound, the backend takes the earliest and says so (SliceResult::split); the next cut
@@ -83,12 +84,20 @@ class Slicer {
  public:
   using Clock = std::chrono::steady_clock;
 
+  // When results reach the sink. `latency` (petdaqd): at each cut that max_slice_ms makes,
+  // every slice submitted is collected, so that no result waits for the slices behind it.
+  // `throughput` (files, where the clock is acquisition time and nobody waits): a slice is
+  // collected when the backend's slices in flight need its place, and at finish(), so that
+  // a device backend always has the next slices queued. The slices, and so every record,
+  // are the same; only when they are delivered differs.
+  enum class Delivery { latency, throughput };
+
   // `cut_frames`: new frames after which a slice is cut once the horizon allows (at most half
   // of the backend's max_slice_frames, which leaves room for what a cut leaves staged). 0:
   // that half, so that the slices, and petdaq-offline's files, are the same whatever the
   // backend and its threads. petdaqd passes the backend's preferred_slice_frames().
   Slicer(const Settings& settings, Backend& backend, ResultSink& sink, Counters& counters,
-         std::size_t cut_frames = 0);
+         std::size_t cut_frames = 0, Delivery delivery = Delivery::latency);
   ~Slicer();
   Slicer(const Slicer&) = delete;
   Slicer& operator=(const Slicer&) = delete;

@@ -95,7 +95,10 @@ struct Slicer::Impl {
     std::uint64_t leaders = 0;
   } lag_room;
 
-  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut);
+  const Slicer::Delivery delivery;
+
+  Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut,
+       Slicer::Delivery d);
 
   // ---- slices and room (slicer.cpp) ----
   void deliver_one();

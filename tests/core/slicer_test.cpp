@@ -9,10 +9,12 @@
 #include <chrono>
 #include <memory>
 #include <random>
+#include <tuple>
 #include <vector>
 
 #include "core/cpu_backend.h"
 #include "test_scanner.h"
+#include "tests/support/later_backend.h"
 #include "tests/support/slicer_rig.h"
 
 namespace petdaq {
@@ -164,6 +166,54 @@ TEST(Slicer, SlicesDependOnTheBackendOnlyWhenAsked) {
   }
   const std::vector<RecordedSlice> asked = run(1, true);
   EXPECT_GE(asked.size(), 2 * one.size());
+}
+
+// A slice cut because max_slice_ms passed: petdaqd (Delivery::latency) collects every slice
+// in flight there, so that none waits for the slices behind it; petdaq-offline
+// (Delivery::throughput) leaves them in flight, so that a device backend always has the
+// next slices queued. The slices and their records are the same.
+TEST(Slicer, ThroughputDeliveryKeepsSlicesInFlightAtTimedCutsWithTheSameSlices) {
+  std::mt19937_64 rng(2611);
+  TestScanner scanner;
+  Settings& s = scanner.settings;
+  small_stream_settings(s);
+  s.stream.max_slice_frames = 1u << 16;  // no cut for size: every cut is a timed one
+  AcquisitionOptions o;
+  o.events = 3000;
+  const auto frames = test::random_acquisition(scanner, rng, o);
+  const BatchResult want = test::batch_process(scanner, frames);
+  ASSERT_GT(want.prompts.size(), 10u);
+  const auto run = [&](Slicer::Delivery delivery) {
+    auto backend = std::make_unique<test::LaterBackend>(s, scanner.calibration, 3);
+    const test::LaterBackend& later = *backend;
+    SlicerRig rig(s, std::move(backend), SlicerRig::Cuts::slicer_default, delivery);
+    Slicer::Clock::time_point now{};
+    std::size_t most_after_poll = 0;
+    for (std::size_t i = 0; i < frames.size(); i += 100) {
+      rig.slicer.push(frames.data() + i, std::min<std::size_t>(100, frames.size() - i), now);
+      now += std::chrono::milliseconds(2);  // past max_slice_ms: each poll cuts
+      rig.slicer.poll(now);
+      most_after_poll = std::max(most_after_poll, rig.backend->in_flight());
+    }
+    rig.slicer.finish();
+    EXPECT_EQ(rig.backend->in_flight(), 0u);
+    expect_run_equals_batch(rig.sink, 0, want);
+    expect_counters_equal_batch(rig.counters, want);
+    EXPECT_GT(rig.sink.batches.size(), 20u);
+    return std::tuple{std::move(rig.sink.batches), later.most_in_flight(), most_after_poll};
+  };
+  const auto [latency, latency_most, latency_after_poll] = run(Slicer::Delivery::latency);
+  const auto [throughput, throughput_most, throughput_after_poll] =
+      run(Slicer::Delivery::throughput);
+  EXPECT_EQ(latency_most, 1u);
+  EXPECT_EQ(latency_after_poll, 0u);
+  EXPECT_EQ(throughput_most, 3u);
+  EXPECT_EQ(throughput_after_poll, 3u);
+  ASSERT_EQ(latency.size(), throughput.size());
+  for (std::size_t i = 0; i < latency.size(); ++i) {
+    EXPECT_EQ(latency[i].t_begin, throughput[i].t_begin) << i;
+    EXPECT_EQ(latency[i].t_end, throughput[i].t_end) << i;
+  }
 }
 
 TEST(Slicer, LateFramesAreCountedAndDropped) {

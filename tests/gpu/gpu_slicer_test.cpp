@@ -81,7 +81,10 @@ TEST_F(GpuSlicerTest, StreamingEqualsBatchOverRandomSlicingAndInterleaving) {
     ASSERT_GT(want.prompts.size(), 0u);
     const auto arrival = test::arrival_order(frames, disorder_ticks, rng);
 
-    SlicerRig rig(s, make_gpu_backend(s, scanner.calibration));
+    // Every other acquisition delivered as petdaq-offline does (slices stay in flight
+    // across the timed cuts).
+    SlicerRig rig(s, make_gpu_backend(s, scanner.calibration), SlicerRig::Cuts::slicer_default,
+                  iteration % 4 < 2 ? Slicer::Delivery::latency : Slicer::Delivery::throughput);
     push_all(rig.slicer, s, arrival, iteration % 3 == 0 ? 4 : 300, rng);
     rig.slicer.finish();
 

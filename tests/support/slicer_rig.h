@@ -126,11 +126,13 @@ class SlicerRig {
             Cuts cuts = Cuts::slicer_default)
       : SlicerRig(settings, std::make_unique<CpuBackend>(settings, calibration), cuts) {}
   SlicerRig(const Settings& settings, std::unique_ptr<Backend> backend,
-            Cuts cuts = Cuts::slicer_default)
+            Cuts cuts = Cuts::slicer_default,
+            Slicer::Delivery delivery = Slicer::Delivery::latency)
       : counters(Geometry::from(settings.scanner).bdm_count()),
         backend(std::move(backend)),
         slicer(settings, *this->backend, sink, counters,
-               cuts == Cuts::backend_preferred ? this->backend->preferred_slice_frames() : 0) {}
+               cuts == Cuts::backend_preferred ? this->backend->preferred_slice_frames() : 0,
+               delivery) {}
   SlicerRig(const SlicerRig&) = delete;
   SlicerRig& operator=(const SlicerRig&) = delete;
 

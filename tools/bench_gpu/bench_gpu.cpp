@@ -141,7 +141,20 @@ struct RunStats {
   std::uint64_t carry_overflow = 0;
   std::vector<GpuStageTimes> stages;
   std::vector<double> latency_ms;  // submit -> collected
+  std::vector<double> collected_s;  // since the start, per slice in order
 };
+
+// The rate in the middle of a pipelined run, where slices are in flight before and after:
+// the frames of the slices collected between the `edge`-th and the `edge`-th from last,
+// over the time between those two collections. The whole run's rate also holds the first
+// slice's copy before any work, and the last slice's work after the last copy. 0: too few
+// slices.
+double middle_rate(const RunStats& st, std::uint64_t slice_frames, std::size_t edge) {
+  const std::size_t n = st.collected_s.size();
+  if (n < 2 * edge + 2) return 0;
+  const double span = st.collected_s[n - 1 - edge] - st.collected_s[edge];
+  return span > 0 ? static_cast<double>((n - 1 - 2 * edge) * slice_frames) / span : 0;
+}
 
 // Streams `slices` slices of `slice_frames` frames through `backend`. pipelined: keep as
 // many in flight as the backend allows; otherwise one at a time. Slices start at chunk
@@ -154,8 +167,10 @@ RunStats run(Backend& backend, const Pool& pool, std::uint64_t slice_frames, std
   const auto t0 = Clock::now();
   std::uint64_t at = first_frame;
   auto take = [&](const SliceResult& r) {
+    const auto now = Clock::now();
     st.latency_ms.push_back(
-        std::chrono::duration<double, std::milli>(Clock::now() - submitted[r.slice_id]).count());
+        std::chrono::duration<double, std::milli>(now - submitted[r.slice_id]).count());
+    st.collected_s.push_back(std::chrono::duration<double>(now - t0).count());
     st.prompts += r.prompt_count;
     st.delayed += r.delayed_count;
     st.records_overflow += r.counters[Counter::coinc_records_overflow];
@@ -314,6 +329,7 @@ int bench(const Options& o) {
   struct Row {
     std::uint64_t slice_frames;
     double frames_per_s;
+    double middle_frames_per_s;  // middle_rate()
     GpuStageTimes stage;
     std::uint64_t slices;
   };
@@ -371,7 +387,13 @@ int bench(const Options& o) {
                 static_cast<unsigned long long>(waits.stats(Phase::count_wait).calls),
                 wait_ms(Phase::collect_wait), wait_ms(Phase::copy_out_wait),
                 st.seconds * 1e3 / static_cast<double>(slices));
-    rows.push_back({slice_frames, fps, stage, slices});
+    const std::size_t edge = gpu->max_in_flight();
+    const double middle_fps = middle_rate(st, slice_frames, edge);
+    std::printf("  middle of the run (slices %zu to %llu collected, %zu in flight before and "
+                "after): %.3f G frames/s = %.1f %% of the copy\n",
+                edge + 2, static_cast<unsigned long long>(slices - edge), edge, middle_fps / 1e9,
+                100.0 * middle_fps / copy_frames_per_s);
+    rows.push_back({slice_frames, fps, middle_fps, stage, slices});
   }
 
   // Latency of a slice holding stream.max_slice_ms of data at this rate, one at a time and
@@ -398,19 +420,21 @@ int bench(const Options& o) {
     latency_pipe_p99 = percentile(pipe.latency_ms, 0.99);
   }
 
-  std::printf("\n%-12s %10s %8s %8s %7s %8s %8s %8s %9s %8s %9s %8s\n", "frames/slice",
-              "G frames/s", "vs copy", "vs 2.5G", "vs cpu", "in ms", "conv ms", "sort ms",
+  std::printf("\n%-12s %10s %8s %8s %8s %7s %8s %8s %8s %9s %8s %9s %8s\n", "frames/slice",
+              "G frames/s", "vs copy", "middle", "vs 2.5G", "vs cpu", "in ms", "conv ms", "sort ms",
               "coinc ms", "out ms", "slice ms", "kernels");
   for (const Row& r : rows) {
     const double kernels_ms = r.stage.convert_ms + r.stage.sort_ms + r.stage.coincidence_ms;
-    std::printf("%-12llu %10.3f %7.1f%% %7.1f%% %6.0fx %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %7.2fx\n",
+    std::printf("%-12llu %10.3f %7.1f%% %7.1f%% %7.1f%% %6.0fx %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %7.2fx\n",
                 static_cast<unsigned long long>(r.slice_frames), r.frames_per_s / 1e9,
                 100.0 * r.frames_per_s / copy_frames_per_s,
+                100.0 * r.middle_frames_per_s / copy_frames_per_s,
                 100.0 * r.frames_per_s / kTargetFramesPerSecond, r.frames_per_s / cpu_frames_per_s,
                 r.stage.copy_in_ms, r.stage.convert_ms, r.stage.sort_ms, r.stage.coincidence_ms,
                 r.stage.copy_out_ms, r.stage.slice_ms, kernels_ms / std::max(1e-9, static_cast<double>(r.stage.copy_in_ms)));
   }
-  std::printf("(vs copy: share of the measured pinned copy rate, target >= %.0f%%; stage times: "
+  std::printf("(vs copy: share of the measured pinned copy rate, target >= %.0f%%; middle: the "
+              "same over the middle of the run, as its line above says; stage times: "
               "one slice alone, median; slice ms: copy-in start to last kernel end; kernels: "
               "convert+sort+coincidence time over copy-in time)\n",
               100 * kTargetCopyFraction);

@@ -677,7 +677,9 @@ int run(const Options& o) {
   histograms.span_from(&span);
   image.span_from(&span);
   DeviceTimesSink device_times(span, *backend);
-  Slicer slicer(settings, *backend, device_times, counters);
+  // Nobody waits for a slice here: results are delivered as the backend's pipeline needs,
+  // not at each max_slice_ms of acquisition time.
+  Slicer slicer(settings, *backend, device_times, counters, 0, Slicer::Delivery::throughput);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   // A backend whose work runs on this host's cores (inside collect()) needs them; one that
