@@ -22,7 +22,7 @@
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
 #include "daemon/rate_limited_log.h"
-#include "daemon/timed_backend.h"
+#include "core/timed_backend.h"
 #include "daemon/worker_engine.h"
 #include "proto/frame.h"
 

@@ -11,7 +11,7 @@
 #include "core/phase_timer.h"
 #include "core/settings.h"
 #include "core/slicer.h"
-#include "daemon/timed_backend.h"
+#include "core/timed_backend.h"
 
 namespace petdaq::daemon {
 

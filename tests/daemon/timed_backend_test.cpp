@@ -1,5 +1,5 @@
-// The worker's timing wrapper (daemon/timed_backend.h) around a backend.
-#include "daemon/timed_backend.h"
+// The worker's timing wrapper (core/timed_backend.h) around a backend.
+#include "core/timed_backend.h"
 
 #include <gtest/gtest.h>
 

@@ -267,6 +267,39 @@ double measure_duplex_rate() {
   return median(rates);
 }
 
+// The whole pool copied to the device as the backend stages it (kChunkFrames pieces, one
+// stream, into a device buffer of 256 MiB reused in turn): host -> device bytes/s, median
+// of three passes. Unlike the repeated copy of one buffer above, it reads every page of the
+// pool, as the slices do.
+double measure_pool_copy_rate(const Pool& pool) {
+  const std::uint64_t piece_bytes = kChunkFrames * sizeof(RawFrame);
+  const std::uint64_t device_pieces = 16;
+  auto device = cuda::make_device<std::uint8_t>(device_pieces * piece_bytes);
+  const auto* host = reinterpret_cast<const std::uint8_t*>(pool.frames.get());
+  const std::uint64_t bytes = pool.count * sizeof(RawFrame);
+  cuda::Stream stream;
+  cuda::Event begin, end;
+  std::vector<double> rates;
+  for (int pass = 0; pass < 3; ++pass) {
+    PETDAQ_CUDA_CHECK(cudaEventRecord(begin.get(), stream.get()));
+    for (std::uint64_t at = 0, k = 0; at < bytes; at += piece_bytes, ++k)
+      PETDAQ_CUDA_CHECK(cudaMemcpyAsync(device.get() + (k % device_pieces) * piece_bytes, host + at,
+                                        std::min(piece_bytes, bytes - at), cudaMemcpyHostToDevice,
+                                        stream.get()));
+    PETDAQ_CUDA_CHECK(cudaEventRecord(end.get(), stream.get()));
+    PETDAQ_CUDA_CHECK(cudaEventSynchronize(end.get()));
+    float ms = 0;
+    PETDAQ_CUDA_CHECK(cudaEventElapsedTime(&ms, begin.get(), end.get()));
+    rates.push_back(static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  return median(rates);
+}
+
+// Frames per second over a copy rate in bytes per second.
+double share_of_copy(double frames_per_s, double bytes_per_s) {
+  return bytes_per_s > 0 ? frames_per_s * sizeof(RawFrame) / bytes_per_s : 0;
+}
+
 int bench(const Options& o) {
   std::string device;
   if (!gpu_device_usable(device)) {
@@ -296,6 +329,10 @@ int bench(const Options& o) {
   const double duplex_bytes_per_s = measure_duplex_rate();
   std::printf("  with a device->host copy of half its size beside it: %.1f GB/s = %.3f G frames/s\n",
               duplex_bytes_per_s / 1e9, duplex_bytes_per_s / sizeof(RawFrame) / 1e9);
+  const double pool_bytes_per_s = measure_pool_copy_rate(pool);
+  std::printf("  the whole pool, in %llu-frame pieces as staged: %.1f GB/s = %.3f G frames/s\n",
+              static_cast<unsigned long long>(kChunkFrames), pool_bytes_per_s / 1e9,
+              pool_bytes_per_s / sizeof(RawFrame) / 1e9);
 
   // CPU backend on the first cpu_frames of the same stream, slices of 1 M frames, on each
   // thread count; the first count's rate is the one the GPU is compared with.
@@ -390,9 +427,12 @@ int bench(const Options& o) {
     const std::size_t edge = gpu->max_in_flight();
     const double middle_fps = middle_rate(st, slice_frames, edge);
     std::printf("  middle of the run (slices %zu to %llu collected, %zu in flight before and "
-                "after): %.3f G frames/s = %.1f %% of the copy\n",
+                "after): %.3f G frames/s = %.1f %% of the copy, %.1f %% of the pool's copy; "
+                "the whole run %.1f %% of the pool's copy\n",
                 edge + 2, static_cast<unsigned long long>(slices - edge), edge, middle_fps / 1e9,
-                100.0 * middle_fps / copy_frames_per_s);
+                100.0 * middle_fps / copy_frames_per_s,
+                100.0 * share_of_copy(middle_fps, pool_bytes_per_s),
+                100.0 * share_of_copy(fps, pool_bytes_per_s));
     rows.push_back({slice_frames, fps, middle_fps, stage, slices});
   }
 

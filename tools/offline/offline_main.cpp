@@ -33,6 +33,7 @@
 #include "core/settings.h"
 #include "core/chunk_summary.h"
 #include "core/slicer.h"
+#include "core/timed_backend.h"
 #include "core/stream_limits.h"
 #include "tools/common/same_file.h"
 #include "tools/common/progress.h"
@@ -188,6 +189,24 @@ class DeviceTimesSink final : public ResultSink {
   const Backend& backend_;
   GpuStageTimes sum_;
   std::uint64_t slices_ = 0;
+};
+
+// Passes every result on, its time charged to this thread's `publish` phase (the output).
+class TimedSink final : public ResultSink {
+ public:
+  TimedSink(ResultSink& inner, PhaseTimer& phases) : inner_(inner), phases_(phases) {}
+  void on_slice(std::uint64_t run_id, const SliceResult& r) override {
+    PhaseScope scope(&phases_, Phase::publish);
+    inner_.on_slice(run_id, r);
+  }
+  void on_run_end(std::uint64_t run_id, RunEnd reason) override {
+    PhaseScope scope(&phases_, Phase::publish);
+    inner_.on_run_end(run_id, reason);
+  }
+
+ private:
+  ResultSink& inner_;
+  PhaseTimer& phases_;
 };
 
 // Passes every result on to the list-mode file and measures the acquisition's span from the
@@ -638,6 +657,16 @@ void print_timing(const ReadTotals& read, const Backend& backend, const PlmSink&
                 waited(Phase::partition_wait), waited(Phase::count_wait),
                 waited(Phase::collect_wait), waited(Phase::copy_out_wait));
   std::printf(" (this thread)\n");
+  if (!work) {
+    // The rest of this thread's time: the backend's calls (their own time, waits apart), the
+    // output, and the slicer with the hand-overs of batches.
+    double phased = 0;
+    for (std::size_t p = 0; p < kPhaseCount; ++p) phased += waited(static_cast<Phase>(p));
+    std::printf("this thread      backend calls: stage %.3f s, submit %.3f s, collect %.3f s; "
+                "output %.3f s; slicer and the rest %.3f s (waits apart)\n",
+                waited(Phase::backend_stage) + waited(Phase::staged_poll), waited(Phase::submit),
+                waited(Phase::collect), waited(Phase::publish), processing_s - phased);
+  }
   std::printf("throughput       %.3f M frames/s (after start-up, %u backend thread%s)\n",
               per_second(frames, processing_s) / 1e6, threads, threads == 1 ? "" : "s");
 }
@@ -677,9 +706,15 @@ int run(const Options& o) {
   histograms.span_from(&span);
   image.span_from(&span);
   DeviceTimesSink device_times(span, *backend);
+  // This thread's phases: its waits for the reader, for the backend's copies of a batch and
+  // (the GPU backend marks them) for the device; its time in the backend's calls and in the
+  // output.
+  PhaseTimer phases;
+  TimedBackend timed(*backend, phases);
+  TimedSink output(device_times, phases);
   // Nobody waits for a slice here: results are delivered as the backend's pipeline needs,
   // not at each max_slice_ms of acquisition time.
-  Slicer slicer(settings, *backend, device_times, counters, 0, Slicer::Delivery::throughput);
+  Slicer slicer(settings, timed, output, counters, 0, Slicer::Delivery::throughput);
   if (!o.quiet) std::fprintf(stderr, "petdaq-offline: %s\n", explanation.c_str());
 
   // A backend whose work runs on this host's cores (inside collect()) needs them; one that
@@ -693,10 +728,6 @@ int run(const Options& o) {
   FramePusher pusher(settings, slicer);
   cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
-  // This thread's waits: for the reader, for the backend's copies of a batch, and (the GPU
-  // backend marks them) for the device.
-  PhaseTimer phases(processing_start);
-  backend->set_phase_timer(&phases);
   const ReadTotals read =
       is_capture(o.input)
           ? push_capture(o, settings, input_bytes, counters, pusher, slicer)

@@ -1,12 +1,13 @@
-// The worker's backend as the slicer sees it: every call forwarded to the real backend, the
-// ones that may take time marked as worker phases (core/phase_timer.h). The real backend
-// gets the same timer for the host waits inside its calls.
+// A backend as the slicer sees it on petdaqd's worker thread or petdaq-offline's main
+// thread: every call forwarded to the real backend, the ones that may take time marked as
+// that thread's phases (core/phase_timer.h). The real backend gets the same timer for the
+// host waits inside its calls.
 #pragma once
 
 #include "core/backend.h"
 #include "core/phase_timer.h"
 
-namespace petdaq::daemon {
+namespace petdaq {
 
 class TimedBackend final : public Backend {
  public:
@@ -73,4 +74,4 @@ class TimedBackend final : public Backend {
   PhaseTimer& timer_;
 };
 
-}  // namespace petdaq::daemon
+}  // namespace petdaq
