@@ -262,8 +262,7 @@ bool Slicer::Impl::late_block(const ChunkSummary& sum) {
   return true;
 }
 
-void Slicer::Impl::take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum,
-                              bool read_only) {
+void Slicer::Impl::take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum) {
   if (n == 0) return;
   if (late_block(sum)) return;
   const bool fits = n <= stage.slice_capacity();
@@ -285,22 +284,8 @@ void Slicer::Impl::take_block(RawFrame* frames, std::size_t n, const ChunkSummar
     return;
   }
   counts.delta[Counter::stream_exact_blocks] += 1;
-  if (read_only)
-    take_exact_copied(frames, n);
-  else
-    take_exact(frames, n);
+  take_exact(frames, n);
   update_horizon();
-}
-
-void Slicer::Impl::take_exact_copied(const RawFrame* frames, std::size_t n) {
-  for (std::size_t i = 0; i < n;) {
-    const std::size_t k = std::min(copy.capacity, n - i);
-    std::memcpy(copy.frames.get(), frames + i, k * sizeof(RawFrame));
-    const std::uint64_t before = stage.last_ticket();
-    take_exact(copy.frames.get(), k);
-    if (stage.last_ticket() != before) backend.wait_staged(stage.last_ticket());
-    i += k;
-  }
 }
 
 void Slicer::Impl::start_clock(SlicerClock::time_point t) {
@@ -339,18 +324,6 @@ std::uint64_t Slicer::push_block(RawFrame* frames, std::size_t n, const ChunkSum
   m.begin_push(now, n);
   const std::uint64_t before = m.stage.last_ticket();
   m.take_block(frames, n, summary);
-  m.counts.flush(m.counters);
-  return m.stage.last_ticket() != before ? m.stage.last_ticket() : 0;
-}
-
-std::uint64_t Slicer::push_block_read_only(const RawFrame* frames, std::size_t n,
-                                           const ChunkSummary& summary, Clock::time_point now) {
-  Impl& m = *impl_;
-  m.begin_push(now, n);
-  const std::uint64_t before = m.stage.last_ticket();
-  // Only the fast path's stage reads these frames where they lie; the per-frame pass works
-  // on copies.
-  m.take_block(const_cast<RawFrame*>(frames), n, summary, true);
   m.counts.flush(m.counters);
   return m.stage.last_ticket() != before ? m.stage.last_ticket() : 0;
 }

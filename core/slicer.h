@@ -113,11 +113,6 @@ class Slicer {
   // Never allocates.
   std::uint64_t push_block(RawFrame* frames, std::size_t n, const ChunkSummary& summary,
                            Clock::time_point now);
-  // The same for a block in memory the slicer may not write (a file mapped read only): the
-  // common path stages it where it lies; a block that needs the per-frame pass is copied in
-  // pieces, each staged before this returns.
-  std::uint64_t push_block_read_only(const RawFrame* frames, std::size_t n,
-                                     const ChunkSummary& summary, Clock::time_point now);
   // The same for frames the slicer may not touch: it copies them, in blocks, and waits for
   // each block's stage (tests and tools that read files).
   void push(const RawFrame* frames, std::size_t n, Clock::time_point now);

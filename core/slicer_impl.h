@@ -131,9 +131,7 @@ struct Slicer::Impl {
   bool release_for_ring();
   bool fast_path_allowed(const ChunkSummary& sum);
   bool late_block(const ChunkSummary& sum);
-  // `frames` is rewritten in place by the per-frame pass unless `read_only`: then that pass
-  // works on copies (take_exact_copied) and the block is only read.
-  void take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum, bool read_only = false);
+  void take_block(RawFrame* frames, std::size_t n, const ChunkSummary& sum);
   void start_clock(SlicerClock::time_point t);
   void begin_push(SlicerClock::time_point t, std::size_t n);
 
@@ -157,9 +155,6 @@ struct Slicer::Impl {
   void take_reserved(const RawFrame& f);
   // The per-frame pass over a block, rewriting it to the frames it keeps.
   void take_exact(RawFrame* frames, std::size_t n);
-  // The same over frames the slicer may not rewrite: in pieces copied to its own buffer,
-  // each staged before the buffer takes the next.
-  void take_exact_copied(const RawFrame* frames, std::size_t n);
   bool continues(const SourceClocks::Source& s, std::uint64_t key) const;
   bool far_back(std::uint64_t key) const;
   bool lagging_frame(SourceClocks::Source& s, int src, const RawFrame& f, std::uint64_t key);

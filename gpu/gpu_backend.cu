@@ -330,13 +330,6 @@ class CudaHostAllocator final : public HostAllocator {
     if (p) cudaFreeHost(p);
   }
   const char* kind() const override { return "cuda-pinned"; }
-  bool lock_read_only(const void* p, std::size_t bytes) override {
-    if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterReadOnly) == cudaSuccess)
-      return true;
-    cudaGetLastError();  // not sticky: the caller reads its files the other way
-    return false;
-  }
-  void unlock(const void* p) noexcept override { cudaHostUnregister(const_cast<void*>(p)); }
 };
 
 }  // namespace

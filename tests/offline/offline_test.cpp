@@ -300,59 +300,6 @@ void write_pcap(const std::filesystem::path& file, const std::vector<std::vector
                                               static_cast<std::streamsize>(out.size()));
 }
 
-// --input-io map: the file mapped into memory gives the same file as the file read, with any
-// number of readers, also where blocks take the slicer's per-frame pass (time jumps: the
-// slicer then works on copies of the mapped frames); a pipe cannot be mapped.
-TEST(Offline, AMappedFileGivesWhatTheReadFileGives) {
-  std::mt19937_64 rng(57);
-  TestScanner scanner;
-  Settings& s = scanner.settings;
-  s.stream.max_slice_frames = 1 << 14;
-  s.stream.max_pending_frames = 1 << 18;
-  test::AcquisitionOptions o;
-  o.events = 60000;
-  auto frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 500, rng);
-  // A few wild time stamps far ahead: their chunks take the per-frame pass.
-  for (std::size_t i = frames.size() / 7; i < frames.size(); i += frames.size() / 7)
-    frames[i] = scanner.frame(1, 0, 1, std::uint64_t{1} << 46, 500);
-  const auto config = scanner.write_config();
-  const auto input = scanner.dir / "acq.frames";
-  write_frames(input, frames, 7);
-  std::string reference;
-  for (const auto& [io, readers] : {std::pair<std::string, std::string>{"read", "2"},
-                                    {"map", "1"}, {"map", "3"}, {"auto", "2"}}) {
-    SCOPED_TRACE(io + ", " + readers + " readers");
-    const auto output = scanner.dir / ("acq-" + io + readers + ".plm");
-    const Result r = run(scanner.dir, PETDAQ_OFFLINE_BIN,
-                         {"--config", config.string(), "--input", input.string(), "--output",
-                          output.string(), "--backend", "cpu", "--threads", "1", "--readers",
-                          readers, "--input-io", io, "--quiet"});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    // The CPU backend needs no page-locked memory: auto reads the file.
-    EXPECT_EQ(r.out.find("the file mapped") != std::string::npos, io == "map") << r.out;
-    EXPECT_NE(r.out.find("trailing bytes   7"), std::string::npos) << r.out;
-    const std::size_t at = r.out.find("stream.time_jump ");
-    ASSERT_NE(at, std::string::npos) << r.out;
-    EXPECT_GT(std::stoull(r.out.substr(at + 17)), 0u) << r.out;
-    const std::string file = read_text(output);
-    if (reference.empty()) {
-      reference = file;
-      ASSERT_GT(reference.size(), kPlmHeaderBytes + 1000);
-    } else {
-      ASSERT_EQ(file.size(), reference.size());
-      EXPECT_TRUE(file.substr(kPlmHeaderBytes) == reference.substr(kPlmHeaderBytes));
-    }
-  }
-  const auto piped = scanner.dir / "piped.plm";
-  const Result pipe = run(
-      scanner.dir, "/bin/sh",
-      {"-c", "cat \"$0\" | \"$1\" --config \"$2\" --input /dev/stdin --output \"$3\" "
-             "--backend cpu --input-io map --quiet",
-       input.string(), PETDAQ_OFFLINE_BIN, config.string(), piped.string()});
-  EXPECT_NE(pipe.exit_code, 0);
-  EXPECT_NE(pipe.err.find("cannot be mapped: not a regular file"), std::string::npos) << pipe.err;
-}
-
 TEST(Offline, APcapCaptureGivesWhatItsFramesGive) {
   std::mt19937_64 rng(5);
   TestScanner scanner;

@@ -3,7 +3,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -44,40 +43,6 @@ BatchReader::BatchReader(std::FILE* input, RawFrame* buffers, std::size_t count,
   }
 }
 
-BatchReader::BatchReader(const RawFrame* mapped, std::uint64_t bytes, HostAllocator* lock,
-                         std::size_t count, std::size_t batch_frames, std::size_t block_frames,
-                         std::uint64_t span_ticks, const SourceRule& rule, unsigned readers)
-    : input_(nullptr),
-      batch_frames_(batch_frames),
-      block_frames_(block_frames),
-      span_ticks_(span_ticks),
-      rule_(rule),
-      batches_(count),
-      state_(count, State::free),
-      mapped_(mapped),
-      mapped_bytes_(bytes),
-      lock_(lock) {
-  const std::size_t window_places = kWindowBatches * std::max(1u, readers);
-  if (readers == 0 || count < 2 * window_places || count % window_places != 0)
-    throw std::invalid_argument("BatchReader: a mapped file needs 2 * kWindowBatches * readers "
-                                "batch places, or a multiple of kWindowBatches * readers above");
-  for (Batch& b : batches_) {
-    b.block_frames.resize(kMaxBlocks);
-    b.summaries.resize(kMaxBlocks);
-  }
-  const std::uint64_t batch_bytes = std::uint64_t{batch_frames} * kFrameBytes;
-  if (lock && kWindowBatches * batch_bytes % static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) != 0)
-    throw std::invalid_argument("BatchReader: windows to lock must be whole pages");
-  mapped_batches_ = (bytes + batch_bytes - 1) / batch_bytes;
-  end_ = mapped_batches_;
-  trailing_ = static_cast<std::size_t>(bytes % kFrameBytes);
-  readers_ = readers;
-  // Each thread's windows w and w + 2 * readers share their batch places and their entry.
-  locked_.assign(2 * std::size_t{readers}, nullptr);
-  threads_.reserve(readers);
-  for (unsigned r = 0; r < readers; ++r) threads_.emplace_back([this, r] { run_mapped(r); });
-}
-
 BatchReader::~BatchReader() {
   {
     std::lock_guard lock(mutex_);
@@ -85,19 +50,6 @@ BatchReader::~BatchReader() {
   }
   changed_.notify_all();
   for (std::thread& t : threads_) t.join();
-  // The caller has waited for the backend's copies from every batch it took.
-  for (const void* p : locked_)
-    if (p) lock_->unlock(p);
-}
-
-std::uint64_t BatchReader::windows_locked() const {
-  std::lock_guard lock(mutex_);
-  return windows_locked_;
-}
-
-std::uint64_t BatchReader::windows_unlocked() const {
-  std::lock_guard lock(mutex_);
-  return windows_unlocked_;
 }
 
 void BatchReader::cut(Batch& b) {
@@ -111,39 +63,16 @@ void BatchReader::cut(Batch& b) {
   b.summarized = at;
 }
 
-bool BatchReader::wait_free(std::uint64_t k) {
-  const std::size_t i = static_cast<std::size_t>(k % batches_.size());
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return stop_ || state_[i] == State::free || k >= end_; });
-  return !stop_ && k < end_;
-}
-
-void BatchReader::publish(std::uint64_t k, std::size_t got, int error, double seconds) {
-  const std::size_t i = static_cast<std::size_t>(k % batches_.size());
-  std::lock_guard lock(mutex_);
-  read_s_ += seconds;
-  if (error != 0) {
-    // The batches before this one are still handed out; next() then rethrows.
-    error_ = std::make_exception_ptr(
-        std::runtime_error(std::string("read failed: ") + std::strerror(error)));
-    end_ = std::min(end_, k);
-  } else if (got == 0) {
-    end_ = std::min(end_, k);
-  } else {
-    state_[i] = State::ready;
-    if (got < batch_frames_ * kFrameBytes) {  // the file's last batch
-      trailing_ = got % kFrameBytes;
-      end_ = std::min(end_, k + 1);
-    }
-  }
-  changed_.notify_all();
-}
-
 void BatchReader::run_at(unsigned reader) {
   const std::size_t batch_bytes = batch_frames_ * kFrameBytes;
   for (std::uint64_t k = reader;; k += readers_) {
-    if (!wait_free(k)) return;
-    Batch& b = batches_[static_cast<std::size_t>(k % batches_.size())];
+    const std::size_t i = static_cast<std::size_t>(k % batches_.size());
+    {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stop_ || state_[i] == State::free || k >= end_; });
+      if (stop_ || k >= end_) return;
+    }
+    Batch& b = batches_[i];
     auto* const bytes = reinterpret_cast<std::uint8_t*>(b.frames);
     const auto r0 = std::chrono::steady_clock::now();
     std::size_t got = 0;
@@ -161,57 +90,23 @@ void BatchReader::run_at(unsigned reader) {
     b.n = got / kFrameBytes;
     b.bytes = got;
     if (error == 0 && got > 0) cut(b);
-    publish(k, got, error, seconds);
-  }
-}
-
-void BatchReader::run_mapped(unsigned reader) {
-  const std::uint64_t batch_bytes = std::uint64_t{batch_frames_} * kFrameBytes;
-  const std::uint64_t page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
-  const auto* file = reinterpret_cast<const std::uint8_t*>(mapped_);
-  for (std::uint64_t w = reader;; w += readers_) {
-    const std::uint64_t first = w * kWindowBatches;
-    if (first >= mapped_batches_) return;
-    const std::uint64_t last = std::min(first + kWindowBatches, mapped_batches_);
-    // The window's places were last those of window w - 2 * readers, this thread's: once
-    // they are all free (a last window may use fewer of them), the backend's copies from it
-    // are done and it is unlocked.
-    {
-      std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] {
-        if (stop_) return true;
-        for (std::uint64_t k = first; k < first + kWindowBatches; ++k)
-          if (state_[static_cast<std::size_t>(k % batches_.size())] != State::free) return false;
-        return true;
-      });
-      if (stop_) return;
+    std::lock_guard lock(mutex_);
+    read_s_ += seconds;
+    if (error != 0) {
+      // The batches before this one are still handed out; next() then rethrows.
+      error_ = std::make_exception_ptr(
+          std::runtime_error(std::string("read failed: ") + std::strerror(error)));
+      end_ = std::min(end_, k);
+    } else if (got == 0) {
+      end_ = std::min(end_, k);
+    } else {
+      state_[i] = State::ready;
+      if (got < batch_bytes) {  // the file's last batch
+        trailing_ = got % kFrameBytes;
+        end_ = std::min(end_, k + 1);
+      }
     }
-    const void*& held = locked_[static_cast<std::size_t>(w % locked_.size())];
-    if (held) lock_->unlock(held);
-    held = nullptr;
-    const std::uint64_t begin = first * batch_bytes;
-    const std::uint64_t end = std::min(mapped_bytes_, begin + kWindowBatches * batch_bytes);
-    const auto r0 = std::chrono::steady_clock::now();
-    if (lock_) {
-      // Whole pages: the mapping covers the last page of the file.
-      const bool locked = lock_->lock_read_only(file + begin, (end - begin + page - 1) / page * page);
-      if (locked) held = file + begin;
-      std::lock_guard lock(mutex_);
-      ++(locked ? windows_locked_ : windows_unlocked_);
-    }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
-    for (std::uint64_t k = first; k < last; ++k) {
-      Batch& b = batches_[static_cast<std::size_t>(k % batches_.size())];
-      const std::uint64_t got = std::min(batch_bytes, mapped_bytes_ - k * batch_bytes);
-      // Read only: the caller pushes these frames as a block the slicer may not write.
-      b.frames = const_cast<RawFrame*>(mapped_) + k * batch_frames_;
-      b.n = static_cast<std::size_t>(got / kFrameBytes);
-      b.bytes = got;
-      b.read_only = true;
-      cut(b);
-      publish(k, static_cast<std::size_t>(got), 0, k == first ? seconds : 0.0);
-    }
+    changed_.notify_all();
   }
 }
 

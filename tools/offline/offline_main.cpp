@@ -5,13 +5,11 @@
 // The slicer's clock follows acquisition time (the median raw time of a sample of each
 // chunk), not the wall clock: idle sources and time cuts then mean what they mean during the
 // acquisition, and the output does not depend on how fast the file is read.
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -82,7 +80,6 @@ struct Options {
   long long threads = -1;            // backend_threads override (-1: from the config)
   unsigned readers = 0;              // reader threads (0: by backend)
   unsigned writers = 0;              // writer threads (0: by backend)
-  std::string input_io = "auto";     // how a regular file is read: auto, map, read
   bool quiet = false;
 };
 
@@ -130,13 +127,6 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
                      "pipe); the output does not depend on it")
       ->type_name("N")
       ->check(CLI::Range(0u, kMaxWriterThreads));
-  app.add_option("--input-io", o.input_io,
-                 "how a regular file is read: map (mapped into memory and, for the GPU "
-                 "backend, page-locked in windows that the device copies from: no copy on "
-                 "the host), read (read into buffers), auto (map with the GPU backend, read "
-                 "with the CPU backend); the output does not depend on it")
-      ->type_name("MODE")
-      ->check(CLI::IsMember({"auto", "map", "read"}));
   cli::add_quiet(app, o.quiet);
   if (const auto rc = app.parse_or_exit(argc, argv)) return rc;
   for (const auto& [option, output] : {std::pair<std::string_view, std::filesystem::path>{
@@ -437,35 +427,6 @@ class ReadBuffers {
   RawFrame* data_ = nullptr;
 };
 
-// A regular file mapped read only (petdaq-offline --input-io); empty where it cannot be.
-class MappedFile {
- public:
-  MappedFile(int fd, std::uint64_t bytes) : bytes_(bytes) {
-    if (bytes == 0) return;
-    void* p = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      error_ = std::strerror(errno);
-      return;
-    }
-    ::madvise(p, bytes, MADV_SEQUENTIAL);
-    p_ = p;
-  }
-  ~MappedFile() {
-    if (p_) ::munmap(p_, bytes_);
-  }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
-  explicit operator bool() const { return p_ != nullptr; }
-  const RawFrame* frames() const { return static_cast<const RawFrame*>(p_); }
-  std::uint64_t bytes() const { return bytes_; }
-  const std::string& error() const { return error_; }
-
- private:
-  void* p_ = nullptr;
-  std::uint64_t bytes_ = 0;
-  std::string error_;
-};
-
 // Batches of frames into the slicer as petdaqd's receivers hand them over: in blocks with
 // their summaries, at most half a slice and max_chunk_span_ticks of acquisition time each,
 // the slicer's clock at each batch's acquisition time.
@@ -485,19 +446,18 @@ class FramePusher {
     std::uint64_t ticket = 0;
     std::size_t i = 0;
     // The blocks the reader cut, then (rare) the rest of the batch here.
-    const bool read_only = cut && cut->read_only;
-    const auto push_block = [&](std::size_t k, const ChunkSummary& summary) {
-      const std::uint64_t t = read_only
-                                  ? slicer_.push_block_read_only(batch + i, k, summary, now)
-                                  : slicer_.push_block(batch + i, k, summary, now);
+    for (std::size_t b = 0; cut && b < cut->blocks; ++b) {
+      const std::uint64_t t =
+          slicer_.push_block(batch + i, cut->block_frames[b], cut->summaries[b], now);
+      if (t != 0) ticket = t;
+      i += cut->block_frames[b];
+    }
+    while (i < n) {
+      const std::size_t k = next_block(batch + i, n - i, block_frames_, span_ticks_, rule_, summary_);
+      const std::uint64_t t = slicer_.push_block(batch + i, k, summary_, now);
       if (t != 0) ticket = t;
       i += k;
-    };
-    for (std::size_t b = 0; cut && b < cut->blocks; ++b)
-      push_block(cut->block_frames[b], cut->summaries[b]);
-    while (i < n)
-      push_block(next_block(batch + i, n - i, block_frames_, span_ticks_, rule_, summary_),
-                 summary_);
+    }
     slicer_.poll(now);
     frames_ += n;
     return ticket;
@@ -542,8 +502,6 @@ struct ReadTotals {
   std::size_t trailing_bytes = 0;  // a partial frame at the end of the file
   double read_s = 0;
   unsigned readers = 1;
-  bool mapped = false;  // the file was mapped, not read (--input-io)
-  std::uint64_t windows_locked = 0, windows_unlocked = 0;
 };
 
 // A pcap/pcapng capture: its UDP payloads, split by input.framing as petdaqd would.
@@ -556,11 +514,13 @@ ReadTotals push_capture(const Options& o, const Settings& settings, std::uint64_
   return {.bytes = input_bytes};
 }
 
-// Every batch of `reader` into the slicer, in order; returns with the backend's copies of
-// every batch done.
-ReadTotals push_batches(const Options& o, std::uint64_t input_bytes, BatchReader& reader,
-                        FramePusher& pusher, Slicer& slicer, PhaseTimer& phases,
-                        cli::Progress& progress) {
+// A frame file, read by `reader_threads` threads into `buffers`.
+ReadTotals push_file(const Options& o, std::FILE* input, std::uint64_t input_bytes,
+                     const ReadBuffers& buffers, std::size_t buffer_count,
+                     unsigned reader_threads, FramePusher& pusher, Slicer& slicer,
+                     PhaseTimer& phases, cli::Progress& progress) {
+  BatchReader reader(input, buffers.data(), buffer_count, kChunkFrames, pusher.block_frames(),
+                     pusher.span_ticks(), pusher.rule(), reader_threads);
   ReadTotals totals;
   totals.readers = reader.readers();
   // A batch goes back to the reader once the batch after it is pushed and its own frames
@@ -594,35 +554,6 @@ ReadTotals push_batches(const Options& o, std::uint64_t input_bytes, BatchReader
   if (held) slicer.wait_staged(held_ticket);
   totals.trailing_bytes = reader.trailing_bytes();
   totals.read_s = reader.read_seconds();
-  return totals;
-}
-
-// A frame file, read by `reader_threads` threads into `buffers`.
-ReadTotals push_file(const Options& o, std::FILE* input, std::uint64_t input_bytes,
-                     const ReadBuffers& buffers, std::size_t buffer_count,
-                     unsigned reader_threads, FramePusher& pusher, Slicer& slicer,
-                     PhaseTimer& phases, cli::Progress& progress) {
-  BatchReader reader(input, buffers.data(), buffer_count, kChunkFrames, pusher.block_frames(),
-                     pusher.span_ticks(), pusher.rule(), reader_threads);
-  return push_batches(o, input_bytes, reader, pusher, slicer, phases, progress);
-}
-
-// A frame file mapped into memory, page-locked by `lock` for the backend's copies (null:
-// the backend reads it where it lies) in windows, by `reader_threads` threads.
-ReadTotals push_mapped(const Options& o, const MappedFile& file, HostAllocator* lock,
-                       unsigned reader_threads, FramePusher& pusher, Slicer& slicer,
-                       PhaseTimer& phases, cli::Progress& progress) {
-  // Each thread's window and the one after it in flight (BatchReader).
-  const std::size_t places = 2 * BatchReader::kWindowBatches * reader_threads;
-  ReadTotals totals;
-  {
-    BatchReader reader(file.frames(), file.bytes(), lock, places, kChunkFrames,
-                       pusher.block_frames(), pusher.span_ticks(), pusher.rule(), reader_threads);
-    totals = push_batches(o, file.bytes(), reader, pusher, slicer, phases, progress);
-    totals.windows_locked = reader.windows_locked();
-    totals.windows_unlocked = reader.windows_unlocked();
-  }
-  totals.mapped = true;
   return totals;
 }
 
@@ -680,22 +611,9 @@ void print_counts(const Options& o, const ReadTotals& read, const PlmSink& sink,
 void print_timing(const ReadTotals& read, const Backend& backend, const PlmSink& sink,
                   const PhaseTimer& phases, std::uint64_t frames, double wall_s,
                   double processing_s) {
-  if (!read.mapped)
-    std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on %u reader thread%s)\n",
-                wall_s, wall_s - processing_s, read.read_s, read.readers,
-                read.readers == 1 ? "" : "s");
-  else if (read.windows_locked + read.windows_unlocked == 0)
-    std::printf("wall time        %.3f s (start-up %.3f s; the file mapped, cut on %u reader "
-                "thread%s)\n",
-                wall_s, wall_s - processing_s, read.readers, read.readers == 1 ? "" : "s");
-  else
-    std::printf("wall time        %.3f s (start-up %.3f s; the file mapped, %llu windows of "
-                "%zu MiB page-locked in %.3f s on %u reader thread%s, %llu not lockable)\n",
-                wall_s, wall_s - processing_s,
-                static_cast<unsigned long long>(read.windows_locked),
-                BatchReader::kWindowBatches * kChunkFrames * kFrameBytes >> 20, read.read_s,
-                read.readers, read.readers == 1 ? "" : "s",
-                static_cast<unsigned long long>(read.windows_unlocked));
+  std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on %u reader thread%s)\n",
+              wall_s, wall_s - processing_s, read.read_s, read.readers,
+              read.readers == 1 ? "" : "s");
   const std::optional<HostStageWork> work = host_stage_work(backend);
   if (work) {
     // The rest of this thread's time: the slicer, staging, the output, and waiting for the
@@ -804,37 +722,17 @@ int run(const Options& o) {
   const unsigned reader_threads =
       o.readers > 0 ? o.readers
                     : (backend->works_in_collect() ? kReaderThreadsCpu : kReaderThreadsGpu);
-  // A regular file is mapped (--input-io): with a backend that copies from page-locked
-  // memory (the GPU's), the readers page-lock the file's windows where they lie instead of
-  // copying them into buffers. Otherwise two buffers per reader (three at least).
-  const std::unique_ptr<HostAllocator> locker = backend->make_stage_allocator();
-  std::optional<MappedFile> mapped;
-  if (!is_capture(o.input) && (o.input_io == "map" || (o.input_io == "auto" && locker))) {
-    if (!std::filesystem::is_regular_file(o.input, ec)) {
-      if (o.input_io == "map")
-        throw std::runtime_error(o.input.string() + ": cannot be mapped: not a regular file");
-    } else if (input_bytes > 0) {
-      mapped.emplace(::fileno(input.get()), input_bytes);
-      if (!*mapped) {
-        if (o.input_io == "map")
-          throw std::runtime_error(o.input.string() + ": cannot be mapped: " + mapped->error());
-        mapped.reset();
-      }
-    }
-  }
+  // Two buffers per reader (three at least: BatchReader).
   const std::size_t buffer_count = std::max<std::size_t>(3, 2 * std::size_t{reader_threads});
-  std::optional<ReadBuffers> buffers;
-  if (!mapped) buffers.emplace(*backend, buffer_count);
+  const ReadBuffers buffers(*backend, buffer_count);
   FramePusher pusher(settings, slicer);
   cli::Progress progress(kProgram, !o.quiet);
   const auto processing_start = std::chrono::steady_clock::now();
   const ReadTotals read =
       is_capture(o.input)
           ? push_capture(o, settings, input_bytes, counters, pusher, slicer)
-      : mapped ? push_mapped(o, *mapped, locker.get(), reader_threads, pusher, slicer, phases,
-                             progress)
-               : push_file(o, input.get(), input_bytes, *buffers, buffer_count, reader_threads,
-                           pusher, slicer, phases, progress);
+          : push_file(o, input.get(), input_bytes, buffers, buffer_count, reader_threads, pusher,
+                      slicer, phases, progress);
   slicer.finish();
   backend->set_result_memory(nullptr);
   sink.close();
