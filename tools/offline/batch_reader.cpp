@@ -68,9 +68,11 @@ void BatchReader::run_at(unsigned reader) {
   for (std::uint64_t k = reader;; k += readers_) {
     const std::size_t i = static_cast<std::size_t>(k % batches_.size());
     {
+      const auto w0 = std::chrono::steady_clock::now();
       std::unique_lock lock(mutex_);
       changed_.wait(lock, [&] { return stop_ || state_[i] == State::free || k >= end_; });
       if (stop_ || k >= end_) return;
+      wait_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
     }
     Batch& b = batches_[i];
     auto* const bytes = reinterpret_cast<std::uint8_t*>(b.frames);
@@ -89,9 +91,13 @@ void BatchReader::run_at(unsigned reader) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
     b.n = got / kFrameBytes;
     b.bytes = got;
+    const auto c0 = std::chrono::steady_clock::now();
     if (error == 0 && got > 0) cut(b);
+    const double cut_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
     std::lock_guard lock(mutex_);
     read_s_ += seconds;
+    cut_s_ += cut_seconds;
     if (error != 0) {
       // The batches before this one are still handed out; next() then rethrows.
       error_ = std::make_exception_ptr(
@@ -176,6 +182,16 @@ BatchReader::Batch* BatchReader::next() {
 double BatchReader::read_seconds() const {
   std::lock_guard lock(mutex_);
   return read_s_;
+}
+
+double BatchReader::cut_seconds() const {
+  std::lock_guard lock(mutex_);
+  return cut_s_;
+}
+
+double BatchReader::buffer_wait_seconds() const {
+  std::lock_guard lock(mutex_);
+  return wait_s_;
 }
 
 void BatchReader::release(Batch* batch) {

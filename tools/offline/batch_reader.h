@@ -55,6 +55,10 @@ class BatchReader {
   std::size_t trailing_bytes() const { return trailing_; }
   // Seconds the reader threads spent reading, summed.
   double read_seconds() const;
+  // Several readers: seconds they spent cutting batches into blocks, and waiting for a
+  // buffer to read into (the caller had not given one back yet), summed.
+  double cut_seconds() const;
+  double buffer_wait_seconds() const;
   unsigned readers() const { return readers_; }
 
  private:
@@ -78,6 +82,8 @@ class BatchReader {
   unsigned readers_ = 1;  // threads reading (set before they start)
   std::size_t trailing_ = 0;
   double read_s_ = 0;
+  double cut_s_ = 0;
+  double wait_s_ = 0;
   bool finished_ = false;  // the reader is done: no batch after the ready ones
   bool stop_ = false;
   std::exception_ptr error_;

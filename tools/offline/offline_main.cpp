@@ -501,6 +501,8 @@ struct ReadTotals {
   std::uint64_t bytes = 0;
   std::size_t trailing_bytes = 0;  // a partial frame at the end of the file
   double read_s = 0;
+  double cut_s = 0;          // several readers: cutting batches into blocks
+  double buffer_wait_s = 0;  // several readers: waiting for a buffer to read into
   unsigned readers = 1;
 };
 
@@ -554,6 +556,8 @@ ReadTotals push_file(const Options& o, std::FILE* input, std::uint64_t input_byt
   if (held) slicer.wait_staged(held_ticket);
   totals.trailing_bytes = reader.trailing_bytes();
   totals.read_s = reader.read_seconds();
+  totals.cut_s = reader.cut_seconds();
+  totals.buffer_wait_s = reader.buffer_wait_seconds();
   return totals;
 }
 
@@ -611,9 +615,14 @@ void print_counts(const Options& o, const ReadTotals& read, const PlmSink& sink,
 void print_timing(const ReadTotals& read, const Backend& backend, const PlmSink& sink,
                   const PhaseTimer& phases, std::uint64_t frames, double wall_s,
                   double processing_s) {
-  std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on %u reader thread%s)\n",
-              wall_s, wall_s - processing_s, read.read_s, read.readers,
-              read.readers == 1 ? "" : "s");
+  if (read.readers > 1)
+    std::printf("wall time        %.3f s (start-up %.3f s; %u reader threads: read %.3f s, cut "
+                "%.3f s, waited for a buffer %.3f s)\n",
+                wall_s, wall_s - processing_s, read.readers, read.read_s, read.cut_s,
+                read.buffer_wait_s);
+  else
+    std::printf("wall time        %.3f s (start-up %.3f s, read %.3f s on 1 reader thread)\n",
+                wall_s, wall_s - processing_s, read.read_s);
   const std::optional<HostStageWork> work = host_stage_work(backend);
   if (work) {
     // The rest of this thread's time: the slicer, staging, the output, and waiting for the
