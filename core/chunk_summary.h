@@ -90,11 +90,14 @@ struct ChunkSummary {
   }
 };
 
+// Frames next_block() adds at a time: a datagram's worth.
+inline constexpr std::size_t kBlockGroupFrames = 560;
+
 // Cuts the next block from frames [0, n) the way a receiver fills a chunk: whole groups of
 // `group` frames (a datagram's worth) until the block holds `max_frames` or spans more than
 // `max_span_ticks`. Returns the frames taken (at least one group, or n) with their summary.
 std::size_t next_block(const RawFrame* frames, std::size_t n, std::size_t max_frames,
                        std::uint64_t max_span_ticks, const SourceRule& rule, ChunkSummary& out,
-                       std::size_t group = 560);
+                       std::size_t group = kBlockGroupFrames);
 
 }  // namespace petdaq

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -52,15 +53,40 @@ BatchReader::~BatchReader() {
   for (std::thread& t : threads_) t.join();
 }
 
-void BatchReader::cut(Batch& b) {
-  std::size_t at = 0, k = 0;
-  for (; at < b.n && k < kMaxBlocks; ++k) {
-    b.block_frames[k] =
-        next_block(b.frames + at, b.n - at, block_frames_, span_ticks_, rule_, b.summaries[k]);
-    at += b.block_frames[k];
+void BlockCutter::feed(std::size_t available, bool last) {
+  while (blocks_ < max_blocks_) {
+    if (taken_ == 0) {
+      if (at_ >= available) return;  // nothing more yet, or the batch is cut
+      summaries_[blocks_].clear();
+    }
+    ChunkSummary& out = summaries_[blocks_];
+    // next_block(): groups until the block is full, spans more than span_ticks_, or the
+    // batch ends.
+    for (;;) {
+      if (taken_ >= block_max_) break;
+      std::size_t k = std::min(kBlockGroupFrames, block_max_ - taken_);
+      if (at_ + taken_ + k > available) {
+        if (!last) return;  // the group is not all in yet
+        k = available - at_ - taken_;
+        if (k == 0) break;
+      }
+      out.add(frames_ + at_ + taken_, k, static_cast<std::uint32_t>(taken_), rule_);
+      taken_ += k;
+      if (out.span_ticks() > span_ticks_) break;
+      if (last && at_ + taken_ == available) break;
+    }
+    block_frames_[blocks_++] = taken_;
+    at_ += taken_;
+    taken_ = 0;
   }
-  b.blocks = k;
-  b.summarized = at;
+}
+
+void BatchReader::cut(Batch& b) {
+  BlockCutter cutter(b.frames, kMaxBlocks, b.block_frames.data(), b.summaries.data(),
+                     block_frames_, span_ticks_, rule_);
+  cutter.feed(b.n, true);
+  b.blocks = cutter.blocks();
+  b.summarized = cutter.cut_frames();
 }
 
 void BatchReader::run_at(unsigned reader) {
@@ -76,25 +102,39 @@ void BatchReader::run_at(unsigned reader) {
     }
     Batch& b = batches_[i];
     auto* const bytes = reinterpret_cast<std::uint8_t*>(b.frames);
-    const auto r0 = std::chrono::steady_clock::now();
+    // Read in pieces, each cut while it is still in this core's cache.
+    BlockCutter cutter(b.frames, kMaxBlocks, b.block_frames.data(), b.summaries.data(),
+                       block_frames_, span_ticks_, rule_);
+    using Clock = std::chrono::steady_clock;
+    Clock::duration reading{}, cutting{};
     std::size_t got = 0;
     int error = 0;
     while (got < batch_bytes) {
-      const ssize_t n = ::pread(fd_, bytes + got, batch_bytes - got,
+      const auto r0 = Clock::now();
+      const ssize_t n = ::pread(fd_, bytes + got, std::min(kPieceBytes, batch_bytes - got),
                                 static_cast<off_t>(offset_ + k * batch_bytes + got));
+      const auto r1 = Clock::now();
+      reading += r1 - r0;
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) error = errno;
       if (n <= 0) break;
       got += static_cast<std::size_t>(n);
+      if (got < batch_bytes) {
+        cutter.feed(got / kFrameBytes, false);
+        cutting += Clock::now() - r1;
+      }
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - r0).count();
     b.n = got / kFrameBytes;
     b.bytes = got;
-    const auto c0 = std::chrono::steady_clock::now();
-    if (error == 0 && got > 0) cut(b);
-    const double cut_seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - c0).count();
+    const auto c0 = Clock::now();
+    if (error == 0 && got > 0) {
+      cutter.feed(b.n, true);
+      b.blocks = cutter.blocks();
+      b.summarized = cutter.cut_frames();
+    }
+    cutting += Clock::now() - c0;
+    const double seconds = std::chrono::duration<double>(reading).count();
+    const double cut_seconds = std::chrono::duration<double>(cutting).count();
     std::lock_guard lock(mutex_);
     read_s_ += seconds;
     cut_s_ += cut_seconds;

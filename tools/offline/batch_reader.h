@@ -22,6 +22,42 @@
 
 namespace petdaq {
 
+// Cuts a batch into the blocks that next_block() would cut from the whole of it, one after
+// the other, as its frames come in: a reader cuts each piece it has read while the piece is
+// still in its core's cache, instead of reading the whole batch back from memory.
+class BlockCutter {
+ public:
+  BlockCutter(RawFrame* frames, std::size_t max_blocks, std::size_t* block_frames,
+              ChunkSummary* summaries, std::size_t block_frames_max, std::uint64_t span_ticks,
+              const SourceRule& rule)
+      : frames_(frames),
+        max_blocks_(max_blocks),
+        block_frames_(block_frames),
+        summaries_(summaries),
+        block_max_(block_frames_max),
+        span_ticks_(span_ticks),
+        rule_(rule) {}
+  // The first `available` frames are in; `last`: they are all there will be. Cuts as far as
+  // whole groups go (all of them when `last`).
+  void feed(std::size_t available, bool last);
+  std::size_t blocks() const { return blocks_; }
+  // Frames in the blocks cut (valid once fed `last`): the rest, past max_blocks blocks, are
+  // the caller's to cut.
+  std::size_t cut_frames() const { return at_; }
+
+ private:
+  RawFrame* frames_;
+  std::size_t max_blocks_;
+  std::size_t* block_frames_;
+  ChunkSummary* summaries_;
+  std::size_t block_max_;
+  std::uint64_t span_ticks_;
+  SourceRule rule_;
+  std::size_t blocks_ = 0;
+  std::size_t at_ = 0;     // the open block's first frame
+  std::size_t taken_ = 0;  // frames in the open block
+};
+
 class BatchReader {
  public:
   struct Batch {
@@ -36,6 +72,8 @@ class BatchReader {
     std::vector<ChunkSummary> summaries;
   };
   static constexpr std::size_t kMaxBlocks = 64;
+  // A regular file is read in pieces of this many bytes, each cut as soon as it is in.
+  static constexpr std::size_t kPieceBytes = std::size_t{1} << 20;
 
   // `buffers` holds `count` (>= 3, and a multiple of `readers` when there are several)
   // buffers of `batch_frames` frames each, one after the other.
