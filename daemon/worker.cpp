@@ -19,10 +19,10 @@
 #include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "core/stream_limits.h"
+#include "core/timed_backend.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
 #include "daemon/rate_limited_log.h"
-#include "core/timed_backend.h"
 #include "daemon/worker_engine.h"
 #include "proto/frame.h"
 

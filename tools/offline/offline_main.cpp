@@ -50,8 +50,8 @@ constexpr std::size_t kChunkFrames = 1u << 20;  // 16 MiB per read
 // Threads that read a regular file, each at its own offsets (--readers 0): one alone reads
 // and cuts a frame in about the 5 ns that 200 M frames/s allows (docs/offline.md, "The main
 // thread"). The CPU backend needs the other cores; the GPU backend leaves them to the readers:
-// ten keep the slicer's thread from waiting on them at about 1 G frames/s from the page
-// cache (docs/offline.md, "Large files").
+// with ten it ran at about 0.8-1 G frames/s from the page cache, fewer were slower and more
+// no faster (docs/offline.md, "Large files").
 constexpr unsigned kReaderThreadsCpu = 2;
 constexpr unsigned kReaderThreadsGpu = 10;
 constexpr unsigned kMaxReaderThreads = 64;
