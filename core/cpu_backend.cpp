@@ -23,6 +23,7 @@
 #include "core/parallel_engine.h"
 #include "core/settings.h"
 #include "core/stream_limits.h"
+#include "core/thread_placement.h"
 
 namespace petdaq {
 
@@ -78,6 +79,7 @@ ParallelEngine::Sizes engine_sizes(const Settings& s, const CpuBackendOptions& o
   e.delayed = s.coincidence.delayed.enabled;
   e.bdm_count = Geometry::from(s.scanner).bdm_count();
   e.min_parallel = o.min_parallel_frames;
+  e.pool_cpus = cpu_list(s.cpus.backend);
   e.record_capacity = SliceStages::record_capacity(s);
   if (s.output.histograms.enabled) {
     layout = make_histogram_layout(s);

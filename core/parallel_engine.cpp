@@ -84,7 +84,7 @@ ParallelEngine::ParallelEngine(const Sizes& sizes)
       pieces_(threads_ > 1 ? threads_ * kPiecesPerThread : 1),
       segments_(threads_ * std::max<std::size_t>(1, sizes.segments_per_thread)),
       min_parallel_(std::max<std::size_t>(1, sizes.min_parallel)),
-      pool_(threads_),
+      pool_(threads_, sizes.pool_cpus),
       buffers_(std::make_unique<Buffers>()) {
   Buffers& b = *buffers_;
   const std::size_t t = threads_;

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/coincidence.h"
 #include "core/counters.h"
@@ -60,6 +61,8 @@ class ParallelEngine {
     std::size_t min_parallel = 64 * 1024;
     // Coincidence segments per thread: a few, handed out as threads come free.
     std::size_t segments_per_thread = 4;
+    // The CPUs of the pool's threads beside the calling one (ThreadPool; empty: anywhere).
+    std::vector<int> pool_cpus;
   };
   explicit ParallelEngine(const Sizes& sizes);
   ~ParallelEngine();

@@ -298,6 +298,19 @@ struct AlarmSettings {
   bool operator==(const AlarmSettings&) const = default;
 };
 
+// Where petdaqd's busy threads run (DESIGN section 9, `cpus`), in taskset's syntax ("8-11,14");
+// empty: wherever the kernel puts them. Receiver thread k runs on the k-th CPU of
+// `receivers`, the worker on `worker`'s CPUs, the CPU backend's pool thread k (the worker is
+// its first thread) on the k-th CPU of `backend`; a list shorter than its threads wraps.
+// petdaq-offline ignores the section.
+struct CpuSettings {
+  std::string receivers;
+  std::string worker;
+  std::string backend;
+
+  bool operator==(const CpuSettings&) const = default;
+};
+
 struct LogSettings {
   std::string level = "info";  // trace, debug, info, warn, error
 
@@ -318,6 +331,7 @@ struct Settings {
   // Threads of the CPU backend, the calling one included (core/parallel_engine.h); 0 =
   // the cores left after the receivers and the worker. The GPU backend ignores it.
   std::uint32_t backend_threads = 0;
+  CpuSettings cpus;
   LogSettings log;
   std::filesystem::path source_file;  // the file these settings came from (if any)
 

@@ -15,6 +15,7 @@
 
 #include "core/settings.h"
 #include "core/settings_reader.h"
+#include "core/thread_placement.h"
 
 namespace petdaq {
 namespace {
@@ -353,6 +354,22 @@ Key<Settings> log_section() {
       });
 }
 
+Key<Settings> cpus_section() {
+  using S = CpuSettings;
+  return section<Settings>(
+      "cpus", &Settings::cpus,
+      Keys<S>{text("receivers", &S::receivers), text("worker", &S::worker),
+              text("backend", &S::backend)},
+      [](Reader& r, const std::string& p, const S& c, const Settings&) {
+        std::vector<int> cpus;
+        for (const auto& [key, list] : {std::pair("receivers", &c.receivers),
+                                        std::pair("worker", &c.worker),
+                                        std::pair("backend", &c.backend)})
+          r.require(parse_cpu_list(*list, cpus), Reader::join(p, key),
+                    "must be a CPU list such as 8-11,14 (empty: anywhere)", "'" + *list + "'");
+      });
+}
+
 Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_dir) {
   Reader r;
   Settings s;
@@ -372,6 +389,7 @@ Settings parse_node(const YAML::Node& root, const std::filesystem::path& base_di
       alarms_section(),
       choice("backend", &Settings::backend, kBackendNames),
       integer("backend_threads", &Settings::backend_threads, 0, kMaxBackendThreads),
+      cpus_section(),
       log_section()};
   r.check_keys(top, "", names(keys));
   read_keys(r, top, "", keys, s);

@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_placement.h"
+
 namespace petdaq {
 
 // What a pool's runs cost, summed since it was made (read on the calling thread, between
@@ -39,12 +41,19 @@ class ThreadPool {
   // How long a worker (and the caller) spins before it sleeps.
   static constexpr std::chrono::microseconds kSpin{50};
 
-  // `threads` counts the calling thread: threads - 1 are started (none for 0 or 1).
-  explicit ThreadPool(unsigned threads) {
+  // `threads` counts the calling thread: threads - 1 are started (none for 0 or 1). Thread k
+  // (from 1) runs on cpus[(k - 1) % cpus.size()], anywhere when `cpus` is empty; a CPU the
+  // kernel refuses leaves it anywhere (the daemon checks its lists at start-up).
+  explicit ThreadPool(unsigned threads, std::vector<int> cpus = {}) {
     const unsigned extra = threads > 1 ? threads - 1 : 0;
     task_ns_ = std::vector<Slot>(extra + 1);
     workers_.reserve(extra);
-    for (unsigned i = 0; i < extra; ++i) workers_.emplace_back([this, i] { serve(i + 1); });
+    for (unsigned i = 0; i < extra; ++i)
+      workers_.emplace_back([this, i, cpus] {
+        name_this_thread("petdaq-pool" + std::to_string(i + 1));
+        pin_this_thread(cpus, i);
+        serve(i + 1);
+      });
   }
   ~ThreadPool() {
     stopping_.store(true, std::memory_order_release);

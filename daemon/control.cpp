@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "core/thread_placement.h"
 #include "daemon/curve.h"
 #include "daemon/preflight.h"
 
@@ -106,7 +107,7 @@ void ControlServer::update_rates(const std::string& json) {
 }
 
 void ControlServer::run() {
-  pthread_setname_np(pthread_self(), "petdaq-control");
+  name_this_thread("petdaq-control");
   while (!stop_.load(std::memory_order_acquire)) {
     zmq::message_t request;
     zmq::recv_result_t got;

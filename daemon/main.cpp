@@ -21,6 +21,7 @@
 #include "core/calibration.h"
 #include "core/counters.h"
 #include "core/settings.h"
+#include "core/thread_placement.h"
 #include "daemon/acquisition.h"
 #include "daemon/catalogue.h"
 #include "daemon/control.h"
@@ -147,8 +148,9 @@ int run(Loaded loaded, const Options& opt) {
   });
   Receiver receiver(s.input, make_source_rule(s), max_chunk_span_ticks(s), ring, counters);
 
-  worker.start();
-  receiver.start();
+  // DESIGN section 9, `cpus`: checked at start-up (check_cpus).
+  worker.start(cpu_list(s.cpus.worker));
+  receiver.start(cpu_list(s.cpus.receivers));
   notify_ready();
   spdlog::info("petdaqd {} ready", PETDAQ_VERSION);
 
@@ -211,8 +213,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (opt.check_config) return check_config(*loaded, opt);
-  // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping.
-  if (const auto problems = check_sizes(loaded->settings, opt.backend); !problems.empty()) {
+  // Sizes first: a ring or buffer larger than memory fails here, by key, not after mapping;
+  // and CPUs the daemon may not run on.
+  auto problems = check_sizes(loaded->settings, opt.backend);
+  check_cpus(loaded->settings, problems);
+  if (!problems.empty()) {
     fmt::print(stderr, "petdaqd: configuration refused: {}\n", problems.front().text);
     return 2;
   }

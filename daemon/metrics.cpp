@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <prometheus/text_serializer.h>
 
+#include "core/thread_placement.h"
 #include "daemon/alarms.h"
 #include "proto/rates_schema.h"
 
@@ -331,7 +332,7 @@ MetricsExporter::MetricsExporter(const std::string& listen) : server_(std::make_
   }
   server_->accept();
   server_->thread = std::thread([this] {
-    pthread_setname_np(pthread_self(), "petdaq-metrics");
+    name_this_thread("petdaq-metrics");
     server_->io.run();
   });
 }

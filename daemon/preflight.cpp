@@ -16,6 +16,7 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 #include <zmq.hpp>
@@ -29,6 +30,7 @@
 #include "core/histograms.h"
 #include "core/message_arena.h"
 #include "core/slicer.h"
+#include "core/thread_placement.h"
 #include "backends/select_backend.h"
 #include "proto/frame.h"
 #include "proto/records.h"
@@ -203,6 +205,24 @@ void check_backend(BackendKind backend, std::vector<Problem>& out) {
 
 }  // namespace
 
+void check_cpus(const Settings& s, std::vector<Problem>& out) {
+  std::vector<int> cpus;
+  auto check = [&](const char* key, const std::string& list) {
+    if (!parse_cpu_list(list, cpus)) {
+      out.push_back({fmt::format("{}: '{}' is not a CPU list such as 8-11,14", key, list)});
+      return;
+    }
+    const std::vector<int> refused = cpus_not_allowed(cpus);
+    if (!refused.empty())
+      out.push_back({fmt::format("{}: CPU {} is not one petdaqd may run on (this machine's CPUs "
+                                 "0-{}, less any that taskset, CPUAffinity= or a cpuset takes away)",
+                                 key, refused.front(), std::thread::hardware_concurrency() - 1)});
+  };
+  check("cpus.receivers", s.cpus.receivers);
+  check("cpus.worker", s.cpus.worker);
+  check("cpus.backend", s.cpus.backend);
+}
+
 std::optional<std::string> ipc_endpoint_in_use(const std::string& endpoint) {
   if (!endpoint.starts_with("ipc://")) return std::nullopt;
   const std::string path = endpoint.substr(6);
@@ -305,6 +325,7 @@ std::vector<Problem> preflight(const Settings& s, BackendKind backend) {
   check_file_sink(s, out);
   check_catalogue(s, out);
   check_backend(backend, out);
+  check_cpus(s, out);
   return out;
 }
 

@@ -53,7 +53,10 @@ std::uint64_t memory_limit_bytes(std::string& source);
 
 // Buffer sizes against memory (cheap: run before mapping anything).
 std::vector<Problem> check_sizes(const Settings& s, std::optional<BackendKind> kind = std::nullopt);
-// Everything: endpoints, sink directory, backend, sizes.
+// The `cpus` lists (DESIGN section 9): every CPU one names must be one this process may run
+// on (taskset, systemd's CPUAffinity=, a cgroup's cpuset). Appends a problem per list.
+void check_cpus(const Settings& s, std::vector<Problem>& out);
+// Everything: endpoints, sink directory, backend, sizes, CPUs.
 std::vector<Problem> preflight(const Settings& s, BackendKind backend);
 // Not refusals: values that start but are probably wrong (some non-finite calibration
 // entries: crystals whose singles are all energy-rejected, which may be meant).

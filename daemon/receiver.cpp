@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <spdlog/spdlog.h>
 
+#include "core/thread_placement.h"
 #include "daemon/preflight.h"
 #include "daemon/rate_limited_log.h"
 #include "daemon/sequence_tracker.h"
@@ -350,14 +351,18 @@ Receiver::Receiver(const InputSettings& in, const SourceRule& rule,
 
 Receiver::~Receiver() { stop(); }
 
-void Receiver::start() {
+void Receiver::start(const std::vector<int>& cpus) {
   if (running_) return;
   running_ = true;
   for (auto& lane : lanes_) {
     for (auto& s : lane->sockets) lane->arm(*s);
     lane->arm_timer();
     Lane* l = lane.get();
-    threads_.emplace_back([l] { l->io.run(); });
+    threads_.emplace_back([l, k = threads_.size(), cpus] {
+      name_this_thread("petdaq-rx" + std::to_string(k));
+      pin_this_thread(cpus, k);
+      l->io.run();
+    });
   }
 }
 

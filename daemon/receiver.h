@@ -45,7 +45,8 @@ class Receiver {
   Receiver(const Receiver&) = delete;
   Receiver& operator=(const Receiver&) = delete;
 
-  void start();
+  // Receiver thread k (one per lane) runs on cpus[k % cpus.size()] (empty: anywhere).
+  void start(const std::vector<int>& cpus = {});
   // Stops the threads, seals every partly filled chunk, and counts the sequence numbers
   // still outstanding as missing.
   void stop();

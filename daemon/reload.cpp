@@ -29,6 +29,7 @@ ReloadPlan plan_reload(const Settings& running, const Settings& reread) {
   restart("log", running.log, reread.log);
   restart("backend", running.backend, reread.backend);
   restart("backend_threads", running.backend_threads, reread.backend_threads);
+  restart("cpus", running.cpus, reread.cpus);
   return plan;
 }
 

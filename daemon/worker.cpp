@@ -19,6 +19,7 @@
 #include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "core/stream_limits.h"
+#include "core/thread_placement.h"
 #include "core/timed_backend.h"
 #include "daemon/file_names.h"
 #include "daemon/notify.h"
@@ -62,12 +63,14 @@ void Worker::set_catalogue(Catalogue* catalogue) { out_.set_catalogue(catalogue)
 
 const std::string& Worker::backend_explanation() const { return engine_->explanation; }
 
-void Worker::start() {
+void Worker::start(const std::vector<int>& cpus) {
   const Clock::time_point started = Clock::now();
   status_.rates.started = status_.rates.last = views_.histograms.last = views_.image.last = started;
   status_.watchdog.start(started);
   phases_ = PhaseTimer(started);
-  thread_ = std::thread([this, started] {
+  thread_ = std::thread([this, started, cpus] {
+    name_this_thread("petdaq-worker");
+    confine_this_thread(cpus);
     try {
       loop(started);
     } catch (const std::exception& e) {

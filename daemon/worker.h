@@ -55,7 +55,8 @@ class Worker final : public ResultSink {
   ~Worker() override;
 
   const std::string& backend_explanation() const;
-  void start();
+  // The worker's thread runs on any of `cpus` (empty: anywhere).
+  void start(const std::vector<int>& cpus = {});
   // Applies new settings between two chunks: the current run is finished and the slicer and
   // backend are rebuilt (the slicer cannot change windows mid-run); a new run starts.
   void reload(const Settings& reread);

@@ -1,6 +1,7 @@
 // Settings from YAML (DESIGN section 9): the default file, every kind of refusal with its
 // message, path resolution, ps -> ticks.
 #include "core/settings.h"
+#include "core/thread_placement.h"
 #include "tests/support/scratch_dir.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 #include <fstream>
 #include <string>
 #include <tuple>
+#include <vector>
 #include <unistd.h>
 
 namespace petdaq {
@@ -179,6 +181,23 @@ log: {level: debug}
   EXPECT_EQ(s.backend_threads, 6u);
   EXPECT_EQ(s.log.level, "debug");
   EXPECT_NE(output_settings_hash(s), output_settings_hash(Settings{}));
+}
+
+TEST(Settings, CpuListsAreTasksetLists) {
+  std::vector<int> cpus;
+  ASSERT_TRUE(parse_cpu_list("8-11,14,2", cpus));
+  EXPECT_EQ(cpus, (std::vector<int>{8, 9, 10, 11, 14, 2}));
+  ASSERT_TRUE(parse_cpu_list("", cpus));
+  EXPECT_TRUE(cpus.empty());
+  for (const char* bad : {"8-", "-3", "3-1", "a", "1,,2", "1,", "1 2", "99999999", "1-2-3"})
+    EXPECT_FALSE(parse_cpu_list(bad, cpus)) << bad;
+  const Settings s = parse_settings("cpus:\n  receivers: 8-11\n  worker: \"12\"\n  backend: 13-15\n", ".");
+  EXPECT_EQ(s.cpus.receivers, "8-11");
+  EXPECT_EQ(s.cpus.worker, "12");
+  EXPECT_EQ(cpu_list(s.cpus.backend), (std::vector<int>{13, 14, 15}));
+  EXPECT_EQ(refusal("cpus:\n  backend: 13-\n"),
+            "cpus.backend: must be a CPU list such as 8-11,14 (empty: anywhere), got '13-'");
+  EXPECT_EQ(refusal("cpus:\n  workers: 1\n").substr(0, 28), "cpus.workers: unknown key (k");
 }
 
 TEST(Settings, UnknownKeyTopLevel) {

@@ -39,6 +39,7 @@
 
 #include "common/cli.h"
 #include "core/test_scanner.h"
+#include "core/thread_placement.h"
 #include "daemon/receiver.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"
@@ -331,22 +332,43 @@ bool renice_daemon(pid_t pid) {
   }
   return all && !ec;
 }
-// This process's threads (and the threads it starts later) on the CPUs of a taskset list
-// ("0-7", "0,2,4-6").
+// This process's threads (and the threads it starts later) on the CPUs of a taskset list.
 bool set_cpus(const std::string& list) {
+  const std::vector<int> cpus = cpu_list(list);
   cpu_set_t set;
   CPU_ZERO(&set);
-  std::stringstream in(list);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    const auto dash = part.find('-');
-    char* end = nullptr;
-    const long lo = std::strtol(part.c_str(), &end, 10);
-    const long hi = dash == std::string::npos ? lo : std::strtol(part.c_str() + dash + 1, &end, 10);
-    if (lo < 0 || hi < lo || hi >= CPU_SETSIZE) return false;
-    for (long c = lo; c <= hi; ++c) CPU_SET(static_cast<int>(c), &set);
+  for (int c : cpus) CPU_SET(c, &set);
+  return !cpus.empty() && ::sched_setaffinity(0, sizeof set, &set) == 0;
+}
+
+// --pin-threads: the daemon's `cpus` section (DESIGN section 9) from --daemon-cpus's list in
+// its order: a CPU per receiver, the next for the worker, the rest for the backend's pool
+// (a short list wraps).
+std::string cpus_section(const std::vector<int>& cpus, std::uint32_t receivers) {
+  auto at = [&](std::size_t i) { return std::to_string(cpus[i % cpus.size()]); };
+  std::string rx, pool;
+  for (std::uint32_t k = 0; k < receivers; ++k) rx += (k ? "," : "") + at(k);
+  for (std::size_t i = receivers + 1; i < cpus.size(); ++i) pool += (pool.empty() ? "" : ",") + at(i);
+  return "cpus:\n  receivers: \"" + rx + "\"\n  worker: \"" + at(receivers) + "\"\n  backend: \"" +
+         pool + "\"\n";
+}
+// Where the daemon's named threads (core/thread_placement.h) may run, from /proc: "petdaq-rx0
+// on 8, ...".
+std::string thread_placement(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> named;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::string name, line, allowed;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) allowed = line.substr(line.find_first_not_of(" \t", 18));
+    if (name.rfind("petdaq-", 0) == 0) named.emplace_back(name, allowed);
   }
-  return CPU_COUNT(&set) > 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+  std::sort(named.begin(), named.end());
+  std::string out;
+  for (const auto& [name, allowed] : named) out += (out.empty() ? "" : ", ") + name + " on " + allowed;
+  return out;
 }
 }  // namespace
 
@@ -365,6 +387,8 @@ int main(int argc, char** argv) {
   std::uint32_t ring_chunk_mib = 1;   // and input.ring_chunk_bytes, in MiB
   bool scaled_tolerances = false;
   std::string daemon_cpus, sender_cpus;  // taskset lists ("" : anywhere)
+  bool pin_threads = false;
+  std::vector<double> shed_fractions;    // input.shed_high_fraction, shed_low_fraction
   cli::App app("petdaqd_bench",
                "petdaqd over UDP loopback: the highest sending rate with zero loss, with slice "
                "latency and resident memory at that rate.");
@@ -437,10 +461,22 @@ int main(int argc, char** argv) {
                  "run this benchmark's senders and subscribers on these CPUs (taskset list, "
                  "e.g. 0-7), apart from the daemon as a scanner's boards are")
       ->type_name("LIST");
+  app.add_flag("--pin-threads", pin_threads,
+               "the daemon's cpus section from --daemon-cpus (which it needs), in its order: a "
+               "CPU per receiver, one for the worker, the rest for the backend's pool");
+  app.add_option("--shed-fractions", shed_fractions,
+                 "the daemon's input.shed_high_fraction and shed_low_fraction (default: its own)")
+      ->expected(2)
+      ->delimiter(',')
+      ->type_name("HIGH,LOW");
   app.add_option("--recovery-s", recovery_s, "seconds of the recovery phase (0: none)")
       ->type_name("S")
       ->check(CLI::NonNegativeNumber);
   if (const auto rc = app.parse_or_exit(argc, argv)) return *rc;
+  if (pin_threads && cpu_list(daemon_cpus).empty()) {
+    std::fprintf(stderr, "petdaqd_bench: --pin-threads needs --daemon-cpus\n");
+    return 2;
+  }
   const bool fixed = trials > 0 || !rates_mfps.empty();
   if (fixed && rates_mfps.empty()) rates_mfps.push_back(start_mfps);
   if (fixed && trials == 0) trials = 1;
@@ -489,12 +525,19 @@ int main(int argc, char** argv) {
   dc.receive_buffer_bytes = 64u << 20;
   dc.rates_interval_ms = 500;
   dc.receiver_threads = senders;
+  if (!shed_fractions.empty()) {
+    dc.input_extra += "  shed_high_fraction: " + std::to_string(shed_fractions[0]) +
+                      "\n  shed_low_fraction: " + std::to_string(shed_fractions[1]) + "\n";
+    std::printf("input.shed_high_fraction %.3f, shed_low_fraction %.3f\n", shed_fractions[0],
+                shed_fractions[1]);
+  }
   if (image) dc.output_extra = "  image:\n    enabled: true\n    subtract_delayed: true\n";
   const auto config = sc.write_config();
   {
     std::FILE* f = std::fopen(config.c_str(), "a");
     std::string y = daemon_yaml(dc);
     if (backend_threads > 0) y += "backend_threads: " + std::to_string(backend_threads) + "\n";
+    if (pin_threads) y += cpus_section(cpu_list(daemon_cpus), senders);
     std::fwrite(y.data(), 1, y.size(), f);
     std::fclose(f);
   }
@@ -541,6 +584,7 @@ int main(int argc, char** argv) {
     std::printf("petdaqd could not be given the systemd unit's nice %d (%s): it runs at this "
                 "benchmark's priority\n",
                 kUnitNice, std::strerror(errno));
+  if (pin_threads) std::printf("petdaqd threads: %s\n", thread_placement(d.pid()).c_str());
   std::vector<UdpSender> tx(senders);
   std::printf("petdaqd pid %d, %s backend, %u receiver thread(s), %u sender(s), %zu-frame datagrams "
               "(%zu bytes), %.1f s per trial\n",

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -913,6 +914,66 @@ TEST(Lifecycle, CheckConfigWarnsOfNonFiniteEnergyCorrectionsAndRefusesAllOfThem)
 }
 
 // A run_id names one run across restarts of the daemon.
+// DESIGN section 9, `cpus`: each busy thread runs where the section puts it (the kernel's
+// own record of it, /proc/<pid>/task/<tid>/status), and a CPU the daemon may not run on is
+// refused at the check and at start, naming the key.
+std::map<std::string, std::string> allowed_cpus_by_thread(pid_t pid) {
+  std::map<std::string, std::string> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    std::string name, line;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) out[name] = line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return out;
+}
+
+TEST(Lifecycle, CpusPlaceTheBusyThreadsAndACpuItMayNotUseIsRefused) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
+  std::vector<int> mine;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) mine.push_back(c);
+  const std::string first = std::to_string(mine.front()), last = std::to_string(mine.back());
+  Rig rig;
+  rig.daemon.receiver_threads = 2;
+  rig.daemon.extra = "backend_threads: 3\ncpus:\n  receivers: \"" + last + "," + first +
+                     "\"\n  worker: \"" + first + "\"\n  backend: \"" + last + "\"\n";
+  {
+    auto d = rig.start({"--backend", "cpu"});
+    Subscriber sub(rig.daemon.zmq_endpoint);
+    ASSERT_TRUE(sub.wait_rates(any_rates, 20s).has_value()) << d->log();
+    const auto placed = allowed_cpus_by_thread(d->pid());
+    auto at = [&](const std::string& name) {
+      const auto it = placed.find(name);
+      return it == placed.end() ? std::string("(no such thread)") : it->second;
+    };
+    EXPECT_EQ(at("petdaq-rx0"), last);
+    EXPECT_EQ(at("petdaq-rx1"), first);
+    EXPECT_EQ(at("petdaq-worker"), first);
+    EXPECT_EQ(at("petdaq-pool1"), last);
+    EXPECT_EQ(at("petdaq-pool2"), last);  // the list wraps
+    d->signal(SIGTERM);
+    ASSERT_EQ(d->wait_for(15s).value_or(-1), 0);
+  }
+  // A CPU this process may not run on: the check and the start refuse it (exit 2).
+  int outside = 0;
+  while (CPU_ISSET(outside, &set)) ++outside;
+  rig.daemon.extra = "cpus:\n  worker: \"" + std::to_string(outside) + "\"\n";
+  rig.write();
+  for (const bool check : {true, false}) {
+    std::vector<std::string> args = {"--config", rig.config.string()};
+    if (check) args.push_back("--check-config");
+    const auto [status, out] = run_daemon_to_exit(args, rig.scanner.dir / "cpus.log");
+    EXPECT_EQ(status, 2) << out;
+    EXPECT_NE(out.find("cpus.worker: CPU " + std::to_string(outside) + " is not one petdaqd may run on"),
+              std::string::npos)
+        << out;
+  }
+}
+
 TEST(Lifecycle, RunIdsAreUniqueAcrossRestarts) {
   Rig rig;
   std::vector<std::uint64_t> ids;

@@ -106,6 +106,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(Settings, alarms.max_losses_per_s, "alarms", false),
     PETDAQ_FIELD(Settings, backend, "backend", false),
     PETDAQ_FIELD(Settings, backend_threads, "backend_threads", false),
+    PETDAQ_FIELD(Settings, cpus.worker, "cpus", false),
     PETDAQ_FIELD(Settings, log.level, "log", false),
     PETDAQ_FIELD(Settings, source_file, "", false),  // where they came from, not a setting
 
@@ -129,6 +130,10 @@ const Field kFields[] = {
     PETDAQ_FIELD(CalibrationSettings, calibration.energy_bin_width, "calibration", true),
     PETDAQ_FIELD(CalibrationSettings, calibration.time_offsets, "calibration", false),
     PETDAQ_FIELD(CalibrationSettings, calibration.dead_time, "calibration", false),
+
+    PETDAQ_FIELD(CpuSettings, cpus.receivers, "cpus", false),
+    PETDAQ_FIELD(CpuSettings, cpus.worker, "cpus", false),
+    PETDAQ_FIELD(CpuSettings, cpus.backend, "cpus", false),
 
     PETDAQ_FIELD(FrameSettings, frame.check_markers, "frame", true),
     PETDAQ_FIELD(FrameSettings, frame.head_marker, "frame", true),
@@ -269,6 +274,7 @@ TEST(ReloadPlan, EverySettingsStructHasARowPerMember) {
   PETDAQ_COUNT(ControlSettings);
   PETDAQ_COUNT(CatalogueSettings);
   PETDAQ_COUNT(AlarmSettings);
+  PETDAQ_COUNT(CpuSettings);
   PETDAQ_COUNT(LogSettings);
 #undef PETDAQ_COUNT
 }

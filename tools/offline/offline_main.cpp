@@ -396,6 +396,9 @@ Settings offline_settings(const Options& o) {
   if (!o.histograms.empty()) settings.output.histograms.enabled = true;
   if (!o.image.empty()) settings.output.image.enabled = true;
   if (o.threads >= 0) settings.backend_threads = static_cast<std::uint32_t>(o.threads);
+  // The `cpus` section places the daemon's threads beside its receivers: a file's
+  // processing takes the machine's cores as --threads says.
+  settings.cpus = {};
   return settings;
 }
 
