@@ -123,7 +123,14 @@ def report(a, capacity, trials, recovery):
     for t in trials:
         sent = t["sent_fps"] / 1e6
         excess = max(0.0, 1.0 - capacity / sent) if sent > 0 else 0.0
-        verdict = "void (the senders fell short)" if t["void"] else ("zero loss" if t["lossless"] else "shed")
+        # "shed": every frame lost was dead time for every board; otherwise where the rest went.
+        other = {"late": t["late"] + t["time_jump"], "kernel drops": t["kernel_drops"],
+                 "ring_full": t["ring_full"], "pending_full": t.get("pending_full", 0)}
+        other = ", ".join(f"{k} {v}" for k, v in other.items() if v)
+        verdict = ("zero loss" if t["lossless"] else
+                   "shed" if not other else f"lost beside dead time: {other}")
+        if t["void"]:
+            verdict = "void (the senders fell short); " + verdict
         print(f"| {t['asked_fps'] / 1e6:.2f} | {t['asked_fps'] / 1e6 / capacity:.2f} | {sent:.2f} | "
               f"{t['taken_fps'] / 1e6:.2f} | {t['taken_fps'] / 1e6 / capacity:.3f} | "
               f"{100 * t['lost_fraction']:.2f} | {100 * excess:.2f} | "
@@ -143,12 +150,23 @@ def report(a, capacity, trials, recovery):
     sent = [t["sent_fps"] / 1e6 for t in trials]
     taken = [t["taken_fps"] / 1e6 for t in trials]
     lost = [100 * t["lost_fraction"] for t in trials]
+    # Trials whose every lost frame was dead time for every board, and the others.
+    clean = [not (t["late"] or t["time_jump"] or t["kernel_drops"] or t["ring_full"] or
+                  t.get("pending_full", 0)) for t in trials]
+
+    def points(ax, ys):
+        for ok, marker, label in ((True, "o", "petdaqd"),
+                                  (False, "x", "petdaqd, lost beside dead time")):
+            xs_ = [x for x, c in zip(sent, clean) if c == ok]
+            ys_ = [y for y, c in zip(ys, clean) if c == ok]
+            if xs_:
+                ax.plot(xs_, ys_, marker, color="C0" if ok else "C3", label=label)
     top = max(sent) * 1.05
     xs = [0, capacity, top]
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     ax1.plot(xs, [min(x, capacity) for x in xs], "--", color="grey", label="ideal: min(offered, capacity)")
     ax1.plot(xs, [0.95 * min(x, capacity) for x in xs], ":", color="grey", label="0.95 x ideal")
-    ax1.plot(sent, taken, "o", label="petdaqd")
+    points(ax1, taken)
     ax1.set_xlabel("offered, M frames/s")
     ax1.set_ylabel("frames taken, M/s")
     ax1.legend(fontsize=8)
@@ -156,7 +174,7 @@ def report(a, capacity, trials, recovery):
     grid = [capacity + max(0.0, top - capacity) * i / 50 for i in range(0, 51)]
     ax2.plot([0, capacity] + grid, [0, 0] + [100 * (1 - capacity / x) for x in grid], "--",
              color="grey", label="ideal: the excess")
-    ax2.plot(sent, lost, "o", label="petdaqd")
+    points(ax2, lost)
     ax2.set_xlabel("offered, M frames/s")
     ax2.set_ylabel("lost, % of the frames sent")
     ax2.legend(fontsize=8)
