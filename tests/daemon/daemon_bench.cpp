@@ -34,6 +34,9 @@
 #include <sstream>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -70,6 +73,8 @@ struct Trial {
   std::uint64_t jumps = 0;   // stream.time_jump
   std::uint64_t skipped_passes = 0;  // passes a sender skipped between trials (0: one clock)
   std::uint64_t sender_waits = 0;    // 50 us waits of senders ahead of the slowest
+  double sender_behind_ms = 0;       // the furthest a sender was behind its schedule
+  double steal = 0, steal_cpu_max = 0;  // the host's steal time while sending (steal_shares)
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
   std::uint64_t intervals = 0;  // stream.dead_intervals
@@ -166,6 +171,42 @@ std::uint64_t unix_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
+}
+
+// Time the machine's CPUs spent, from /proc/stat, in USER_HZ ticks: per CPU, all and "steal"
+// (time a virtual machine's CPU was ready to run but its host ran something else). A trial
+// whose threads stall for milliseconds while steal time grows stalled because of the host.
+struct CpuTimes {
+  std::vector<std::uint64_t> total, steal;
+};
+CpuTimes cpu_times() {
+  CpuTimes t;
+  std::ifstream in("/proc/stat");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || line[3] == ' ') continue;  // cpuN only
+    std::istringstream f(line.substr(line.find(' ')));
+    std::uint64_t v = 0, sum = 0, steal = 0;
+    for (int k = 0; f >> v; ++k) {
+      if (k < 8) sum += v;  // user nice system idle iowait irq softirq steal
+      if (k == 7) steal = v;
+    }
+    t.total.push_back(sum);
+    t.steal.push_back(steal);
+  }
+  return t;
+}
+// Steal time between two readings: the share of all CPUs' time, and of the CPU with most.
+std::pair<double, double> steal_shares(const CpuTimes& a, const CpuTimes& b) {
+  double all_total = 0, all_steal = 0, most = 0;
+  for (std::size_t i = 0; i < std::min(a.total.size(), b.total.size()); ++i) {
+    const double total = static_cast<double>(b.total[i] - a.total[i]);
+    const double steal = static_cast<double>(b.steal[i] - a.steal[i]);
+    all_total += total;
+    all_steal += steal;
+    if (total > 0) most = std::max(most, steal / total);
+  }
+  return {all_total > 0 ? all_steal / all_total : 0.0, most};
 }
 
 // The acquisition is replayed whole in a loop, by several senders: sender k sends the
@@ -625,6 +666,8 @@ int main(int argc, char** argv) {
     // the slower ones finish up to the furthest pass, so that every board's scanner time goes
     // on without a gap, as a scanner's boards share one clock. Where the senders cannot keep
     // the schedule they send less than asked: the trial is void (it measured the senders).
+    for (auto& sender : tx) sender.take_max_behind();
+    const CpuTimes cpu_before = cpu_times();
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
     std::vector<std::atomic<std::uint64_t>> done(senders);
     std::vector<std::uint64_t> waits(senders, 0);
@@ -658,6 +701,10 @@ int main(int argc, char** argv) {
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     t.skipped_passes = source.align();  // 0: the senders ended on one pass
     for (auto n : waits) t.sender_waits += n;
+    std::tie(t.steal, t.steal_cpu_max) = steal_shares(cpu_before, cpu_times());
+    for (auto& sender : tx)
+      t.sender_behind_ms = std::max(t.sender_behind_ms,
+                                    std::chrono::duration<double, std::milli>(sender.take_max_behind()).count());
     t.achieved_fps = static_cast<double>(t.sent_frames) / t.seconds;
     const std::uint64_t send_end_ns = unix_ns();
     const std::size_t dead_before_recovery = dead_sub.messages().size();
@@ -757,7 +804,7 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  senders up to %.1f ms behind  steal %.1f %% (CPU max %.1f %%)  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
@@ -766,7 +813,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(t.jumps),
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.exact),
-                static_cast<unsigned long long>(t.skipped_passes), t.p50_ms, t.p99_ms, t.rss_kib / 1024.0);
+                static_cast<unsigned long long>(t.skipped_passes), t.sender_behind_ms, 100 * t.steal, 100 * t.steal_cpu_max, t.p50_ms, t.p99_ms,
+                t.rss_kib / 1024.0);
     print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
     return t;
@@ -825,7 +873,9 @@ int main(int argc, char** argv) {
           {"late", t.late},                 {"time_jump", t.jumps},
           {"pending_full", t.pending_full}, {"p50_ms", t.p50_ms},
           {"p99_ms", t.p99_ms},             {"skipped_passes", t.skipped_passes},
-          {"void", t.void_trial()},         {"sender_waits", t.sender_waits},         {"lossless", t.lossless()},
+          {"void", t.void_trial()},         {"sender_waits", t.sender_waits},
+          {"sender_behind_ms", t.sender_behind_ms}, {"lossless", t.lossless()},
+          {"steal", t.steal},               {"steal_cpu_max", t.steal_cpu_max},
           {"recovery_ms", t.recovery_ms},   {"recovery_lost_after_1s", t.recovery_lost},
           {"ceiling_fps", ceiling_fps}};
       std::printf("TRIAL %s\n", j.dump().c_str());

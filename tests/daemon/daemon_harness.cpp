@@ -305,6 +305,8 @@ void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
                                    std::chrono::duration<double>(
                                        static_cast<double>(paced_before + sent) / datagrams_per_s));
       std::this_thread::sleep_until(due);
+      max_behind_ = std::max(max_behind_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                              std::chrono::steady_clock::now() - due));
     }
     const std::size_t n = std::min(kBatch, datagrams.size() - sent);
     for (std::size_t i = 0; i < n; ++i) {

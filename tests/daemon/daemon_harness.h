@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <utility>
 #include <condition_variable>
 #include <cstdint>
 #include <filesystem>
@@ -134,9 +135,14 @@ class UdpSender {
             std::optional<std::chrono::steady_clock::time_point> paced_from = std::nullopt,
             std::uint64_t paced_before = 0);
   void send_one(const Datagram& d, std::uint16_t port);
+  // How far behind its schedule a paced send has been at most since the last call (the
+  // time between a batch's due time and its sending): a sender that falls behind and
+  // catches up sends a burst, and holds the horizon back for every other sender's boards.
+  std::chrono::nanoseconds take_max_behind() { return std::exchange(max_behind_, {}); }
 
  private:
   int fd_ = -1;
+  std::chrono::nanoseconds max_behind_{0};
 };
 
 // The coincidence records of one kind, in publication order, with the checks every
