@@ -397,6 +397,17 @@ bool Slicer::release_lagging_source() {
   return declared;
 }
 
+void Slicer::set_receiver_behind(std::uint32_t bdm, bool behind) {
+  SourceClocks& clocks = impl_->clocks;
+  if (bdm < clocks.size()) clocks[bdm].receiver_behind = behind;
+}
+
+double Slicer::receiver_wait_share() const {
+  const Impl& m = *impl_;
+  if (m.stage.stage_capacity() == 0 || !m.clocks.held_by_receiver_behind()) return 0;
+  return static_cast<double>(m.stage.held()) / static_cast<double>(m.stage.stage_capacity());
+}
+
 bool Slicer::source_lagging(std::uint32_t bdm) const {
   const SourceClocks& clocks = impl_->clocks;
   return bdm < clocks.size() && clocks[bdm].lagging;

@@ -132,6 +132,14 @@ class Slicer {
   bool release_lagging_source();
   // The source (BDM) is lagging (DESIGN section 6): it does not hold the horizon.
   bool source_lagging(std::uint32_t bdm) const;
+  // The daemon's receiver of the source (BDM) is behind, or no longer (its socket held a
+  // backlog when it sealed the source's last block): such a source is never declared
+  // lagging, since it is the daemon that is late, not the board (DESIGN section 6).
+  void set_receiver_behind(std::uint32_t bdm, bool behind);
+  // The share of the stage that waits for the horizon while a source whose receiver is
+  // behind holds it (0 when the source holding it is on time): the daemon's own backlog,
+  // which overload shedding treats as it treats the ring's.
+  double receiver_wait_share() const;
   // Frames were shed as dead time before the slicer (DESIGN section 6, "Overload"):
   // `reached[b]` is one past the latest time of source b's frames dropped (0: none). They
   // still tell where the source's clock is: each live source goes on from there. A source

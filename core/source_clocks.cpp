@@ -82,7 +82,7 @@ std::uint32_t SourceClocks::update_lag(std::uint64_t max_lag, std::uint64_t h,
     const std::uint64_t gap = sat_sub(leaders, s.latest);
     if (s.lagging) {
       if (gap <= s.lag_rejoin && sat_add(s.latest, slack) >= h) s.lagging = false;
-    } else if (max_lag > 0 && gap > max_lag) {
+    } else if (max_lag > 0 && gap > max_lag && !s.receiver_behind) {
       s.lagging = true;
       s.lag_rejoin = max_lag / 2;
       ++declared;
@@ -109,7 +109,15 @@ int SourceClocks::holding_back(std::uint64_t margin) const {
       lowest = static_cast<int>(i);
     }
   }
+  if (lowest >= 0 && sources_[static_cast<std::size_t>(lowest)].receiver_behind) return -1;
   return lowest >= 0 && hi > sat_add(lo, margin) ? lowest : -1;
+}
+
+bool SourceClocks::held_by_receiver_behind() const {
+  const Source* lowest = nullptr;
+  for (const Source& s : sources_)
+    if (live(s) && !s.lagging && (!lowest || s.latest < lowest->latest)) lowest = &s;
+  return lowest && lowest->receiver_behind;
 }
 
 bool SourceClocks::any_lagging() const {

@@ -31,6 +31,10 @@ class SourceClocks {
     bool woken = false;  // held the horizon again when the pause ended, not yet sent since
     bool lagging = false;          // too far behind the others: does not hold the horizon
     std::uint64_t lag_rejoin = 0;  // holds it again once this close to the leaders
+    // Its frames come late because the daemon's receiver of them is behind (its socket held
+    // a backlog), not the board: it is never declared lagging, and the frames that wait for
+    // it are the daemon's backlog (DESIGN section 6, "Overload").
+    bool receiver_behind = false;
 
     // Takes a frame at `key`: the source has sent, and its latest time goes on to it.
     void accept(std::uint64_t key) {
@@ -90,8 +94,10 @@ class SourceClocks {
   // Declares `src` lagging by the room rule: it rejoins at half its distance to the leaders.
   void declare_lagging(std::size_t src);
   // The source holding the horizon, when another live source is ahead of it by more than
-  // `margin`; -1 otherwise.
+  // `margin` and its receiver is not behind; -1 otherwise.
   int holding_back(std::uint64_t margin) const;
+  // The source holding the horizon has a receiver that is behind.
+  bool held_by_receiver_behind() const;
   bool any_lagging() const;
 
   // ---- clock reset ----

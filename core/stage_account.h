@@ -21,6 +21,7 @@ class StageAccount {
   std::uint64_t last_ticket() const { return last_ticket_; }
   std::size_t cut_frames() const { return cut_frames_; }
   std::size_t slice_capacity() const { return slice_capacity_; }
+  std::size_t stage_capacity() const { return stage_capacity_; }
 
   void staged(std::size_t n, std::uint64_t ticket) {
     last_ticket_ = ticket;

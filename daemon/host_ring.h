@@ -47,6 +47,9 @@ struct Chunk {
   ChunkSummary summary;
   std::chrono::steady_clock::time_point first_rx{};  // first datagram written into it
   std::uint64_t seal_order = 0;                      // the ring's count of seals when sealed
+  // Its receiver's socket held a backlog while it filled (the daemon was behind, not the
+  // boards; DESIGN section 6, "Overload").
+  bool receiver_behind = false;
 
   RawFrame* frames() { return reinterpret_cast<RawFrame*>(h_bytes); }
   const RawFrame* frames() const { return reinterpret_cast<const RawFrame*>(h_bytes); }
@@ -54,6 +57,7 @@ struct Chunk {
     used_bytes = 0;
     frame_count = 0;
     summary.clear();
+    receiver_behind = false;
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
@@ -56,6 +57,7 @@ struct Receiver::Lane {
   struct Socket {
     udp::socket socket;
     std::uint32_t last_overflow = 0;  // SO_RXQ_OVFL is cumulative per socket
+    bool behind = false;  // its last full batch left a backlog (note_backlog)
     explicit Socket(asio::io_context& io) : socket(io) {}
   };
 
@@ -188,11 +190,32 @@ struct Receiver::Lane {
       return 0;
     }
     const auto now = Clock::now();
+    note_backlog(s, static_cast<std::size_t>(got) == batch);
     for (int i = 0; i < got; ++i) take(s, i, base + i * kDatagramSlotBytes, now);
+    if (current && s.behind && !current->receiver_behind && current->frame_count > 0) {
+      current->receiver_behind = true;
+      ++delta[Counter::rx_backlog_chunks];
+    }
     if (current && (current->capacity_bytes - current->used_bytes < kDatagramSlotBytes ||
                     current->summary.span_ticks() > max_span_ticks))
       seal_current_full();
     return static_cast<std::size_t>(got);
+  }
+
+  // Whether the socket is behind: a batch that did not fill drained it; after a full one,
+  // it is behind while the kernel still holds a quarter of its receive buffer for it
+  // (SO_MEMINFO). Such a receiver's boards are not lagging: the daemon is (DESIGN
+  // section 6, "Overload").
+  static void note_backlog(Socket& s, bool full) {
+    if (!full) {
+      s.behind = false;
+      return;
+    }
+    std::array<std::uint32_t, SK_MEMINFO_VARS> m{};
+    socklen_t len = sizeof m;
+    if (getsockopt(s.socket.native_handle(), SOL_SOCKET, SO_MEMINFO, m.data(), &len) == 0 &&
+        len > SK_MEMINFO_RCVBUF * sizeof(std::uint32_t))
+      s.behind = m[SK_MEMINFO_RMEM_ALLOC] >= m[SK_MEMINFO_RCVBUF] / 4;
   }
 
   void seal_current_full() {

@@ -168,15 +168,23 @@ void Worker::take_chunk(Chunk* c) {
   DeadTime& dead = *overload_.dead;
   const bool was_shedding = dead.shedding();
   bool dropped = false;
+  // A receiver that is behind makes its boards late; they are not lagging (DESIGN section 6).
+  for (std::uint32_t i = 0; i < sum.present_count; ++i)
+    slicer.set_receiver_behind(sum.present[i], c->receiver_behind);
   {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());
+    std::size_t waiting = ring_.sealed_approx();
+    // The frames staged while a board whose receiver is behind holds the horizon are the
+    // daemon's backlog too: they count as that share of the ring.
+    const auto staged = static_cast<std::size_t>(slicer.receiver_wait_share() * static_cast<double>(chunks));
+    in_use = std::max(in_use, staged);
+    waiting = std::max(waiting, staged);
     // A board that lags fills the ring too (its chunks wait for the horizon it holds): it is
     // declared lagging first, and only a backlog that remains is shed as dead time. Once per
     // backlog: if the ring is still above the mark after one board was released, the backlog
     // is an overload and every board sheds (not board after board declared lagging). A
     // backlog of chunks waiting for the worker is an overload from the start.
-    const std::size_t waiting = ring_.sealed_approx();
     if (in_use <= dead.low_chunks()) overload_.lag_released = false;
     if (!dead.shedding() && in_use >= dead.high_chunks() && !overload_.lag_released &&
         backlog_waits_for_horizon(in_use, waiting) && slicer.release_lagging_source()) {

@@ -112,6 +112,31 @@ TEST(SourceClocks, HoldingBackAndTheRoomRule) {
   EXPECT_EQ(c.holding_back(100), 1) << "the next one holds it now";
 }
 
+// A source whose receiver is behind (the daemon's lateness, not the board's) is never
+// declared lagging, by time or by room, and is named as holding the horizon; on time again,
+// the rules apply to it as before.
+TEST(SourceClocks, AReceiverBehindIsNotABoardLagging) {
+  SourceClocks c(4);
+  c.took(0, 10'000, t0);
+  c.took(1, 10'000, t0);
+  c.took(2, 10'200, t0);
+  c.took(3, 1'000, t0);
+  c[3].receiver_behind = true;
+  EXPECT_TRUE(c.held_by_receiver_behind());
+  EXPECT_EQ(c.update_lag(5'000, 0, 0), 0u);
+  EXPECT_FALSE(c[3].lagging) << "9000 behind the leaders, but its receiver is";
+  EXPECT_EQ(c.holding_back(100), -1) << "the room rule does not name it either";
+  EXPECT_EQ(c.horizon(100), 900u) << "it holds the horizon";
+  c[3].receiver_behind = false;
+  EXPECT_FALSE(c.held_by_receiver_behind());
+  EXPECT_EQ(c.holding_back(100), 3);
+  EXPECT_EQ(c.update_lag(5'000, 0, 0), 1u);
+  EXPECT_TRUE(c[3].lagging);
+  c.took(1, 10'100, t0);
+  c[1].receiver_behind = true;
+  EXPECT_FALSE(c.held_by_receiver_behind()) << "source 0 (10000) holds the horizon, not 1";
+}
+
 TEST(SourceClocks, ResetNeedsEveryLiveSourceEnoughFramesAndTime) {
   SourceClocks c(2);
   const auto confirm = milliseconds(20);

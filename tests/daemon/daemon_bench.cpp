@@ -78,6 +78,7 @@ struct Trial {
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
   std::uint64_t intervals = 0;  // stream.dead_intervals
+  std::uint64_t backlog_chunks = 0;  // rx.backlog_chunks: chunks a receiver filled behind
   double seconds = 0;           // of sending at the trial's rate
   double recovery_seconds = 0;  // of sending at the recovery rate after it (its frames count)
   double live_fraction = 1;     // the last rates document's deadtime.live_fraction_run
@@ -108,7 +109,7 @@ struct Trial {
 
 struct Snapshot {
   std::uint64_t frames, kernel, ring, late, refused, slices, splits, exact, jumps, dead,
-      pending_full, intervals;
+      pending_full, intervals, backlog_chunks;
   std::uint64_t lost() const { return kernel + ring + late + jumps + dead + pending_full; }
 };
 Snapshot snapshot(const std::string& j) {
@@ -117,7 +118,8 @@ Snapshot snapshot(const std::string& j) {
           json_counter(j, "out.zmq_refused"), json_counter(j, "stream.slices"),
           json_counter(j, "stream.split_slices"), json_counter(j, "stream.exact_blocks"),
           json_counter(j, "stream.time_jump"), json_counter(j, "stream.dead_frames"),
-          json_counter(j, "stream.pending_full"), json_counter(j, "stream.dead_intervals")};
+          json_counter(j, "stream.pending_full"), json_counter(j, "stream.dead_intervals"),
+          json_counter(j, "rx.backlog_chunks")};
 }
 
 // The worker's phases between two rates documents `a` and `b` (docs/daemon.md, "Worker
@@ -775,6 +777,7 @@ int main(int argc, char** argv) {
     t.dead = after.dead - before.dead;
     t.pending_full = after.pending_full - before.pending_full;
     t.intervals = after.intervals - before.intervals;
+    t.backlog_chunks = after.backlog_chunks - before.backlog_chunks;
     t.live_fraction = json_number(after_json, "live_fraction_run");
     if (t.recovery_ms >= 0) {
       // Frames lost from 1 s after the overload ended to the end.
@@ -868,6 +871,7 @@ int main(int argc, char** argv) {
           {"recovery_seconds", t.recovery_seconds},
           {"lost_fraction", t.lost_fraction()},
           {"dead", t.dead},                 {"dead_intervals", t.intervals},
+          {"backlog_chunks", t.backlog_chunks},
           {"live_fraction_run", t.live_fraction},
           {"ring_full", t.ring_full},       {"kernel_drops", t.kernel_drops},
           {"late", t.late},                 {"time_jump", t.jumps},

@@ -30,18 +30,21 @@ using namespace std::chrono_literals;
 // The receiver on a loopback socket, its chunks read straight from the ring.
 class ReceiverTest : public ::testing::Test {
  protected:
-  void start(Framing framing, const char* allowed = "127.0.0.1/32", std::uint32_t threads = 1) {
+  void start(Framing framing, const char* allowed = "127.0.0.1/32", std::uint32_t threads = 1,
+             bool run = true) {
     in.endpoints = {{0x7F000001u, 0}};  // 127.0.0.1, any free port
     in.receiver_threads = threads;
     in.framing = framing;
     in.allowed_sources = {parse_ipv4_network(allowed).value()};
     in.receive_buffer_bytes = 1 << 20;
     in.flush_ms = 1;
-    in.ring_chunk_bytes = 1 << 16;
-    in.ring_chunks = 4;
+    if (!own_ring) {
+      in.ring_chunk_bytes = 1 << 16;
+      in.ring_chunks = 4;
+    }
     ring = std::make_unique<HostRing>(in.ring_chunk_bytes, in.ring_chunks, threads, alloc);
     rx = std::make_unique<Receiver>(in, rule, kNoBound, *ring, counters);
-    rx->start();
+    if (run) rx->start();
     fd = socket(AF_INET, SOCK_DGRAM, 0);
     to.sin_family = AF_INET;
     to.sin_port = htons(rx->bound().at(0).port);
@@ -88,6 +91,7 @@ class ReceiverTest : public ::testing::Test {
   }
 
   InputSettings in;
+  bool own_ring = false;  // the test set in.ring_chunk_bytes and ring_chunks
   // No marker check: the test's frames are numbered bytes; those whose BDM byte is below 4
   // have a source.
   SourceRule rule{false, 0xA, 0x5, 4};
@@ -183,6 +187,47 @@ TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(in_chunks + counters.get(Counter::rx_ring_full), 40u);
   EXPECT_GT(counters.get(Counter::rx_ring_full), 0u);
   for (Chunk* c : held) ring->release(c);
+}
+
+// A socket the receiver finds with a backlog (a quarter of its receive buffer still queued
+// after a full batch) makes it behind: the chunks it fills are flagged and counted
+// (rx.backlog_chunks), so that its boards are not taken for lagging ones (DESIGN section 6).
+// Datagrams that come one at a time, read as they come, flag nothing.
+TEST_F(ReceiverTest, ABacklogInTheSocketFlagsTheChunksAsBehind) {
+  in.ring_chunk_bytes = 1 << 16;  // about 60 of these datagrams a chunk, batches of 7
+  in.ring_chunks = 16;
+  own_ring = true;
+  start(Framing::raw, "127.0.0.1/32", 1, false);
+  constexpr int kQueued = 600;  // 1 KiB each: far more than a quarter of the buffer
+  for (int i = 0; i < kQueued; ++i) send(frames_bytes(0, 64));
+  rx->start();
+  std::size_t flagged = 0, chunks = 0, frames = 0;
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (frames < kQueued * 64u && std::chrono::steady_clock::now() < until) {
+    Chunk* c = ring->wait_sealed(10ms);
+    if (!c) continue;
+    ++chunks;
+    flagged += c->receiver_behind;
+    frames += c->frame_count;
+    ring->release(c);
+  }
+  ASSERT_EQ(frames, kQueued * 64u) << "the kernel kept them all (rx.kernel_drops "
+                                   << counters.get(Counter::rx_kernel_drops) << ")";
+  EXPECT_GE(flagged, 1u);
+  EXPECT_LT(flagged, chunks) << "the last chunks come from a drained socket";
+  EXPECT_TRUE(test::wait_until([&] { return counters.get(Counter::rx_backlog_chunks) == flagged; }))
+      << counters.get(Counter::rx_backlog_chunks) << " counted, " << flagged << " flagged";
+  // One at a time, each read before the next is sent: no backlog.
+  for (int i = 0; i < 20; ++i) {
+    send(frames_bytes(0, 64));
+    Chunk* c = nullptr;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!c && std::chrono::steady_clock::now() < deadline) c = ring->wait_sealed(10ms);
+    ASSERT_NE(c, nullptr);
+    EXPECT_FALSE(c->receiver_behind);
+    ring->release(c);
+  }
+  EXPECT_EQ(counters.get(Counter::rx_backlog_chunks), flagged);
 }
 
 TEST_F(ReceiverTest, SeveralThreadsShareAPortWithReusePort) {
