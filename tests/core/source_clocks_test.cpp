@@ -75,12 +75,18 @@ TEST(SourceClocks, NoPauseWhileASourceStillSends) {
   EXPECT_FALSE(c[0].woken);
 }
 
-TEST(SourceClocks, LaggingByTimeAndRejoining) {
+// Sources 0-2 near 10 000, source 3 at 1 000.
+SourceClocks three_leaders_and_one_behind() {
   SourceClocks c(4);
   c.took(0, 10'000, t0);
   c.took(1, 10'000, t0);
   c.took(2, 10'200, t0);
   c.took(3, 1'000, t0);
+  return c;
+}
+
+TEST(SourceClocks, LaggingByTimeAndRejoining) {
+  SourceClocks c = three_leaders_and_one_behind();
   EXPECT_EQ(c.leaders_time(), 10'000u) << "upper median of 1000, 10000, 10000, 10200";
   EXPECT_EQ(c.update_lag(0, 0, 0), 0u) << "max_lag 0: off";
   EXPECT_EQ(c.update_lag(5'000, 0, 0), 1u);
@@ -116,11 +122,7 @@ TEST(SourceClocks, HoldingBackAndTheRoomRule) {
 // declared lagging, by time or by room, and is named as holding the horizon; on time again,
 // the rules apply to it as before.
 TEST(SourceClocks, AReceiverBehindIsNotABoardLagging) {
-  SourceClocks c(4);
-  c.took(0, 10'000, t0);
-  c.took(1, 10'000, t0);
-  c.took(2, 10'200, t0);
-  c.took(3, 1'000, t0);
+  SourceClocks c = three_leaders_and_one_behind();
   c[3].receiver_behind = true;
   EXPECT_TRUE(c.held_by_receiver_behind());
   EXPECT_EQ(c.update_lag(5'000, 0, 0), 0u);
