@@ -124,7 +124,7 @@ def report(a, capacity, trials, recovery):
         sent = t["sent_fps"] / 1e6
         excess = max(0.0, 1.0 - capacity / sent) if sent > 0 else 0.0
         # "shed": every frame lost was dead time for every board; otherwise where the rest went.
-        other = {"late": t["late"] + t["time_jump"], "kernel drops": t["kernel_drops"],
+        other = {"late": t["late"], "time jump": t["time_jump"], "kernel drops": t["kernel_drops"],
                  "ring_full": t["ring_full"], "pending_full": t.get("pending_full", 0)}
         other = ", ".join(f"{k} {v}" for k, v in other.items() if v)
         verdict = ("zero loss" if t["lossless"] else
