@@ -378,10 +378,7 @@ bool renice_daemon(pid_t pid) {
 // This process's threads (and the threads it starts later) on the CPUs of a taskset list.
 bool set_cpus(const std::string& list) {
   const std::vector<int> cpus = cpu_list(list);
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  for (int c : cpus) CPU_SET(c, &set);
-  return !cpus.empty() && ::sched_setaffinity(0, sizeof set, &set) == 0;
+  return !cpus.empty() && confine_this_thread(cpus);
 }
 
 // --pin-threads: the daemon's `cpus` section (DESIGN section 9) from --daemon-cpus's list in
@@ -395,22 +392,11 @@ std::string cpus_section(const std::vector<int>& cpus, std::uint32_t receivers) 
   return "cpus:\n  receivers: \"" + rx + "\"\n  worker: \"" + at(receivers) + "\"\n  backend: \"" +
          pool + "\"\n";
 }
-// Where the daemon's named threads (core/thread_placement.h) may run, from /proc: "petdaq-rx0
-// on 8, ...".
+// Where the daemon's named threads (core/thread_placement.h) may run: "petdaq-rx0 on 8, ...".
 std::string thread_placement(pid_t pid) {
-  std::vector<std::pair<std::string, std::string>> named;
-  std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    std::string name, line, allowed;
-    std::getline(std::ifstream(task.path() / "comm"), name);
-    std::ifstream status(task.path() / "status");
-    while (std::getline(status, line))
-      if (line.rfind("Cpus_allowed_list:", 0) == 0) allowed = line.substr(line.find_first_not_of(" \t", 18));
-    if (name.rfind("petdaq-", 0) == 0) named.emplace_back(name, allowed);
-  }
-  std::sort(named.begin(), named.end());
   std::string out;
-  for (const auto& [name, allowed] : named) out += (out.empty() ? "" : ", ") + name + " on " + allowed;
+  for (const auto& [name, allowed] : allowed_cpus_by_thread(pid))
+    if (name.rfind("petdaq-", 0) == 0) out += (out.empty() ? "" : ", ") + name + " on " + allowed;
   return out;
 }
 }  // namespace

@@ -917,18 +917,6 @@ TEST(Lifecycle, CheckConfigWarnsOfNonFiniteEnergyCorrectionsAndRefusesAllOfThem)
 // DESIGN section 9, `cpus`: each busy thread runs where the section puts it (the kernel's
 // own record of it, /proc/<pid>/task/<tid>/status), and a CPU the daemon may not run on is
 // refused at the check and at start, naming the key.
-std::map<std::string, std::string> allowed_cpus_by_thread(pid_t pid) {
-  std::map<std::string, std::string> out;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
-    std::string name, line;
-    std::getline(std::ifstream(task.path() / "comm"), name);
-    std::ifstream status(task.path() / "status");
-    while (std::getline(status, line))
-      if (line.rfind("Cpus_allowed_list:", 0) == 0) out[name] = line.substr(line.find_first_not_of(" \t", 18));
-  }
-  return out;
-}
-
 TEST(Lifecycle, CpusPlaceTheBusyThreadsAndACpuItMayNotUseIsRefused) {
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -347,6 +347,19 @@ Stream collect(const std::vector<Published>& messages, MessageKind kind) {
   return s;
 }
 
+std::map<std::string, std::string> allowed_cpus_by_thread(pid_t pid) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
+    std::string name, line;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) out[name] = line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return out;
+}
+
 std::uint64_t vm_rss_kib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
   std::string line;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -158,5 +159,8 @@ Stream collect(const std::vector<Published>& messages, MessageKind kind);
 
 // Resident memory of a process, from /proc/<pid>/status.
 std::uint64_t vm_rss_kib(pid_t pid);
+// The CPUs each named thread of a process may run on, by name (comm), as the kernel lists
+// them (/proc/<pid>/task/<tid>/status, Cpus_allowed_list: "8", "0-15").
+std::map<std::string, std::string> allowed_cpus_by_thread(pid_t pid);
 
 }  // namespace petdaq::test
