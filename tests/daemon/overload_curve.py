@@ -68,6 +68,11 @@ def main():
     if a.load:
         with open(a.load) as f:
             saved = json.load(f)
+        # The run's settings, for the plot's title (a file saved before they were kept: the
+        # command line's).
+        for key in ("backend", "senders", "backend_threads"):
+            if key in saved:
+                setattr(a, key, saved[key])
         report(a, saved["capacity"], saved["trials"], saved["recovery"])
         return
     common = [a.bench, "--backend", a.backend, "--senders", str(a.senders)]
@@ -111,7 +116,9 @@ def main():
         recovery = [json.loads(line[6:]) for line in out.splitlines() if line.startswith("TRIAL ")]
     if a.save:
         with open(a.save, "w") as f:
-            json.dump({"capacity": capacity, "trials": trials, "recovery": recovery}, f)
+            json.dump({"capacity": capacity, "trials": trials, "recovery": recovery,
+                       "backend": a.backend, "senders": a.senders,
+                       "backend_threads": a.backend_threads, "bench_args": a.bench_args}, f)
     report(a, capacity, trials, recovery)
 
 
