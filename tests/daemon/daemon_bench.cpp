@@ -46,6 +46,7 @@
 #include "daemon/receiver.h"
 #include "daemon_harness.h"
 #include "tests/support/wait.h"
+#include "tools/common/host_probe.h"
 
 using namespace petdaq;
 using namespace petdaq::test;
@@ -173,42 +174,6 @@ std::uint64_t unix_ns() {
   return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                         std::chrono::system_clock::now().time_since_epoch())
                                         .count());
-}
-
-// Time the machine's CPUs spent, from /proc/stat, in USER_HZ ticks: per CPU, all and "steal"
-// (time a virtual machine's CPU was ready to run but its host ran something else). A trial
-// whose threads stall for milliseconds while steal time grows stalled because of the host.
-struct CpuTimes {
-  std::vector<std::uint64_t> total, steal;
-};
-CpuTimes cpu_times() {
-  CpuTimes t;
-  std::ifstream in("/proc/stat");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("cpu", 0) != 0 || line.size() < 4 || line[3] == ' ') continue;  // cpuN only
-    std::istringstream f(line.substr(line.find(' ')));
-    std::uint64_t v = 0, sum = 0, steal = 0;
-    for (int k = 0; f >> v; ++k) {
-      if (k < 8) sum += v;  // user nice system idle iowait irq softirq steal
-      if (k == 7) steal = v;
-    }
-    t.total.push_back(sum);
-    t.steal.push_back(steal);
-  }
-  return t;
-}
-// Steal time between two readings: the share of all CPUs' time, and of the CPU with most.
-std::pair<double, double> steal_shares(const CpuTimes& a, const CpuTimes& b) {
-  double all_total = 0, all_steal = 0, most = 0;
-  for (std::size_t i = 0; i < std::min(a.total.size(), b.total.size()); ++i) {
-    const double total = static_cast<double>(b.total[i] - a.total[i]);
-    const double steal = static_cast<double>(b.steal[i] - a.steal[i]);
-    all_total += total;
-    all_steal += steal;
-    if (total > 0) most = std::max(most, steal / total);
-  }
-  return {all_total > 0 ? all_steal / all_total : 0.0, most};
 }
 
 // The acquisition is replayed whole in a loop, by several senders: sender k sends the
@@ -655,7 +620,7 @@ int main(int argc, char** argv) {
     // on without a gap, as a scanner's boards share one clock. Where the senders cannot keep
     // the schedule they send less than asked: the trial is void (it measured the senders).
     for (auto& sender : tx) sender.take_max_behind();
-    const CpuTimes cpu_before = cpu_times();
+    const host_probe::CpuTimes cpu_before = host_probe::cpu_times();
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
     std::vector<std::atomic<std::uint64_t>> done(senders);
     std::vector<std::uint64_t> waits(senders, 0);
@@ -689,7 +654,7 @@ int main(int argc, char** argv) {
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     t.skipped_passes = source.align();  // 0: the senders ended on one pass
     for (auto n : waits) t.sender_waits += n;
-    std::tie(t.steal, t.steal_cpu_max) = steal_shares(cpu_before, cpu_times());
+    std::tie(t.steal, t.steal_cpu_max) = host_probe::steal_shares(cpu_before, host_probe::cpu_times());
     for (auto& sender : tx)
       t.sender_behind_ms = std::max(t.sender_behind_ms,
                                     std::chrono::duration<double, std::milli>(sender.take_max_behind()).count());

@@ -37,6 +37,7 @@
 #include "core/order.h"
 #include "core/settings.h"
 #include "tools/common/bench_frames.h"
+#include "tools/common/host_probe.h"
 
 namespace petdaq {
 namespace {
@@ -274,6 +275,8 @@ int backend_sweep(const Options& o) {
   }
   chunk_start[chunks] = static_cast<std::uint64_t>(t);
   const std::uint64_t margin = static_cast<std::uint64_t>(10 * 200.0 / s.scanner.tick_ps);
+  host_probe::print_host(o.threads.empty() ? 1u : *std::max_element(o.threads.begin(), o.threads.end()));
+  const host_probe::CpuTimes cpu_before = host_probe::cpu_times();
   std::printf("petdaq-bench-engine --threads: the CPU backend on %llu frames at %.1f M singles/s, "
               "slices of %llu frames, best of %u, %u cores\n",
               static_cast<unsigned long long>(frames.size()), o.rate_per_s / 1e6,
@@ -330,8 +333,11 @@ int backend_sweep(const Options& o) {
                 hash == first_hash ? "" : "  RECORDS DIFFER FROM THE FIRST COUNT");
     if (hash != first_hash) return 1;
   }
+  const auto [steal, steal_most] = host_probe::steal_shares(cpu_before, host_probe::cpu_times());
   std::printf("(efficiency: speed-up over the first count per extra thread, 100%% = linear; "
               "target >= 25 M frames/s per core, DESIGN section 11)\n");
+  std::printf("steal time during the sweep: %.2f %% of the CPUs' time (%.2f %% on the CPU with "
+              "most)\n", 100 * steal, 100 * steal_most);
   return 0;
 }
 
