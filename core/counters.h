@@ -119,6 +119,22 @@ class Counters {
   std::uint64_t bdm_dead(std::uint32_t bdm) const {
     return bdm_dead_[bdm].load(std::memory_order_relaxed);
   }
+  // Per-BDM losses at the receiving socket: frames of the board's own datagrams dropped for a
+  // full ring (rx.ring_full; exact), and the datagrams the kernel dropped at the socket that
+  // receives the board's datagrams (rx.kernel_drops of that socket, counted for each board
+  // seen on it: which boards the dropped datagrams were of, nobody knows).
+  void add_bdm_ring_full(std::uint32_t bdm, std::uint64_t n) {
+    bdm_ring_full_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  void add_bdm_socket_kernel_drops(std::uint32_t bdm, std::uint64_t n) {
+    bdm_socket_kernel_drops_[bdm].fetch_add(n, std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_ring_full(std::uint32_t bdm) const {
+    return bdm_ring_full_[bdm].load(std::memory_order_relaxed);
+  }
+  std::uint64_t bdm_socket_kernel_drops(std::uint32_t bdm) const {
+    return bdm_socket_kernel_drops_[bdm].load(std::memory_order_relaxed);
+  }
 
  private:
   std::array<std::atomic<std::uint64_t>, kCounterCount> values_{};
@@ -127,6 +143,8 @@ class Counters {
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_energy_rejected_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_late_;
   std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_dead_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_ring_full_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_socket_kernel_drops_;
 };
 
 }  // namespace petdaq

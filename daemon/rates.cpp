@@ -172,7 +172,8 @@ Json RatesReporter::live_time_object(const RatesSnapshot& s, double trues) const
 
 Json RatesReporter::bdm_object(const RatesSnapshot& s) const {
   Json singles = Json::array(), temperatures = Json::array(), lagging = Json::array(),
-       taken = Json::array(), late = Json::array(), dead = Json::array();
+       taken = Json::array(), late = Json::array(), dead = Json::array(),
+       ring_full = Json::array(), socket_kernel_drops = Json::array();
   for (std::uint32_t b = 0; b < counters_.bdm_count(); ++b) {
     singles.push_back(bdm_rate_[b] / to_acq_);
     const double t = s.temperature_degC ? s.temperature_degC[b] : NAN;
@@ -181,6 +182,8 @@ Json RatesReporter::bdm_object(const RatesSnapshot& s) const {
     taken.push_back(counters_.bdm_singles(b) + counters_.bdm_energy_rejected(b));
     late.push_back(counters_.bdm_late(b));
     dead.push_back(counters_.bdm_dead(b));
+    ring_full.push_back(counters_.bdm_ring_full(b));
+    socket_kernel_drops.push_back(counters_.bdm_socket_kernel_drops(b));
   }
   return {{rd::bdm::transaxial, s.bdm_transaxial},
           {rd::bdm::axial, s.bdm_axial},
@@ -189,7 +192,9 @@ Json RatesReporter::bdm_object(const RatesSnapshot& s) const {
           {rd::bdm::lagging, std::move(lagging)},
           {rd::bdm::frames_taken, std::move(taken)},
           {rd::bdm::late, std::move(late)},
-          {rd::bdm::dead, std::move(dead)}};
+          {rd::bdm::dead, std::move(dead)},
+          {rd::bdm::ring_full, std::move(ring_full)},
+          {rd::bdm::socket_kernel_drops, std::move(socket_kernel_drops)}};
 }
 
 Json RatesReporter::counters_object() const {

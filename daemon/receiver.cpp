@@ -11,6 +11,8 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
@@ -58,7 +60,13 @@ struct Receiver::Lane {
     udp::socket socket;
     std::uint32_t last_overflow = 0;  // SO_RXQ_OVFL is cumulative per socket
     bool behind = false;  // its last full batch left a backlog (note_backlog)
+    // The boards whose datagrams came on this socket (by each datagram's first frame: a
+    // board's datagrams are its own), and its kernel drops not yet counted for them.
+    std::array<std::uint64_t, 4> boards{};
+    std::uint64_t kernel_drops_unattributed = 0;
     explicit Socket(asio::io_context& io) : socket(io) {}
+    void saw_board(std::uint8_t b) { boards[b / 64] |= std::uint64_t{1} << (b % 64); }
+    bool seen(std::uint32_t b) const { return b < 256 && (boards[b / 64] >> (b % 64)) & 1; }
   };
 
   Lane(const InputSettings& in, const SourceRule& rule_, std::uint64_t max_span_ticks_,
@@ -74,7 +82,8 @@ struct Receiver::Lane {
         time_seal_room(time_seal_room_of(in, ring_.chunk_count())),
         timer(io),
         token(ring_.make_sealed_token()),
-        scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)) {}
+        scratch(std::make_unique<std::uint8_t[]>(kRecvBatch * kDatagramSlotBytes)),
+        ring_full_frames(counters_.bdm_count(), 0) {}
 
   SourceRule rule;
   std::uint64_t max_span_ticks;  // a chunk that spans more is sealed after its batch
@@ -95,6 +104,8 @@ struct Receiver::Lane {
   std::unique_ptr<std::uint8_t[]> scratch;  // where datagrams go when no chunk is free
   SequenceTracker sequences;
   CounterDelta delta;
+  // Per board, the frames of its datagrams dropped for a full ring, not yet counted.
+  std::vector<std::uint64_t> ring_full_frames;
 
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
@@ -144,7 +155,18 @@ struct Receiver::Lane {
                                      "host ring full, datagrams dropped (the worker is behind)");
     if (delta[Counter::rx_kernel_drops])
       g_kernel_drop_warning.warn_count(delta[Counter::rx_kernel_drops],
-                                       "the kernel dropped datagrams (socket receive buffer full)");
+                                       "the kernel dropped datagrams (socket receive buffer full); "
+                                       "bdm.socket_kernel_drops names the boards of the socket");
+    // The losses of some boards, per board (the rates document's bdm object).
+    for (std::uint32_t b = 0; b < ring_full_frames.size(); ++b)
+      if (ring_full_frames[b]) counters.add_bdm_ring_full(b, std::exchange(ring_full_frames[b], 0));
+    for (auto& sp : sockets) {
+      Socket& so = *sp;
+      if (so.kernel_drops_unattributed == 0) continue;
+      const std::uint64_t n = std::exchange(so.kernel_drops_unattributed, 0);
+      for (std::uint32_t b = 0; b < counters.bdm_count(); ++b)
+        if (so.seen(b)) counters.add_bdm_socket_kernel_drops(b, n);
+    }
     if (delta[Counter::rx_foreign_source])
       g_foreign_warning.warn_count(delta[Counter::rx_foreign_source],
                                    "datagrams from sources outside input.allowed_sources dropped");
@@ -235,7 +257,9 @@ struct Receiver::Lane {
       if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SO_RXQ_OVFL) {
         std::uint32_t dropped;
         std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
-        delta[Counter::rx_kernel_drops] += static_cast<std::uint32_t>(dropped - s.last_overflow);
+        const std::uint32_t lost = dropped - s.last_overflow;
+        delta[Counter::rx_kernel_drops] += lost;
+        s.kernel_drops_unattributed += lost;
         s.last_overflow = dropped;
       }
     }
@@ -267,8 +291,13 @@ struct Receiver::Lane {
       if (!fresh) return;
     }
     if (v.frame_count == 0) return;
+    s.saw_board(v.frames[frame_offset::bdm]);
     if (!current) {
       ++delta[Counter::rx_ring_full];
+      for (std::size_t f = 0; f < v.frame_count; ++f) {
+        const std::uint8_t b = v.frames[f * kFrameBytes + frame_offset::bdm];
+        if (b < ring_full_frames.size()) ++ring_full_frames[b];
+      }
       return;
     }
     append(v, now);

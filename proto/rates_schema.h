@@ -104,6 +104,8 @@ constexpr std::string_view type_name(Type t) {
   X(bdm, frames_taken, "frames_taken", array_of_integer)                 \
   X(bdm, late, "late", array_of_integer)                                 \
   X(bdm, dead, "dead", array_of_integer)                                 \
+  X(bdm, ring_full, "ring_full", array_of_integer)                       \
+  X(bdm, socket_kernel_drops, "socket_kernel_drops", array_of_integer)   \
   X(deadtime, shedding, "shedding", boolean)                             \
   X(deadtime, dead_s_run, "dead_s_run", number)                          \
   X(deadtime, live_fraction_run, "live_fraction_run", number)            \

@@ -36,7 +36,7 @@ class ReceiverTest : public ::testing::Test {
     in.receiver_threads = threads;
     in.framing = framing;
     in.allowed_sources = {parse_ipv4_network(allowed).value()};
-    in.receive_buffer_bytes = 1 << 20;
+    in.receive_buffer_bytes = receive_buffer_bytes;
     in.flush_ms = 1;
     if (!own_ring) {
       in.ring_chunk_bytes = 1 << 16;
@@ -92,6 +92,7 @@ class ReceiverTest : public ::testing::Test {
 
   InputSettings in;
   bool own_ring = false;  // the test set in.ring_chunk_bytes and ring_chunks
+  std::size_t receive_buffer_bytes = 1 << 20;
   // No marker check: the test's frames are numbered bytes; those whose BDM byte is below 4
   // have a source.
   SourceRule rule{false, 0xA, 0x5, 4};
@@ -186,7 +187,50 @@ TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
   EXPECT_EQ(counters.get(Counter::rx_datagrams), 40u);
   EXPECT_EQ(in_chunks + counters.get(Counter::rx_ring_full), 40u);
   EXPECT_GT(counters.get(Counter::rx_ring_full), 0u);
+  // Per board, exactly: each dropped datagram held two frames of each of the boards 0-3
+  // (its 500 frames' BDM bytes count 0-255 and 0-243).
+  for (std::uint32_t b = 0; b < 4; ++b)
+    EXPECT_EQ(counters.bdm_ring_full(b), 2 * counters.get(Counter::rx_ring_full)) << "board " << b;
   for (Chunk* c : held) ring->release(c);
+}
+
+// The kernel's drops at a socket are counted for the boards whose datagrams that socket
+// receives (bdm.socket_kernel_drops), and for no other: two threads share a port and take
+// the even and the odd boards (by each datagram's first frame); the odd boards' socket, its
+// buffer small, overflows before the receiver starts.
+TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
+  receive_buffer_bytes = 32 << 10;
+  in.ring_chunk_bytes = 1 << 16;
+  in.ring_chunks = 64;
+  own_ring = true;
+  start(Framing::raw, "127.0.0.1/32", 2, false);
+  for (int i = 0; i < 4; ++i) send(frames_bytes(0, 2));  // boards 0, 1: the even socket
+  for (int i = 0; i < 4; ++i) send(frames_bytes(2, 2));  // boards 2, 3: the even socket
+  for (int i = 0; i < 400; ++i) send(frames_bytes(1, 64));  // the odd socket overflows
+  rx->start();
+  auto drain = [&] {
+    while (Chunk* c = ring->wait_sealed(20ms)) ring->release(c);
+  };
+  EXPECT_TRUE(test::wait_until([&] {
+    drain();
+    return counters.get(Counter::rx_datagrams) > 8;
+  }));
+  drain();
+  // The drops show on the first datagram queued after them.
+  for (int i = 0; i < 3; ++i) send(frames_bytes(3, 1));
+  EXPECT_TRUE(test::wait_until([&] {
+    drain();
+    return counters.get(Counter::rx_kernel_drops) > 0;
+  }));
+  rx->stop();
+  drain();
+  const std::uint64_t drops = counters.get(Counter::rx_kernel_drops);
+  ASSERT_GT(drops, 0u);
+  EXPECT_EQ(counters.bdm_socket_kernel_drops(1), drops);
+  EXPECT_EQ(counters.bdm_socket_kernel_drops(3), drops);
+  EXPECT_EQ(counters.bdm_socket_kernel_drops(0), 0u);
+  EXPECT_EQ(counters.bdm_socket_kernel_drops(2), 0u);
+  for (std::uint32_t b = 0; b < 4; ++b) EXPECT_EQ(counters.bdm_ring_full(b), 0u);
 }
 
 // A socket the receiver finds with a backlog (a quarter of its receive buffer still queued
