@@ -55,9 +55,13 @@ TEST(TopRates, ReadsLaggingBoardsAndTheLiveFraction) {
   const std::size_t n = doc["bdm"]["singles_per_s"].size();
   doc["bdm"]["lagging"] = nlohmann::json::array();
   doc["bdm"]["late"] = nlohmann::json::array();
+  doc["bdm"]["ring_full"] = nlohmann::json::array();
+  doc["bdm"]["socket_kernel_drops"] = nlohmann::json::array();
   for (std::size_t b = 0; b < n; ++b) {
     doc["bdm"]["lagging"].push_back(b == 3);
     doc["bdm"]["late"].push_back(b == 3 ? 1234 : 0);
+    doc["bdm"]["ring_full"].push_back(b == 1 ? 7 : 0);
+    doc["bdm"]["socket_kernel_drops"].push_back(b % 2 == 1 ? 40 : 0);
   }
   doc["deadtime"] = {{"shedding", true}, {"dead_s_run", 0.5}, {"live_fraction_run", 0.9},
                      {"live_fraction_interval", 0.75}};
@@ -67,11 +71,23 @@ TEST(TopRates, ReadsLaggingBoardsAndTheLiveFraction) {
   EXPECT_FALSE(r.bdm_lagging[2]);
   ASSERT_EQ(r.bdm_late.size(), n);
   EXPECT_EQ(r.bdm_late[3], 1234u);
+  ASSERT_EQ(r.bdm_socket_losses.size(), n);
+  EXPECT_EQ(r.bdm_socket_losses[1], 47u);
+  EXPECT_EQ(r.bdm_socket_losses[3], 40u);
+  EXPECT_EQ(r.bdm_socket_losses[2], 0u);
   EXPECT_EQ(r.live_fraction_run.value_or(0), 0.9);
   EXPECT_EQ(r.live_fraction_interval.value_or(0), 0.75);
   EXPECT_TRUE(r.shedding);
   const top::Rates old = top::parse_rates(test::test_rates_json(4));
   EXPECT_TRUE(old.bdm_lagging.empty());
+  EXPECT_TRUE(old.bdm_socket_losses.empty());
+  // A board is shown losing while its socket's losses grow, not for losses long past.
+  EXPECT_EQ(top::boards_losing({}, r.bdm_socket_losses), std::vector<bool>(n, false));
+  std::vector<std::uint64_t> later = r.bdm_socket_losses;
+  later[3] += 5;
+  std::vector<bool> want(n, false);
+  want[3] = true;
+  EXPECT_EQ(top::boards_losing(r.bdm_socket_losses, later), want);
   EXPECT_FALSE(old.live_fraction_run.has_value());
 }
 

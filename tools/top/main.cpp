@@ -53,6 +53,9 @@ struct State {
   std::deque<double> prompts_history, singles_history;  // one sample per document
   std::map<std::string, std::uint64_t> previous_counters;
   std::map<std::string, std::uint64_t> counter_increase;  // over the last document
+  // Boards whose receiving socket lost datagrams since the last document (bdm_socket_losses).
+  std::vector<std::uint64_t> previous_socket_losses;
+  std::vector<bool> socket_losing;
   std::uint64_t documents = 0;
   std::uint64_t bad_messages = 0;
   std::string last_error;
@@ -93,6 +96,8 @@ struct State {
       }
       previous_counters[name] = value;
     }
+    socket_losing = boards_losing(previous_socket_losses, r.bdm_socket_losses);
+    previous_socket_losses = r.bdm_socket_losses;
     latest = std::move(r);
     latest_at = now;
     ++documents;
@@ -322,7 +327,7 @@ class Screen {
     line(format("singles %3zu s |%s| peak %s/s", st.singles_history.size(),
                 sparkline(st.singles_history, spark_width).c_str(), si(peak_s).c_str()));
     line("");
-    draw_bdms(r, y, rows, cols);
+    draw_bdms(r, st.socket_losing, y, rows, cols);
     line("");
     draw_counters(st, y, rows, cols);
     if (st.publisher_changes) {
@@ -389,7 +394,7 @@ class Screen {
     }
   }
 
-  void draw_bdms(const Rates& r, int& y, int rows, int cols) {
+  void draw_bdms(const Rates& r, const std::vector<bool>& socket_losing, int& y, int rows, int cols) {
     const std::uint32_t ta = r.bdm_transaxial, ax = r.bdm_axial;
     const std::size_t count = r.bdm_singles_per_s.size();
     if (ta == 0 || ax == 0 || count < std::size_t{ta} * ax) {
@@ -436,6 +441,8 @@ class Screen {
         }
         // A lagging board (DESIGN section 6) does not hold the horizon; its late frames drop.
         if (b < r.bdm_lagging.size() && r.bdm_lagging[b]) tail += " LAG";
+        // Its receiving socket lost datagrams since the last document: its data has gaps.
+        if (b < socket_losing.size() && socket_losing[b]) tail += " DROP";
         if (x + 8 + bar < cols) mvaddnstr(y, x + 8 + bar, tail.c_str(), cols - (x + 8 + bar));
       }
       ++y;

@@ -107,6 +107,12 @@ Rates parse_rates(std::string_view json_text) {
       for (const auto& v : *l) r.bdm_lagging.push_back(v.is_boolean() && v.get<bool>());
     if (const Json* l = member(bdm, rd::bdm::late); l && l->is_array())
       for (const auto& v : *l) r.bdm_late.push_back(v.is_number() ? count_of(v) : 0);
+    for (const auto key : {rd::bdm::ring_full, rd::bdm::socket_kernel_drops})
+      if (const Json* l = member(bdm, key); l && l->is_array()) {
+        r.bdm_socket_losses.resize(std::max(r.bdm_socket_losses.size(), l->size()), 0);
+        for (std::size_t b = 0; b < l->size(); ++b)
+          if ((*l)[b].is_number()) r.bdm_socket_losses[b] += count_of((*l)[b]);
+      }
   }
   if (const Json* c = member(&doc, rd::doc::counters); c && c->is_object()) {
     for (const auto& [name, v] : c->items()) {
@@ -154,6 +160,13 @@ bool is_problem_counter(std::string_view name) {
       "coinc.delayed_multiples", "out.messages", "out.file_bytes", "out.raw_bytes",
       "out.zmq_subscriptions", "out.zmq_connects", "out.zmq_disconnects", "ctl.commands"};
   return std::find(informational.begin(), informational.end(), name) == informational.end();
+}
+
+std::vector<bool> boards_losing(const std::vector<std::uint64_t>& before,
+                                const std::vector<std::uint64_t>& now) {
+  std::vector<bool> losing(now.size(), false);
+  for (std::size_t b = 0; b < now.size() && b < before.size(); ++b) losing[b] = now[b] > before[b];
+  return losing;
 }
 
 }  // namespace petdaq::top

@@ -38,6 +38,9 @@ struct Rates {
   // Lagging boards (DESIGN section 6) and their late frames; the dead time of an overload.
   std::vector<bool> bdm_lagging;
   std::vector<std::uint64_t> bdm_late;
+  // Per board, what its receiving socket lost (bdm.ring_full + bdm.socket_kernel_drops):
+  // cumulative; empty from a daemon that does not publish them.
+  std::vector<std::uint64_t> bdm_socket_losses;
   std::optional<double> live_fraction_interval, live_fraction_run;
   bool shedding = false;
   std::vector<std::pair<std::string, std::uint64_t>> counters;  // sorted by name
@@ -48,6 +51,11 @@ struct Rates {
 
   std::optional<std::uint64_t> counter(std::string_view name) const;
 };
+
+// The boards whose socket losses (Rates::bdm_socket_losses) grew from `before` to `now`: their
+// data has gaps since the document before (none on the first document, `before` empty).
+std::vector<bool> boards_losing(const std::vector<std::uint64_t>& before,
+                                const std::vector<std::uint64_t>& now);
 
 Rates parse_rates(std::string_view json_text);
 
