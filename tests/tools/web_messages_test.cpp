@@ -112,6 +112,38 @@ TEST(WebRatesMessage, CarriesLaggingBoardsAndTheLiveFraction) {
   EXPECT_TRUE(old["deadtime"].is_null());
 }
 
+// A board whose receiving socket lost datagrams since the previous document is "dropping"
+// (petdaq-top's rule): not on the first document, not for losses long past; an array of the
+// wrong length or type is refused and leaves the builder as it was.
+TEST(WebRatesMessage, MarksTheBoardsWhoseSocketLostDatagrams) {
+  json doc = json::parse(test::test_rates_json(4));
+  const std::size_t n = doc["bdm"]["singles_per_s"].size();
+  doc["bdm"]["ring_full"] = json::array();
+  doc["bdm"]["socket_kernel_drops"] = json::array();
+  for (std::size_t b = 0; b < n; ++b) {
+    doc["bdm"]["ring_full"].push_back(b == 2 ? 5 : 0);
+    doc["bdm"]["socket_kernel_drops"].push_back(b % 2 ? 9 : 0);
+  }
+  RatesMessageBuilder builder;
+  json m = json::parse(builder.build(doc.dump()).message);
+  EXPECT_EQ(m["bdm"]["dropping"], json(std::vector<bool>(n, false)));
+  doc["bdm"]["socket_kernel_drops"][3] = 12;  // board 3's socket lost 3 more
+  json bad = doc;
+  bad["bdm"]["ring_full"] = json::array({1});
+  EXPECT_THROW(builder.build(bad.dump()), std::exception);
+  bad["bdm"]["ring_full"] = json::array();
+  for (std::size_t b = 0; b < n; ++b) bad["bdm"]["ring_full"].push_back(-1);
+  EXPECT_THROW(builder.build(bad.dump()), std::exception);
+  m = json::parse(builder.build(doc.dump()).message);
+  std::vector<bool> want(n, false);
+  want[3] = true;
+  EXPECT_EQ(m["bdm"]["dropping"], json(want));
+  m = json::parse(builder.build(doc.dump()).message);  // nothing more lost
+  EXPECT_EQ(m["bdm"]["dropping"], json(std::vector<bool>(n, false)));
+  const json old = json::parse(builder.build(test::test_rates_json(4)).message);
+  EXPECT_FALSE(old["bdm"].contains("dropping"));
+}
+
 TEST(WebRatesMessage, DerivesTruesRandomsAndNecrWhenMissing) {
   json doc = json::parse(test::test_rates_json(0));
   doc["rates"] = {{"singles", 1000.0}, {"prompts", 400.0}, {"delayed", 100.0}};

@@ -113,6 +113,7 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
       {rd::rates::necr, p.necr}};
 
   json bdm_out = nullptr;
+  std::vector<std::uint64_t> socket_losses;
   if (const json* bdm = object_member(doc, rd::doc::bdm)) {
     const std::string in_bdm = path(rd::doc::bdm);
     const std::uint64_t trans = count(*bdm, in_bdm, rd::bdm::transaxial).value_or(0);
@@ -155,6 +156,29 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
         l.push_back(v.get<bool>());
       }
       bdm_out[rd::bdm::lagging] = std::move(l);
+    }
+    // Boards whose receiving socket lost datagrams since the previous document (absent from
+    // older daemons): "dropping", by petdaq-top's rule.
+    bool any_losses = false;
+    socket_losses.assign(singles->size(), 0);
+    for (const auto key : {rd::bdm::ring_full, rd::bdm::socket_kernel_drops})
+      if (const json* l = member(*bdm, key)) {
+        const std::string l_path = in_bdm + std::string(key);
+        if (!l->is_array() || l->size() != singles->size())
+          refuse(l_path + " is not an array of one entry per BDM");
+        for (std::size_t b = 0; b < l->size(); ++b) {
+          if (!(*l)[b].is_number_unsigned()) refuse(l_path + " holds a value that is not a count");
+          socket_losses[b] += (*l)[b].get<std::uint64_t>();
+        }
+        any_losses = true;
+      }
+    if (any_losses) {
+      json d = json::array();
+      for (const bool losing : top::boards_losing(previous_socket_losses_, socket_losses))
+        d.push_back(losing);
+      bdm_out["dropping"] = std::move(d);
+    } else {
+      socket_losses.clear();
     }
   }
   out[rd::doc::bdm] = std::move(bdm_out);
@@ -228,6 +252,7 @@ RatesUpdate RatesMessageBuilder::build(std::string_view document) {
   out[rd::doc::deadtime] = std::move(dead);
 
   previous_counters_ = std::move(counters);
+  previous_socket_losses_ = std::move(socket_losses);
   return {out.dump(), p};
 }
 

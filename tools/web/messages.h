@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <vector>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -41,6 +42,8 @@ class RatesMessageBuilder {
 
  private:
   std::map<std::string, std::uint64_t, std::less<>> previous_counters_;
+  // Per board, its receiving socket's losses (bdm.ring_full + bdm.socket_kernel_drops).
+  std::vector<std::uint64_t> previous_socket_losses_;
 };
 
 // {"type":"history","points":[...]}: sent to a page when it connects, so its plots start

@@ -134,11 +134,13 @@ function showBdm(bdm) {
     table.replaceChildren(...rows);
   }
   bdm.singles_per_s.forEach((v, b) => {
-    // A lagging board (DESIGN section 6) does not hold the horizon: its late frames drop.
+    // A lagging board (DESIGN section 6) does not hold the horizon: its late frames drop. A
+    // dropping one's receiving socket lost datagrams since the last document: its data has gaps.
     const lagging = Boolean(bdm.lagging && bdm.lagging[b]);
-    show(`bdm-${b}`, v, si(v) + (lagging ? " LAGGING" : ""));
+    const dropping = Boolean(bdm.dropping && bdm.dropping[b]);
+    show(`bdm-${b}`, v, si(v) + (lagging ? " LAGGING" : "") + (dropping ? " DROPPING" : ""));
     const cell = $(`bdm-${b}`);
-    if (cell) cell.classList.toggle("problem", lagging);
+    if (cell) cell.classList.toggle("problem", lagging || dropping);
     const t = bdm.temperature_degC[b];
     show(`bdm-temp-${b}`, t === undefined ? null : t, t === null || t === undefined ? "–" : t.toFixed(1));
   });
