@@ -139,6 +139,7 @@ TEST(RatesSchema, TheLivePageReadsTheDocumentsNames) {
       {"d", names_of("deadtime")},      {"l", names_of("latency_ms")},
       {"a", names_of("alarm")}};
   for (const char* own : {"type", "problems", "randoms_method"}) known["m"].insert(own);
+  known["bdm"].insert("dropping");  // petdaq-web's own (tools/web/messages.cpp)
 
   const std::string on_rates = function_body(script, "onRates");
   const std::string show_bdm = function_body(script, "showBdm");
