@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/counters.h"
+#include "core/dead_ranges.h"
 #include "core/stream_limits.h"
 #include "core/host_allocator.h"
 #include "proto/frame.h"
@@ -33,6 +34,9 @@ struct SliceRequest {
   bool final = false;
   // First slice of a run: t_begin of its batch is 0 and the carry-over starts empty.
   bool run_start = false;
+  // Dead ranges still open (the slicer's, core/dead_ranges.h): the slice's frames in them
+  // are dropped as dead time (FrameStatus::dead), on every backend alike.
+  DeadRanges dead;
 };
 
 struct SliceResult {
@@ -70,6 +74,8 @@ struct SliceResult {
   // Per-BDM accepted singles and energy-rejected singles of this slice (bdm_count each).
   const std::uint64_t* bdm_singles = nullptr;
   const std::uint64_t* bdm_energy_rejected = nullptr;
+  // Per-BDM frames dropped in the request's dead ranges (null: none could be).
+  const std::uint64_t* bdm_dead = nullptr;
   // The singles this slice resolved (every single before the carry-over), in the order of
   // DESIGN section 5; only with output.singles.enabled, else null and 0. Their times lie in
   // [t_begin, t_end).

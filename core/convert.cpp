@@ -1,6 +1,7 @@
 #include "core/convert.h"
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "core/calibration.h"
@@ -231,14 +232,18 @@ std::size_t convert_frames(const RawFrame* frames, std::size_t n, const ConvertT
   const std::size_t units = bdms == 0 || dus == 0 ? 0 : std::size_t{bdms - 1} * t.du_per_bdm + dus;
   std::size_t kept = 0;
   const std::size_t ps = t.geometry.position_size;
-  if (units > kMaxUnits || units * ps * ps > ByteParts::kFails) {
-    // Only a scanner no configuration passes (more DUs per BDM than the nibble holds), or
-    // flood maps of 512 MB: the frame-by-frame conversion.
+  if (units > kMaxUnits || units * ps * ps > ByteParts::kFails || t.dead.count != 0) {
+    // Only a scanner no configuration passes (more DUs per BDM than the nibble holds), flood
+    // maps of 512 MB, or a slice with dead ranges (rare: a socket lost datagrams): the
+    // frame-by-frame conversion.
     for (std::size_t i = 0; i < n; ++i) {
       const FrameStatus s = convert_frame(frames[i].bytes, t, out[kept]);
       ++by_status[static_cast<int>(s)];
-      if (s == FrameStatus::single) ++bdm_singles[frames[i].bytes[frame_offset::bdm]], ++kept;
-      if (s == FrameStatus::energy_rejected) ++bdm_energy_rejected[frames[i].bytes[frame_offset::bdm]];
+      const std::uint8_t bdm = frames[i].bytes[frame_offset::bdm];
+      if (s == FrameStatus::single) ++bdm_singles[bdm], ++kept;
+      if (s == FrameStatus::energy_rejected) ++bdm_energy_rejected[bdm];
+      if (s == FrameStatus::dead && t.dead.bdm_frames)
+        std::atomic_ref<std::uint64_t>(t.dead.bdm_frames[bdm]).fetch_add(1, std::memory_order_relaxed);
     }
     add_status_counts(delta, by_status);
     return kept;

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/counters.h"
+#include "core/dead_ranges.h"
 #include "core/frame_source.h"
 #include "core/geometry.h"
 #include "proto/frame.h"
@@ -28,8 +29,11 @@ enum class FrameStatus : std::uint8_t {
   bad_position,
   no_crystal,
   bad_time,
+  // In a range of DeadRanges (core/dead_ranges.h); checked right after the BDM, as the frames
+  // of a dead interval are those with a source (DESIGN section 6).
+  dead,
 };
-inline constexpr int kFrameStatusCount = 8;
+inline constexpr int kFrameStatusCount = 9;
 
 // The counter each status is counted under.
 constexpr Counter counter_of(FrameStatus s) {
@@ -42,6 +46,7 @@ constexpr Counter counter_of(FrameStatus s) {
     case FrameStatus::bad_position: return Counter::frame_bad_position;
     case FrameStatus::no_crystal: return Counter::frame_no_crystal;
     case FrameStatus::bad_time: return Counter::frame_bad_time;
+    case FrameStatus::dead: return Counter::stream_dead_frames;
   }
   return Counter::frame_bad_marker;
 }
@@ -79,6 +84,8 @@ struct ConvertTables {
   std::uint8_t tail_marker = 0x5;
   float low_keV = 0;   // inclusive bounds, rounded to float once
   float high_keV = 0;
+  // The slice's dead ranges (set per slice by the backends; none by default).
+  DeadRanges dead;
 
   // Derived from the above by derive(), so that a frame costs no division. The global crystal
   // id (Geometry::crystal_id) is linear in its parts:
@@ -127,6 +134,7 @@ ConvertTables make_convert_tables(const Settings& settings, const Calibration& c
 PETDAQ_HD FrameStatus check_frame(const std::uint8_t* f, const ConvertTables& t) {
   if (!markers_ok(f, t.check_markers, t.head_marker, t.tail_marker)) return FrameStatus::bad_marker;
   if (f[frame_offset::bdm] >= t.bdm_count) return FrameStatus::bad_bdm;
+  if (t.dead.count != 0 && t.dead.contains(frame_time(f))) return FrameStatus::dead;
   if ((f[frame_offset::head_du] & 0x0Fu) >= t.du_per_bdm) return FrameStatus::bad_du;
   const std::uint32_t ps = t.geometry.position_size;
   if (f[frame_offset::x] >= ps || f[frame_offset::y] >= ps) return FrameStatus::bad_position;

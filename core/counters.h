@@ -46,6 +46,7 @@ namespace petdaq {
   X(out_zmq_stalled_dropped, "out.zmq_stalled_dropped")                         \
   X(stream_source_lagging, "stream.source_lagging") X(stream_dead_frames, "stream.dead_frames") \
   X(stream_dead_intervals, "stream.dead_intervals")                             \
+  X(stream_loss_intervals, "stream.loss_intervals")                             \
   X(rx_backlog_chunks, "rx.backlog_chunks")
 
 enum class Counter : std::uint16_t {

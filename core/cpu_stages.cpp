@@ -56,13 +56,15 @@ SliceRecords::SliceRecords(std::size_t record_capacity, bool delayed_on, std::ui
       prompts{prompt_storage.get(), record_capacity},
       delayed{delayed_storage.get(), delayed_on ? record_capacity : 0},
       bdm_singles(bdm_count),
-      bdm_energy_rejected(bdm_count) {}
+      bdm_energy_rejected(bdm_count),
+      bdm_dead(bdm_count) {}
 
 void SliceRecords::clear() {
   prompts.clear();
   delayed.clear();
   std::fill(bdm_singles.begin(), bdm_singles.end(), 0);
   std::fill(bdm_energy_rejected.begin(), bdm_energy_rejected.end(), 0);
+  std::fill(bdm_dead.begin(), bdm_dead.end(), 0);
 }
 
 // ---- the stages ----
@@ -112,6 +114,10 @@ void SliceStages::start_run() {
 
 void SliceStages::run(const SliceRequest& req, SliceTake& take, SliceResult& result) {
   if (req.run_start) start_run();
+  // The slice's tables: the backend's, with the request's dead ranges.
+  slice_tables_ = tables_;
+  slice_tables_.dead = req.dead;
+  slice_tables_.dead.bdm_frames = req.dead.count ? records_.bdm_dead.data() : nullptr;
   result.t_begin = next_t_begin_;
   const bool final = req.final && !take.outcome().split;
   const std::uint64_t horizon = corrected_horizon(take.outcome().bound, min_time_offset_);
@@ -168,6 +174,7 @@ void SliceStages::run(const SliceRequest& req, SliceTake& take, SliceResult& res
   result.carry_count = singles_.carry();
   result.bdm_singles = records_.bdm_singles.data();
   result.bdm_energy_rejected = records_.bdm_energy_rejected.data();
+  result.bdm_dead = req.dead.count ? records_.bdm_dead.data() : nullptr;
 }
 
 // The slice's frames to new singles after the carry-over (on the threads: to the scratch
@@ -179,7 +186,7 @@ std::size_t SliceStages::convert(SliceTake& take, bool threaded, CounterDelta& d
     // The planned take runs piece by piece inside the convert, each piece's take right
     // before its convert, while its frames are in that core's cache.
     const std::size_t fresh = engine_->convert_pieces(
-        take.input(), take.piece_first(), take.piece_taken(), tables_, singles_.scratch(), delta,
+        take.input(), take.piece_first(), take.piece_taken(), slice_tables_, singles_.scratch(), delta,
         bdm_singles, bdm_rejected, histograms_.get(), &SliceTake::run_piece, &take);
     take.finish_one_pass();
     return fresh;
@@ -188,15 +195,15 @@ std::size_t SliceStages::convert(SliceTake& take, bool threaded, CounterDelta& d
   if (!threaded) {
     take.join_pieces();
     const std::size_t fresh =
-        convert_frames(take.input(), n, tables_, singles_.fresh(), delta, bdm_singles, bdm_rejected);
-    if (histograms_) histograms_->add_frames(take.input(), n, tables_);  // histograms
+        convert_frames(take.input(), n, slice_tables_, singles_.fresh(), delta, bdm_singles, bdm_rejected);
+    if (histograms_) histograms_->add_frames(take.input(), n, slice_tables_);  // histograms
     return fresh;
   }
   if (take.in_pieces())
-    return engine_->convert_pieces(take.input(), take.piece_offset(), take.piece_taken(), tables_,
+    return engine_->convert_pieces(take.input(), take.piece_offset(), take.piece_taken(), slice_tables_,
                                    singles_.scratch(), delta, bdm_singles, bdm_rejected,
                                    histograms_.get());
-  return engine_->convert(take.input(), n, tables_, singles_.scratch(), delta, bdm_singles,
+  return engine_->convert(take.input(), n, slice_tables_, singles_.scratch(), delta, bdm_singles,
                           bdm_rejected, histograms_.get());
 }
 

@@ -61,6 +61,7 @@ struct SliceRecords {
   RecordBuffer delayed;
   std::vector<std::uint64_t> bdm_singles;
   std::vector<std::uint64_t> bdm_energy_rejected;
+  std::vector<std::uint64_t> bdm_dead;  // frames in the slice's dead ranges
 };
 
 class SliceStages {
@@ -94,6 +95,7 @@ class SliceStages {
   void add_outputs(std::size_t resolved, SliceResult& result);
 
   const ConvertTables& tables_;
+  ConvertTables slice_tables_;  // tables_ with the slice's dead ranges (run())
   ParallelEngine* engine_;
   const CoincidenceParams params_;
   const std::size_t max_carry_;

@@ -102,6 +102,20 @@ void Slicer::Impl::deliver_one() {
       if (r.bdm_singles[b]) counters.add_bdm_singles(b, r.bdm_singles[b]);
       if (r.bdm_energy_rejected[b]) counters.add_bdm_energy_rejected(b, r.bdm_energy_rejected[b]);
     }
+  if (r.bdm_dead)
+    for (std::uint32_t b = 0; b < lim.bdm_count; ++b)
+      if (r.bdm_dead[b]) counters.add_bdm_dead(b, r.bdm_dead[b]);
+  // A slice that took every staged frame below its bound is done with the ranges that end
+  // there (the slices after it have later bounds).
+  if (!r.split) {
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < dead.count; ++i)
+      if (dead.end[i] > r.bound) {
+        dead.begin[kept] = dead.begin[i];
+        dead.end[kept++] = dead.end[i];
+      }
+    dead.count = kept;
+  }
   sink.on_slice(runs.id(), r);
 }
 
@@ -112,7 +126,9 @@ void Slicer::Impl::drain() {
 // Every frame accepted so far must be staged before a cut (flush()).
 void Slicer::Impl::cut(std::uint64_t bound, bool final) {
   while (backend.in_flight() >= backend.max_in_flight()) deliver_one();
-  backend.submit(runs.next(bound, final));
+  SliceRequest request = runs.next(bound, final);
+  request.dead = dead;
+  backend.submit(request);
   stage.cut();
   h.published = std::max(h.published, final ? h.current : bound);
   wall.last_cut = wall.now;
@@ -395,6 +411,42 @@ bool Slicer::release_lagging_source() {
   const bool declared = m.release_for_ring();
   m.counts.flush(m.counters);
   return declared;
+}
+
+std::pair<std::uint64_t, std::uint64_t> Slicer::add_dead_range(std::uint64_t begin,
+                                                                std::uint64_t end) {
+  DeadRanges& d = impl_->dead;
+  // Below the published horizon the frames are in slices already.
+  begin = std::max(begin, impl_->h.published);
+  if (end <= begin) return {0, 0};
+  // Ranges it meets or touches are merged into it, as one.
+  std::uint32_t kept = 0;
+  for (std::uint32_t i = 0; i < d.count; ++i) {
+    if (d.end[i] >= begin && d.begin[i] <= end) {
+      begin = std::min(begin, d.begin[i]);
+      end = std::max(end, d.end[i]);
+      continue;
+    }
+    d.begin[kept] = d.begin[i];
+    d.end[kept++] = d.end[i];
+  }
+  d.count = kept;
+  if (d.count == DeadRanges::kMax) {
+    // No room: it takes in the nearest range and the time between them.
+    std::uint32_t near = 0;
+    std::uint64_t gap = ~std::uint64_t{0};
+    for (std::uint32_t i = 0; i < d.count; ++i) {
+      const std::uint64_t g = d.end[i] <= begin ? begin - d.end[i] : d.begin[i] - end;
+      if (g < gap) gap = g, near = i;
+    }
+    begin = std::min(begin, d.begin[near]);
+    end = std::max(end, d.end[near]);
+    d.begin[near] = d.begin[--d.count];
+    d.end[near] = d.end[d.count];
+  }
+  d.begin[d.count] = begin;
+  d.end[d.count++] = end;
+  return {begin, end};
 }
 
 void Slicer::set_receiver_behind(std::uint32_t bdm, bool behind) {

@@ -189,6 +189,7 @@ void Slicer::Impl::start_run() {
   runs.start();
   warmup.restart(wall.now);
   h = Horizons{};
+  dead = DeadRanges{};
 }
 
 // Every live source jumped far backwards: the scanner's clock was reset. The run ends and

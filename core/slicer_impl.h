@@ -96,6 +96,10 @@ struct Slicer::Impl {
   } lag_room;
 
   const Slicer::Delivery delivery;
+  // Stretches of raw time dead for every board whose frames may already be staged
+  // (add_dead_range): each slice drops its frames in them, until a slice that did not split
+  // took everything below a range's end.
+  DeadRanges dead;
 
   Impl(const Settings& s, Backend& b, ResultSink& out, Counters& c, std::size_t cut,
        Slicer::Delivery d);

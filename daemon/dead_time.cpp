@@ -153,6 +153,34 @@ void DeadTime::close_open() {
   unpublished_.push(open_);
 }
 
+std::size_t DeadTime::add_loss(std::uint64_t begin, std::uint64_t end) {
+  // From the open interval's start on, frames are being dropped already.
+  if (shedding_ && !begin_at_first_) end = std::min(end, open_.t_begin);
+  std::size_t made = 0;
+  while (begin < end) {
+    std::uint64_t next = end;  // the first closed interval that starts inside [begin, end)
+    bool inside = false;
+    for (std::size_t i = 0; i < closed_in_run_.size(); ++i) {
+      const DeadInterval& d = closed_in_run_[i];
+      if (begin >= d.t_begin && begin < d.t_end) {
+        begin = d.t_end;
+        inside = true;
+        break;
+      }
+      if (d.t_begin > begin && d.t_begin < next) next = d.t_begin;
+    }
+    if (inside) continue;
+    const DeadInterval piece{begin, next, 0};
+    closed_in_run_.add(piece);
+    unpublished_.push(piece);
+    counters_.add(Counter::stream_dead_intervals);
+    counters_.add(Counter::stream_loss_intervals);
+    ++made;
+    begin = next;
+  }
+  return made;
+}
+
 bool DeadTime::take_closed(DeadInterval& out) { return unpublished_.pop(out); }
 
 void DeadTime::new_run() {

@@ -28,7 +28,7 @@ class RunIntervals {
   static constexpr std::size_t kRecent = 32;
   void add(const DeadInterval& d) {
     total_ticks_ += d.t_end - d.t_begin;
-    last_end_ = d.t_end;
+    last_end_ = std::max(last_end_, d.t_end);  // a socket's loss may lie before the last
     recent_[next_] = d;
     next_ = (next_ + 1) % kRecent;
     count_ = std::min(count_ + 1, kRecent);
@@ -100,6 +100,12 @@ class DeadTime {
   // Returns whether it dropped any of the chunk's frames (then last_reached() says how far).
   bool filter(Chunk& c, std::size_t in_use, std::size_t waiting, std::uint64_t latest_taken,
               std::uint64_t max_future_ticks);
+  // [begin, end) (raw ticks) is dead for every board: a receiving socket lost datagrams
+  // there (DESIGN section 6, "Losses at a socket"). Its parts not dead already become closed
+  // intervals (stream.dead_intervals and stream.loss_intervals, published as any other), so
+  // that frames in it that come later are dropped; the slicer drops those already staged.
+  // Returns the intervals it made.
+  std::size_t add_loss(std::uint64_t begin, std::uint64_t end);
   // The next interval closed since the last call (false: none).
   bool take_closed(DeadInterval& out);
   // A new run (clock reset, reload): the old run's intervals no longer apply; an open one

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,27 @@ struct Chunk {
   // Its receiver's socket held a backlog while it filled (the daemon was behind, not the
   // boards; DESIGN section 6, "Overload").
   bool receiver_behind = false;
+  // Datagrams its receiver lost (the kernel's drops at the socket, or a full ring) before a
+  // datagram it holds: the lost frames lie between `from` (the receiver's latest frame time
+  // before them; 0: none yet) and `to` (the earliest of the datagram after them), up to the
+  // boards' disorder. The worker makes that time dead for every board (DESIGN section 6,
+  // "Losses at a socket"); more than kMaxLosses in one chunk merge into the last.
+  struct Loss {
+    std::uint64_t from = 0;
+    std::uint64_t to = 0;
+  };
+  static constexpr std::uint32_t kMaxLosses = 4;
+  std::array<Loss, kMaxLosses> losses{};
+  std::uint32_t loss_count = 0;
+  void add_loss(std::uint64_t from, std::uint64_t to) {
+    if (loss_count < kMaxLosses) {
+      losses[loss_count++] = {from, to};
+      return;
+    }
+    Loss& last = losses[kMaxLosses - 1];
+    last.from = std::min(last.from, from);
+    last.to = std::max(last.to, to);
+  }
 
   RawFrame* frames() { return reinterpret_cast<RawFrame*>(h_bytes); }
   const RawFrame* frames() const { return reinterpret_cast<const RawFrame*>(h_bytes); }
@@ -58,6 +80,7 @@ struct Chunk {
     frame_count = 0;
     summary.clear();
     receiver_behind = false;
+    loss_count = 0;
   }
 };
 

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -64,6 +65,14 @@ struct Receiver::Lane {
     // board's datagrams are its own), and its kernel drops not yet counted for them.
     std::array<std::uint64_t, 4> boards{};
     std::uint64_t kernel_drops_unattributed = 0;
+    // Datagrams lost since the last one taken (the kernel's drops, or a full ring), after
+    // frames up to `loss_from`: the next datagram taken records the loss in its chunk.
+    bool loss_pending = false;
+    std::uint64_t loss_from = 0;
+    void lost(std::uint64_t latest) {
+      if (!loss_pending) loss_from = latest;
+      loss_pending = true;
+    }
     explicit Socket(asio::io_context& io) : socket(io) {}
     void saw_board(std::uint8_t b) { boards[b / 64] |= std::uint64_t{1} << (b % 64); }
     bool seen(std::uint32_t b) const { return b < 256 && (boards[b / 64] >> (b % 64)) & 1; }
@@ -106,6 +115,8 @@ struct Receiver::Lane {
   CounterDelta delta;
   // Per board, the frames of its datagrams dropped for a full ring, not yet counted.
   std::vector<std::uint64_t> ring_full_frames;
+  // The latest frame time (of a frame with a source) this lane put in a chunk.
+  std::uint64_t latest = 0;
 
   std::array<mmsghdr, kRecvBatch> msgs{};
   std::array<iovec, kRecvBatch> iovs{};
@@ -261,6 +272,7 @@ struct Receiver::Lane {
         delta[Counter::rx_kernel_drops] += lost;
         s.kernel_drops_unattributed += lost;
         s.last_overflow = dropped;
+        if (lost) s.lost(latest);
       }
     }
     const sockaddr_in& from = sources[i];
@@ -294,21 +306,31 @@ struct Receiver::Lane {
     s.saw_board(v.frames[frame_offset::bdm]);
     if (!current) {
       ++delta[Counter::rx_ring_full];
+      s.lost(latest);
       for (std::size_t f = 0; f < v.frame_count; ++f) {
         const std::uint8_t b = v.frames[f * kFrameBytes + frame_offset::bdm];
         if (b < ring_full_frames.size()) ++ring_full_frames[b];
       }
       return;
     }
-    append(v, now);
+    append(s, v, now);
   }
 
   // The datagram's frames already sit in the chunk, in its slot: they move down behind the
   // frames before them (the chunk stays one run of frames the backend copies at once), and
   // the chunk's summary takes them in. This is the receivers' per-frame work.
-  void append(const DatagramView& v, Clock::time_point now) {
+  void append(Socket& s, const DatagramView& v, Clock::time_point now) {
     Chunk& c = *current;
     const auto count = static_cast<std::uint32_t>(v.frame_count);
+    if (s.loss_pending) {
+      // The datagrams lost before this one: from the latest frame before them to this one's
+      // earliest.
+      std::uint64_t to = ~std::uint64_t{0};
+      for (std::uint32_t f = 0; f < count; ++f)
+        to = std::min(to, frame_time(v.frames + std::size_t{f} * kFrameBytes));
+      c.add_loss(s.loss_from, to);
+      s.loss_pending = false;
+    }
     const std::size_t bytes = std::size_t{count} * kFrameBytes;
     std::uint8_t* const dest = c.h_bytes + c.used_bytes;
     if (dest != v.frames) std::memmove(dest, v.frames, bytes);
@@ -317,6 +339,7 @@ struct Receiver::Lane {
                   static_cast<std::uint32_t>(c.frame_count), rule);
     c.frame_count += count;
     c.used_bytes += bytes;
+    latest = std::max(latest, c.summary.max_time);
     delta[Counter::rx_frames] += count;
   }
 };

@@ -171,6 +171,10 @@ void Worker::take_chunk(Chunk* c) {
   // A receiver that is behind makes its boards late; they are not lagging (DESIGN section 6).
   for (std::uint32_t i = 0; i < sum.present_count; ++i)
     slicer.set_receiver_behind(sum.present[i], c->receiver_behind);
+  // Datagrams the receiver lost before this chunk's: that time is dead for every board
+  // (DESIGN section 6, "Losses at a socket"): the slicer drops the frames of it it holds,
+  // the filter below those that come.
+  for (std::uint32_t i = 0; i < c->loss_count; ++i) note_loss(c->losses[i]);
   {
     const std::size_t chunks = ring_.chunk_count();
     std::size_t in_use = chunks - std::min(chunks, ring_.free_approx());

@@ -95,6 +95,9 @@ class Worker final : public ResultSink {
 
   void loop(Clock::time_point started);
   void take_chunk(Chunk* c);
+  // Datagrams a receiver lost before a chunk's: that stretch of time is made dead for every
+  // board (DESIGN section 6, "Losses at a socket").
+  void note_loss(const Chunk::Loss& loss);
   // Gives back to the ring the chunks whose copy into the backend is done (all of them,
   // waiting, when `wait`).
   void release_staged(bool wait);

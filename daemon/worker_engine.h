@@ -24,6 +24,7 @@ struct WorkerEngine {
   std::unique_ptr<Slicer> slicer;
   std::string explanation;
   std::uint64_t max_future_ticks = 0;
+  std::uint64_t max_disorder_ticks = 0;
 
   WorkerEngine(const Settings& s, Calibration c, BackendKind kind, ResultSink& sink,
                Counters& counters, PhaseTimer& phases, ResultMemory* memory)
@@ -36,6 +37,7 @@ struct WorkerEngine {
     slicer = std::make_unique<Slicer>(settings, *timed, sink, counters,
                                       timed->preferred_slice_frames());
     max_future_ticks = petdaq::max_future_ticks(settings);
+    max_disorder_ticks = ps_to_ticks(settings.stream.max_disorder_ps, settings.scanner.tick_ps);
   }
 };
 

@@ -39,6 +39,7 @@ MessageHeader one_record_header(MessageKind kind, std::uint64_t message_id, std:
 
 namespace {
 RateLimitedWarning g_dead_time_warning;
+RateLimitedWarning g_socket_loss_warning;
 RateLimitedWarning g_lagging_warning;
 }  // namespace
 
@@ -261,6 +262,21 @@ void Worker::note_run_dead_time(std::uint64_t until) {
   run_.note_dead_time(until, overload_.dead->run_dead_ticks(), engine_->settings.scanner.tick_ps);
 }
 
+void Worker::note_loss(const Chunk::Loss& loss) {
+  const std::uint64_t d = engine_->max_disorder_ticks;
+  const std::uint64_t to = loss.to;
+  const std::uint64_t from = loss.from != 0 ? std::min(loss.from, to) : to;
+  const std::uint64_t begin = from > d ? from - d : 0;
+  const std::uint64_t end = to > ~std::uint64_t{0} - d - 1 ? ~std::uint64_t{0} : to + d + 1;
+  const auto [b, e] = engine_->slicer->add_dead_range(begin, end);
+  if (e <= b || overload_.dead->add_loss(b, e) == 0) return;
+  g_socket_loss_warning.warn(
+      "a receiving socket lost datagrams: {:.3f} ms of acquisition time made dead for every "
+      "board (stream.loss_intervals; bdm.socket_kernel_drops and bdm.ring_full name the boards)",
+      static_cast<double>(e - b) * engine_->settings.scanner.tick_ps * 1e-9);
+  publish_dead_intervals();
+}
+
 void Worker::publish_dead_intervals() {
   DeadInterval d;
   while (overload_.dead->take_closed(d)) {
@@ -275,8 +291,9 @@ void Worker::publish_dead_intervals() {
     out_.publisher.send(topic::deadtime, h, &d, sizeof d);
     if (out_.file) out_.file->write(h, &d, sizeof d);
     g_dead_time_warning.warn(
-        "overload: {:.3f} ms of acquisition time shed as dead time for every board ({} frames; "
-        "the ring held more than input.shed_high_fraction of its chunks)",
+        "{:.3f} ms of acquisition time dead for every board ({} frames dropped before the "
+        "slicer): an overload (the ring held more than input.shed_high_fraction of its chunks) "
+        "or a receiving socket's losses (stream.loss_intervals)",
         static_cast<double>(d.t_end - d.t_begin) * engine_->settings.scanner.tick_ps * 1e-9,
         d.frames_dropped);
   }

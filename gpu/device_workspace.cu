@@ -31,7 +31,7 @@ DeviceWorkspace::DeviceWorkspace(const WorkspaceSizes& sizes) {
   d_prompt_offset = make_device<unsigned long long>(sort_capacity);
   d_delayed_count = make_device<unsigned long long>(sort_capacity);
   d_delayed_offset = make_device<unsigned long long>(sort_capacity);
-  d_bdm = make_device<unsigned long long>(2 * std::size_t{sizes.bdm_count});
+  d_bdm = make_device<unsigned long long>(3 * std::size_t{sizes.bdm_count});
   d_counts = make_device<SliceCounts>(1);
   d_state = make_device<CarryState>(1);
   PETDAQ_CUDA_CHECK(cudaMemset(d_state.get(), 0, sizeof(CarryState)));

@@ -36,7 +36,7 @@ struct DeviceWorkspace {
   cuda::device_unique_ptr<std::uint32_t> d_segment_start, d_segment_count;
   cuda::device_unique_ptr<unsigned long long> d_prompt_count, d_prompt_offset;
   cuda::device_unique_ptr<unsigned long long> d_delayed_count, d_delayed_offset;
-  cuda::device_unique_ptr<unsigned long long> d_bdm;  // accepted [bdm], then energy-rejected
+  cuda::device_unique_ptr<unsigned long long> d_bdm;  // accepted [bdm], energy-rejected, dead
   cuda::device_unique_ptr<SliceCounts> d_counts;
   cuda::device_unique_ptr<CarryState> d_state;
   cuda::device_unique_ptr<std::uint8_t> d_temp;

@@ -123,7 +123,7 @@ GpuBackend::GpuBackend(const Settings& s, const Calibration& cal)
     slot.records.d_prompts = make_device<CoincRecord>(caps_.prompt_capacity);
     slot.records.d_delayed = make_device<CoincRecord>(caps_.delayed_capacity);
     slot.records.h_summary = make_pinned<SliceSummary>(1, true);
-    slot.records.h_bdm = make_pinned<std::uint64_t>(2 * std::size_t{caps_.bdm_count}, true);
+    slot.records.h_bdm = make_pinned<std::uint64_t>(3 * std::size_t{caps_.bdm_count}, true);
     slot.records.d_summary = cuda::device_address(slot.records.h_summary);
     slot.records.d_bdm_out = cuda::device_address(slot.records.h_bdm);
   }
@@ -283,6 +283,7 @@ const SliceResult& GpuBackend::collect() {
   d[Counter::stream_pending_full] += slot.take.frames_dropped;
   result.bdm_singles = slot.records.h_bdm.get();
   result.bdm_energy_rejected = slot.records.h_bdm.get() + caps_.bdm_count;
+  if (slot.work.dead.count) result.bdm_dead = slot.records.h_bdm.get() + 2 * caps_.bdm_count;
   if (live_.singles) {
     result.singles = singles;
     result.single_count = resolved;
@@ -341,7 +342,7 @@ std::size_t gpu_backend_host_bytes(const Settings& s) {
   const std::uint64_t delayed = CoincidenceParams::from(s).delayed ? prompts : 0;
   const std::uint64_t bdms = Geometry::from(s.scanner).bdm_count();
   std::uint64_t slot = (prompts + delayed) * sizeof(CoincRecord) + sizeof(gpu::SliceSummary) +
-                       2 * bdms * sizeof(std::uint64_t) + 2 * sizeof(unsigned long long);
+                       3 * bdms * sizeof(std::uint64_t) + 2 * sizeof(unsigned long long);
   if (s.output.wants_singles()) slot += sort * sizeof(Single) + sizeof(std::uint64_t);
   std::uint64_t bytes = gpu_impl::kSlicesInFlight * slot + sizeof(unsigned long long);
   if (s.output.histograms.enabled) bytes += make_histogram_layout(s).bytes;

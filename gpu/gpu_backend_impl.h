@@ -62,6 +62,7 @@ struct Work {
   // Low bits of the sort keys that the radix sort orders (64: all, and keys as before);
   // below 64, keys saturate (gpu/device/sort_keys.cuh).
   unsigned key_bits = 64;
+  DeadRanges dead;  // the request's (core/dead_ranges.h)
 };
 
 // A slice's records on the device and in pinned host memory, and its summary and per-BDM
@@ -70,7 +71,7 @@ struct SlotRecords {
   pinned_unique_ptr<CoincRecord> h_prompts;
   pinned_unique_ptr<CoincRecord> h_delayed;
   pinned_unique_ptr<SliceSummary> h_summary;
-  pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], then energy-rejected [bdm]
+  pinned_unique_ptr<std::uint64_t> h_bdm;  // accepted [bdm], energy-rejected [bdm], dead [bdm]
   device_unique_ptr<CoincRecord> d_prompts;
   device_unique_ptr<CoincRecord> d_delayed;
   SliceSummary* d_summary = nullptr;  // device addresses of the mapped summary buffers
@@ -155,7 +156,7 @@ class GpuBackend final : public Backend {
   void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
   // enqueue_compute()'s steps on the compute stream, in this order (gpu/slice_compute.cu).
   void enqueue_begin(const Work& work);
-  std::uint64_t enqueue_convert(Slot& slot, std::size_t frame_count);
+  std::uint64_t enqueue_convert(Slot& slot, const Work& request, std::size_t frame_count);
   Single* enqueue_order(Slot& slot, const Work& work, std::size_t frame_count, std::uint64_t tiles,
                         std::uint64_t sort_count);
   void enqueue_windows(Slot& slot, const Work& work, Single* sorted, std::uint64_t sort_count);

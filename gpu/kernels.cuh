@@ -269,7 +269,7 @@ __global__ void __launch_bounds__(WalkPolicy::threads_per_block)
 __global__ void begin_slice_kernel(SliceCounts* counts, CarryState* state, bool run_start,
                                    bool final, unsigned long long* bdm_counts,
                                    std::uint32_t bdm_count) {
-  for (std::uint32_t b = threadIdx.x; b < 2 * bdm_count; b += blockDim.x) bdm_counts[b] = 0;
+  for (std::uint32_t b = threadIdx.x; b < 3 * bdm_count; b += blockDim.x) bdm_counts[b] = 0;
   if (threadIdx.x != 0) return;
   *counts = SliceCounts{};
   counts->carry_start = ~0ull;
@@ -312,6 +312,7 @@ __global__ void summarize_kernel(const Single* singles, SliceCounts* counts, Car
   for (std::uint32_t b = 0; b < bdm_count; ++b) {
     bdm_out[b] = bdm_in[b];
     bdm_out[bdm_count + b] = bdm_in[bdm_count + b];
+    bdm_out[2 * bdm_count + b] = bdm_in[2 * bdm_count + b];
   }
   state->t_begin = final ? 0 : t_end;
   state->carry_count = final ? 0 : carry;

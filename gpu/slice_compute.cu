@@ -39,7 +39,7 @@ std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
 void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
   const std::uint64_t sort_count = std::max<std::uint64_t>(1, caps_.max_carry + frame_count);
   enqueue_begin(request);
-  const std::uint64_t tiles = enqueue_convert(slot, frame_count);
+  const std::uint64_t tiles = enqueue_convert(slot, request, frame_count);
   Single* sorted = enqueue_order(slot, request, frame_count, tiles, sort_count);
   enqueue_windows(slot, request, sorted, sort_count);
   enqueue_outputs(slot, sorted, sort_count);
@@ -66,16 +66,22 @@ void GpuBackend::enqueue_begin(const Work& request) {
 // (make_keys_kernel), and the merge gathers the singles from there and from the carry-over
 // into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
 // Returns the tiles.
-std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
+std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, std::size_t frame_count) {
   cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   SliceCounts* counts = ws.d_counts.get();
   unsigned long long* bdm = ws.d_bdm.get();
+  // The slice's tables: the backend's, with the request's dead ranges, whose frames are
+  // counted per BDM in the third part of the per-BDM counts.
+  ConvertTables tables = calibration_.tables;
+  tables.dead = request.dead;
+  tables.dead.bdm_frames =
+      request.dead.count ? reinterpret_cast<std::uint64_t*>(bdm + 2 * std::size_t{caps_.bdm_count}) : nullptr;
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
   const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
     gpu::convert_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), calibration_.tables,
+        frames, static_cast<std::uint32_t>(frame_count), tables,
         ws.d_tile_accepted.get(), counts, bdm, bdm + caps_.bdm_count, caps_.bdm_count,
         ws.d_singles_b.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_kernel");
@@ -89,7 +95,7 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, std::size_t frame_count) {
                                          blocks_for(frame_count,
                                                     gpu::HistogramPolicy::threads_per_block))),
                                      gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
-          frames, static_cast<std::uint32_t>(frame_count), calibration_.tables,
+          frames, static_cast<std::uint32_t>(frame_count), tables,
           live_.histogram_layout, live_.d_histograms.get());
       PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
     }

@@ -196,7 +196,7 @@ void GpuBackend::submit(const SliceRequest& request) {
   slot.take.split = split;
   if (request.run_start) key_width_.previous_bound = kNoBound;
   slot.work = Work{corrected_horizon(bound, min_time_offset_), request.final && !split,
-                   request.run_start, key_bits_for(bound)};
+                   request.run_start, key_bits_for(bound), request.dead};
   key_width_.previous_bound = slot.work.final ? kNoBound : bound;
   if (slot.take.partition_items > 0) enqueue_partition(slot, bound, drop);
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_end.get(), partition));

@@ -72,6 +72,9 @@ __device__ __forceinline__ ThreadCount convert_thread_frames(
       atomicAdd(&rejected_tally[bytes[frame_offset::bdm]], 1u);
     } else {
       atomicAdd(&status_tally[static_cast<int>(status)], 1u);
+      // In the slice's dead ranges (rare: a socket lost datagrams), counted per BDM too.
+      if (status == FrameStatus::dead && tables.dead.bdm_frames)
+        atomicAdd(reinterpret_cast<unsigned long long*>(tables.dead.bdm_frames) + bytes[frame_offset::bdm], 1ull);
     }
   }
   return c;

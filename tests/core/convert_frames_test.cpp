@@ -147,6 +147,7 @@ void expect_every_status(const Case& c) {
     if (s == static_cast<int>(FrameStatus::bad_du) && Geometry::from(c.settings.scanner).du_per_bdm() >= 16) continue;
     if (s == static_cast<int>(FrameStatus::bad_bdm) && Geometry::from(c.settings.scanner).bdm_count() == 256) continue;
     if (s == static_cast<int>(FrameStatus::bad_time) && c.cal.time_offsets.empty()) continue;
+    if (s == static_cast<int>(FrameStatus::dead)) continue;  // the tables have no dead ranges
     EXPECT_GT(by_status[s], 20u) << "status " << s;
   }
 }
@@ -163,6 +164,69 @@ TEST(ConvertFrames, RunsOfOneSourceWithEveryKindOfBadFrame) {
                                 std::size_t{533}, c.frames.size()})
       expect_frame_by_frame(c, n);
   }
+}
+
+// Dead ranges (core/dead_ranges.h): a frame with a source (markers and BDM valid) whose raw
+// time lies in one is dropped as dead, counted in stream.dead_frames and per BDM; the other
+// frames convert as they would without the ranges, and a bad frame in a range keeps its own
+// reason.
+TEST(ConvertFrames, FramesInDeadRangesAreDroppedAndCountedPerBdm) {
+  Settings s;
+  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
+  s.energy_window.low_keV = 300;
+  s.energy_window.high_keV = 700;
+  const Case c = make_case(s, true, 21);
+  const Geometry g = Geometry::from(s.scanner);
+  const ConvertTables plain = make_convert_tables(c.settings, c.cal);
+  // Two ranges around the times of the 5 000th and the 12 000th frames.
+  ConvertTables t = plain;
+  std::vector<std::uint64_t> bdm_dead(g.bdm_count(), 0);
+  t.dead.count = 2;
+  for (int r = 0; r < 2; ++r) {
+    const std::uint64_t mid = frame_time(c.frames[r == 0 ? 5000 : 12000].bytes);
+    t.dead.begin[r] = mid - 3000;
+    t.dead.end[r] = mid + 3000;
+  }
+  t.dead.bdm_frames = bdm_dead.data();
+  // What the rule says, frame by frame, from the bytes.
+  std::vector<RawFrame> alive;
+  std::vector<std::uint64_t> want_dead(g.bdm_count(), 0);
+  std::uint64_t dead = 0;
+  for (const RawFrame& f : c.frames) {
+    const bool source = markers_ok(f.bytes, true, plain.head_marker, plain.tail_marker) &&
+                        f.bytes[frame_offset::bdm] < g.bdm_count();
+    const std::uint64_t time = frame_time(f.bytes);
+    const bool in = (time >= t.dead.begin[0] && time < t.dead.end[0]) ||
+                    (time >= t.dead.begin[1] && time < t.dead.end[1]);
+    if (source && in) {
+      ++dead;
+      ++want_dead[f.bytes[frame_offset::bdm]];
+    } else {
+      alive.push_back(f);
+    }
+  }
+  ASSERT_GT(dead, 20u);
+  ASSERT_LT(dead, c.frames.size() / 4);
+  std::vector<Single> out(c.frames.size()), want(c.frames.size());
+  CounterDelta delta, want_delta;
+  std::vector<std::uint64_t> bdm(g.bdm_count(), 0), rejected(g.bdm_count(), 0);
+  std::vector<std::uint64_t> want_bdm(g.bdm_count(), 0), want_rejected(g.bdm_count(), 0);
+  const std::size_t kept = convert_frames(c.frames.data(), c.frames.size(), t, out.data(), delta,
+                                          bdm.data(), rejected.data());
+  const std::size_t want_kept = convert_frames(alive.data(), alive.size(), plain, want.data(),
+                                               want_delta, want_bdm.data(), want_rejected.data());
+  want_delta[Counter::stream_dead_frames] += dead;
+  ASSERT_EQ(kept, want_kept);
+  for (std::size_t i = 0; i < kept; ++i) {
+    ASSERT_EQ(out[i].time, want[i].time) << i;
+    ASSERT_EQ(out[i].crystal, want[i].crystal) << i;
+  }
+  for (std::size_t k = 0; k < kCounterCount; ++k)
+    EXPECT_EQ(delta[static_cast<Counter>(k)], want_delta[static_cast<Counter>(k)])
+        << counter_name(static_cast<Counter>(k));
+  EXPECT_EQ(bdm, want_bdm);
+  EXPECT_EQ(rejected, want_rejected);
+  EXPECT_EQ(bdm_dead, want_dead);
 }
 
 TEST(ConvertFrames, MarkersNotChecked) {

@@ -216,6 +216,21 @@ TEST(Slicer, ThroughputDeliveryKeepsSlicesInFlightAtTimedCutsWithTheSameSlices) 
   }
 }
 
+// A receiving socket's losses (DESIGN section 6, "Losses at a socket"): the frames of a dead
+// range that are staged already, and those that come later, are dropped for every board.
+TEST(Slicer, ADeadRangeDropsTheFramesOfItThatItHoldsOnEveryBoard) {
+  for (const std::uint64_t seed : {31u, 32u, 33u}) {
+    TestScanner scanner;
+    test::expect_dead_range_drops_what_it_holds(
+        scanner, [&](const Settings& s) { return std::make_unique<CpuBackend>(s, scanner.calibration); },
+        seed);
+    scanner.settings.backend_threads = 3;  // the threaded stages drop the same frames
+    test::expect_dead_range_drops_what_it_holds(
+        scanner, [&](const Settings& s) { return std::make_unique<CpuBackend>(s, scanner.calibration); },
+        seed);
+  }
+}
+
 TEST(Slicer, LateFramesAreCountedAndDropped) {
   std::mt19937_64 rng(7);
   TestScanner scanner;

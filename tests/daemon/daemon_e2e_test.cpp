@@ -507,8 +507,16 @@ TEST(Overload, DropsAreCountedMemoryStaysFlatAndTheDaemonRecovers) {
   if (!calm_missing.empty())
     std::cerr << "calm pairs missing: " << calm_missing.size() << ", first " << calm_missing.front()
               << ", last " << calm_missing.back() << "\n";
-  EXPECT_EQ(calm_found, calm_pairs) << final_rates(messages);
   const std::string rates = final_rates(messages);
+  // Datagrams the kernel dropped at the end of the burst show on the first datagram after
+  // them, the calm stretch's: that loss makes the time up to the boards' disorder past that
+  // datagram dead for every board (DESIGN section 6, "Losses at a socket"), and nothing else
+  // of the calm stretch is lost.
+  const Settings& st = rig.scanner.settings;
+  const std::uint64_t disorder = ps_to_ticks(st.stream.max_disorder_ps, st.scanner.tick_ps);
+  for (const std::uint64_t k : calm_missing) EXPECT_LE(k * 20'000, disorder + 100) << "calm pair " << k;
+  if (!calm_missing.empty()) EXPECT_GT(json_counter(rates, "stream.loss_intervals"), 0u) << rates;
+  EXPECT_LE(calm_missing.size(), disorder / 20'000 + 1);
   EXPECT_EQ(json_counter(rates, "stream.late"), 0u);
   EXPECT_EQ(json_counter(rates, "stream.time_jump"), 0u);
 }

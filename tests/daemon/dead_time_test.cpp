@@ -217,5 +217,59 @@ TEST(DeadTime, AnIntervalLongerThanTheTimeJumpLimitKeepsShedding) {
   EXPECT_EQ(dead.run_dead_ticks(), 19 * kStep + 4);
 }
 
+// A receiving socket's losses (DESIGN section 6, "Losses at a socket"): the parts of the
+// stretch not dead already become closed intervals, published and counted as loss intervals
+// (none overlapping another), and the frames of them that come later are dropped.
+TEST(DeadTime, ASocketsLossesBecomeIntervalsThatDoNotOverlapTheOthers) {
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  auto frames = [&](std::uint64_t from, std::uint64_t to) {
+    std::vector<RawFrame> out;
+    for (std::uint64_t t = from; t < to; ++t)
+      out.push_back(sc.frame(static_cast<std::uint32_t>(t % 4), 0, 1, t, 500));
+    return out;
+  };
+  // An overload interval [200, 300).
+  TestChunk a(frames(100, 200), rule);
+  dead.filter(a.chunk, 5, 4, 199, kFuture);
+  TestChunk b(frames(200, 300), rule);
+  dead.filter(b.chunk, 5, 4, 199, kFuture);
+  TestChunk c(frames(300, 310), rule);
+  dead.filter(c.chunk, 1, 0, 299, kFuture);  // dropped, then below the low mark: it closes
+  ASSERT_FALSE(dead.shedding());
+  DeadInterval d;
+  ASSERT_TRUE(dead.take_closed(d));
+  ASSERT_EQ(d.t_begin, 200u);
+  ASSERT_EQ(d.t_end, 310u);
+
+  // A loss across it: [150, 200) and [310, 350) are new.
+  EXPECT_EQ(dead.add_loss(150, 350), 2u);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> made;
+  while (dead.take_closed(d)) made.emplace_back(d.t_begin, d.t_end);
+  EXPECT_EQ(made, (std::vector<std::pair<std::uint64_t, std::uint64_t>>{{150, 200}, {310, 350}}));
+  EXPECT_EQ(counters.get(Counter::stream_loss_intervals), 2u);
+  EXPECT_EQ(counters.get(Counter::stream_dead_intervals), 3u);
+  // One inside what is dead already makes nothing.
+  EXPECT_EQ(dead.add_loss(160, 340), 0u);
+  EXPECT_FALSE(dead.take_closed(d));
+  // The run's dead time counts each tick once: 110 + 50 + 40.
+  EXPECT_EQ(dead.run_dead_ticks(), 200u);
+  // Frames of a loss interval that come later are dropped, per board.
+  TestChunk e(frames(340, 360), rule);
+  EXPECT_TRUE(dead.filter(e.chunk, 1, 0, 310, kFuture));
+  EXPECT_EQ(e.chunk.frame_count, 10u);
+  EXPECT_EQ(counters.get(Counter::stream_dead_frames), 100u + 10u + 10u);
+  // An overload interval opens after the last one closed, not inside a loss interval.
+  TestChunk f(frames(360, 370), rule);
+  dead.filter(f.chunk, 5, 4, 345, kFuture);
+  EXPECT_TRUE(dead.shedding());
+  TestChunk g(frames(370, 380), rule);
+  dead.filter(g.chunk, 1, 0, 345, kFuture);
+  ASSERT_TRUE(dead.take_closed(d));
+  EXPECT_GE(d.t_begin, 350u);
+}
+
 }  // namespace
 }  // namespace petdaq::daemon

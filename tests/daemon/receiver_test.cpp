@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -208,22 +209,37 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   for (int i = 0; i < 4; ++i) send(frames_bytes(2, 2));  // boards 2, 3: the even socket
   for (int i = 0; i < 400; ++i) send(frames_bytes(1, 64));  // the odd socket overflows
   rx->start();
+  // The losses the chunks carry (DESIGN section 6, "Losses at a socket").
+  std::vector<Chunk::Loss> losses;
   auto drain = [&] {
-    while (Chunk* c = ring->wait_sealed(20ms)) ring->release(c);
+    while (Chunk* c = ring->wait_sealed(20ms)) {
+      for (std::uint32_t i = 0; i < c->loss_count; ++i) losses.push_back(c->losses[i]);
+      ring->release(c);
+    }
   };
   EXPECT_TRUE(test::wait_until([&] {
     drain();
     return counters.get(Counter::rx_datagrams) > 8;
   }));
   drain();
-  // The drops show on the first datagram queued after them.
+  EXPECT_TRUE(losses.empty()) << "the datagrams queued before the drops carry none";
+  // The drops show on the first datagram queued after them, whose chunk records the loss:
+  // up to that datagram's earliest frame.
   for (int i = 0; i < 3; ++i) send(frames_bytes(3, 1));
   EXPECT_TRUE(test::wait_until([&] {
     drain();
-    return counters.get(Counter::rx_kernel_drops) > 0;
+    return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
   }));
   rx->stop();
   drain();
+  ASSERT_EQ(losses.size(), 1u);
+  const RawFrame after = [] {
+    RawFrame f;
+    std::memset(f.bytes, 3, kFrameBytes);
+    return f;
+  }();
+  EXPECT_EQ(losses[0].to, frame_time(after.bytes));
+  EXPECT_GT(losses[0].from, 0u) << "the odd socket's lane had taken frames before";
   const std::uint64_t drops = counters.get(Counter::rx_kernel_drops);
   ASSERT_GT(drops, 0u);
   EXPECT_EQ(counters.bdm_socket_kernel_drops(1), drops);

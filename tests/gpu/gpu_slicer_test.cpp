@@ -96,5 +96,15 @@ TEST_F(GpuSlicerTest, StreamingEqualsBatchOverRandomSlicingAndInterleaving) {
   }
 }
 
+// A receiving socket's losses on the GPU backend: the frames of a dead range that it holds
+// are dropped on the device, record for record as on the CPU.
+TEST_F(GpuSlicerTest, ADeadRangeDropsTheFramesOfItThatItHoldsOnEveryBoard) {
+  for (const std::uint64_t seed : {31u, 32u, 33u}) {
+    TestScanner scanner;
+    test::expect_dead_range_drops_what_it_holds(
+        scanner, [&](const Settings& s) { return make_gpu_backend(s, scanner.calibration); }, seed);
+  }
+}
+
 }  // namespace
 }  // namespace petdaq

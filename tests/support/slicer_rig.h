@@ -7,12 +7,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
+#include <random>
+#include <utility>
 #include <vector>
 
 #include "core/backend.h"
 #include "core/counters.h"
+#include "core/convert.h"
 #include "core/cpu_backend.h"
 #include "core/geometry.h"
 #include "core/settings.h"
@@ -141,5 +145,74 @@ class SlicerRig {
   std::unique_ptr<Backend> backend;
   Slicer slicer;
 };
+
+// A dead range (Slicer::add_dead_range) added while frames of it are staged and more of it
+// are still to come: every frame with a source in the range the slicer holds is dropped, on
+// every board, whenever it was staged, and counted in stream.dead_frames and per BDM in
+// bdm.dead; the records are the batch's of the acquisition without those frames. `make` gives
+// the backend for the settings (the CPU's, the GPU's).
+template <class MakeBackend>
+void expect_dead_range_drops_what_it_holds(TestScanner& scanner, MakeBackend make,
+                                           std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Settings& s = scanner.settings;
+  s.stream.max_slice_ms = 1.0;
+  s.stream.source_idle_ms = 1e7;
+  s.stream.max_pending_frames = 1 << 16;
+  s.stream.max_carry_singles = 1 << 16;
+  s.stream.max_records_per_single = 16;
+  s.stream.max_disorder_ps = 50 * s.scanner.tick_ps;
+  s.stream.max_slice_frames = 200;
+  AcquisitionOptions o;
+  o.events = 3000;
+  const auto frames = random_acquisition(scanner, rng, o);
+  const auto arrival = arrival_order(frames, 50, rng);
+  const ConvertTables t = make_convert_tables(s, scanner.calibration);
+  const auto has_source = [&](const RawFrame& f) {
+    return markers_ok(f.bytes, t.check_markers, t.head_marker, t.tail_marker) &&
+           f.bytes[frame_offset::bdm] < t.bdm_count;
+  };
+
+  SlicerRig rig(s, make(s));
+  Slicer::Clock::time_point now{};
+  std::pair<std::uint64_t, std::uint64_t> range{0, 0};
+  std::uint64_t held_when_added = 0;
+  for (std::size_t i = 0; i < arrival.size(); ++i) {
+    rig.slicer.push(&arrival[i], 1, now);
+    now += std::chrono::microseconds(1);
+    if (i % 50 == 0) now += std::chrono::milliseconds(2);  // slices cut by time too
+    rig.slicer.poll(now);
+    if (i == arrival.size() / 2) {
+      // From just past the published horizon to well past the latest frame pushed.
+      const std::uint64_t h = rig.slicer.horizon();
+      range = rig.slicer.add_dead_range(h + 1, frame_time(arrival[i].bytes) + 4000);
+      EXPECT_EQ(range.first, h + 1);
+      held_when_added = rig.slicer.pending_frames();
+    }
+  }
+  rig.slicer.finish();
+  ASSERT_GT(range.second, range.first);
+  ASSERT_GT(held_when_added, 0u);
+
+  std::vector<RawFrame> alive;
+  std::vector<std::uint64_t> dead(t.bdm_count, 0);
+  std::uint64_t dead_total = 0;
+  for (const RawFrame& f : frames) {
+    const std::uint64_t time = frame_time(f.bytes);
+    if (has_source(f) && time >= range.first && time < range.second) {
+      ++dead[f.bytes[frame_offset::bdm]];
+      ++dead_total;
+    } else {
+      alive.push_back(f);
+    }
+  }
+  ASSERT_GT(dead_total, 20u);
+  ASSERT_LT(dead_total, frames.size() / 2);
+  const BatchResult want = batch_process(scanner, alive);
+  expect_run_equals_batch(rig.sink, 0, want);
+  expect_counters_equal_batch(rig.counters, want);
+  EXPECT_EQ(rig.counters.get(Counter::stream_dead_frames), dead_total);
+  for (std::uint32_t b = 0; b < t.bdm_count; ++b) EXPECT_EQ(rig.counters.bdm_dead(b), dead[b]) << "bdm " << b;
+}
 
 }  // namespace petdaq::test
