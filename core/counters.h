@@ -47,6 +47,7 @@ namespace petdaq {
   X(stream_source_lagging, "stream.source_lagging") X(stream_dead_frames, "stream.dead_frames") \
   X(stream_dead_intervals, "stream.dead_intervals")                             \
   X(stream_loss_intervals, "stream.loss_intervals")                             \
+  X(stream_loss_unconverted, "stream.loss_unconverted")                         \
   X(rx_backlog_chunks, "rx.backlog_chunks")
 
 enum class Counter : std::uint16_t {

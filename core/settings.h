@@ -146,6 +146,11 @@ struct InputSettings {
   // worker sheds whole intervals of acquisition time, until below shed_low_fraction.
   double shed_high_fraction = 0.5;
   double shed_low_fraction = 0.25;
+  // Losses at a socket (DESIGN section 6): datagrams a receiver lost make that stretch of
+  // time dead for every board while such dead time stays within this share of the
+  // acquisition time (a budget of up to one second's share); past it, and with 0, a loss
+  // stays its socket's boards' (stream.loss_unconverted).
+  double loss_dead_fraction = 0.01;
 
   bool operator==(const InputSettings&) const = default;
 };

@@ -190,7 +190,10 @@ Key<Settings> input_section() {
               real("shed_high_fraction", &S::shed_high_fraction,
                    {"must be in (0, 1] (1: shed only when the ring is full)",
                     [](double v) { return v > 0 && v <= 1; }}),
-              real("shed_low_fraction", &S::shed_low_fraction)},
+              real("shed_low_fraction", &S::shed_low_fraction),
+              real("loss_dead_fraction", &S::loss_dead_fraction,
+                   {"must be in [0, 1] (0: a socket's losses stay its boards')",
+                    [](double v) { return v >= 0 && v <= 1; }})},
       [](Reader& r, const std::string& p, const S& in, const Settings&) {
         r.require(in.shed_low_fraction >= 0 && in.shed_low_fraction < in.shed_high_fraction,
                   Reader::join(p, "shed_low_fraction"),

@@ -430,20 +430,12 @@ std::pair<std::uint64_t, std::uint64_t> Slicer::add_dead_range(std::uint64_t beg
     d.begin[kept] = d.begin[i];
     d.end[kept++] = d.end[i];
   }
-  d.count = kept;
-  if (d.count == DeadRanges::kMax) {
-    // No room: it takes in the nearest range and the time between them.
-    std::uint32_t near = 0;
-    std::uint64_t gap = ~std::uint64_t{0};
-    for (std::uint32_t i = 0; i < d.count; ++i) {
-      const std::uint64_t g = d.end[i] <= begin ? begin - d.end[i] : d.begin[i] - end;
-      if (g < gap) gap = g, near = i;
-    }
-    begin = std::min(begin, d.begin[near]);
-    end = std::max(end, d.end[near]);
-    d.begin[near] = d.begin[--d.count];
-    d.end[near] = d.end[d.count];
+  if (kept == DeadRanges::kMax) {
+    // No room (losses come faster than slices take their time): the merged ranges stay as
+    // they were, and this one is refused rather than made dead with the time between.
+    return {0, 0};
   }
+  d.count = kept;
   d.begin[d.count] = begin;
   d.end[d.count++] = end;
   return {begin, end};

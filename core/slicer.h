@@ -150,9 +150,9 @@ class Slicer {
   // already: a receiving socket lost datagrams there (DESIGN section 6, "Losses at a
   // socket"). Every slice from the next on drops its staged frames in it (FrameStatus::dead,
   // per BDM in bdm.dead). The part below the published horizon is in slices already and is
-  // left out; a range it meets is merged in, and with no room left the nearest one and the
-  // time between. Returns the range it holds that covers what it was given ({0, 0}: none),
-  // for the caller's accounting of dead time.
+  // left out; ranges it meets are merged in. With DeadRanges::kMax ranges open and none met
+  // it is refused. Returns the range it holds that covers what it was given ({0, 0}: none,
+  // all of it below the horizon or refused), for the caller's accounting of dead time.
   std::pair<std::uint64_t, std::uint64_t> add_dead_range(std::uint64_t begin, std::uint64_t end);
   // The latest raw time taken in this run (the sources' latest, time jumps excluded; 0: none).
   std::uint64_t latest_time() const;

@@ -98,6 +98,13 @@ class Worker final : public ResultSink {
   // Datagrams a receiver lost before a chunk's: that stretch of time is made dead for every
   // board (DESIGN section 6, "Losses at a socket").
   void note_loss(const Chunk::Loss& loss);
+  // The dead time socket losses may still make (input.loss_dead_fraction of the acquisition
+  // time, up to one second's share), and the acquisition time it was last topped up at.
+  struct {
+    std::uint64_t ticks = 0;
+    std::uint64_t at = 0;
+    bool started = false;
+  } loss_budget_;
   // Gives back to the ring the chunks whose copy into the backend is done (all of them,
   // waiting, when `wait`).
   void release_staged(bool wait);

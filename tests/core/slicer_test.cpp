@@ -231,6 +231,25 @@ TEST(Slicer, ADeadRangeDropsTheFramesOfItThatItHoldsOnEveryBoard) {
   }
 }
 
+// The slicer holds at most DeadRanges::kMax disjoint dead ranges: one that meets others is
+// merged with them, a disjoint one past the limit is refused (never made dead together with
+// the time between), and a range below the published horizon is left out.
+TEST(Slicer, DeadRangesMergeWhereTheyMeetAndAreRefusedPastTheLimit) {
+  TestScanner scanner;
+  SlicerRig rig(scanner.settings, scanner.calibration);
+  for (std::uint64_t k = 0; k < DeadRanges::kMax; ++k) {
+    const auto r = rig.slicer.add_dead_range(1000 + 100 * k, 1050 + 100 * k);
+    EXPECT_EQ(r.first, 1000 + 100 * k);
+    EXPECT_EQ(r.second, 1050 + 100 * k);
+  }
+  EXPECT_EQ(rig.slicer.add_dead_range(5000, 5010), (std::pair<std::uint64_t, std::uint64_t>{0, 0}));
+  // Meeting the first two: one range from 1000 to 1150.
+  EXPECT_EQ(rig.slicer.add_dead_range(1040, 1120), (std::pair<std::uint64_t, std::uint64_t>{1000, 1150}));
+  // Now there is room again.
+  EXPECT_EQ(rig.slicer.add_dead_range(5000, 5010), (std::pair<std::uint64_t, std::uint64_t>{5000, 5010}));
+  rig.slicer.finish();
+}
+
 TEST(Slicer, LateFramesAreCountedAndDropped) {
   std::mt19937_64 rng(7);
   TestScanner scanner;

@@ -79,6 +79,9 @@ struct Trial {
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
   std::uint64_t intervals = 0;  // stream.dead_intervals
+  // stream.loss_intervals and stream.loss_unconverted: a socket's losses made dead time for
+  // every board, and those left to the socket's boards.
+  std::uint64_t loss_intervals = 0, loss_unconverted = 0;
   std::uint64_t backlog_chunks = 0;  // rx.backlog_chunks: chunks a receiver filled behind
   double seconds = 0;           // of sending at the trial's rate
   double recovery_seconds = 0;  // of sending at the recovery rate after it (its frames count)
@@ -110,7 +113,7 @@ struct Trial {
 
 struct Snapshot {
   std::uint64_t frames, kernel, ring, late, refused, slices, splits, exact, jumps, dead,
-      pending_full, intervals, backlog_chunks;
+      pending_full, intervals, backlog_chunks, loss_intervals, loss_unconverted;
   std::uint64_t lost() const { return kernel + ring + late + jumps + dead + pending_full; }
 };
 Snapshot snapshot(const std::string& j) {
@@ -120,7 +123,8 @@ Snapshot snapshot(const std::string& j) {
           json_counter(j, "stream.split_slices"), json_counter(j, "stream.exact_blocks"),
           json_counter(j, "stream.time_jump"), json_counter(j, "stream.dead_frames"),
           json_counter(j, "stream.pending_full"), json_counter(j, "stream.dead_intervals"),
-          json_counter(j, "rx.backlog_chunks")};
+          json_counter(j, "rx.backlog_chunks"), json_counter(j, "stream.loss_intervals"),
+          json_counter(j, "stream.loss_unconverted")};
 }
 
 // The worker's phases between two rates documents `a` and `b` (docs/daemon.md, "Worker
@@ -729,6 +733,8 @@ int main(int argc, char** argv) {
     t.pending_full = after.pending_full - before.pending_full;
     t.intervals = after.intervals - before.intervals;
     t.backlog_chunks = after.backlog_chunks - before.backlog_chunks;
+    t.loss_intervals = after.loss_intervals - before.loss_intervals;
+    t.loss_unconverted = after.loss_unconverted - before.loss_unconverted;
     t.live_fraction = json_number(after_json, "live_fraction_run");
     if (t.recovery_ms >= 0) {
       // Frames lost from 1 s after the overload ended to the end.
@@ -823,6 +829,7 @@ int main(int argc, char** argv) {
           {"lost_fraction", t.lost_fraction()},
           {"dead", t.dead},                 {"dead_intervals", t.intervals},
           {"backlog_chunks", t.backlog_chunks},
+          {"loss_intervals", t.loss_intervals}, {"loss_unconverted", t.loss_unconverted},
           {"live_fraction_run", t.live_fraction},
           {"ring_full", t.ring_full},       {"kernel_drops", t.kernel_drops},
           {"late", t.late},                 {"time_jump", t.jumps},

@@ -175,6 +175,7 @@ const Field kFields[] = {
     PETDAQ_FIELD(InputSettings, input.ring_chunks, "input", false),
     PETDAQ_FIELD(InputSettings, input.shed_high_fraction, "input", false),
     PETDAQ_FIELD(InputSettings, input.shed_low_fraction, "input", false),
+    PETDAQ_FIELD(InputSettings, input.loss_dead_fraction, "input", false),
 
     PETDAQ_FIELD(OutputSettings, output.zmq.send_hwm, "output", false),
     PETDAQ_FIELD(OutputSettings, output.file.enabled, "output", false),
