@@ -54,13 +54,7 @@ struct Streamer {
   }
 };
 
-void small_stream_settings(Settings& s) {
-  s.stream.max_slice_ms = 1.0;
-  s.stream.source_idle_ms = 1e7;
-  s.stream.max_pending_frames = 1 << 16;
-  s.stream.max_carry_singles = 1 << 16;
-  s.stream.max_records_per_single = 8;
-}
+using test::small_stream_settings;
 
 // The clock-reset cases with idle sources: a wide time-jump limit, a 20 ms confirmation,
 // sources idle after 50 ms of wall clock.

@@ -56,11 +56,7 @@ TEST_F(GpuSlicerTest, StreamingEqualsBatchOverRandomSlicingAndInterleaving) {
     SCOPED_TRACE("iteration " + std::to_string(iteration));
     TestScanner scanner(iteration % 3 != 2);
     Settings& s = scanner.settings;
-    s.stream.max_slice_ms = 1.0;
-    s.stream.source_idle_ms = 1e7;
-    s.stream.max_pending_frames = 1 << 16;
-    s.stream.max_carry_singles = 1 << 16;
-    s.stream.max_records_per_single = 16;
+    test::small_stream_settings(s, 16);
     s.coincidence.window_mode = iteration % 2 ? WindowMode::every_single : WindowMode::first_open;
     s.coincidence.policy = static_cast<Policy>(iteration % 6);
     s.coincidence.window_edge = iteration % 4 < 2 ? WindowEdge::closed : WindowEdge::half_open;

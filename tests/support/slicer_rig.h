@@ -146,6 +146,16 @@ class SlicerRig {
   Slicer slicer;
 };
 
+// Small slices and buffers for the slicer's tests: a slice at least every millisecond,
+// sources that never go idle.
+inline void small_stream_settings(Settings& s, std::uint32_t max_records_per_single = 8) {
+  s.stream.max_slice_ms = 1.0;
+  s.stream.source_idle_ms = 1e7;
+  s.stream.max_pending_frames = 1 << 16;
+  s.stream.max_carry_singles = 1 << 16;
+  s.stream.max_records_per_single = max_records_per_single;
+}
+
 // A dead range (Slicer::add_dead_range) added while frames of it are staged and more of it
 // are still to come: every frame with a source in the range the slicer holds is dropped, on
 // every board, whenever it was staged, and counted in stream.dead_frames and per BDM in
@@ -156,11 +166,7 @@ void expect_dead_range_drops_what_it_holds(TestScanner& scanner, MakeBackend mak
                                            std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   Settings& s = scanner.settings;
-  s.stream.max_slice_ms = 1.0;
-  s.stream.source_idle_ms = 1e7;
-  s.stream.max_pending_frames = 1 << 16;
-  s.stream.max_carry_singles = 1 << 16;
-  s.stream.max_records_per_single = 16;
+  small_stream_settings(s, 16);
   s.stream.max_disorder_ps = 50 * s.scanner.tick_ps;
   s.stream.max_slice_frames = 200;
   AcquisitionOptions o;
