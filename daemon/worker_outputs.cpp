@@ -284,6 +284,8 @@ void Worker::note_loss(const Chunk::Loss& loss) {
                          fraction * static_cast<double>(now - loss_budget_.at);
     loss_budget_.ticks = static_cast<std::uint64_t>(std::min(grown, cap));
     loss_budget_.at = now;
+  } else if (now < loss_budget_.at) {
+    loss_budget_.at = now;  // a new run's clock: the budget grows from here
   }
   const auto unconverted = [&] { counters_.add(Counter::stream_loss_unconverted); };
   if (fraction <= 0 || end - begin > loss_budget_.ticks) return unconverted();
