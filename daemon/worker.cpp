@@ -35,6 +35,7 @@ Worker::Worker(const Settings& settings, Calibration calibration, BackendKind ba
                MessageArena* arena)
     : ring_(ring),
       counters_(counters),
+      loss_budget_(settings.input.loss_dead_fraction, settings.scanner.tick_ps),
       staging_(ring.chunk_count()),
       latency_(4 * std::size_t{ring.chunk_count()}),
       out_(publisher, arena),

@@ -29,6 +29,7 @@
 #include "daemon/dead_time.h"
 #include "daemon/file_sink.h"
 #include "daemon/host_ring.h"
+#include "daemon/loss_budget.h"
 #include "daemon/publisher.h"
 #include "daemon/raw_sink.h"
 #include "daemon/rates.h"
@@ -98,13 +99,6 @@ class Worker final : public ResultSink {
   // Datagrams a receiver lost before a chunk's: that stretch of time is made dead for every
   // board (DESIGN section 6, "Losses at a socket").
   void note_loss(const Chunk::Loss& loss);
-  // The dead time socket losses may still make (input.loss_dead_fraction of the acquisition
-  // time, up to one second's share), and the acquisition time it was last topped up at.
-  struct {
-    std::uint64_t ticks = 0;
-    std::uint64_t at = 0;
-    bool started = false;
-  } loss_budget_;
   // Gives back to the ring the chunks whose copy into the backend is done (all of them,
   // waiting, when `wait`).
   void release_staged(bool wait);
@@ -137,6 +131,8 @@ class Worker final : public ResultSink {
   // The worker's state, one part per room (daemon/worker_*.h); the thread's own below.
   HostRing& ring_;
   Counters& counters_;
+  // The dead time socket losses may still make (daemon/loss_budget.h).
+  LossBudget loss_budget_;
   std::unique_ptr<Engine> engine_;
   // The worker thread's time by phase (docs/daemon.md, "Worker phases"); written and read
   // on the worker thread only (phase_report() once it is joined).

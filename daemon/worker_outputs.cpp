@@ -269,30 +269,13 @@ void Worker::note_loss(const Chunk::Loss& loss) {
   const std::uint64_t begin = from > d ? from - d : 0;
   const std::uint64_t end = to > ~std::uint64_t{0} - d - 1 ? ~std::uint64_t{0} : to + d + 1;
   Slicer& slicer = *engine_->slicer;
-  // The budget: input.loss_dead_fraction of the acquisition time that passed, up to one
-  // second's share (full at the start). Receivers that cannot keep up at all lose datagrams
-  // all along; making all that dead for every board would cost the other boards far more
-  // than the lost datagrams, so past the budget a loss stays its socket's boards'.
-  const Settings& st = engine_->settings;
-  const double fraction = st.input.loss_dead_fraction;
-  const double cap = fraction * 1e12 / st.scanner.tick_ps;
-  const std::uint64_t now = slicer.latest_time();
-  if (!loss_budget_.started) {
-    loss_budget_ = {static_cast<std::uint64_t>(cap), now, true};
-  } else if (now > loss_budget_.at) {
-    const double grown = static_cast<double>(loss_budget_.ticks) +
-                         fraction * static_cast<double>(now - loss_budget_.at);
-    loss_budget_.ticks = static_cast<std::uint64_t>(std::min(grown, cap));
-    loss_budget_.at = now;
-  } else if (now < loss_budget_.at) {
-    loss_budget_.at = now;  // a new run's clock: the budget grows from here
-  }
+  // Within the budget (daemon/loss_budget.h), and while the slicer has room for the range.
+  loss_budget_.advance(slicer.latest_time());
   const auto unconverted = [&] { counters_.add(Counter::stream_loss_unconverted); };
-  if (fraction <= 0 || end - begin > loss_budget_.ticks) return unconverted();
-  // Refused too when losses come faster than the slices take their time.
+  if (!loss_budget_.allows(end - begin)) return unconverted();
   const auto [b, e] = slicer.add_dead_range(begin, end);
   if (e <= b) return unconverted();
-  loss_budget_.ticks -= std::min(loss_budget_.ticks, e - b);
+  loss_budget_.spend(e - b);
   if (overload_.dead->add_loss(b, e) == 0) return;
   g_socket_loss_warning.warn(
       "a receiving socket lost datagrams: {:.3f} ms of acquisition time made dead for every "

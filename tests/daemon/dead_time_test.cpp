@@ -3,6 +3,7 @@
 // from it on (whole chunks from their summaries, mixed chunks frame by frame), closes below
 // the low mark after the latest time it dropped, and keeps dropping its late arrivals.
 #include "daemon/dead_time.h"
+#include "daemon/loss_budget.h"
 
 #include <gtest/gtest.h>
 
@@ -269,6 +270,34 @@ TEST(DeadTime, ASocketsLossesBecomeIntervalsThatDoNotOverlapTheOthers) {
   dead.filter(g.chunk, 1, 0, 345, kFuture);
   ASSERT_TRUE(dead.take_closed(d));
   EXPECT_GE(d.t_begin, 350u);
+}
+
+// The budget of dead time for socket losses: full at the start (one second's share), spent
+// by what is made dead, topped up by its share of the acquisition time that passes, never
+// past the cap; a new run's clock (time going back) counts on from there; 0 allows nothing.
+TEST(LossBudget, AShareOfTheAcquisitionTimeUpToOneSecondsShare) {
+  const double tick_ps = 1000;                 // 10^9 ticks a second
+  LossBudget b(0.01, tick_ps);                 // cap: 10^7 ticks
+  b.advance(5'000'000'000);
+  EXPECT_TRUE(b.allows(10'000'000));
+  EXPECT_FALSE(b.allows(10'000'001));
+  b.spend(8'000'000);
+  EXPECT_FALSE(b.allows(2'000'001));
+  b.advance(5'000'000'000 + 100'000'000);      // 0.1 s later: 10^6 more
+  EXPECT_TRUE(b.allows(3'000'000));
+  EXPECT_FALSE(b.allows(3'000'001));
+  b.advance(5'000'000'000 + 10'000'000'000);   // long after: the cap, not more
+  EXPECT_TRUE(b.allows(10'000'000));
+  EXPECT_FALSE(b.allows(10'000'001));
+  b.spend(10'000'000);
+  b.advance(1'000);                            // a new run: nothing grows from the old clock
+  EXPECT_FALSE(b.allows(1));
+  b.advance(1'000 + 100'000'000);              // 0.1 s into it
+  EXPECT_TRUE(b.allows(1'000'000));
+  EXPECT_FALSE(b.allows(1'000'001));
+  LossBudget off(0, tick_ps);
+  off.advance(1);
+  EXPECT_FALSE(off.allows(0));
 }
 
 }  // namespace
