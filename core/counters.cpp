@@ -7,21 +7,11 @@ namespace petdaq {
 
 Counters::Counters(std::uint32_t bdm_count)
     : bdm_count_(bdm_count),
-      bdm_singles_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)),
-      bdm_energy_rejected_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)),
-      bdm_late_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)),
-      bdm_dead_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)),
-      bdm_ring_full_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)),
-      bdm_socket_kernel_drops_(std::make_unique<std::atomic<std::uint64_t>[]>(bdm_count)) {
+      per_bdm_(std::make_unique<std::atomic<std::uint64_t>[]>(
+          static_cast<std::size_t>(PerBdm::kinds) * bdm_count)) {
   for (auto& v : values_) v.store(0, std::memory_order_relaxed);
-  for (std::uint32_t b = 0; b < bdm_count; ++b) {
-    bdm_singles_[b].store(0, std::memory_order_relaxed);
-    bdm_energy_rejected_[b].store(0, std::memory_order_relaxed);
-    bdm_late_[b].store(0, std::memory_order_relaxed);
-    bdm_dead_[b].store(0, std::memory_order_relaxed);
-    bdm_ring_full_[b].store(0, std::memory_order_relaxed);
-    bdm_socket_kernel_drops_[b].store(0, std::memory_order_relaxed);
-  }
+  for (std::size_t i = 0; i < static_cast<std::size_t>(PerBdm::kinds) * bdm_count; ++i)
+    per_bdm_[i].store(0, std::memory_order_relaxed);
 }
 
 void Counters::add(const CounterDelta& d) {

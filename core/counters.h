@@ -95,58 +95,52 @@ class Counters {
   std::uint64_t get(std::string_view name) const;
 
   std::uint32_t bdm_count() const { return bdm_count_; }
-  void add_bdm_singles(std::uint32_t bdm, std::uint64_t n) {
-    bdm_singles_[bdm].fetch_add(n, std::memory_order_relaxed);
+  // Per-BDM counts, each with its named accessors below.
+  enum class PerBdm : std::uint8_t {
+    singles,          // single.accepted
+    energy_rejected,  // single.energy_rejected
+    // Losses (DESIGN section 6): frames dropped as late (stream.late; a lagging source's
+    // frames behind the horizon among them) and in dead time (stream.dead_frames).
+    late,
+    dead,
+    // Losses at the receiving socket: frames of the board's own datagrams dropped for a full
+    // ring (rx.ring_full; exact), and the datagrams the kernel dropped at the socket that
+    // receives the board's datagrams (rx.kernel_drops of that socket, counted for each board
+    // seen on it: which boards the dropped datagrams were of, nobody knows).
+    ring_full,
+    socket_kernel_drops,
+    kinds
+  };
+  void add_bdm(PerBdm k, std::uint32_t b, std::uint64_t n) {
+    per_bdm_[index(k, b)].fetch_add(n, std::memory_order_relaxed);
   }
-  void add_bdm_energy_rejected(std::uint32_t bdm, std::uint64_t n) {
-    bdm_energy_rejected_[bdm].fetch_add(n, std::memory_order_relaxed);
+  std::uint64_t bdm(PerBdm k, std::uint32_t b) const {
+    return per_bdm_[index(k, b)].load(std::memory_order_relaxed);
   }
-  std::uint64_t bdm_singles(std::uint32_t bdm) const {
-    return bdm_singles_[bdm].load(std::memory_order_relaxed);
+  void add_bdm_singles(std::uint32_t b, std::uint64_t n) { add_bdm(PerBdm::singles, b, n); }
+  void add_bdm_energy_rejected(std::uint32_t b, std::uint64_t n) { add_bdm(PerBdm::energy_rejected, b, n); }
+  void add_bdm_late(std::uint32_t b, std::uint64_t n) { add_bdm(PerBdm::late, b, n); }
+  void add_bdm_dead(std::uint32_t b, std::uint64_t n) { add_bdm(PerBdm::dead, b, n); }
+  void add_bdm_ring_full(std::uint32_t b, std::uint64_t n) { add_bdm(PerBdm::ring_full, b, n); }
+  void add_bdm_socket_kernel_drops(std::uint32_t b, std::uint64_t n) {
+    add_bdm(PerBdm::socket_kernel_drops, b, n);
   }
-  std::uint64_t bdm_energy_rejected(std::uint32_t bdm) const {
-    return bdm_energy_rejected_[bdm].load(std::memory_order_relaxed);
-  }
-  // Per-BDM losses (DESIGN section 6): frames dropped as late (stream.late; a lagging
-  // source's frames behind the horizon among them) and in dead time (stream.dead_frames).
-  void add_bdm_late(std::uint32_t bdm, std::uint64_t n) {
-    bdm_late_[bdm].fetch_add(n, std::memory_order_relaxed);
-  }
-  void add_bdm_dead(std::uint32_t bdm, std::uint64_t n) {
-    bdm_dead_[bdm].fetch_add(n, std::memory_order_relaxed);
-  }
-  std::uint64_t bdm_late(std::uint32_t bdm) const {
-    return bdm_late_[bdm].load(std::memory_order_relaxed);
-  }
-  std::uint64_t bdm_dead(std::uint32_t bdm) const {
-    return bdm_dead_[bdm].load(std::memory_order_relaxed);
-  }
-  // Per-BDM losses at the receiving socket: frames of the board's own datagrams dropped for a
-  // full ring (rx.ring_full; exact), and the datagrams the kernel dropped at the socket that
-  // receives the board's datagrams (rx.kernel_drops of that socket, counted for each board
-  // seen on it: which boards the dropped datagrams were of, nobody knows).
-  void add_bdm_ring_full(std::uint32_t bdm, std::uint64_t n) {
-    bdm_ring_full_[bdm].fetch_add(n, std::memory_order_relaxed);
-  }
-  void add_bdm_socket_kernel_drops(std::uint32_t bdm, std::uint64_t n) {
-    bdm_socket_kernel_drops_[bdm].fetch_add(n, std::memory_order_relaxed);
-  }
-  std::uint64_t bdm_ring_full(std::uint32_t bdm) const {
-    return bdm_ring_full_[bdm].load(std::memory_order_relaxed);
-  }
-  std::uint64_t bdm_socket_kernel_drops(std::uint32_t bdm) const {
-    return bdm_socket_kernel_drops_[bdm].load(std::memory_order_relaxed);
+  std::uint64_t bdm_singles(std::uint32_t b) const { return bdm(PerBdm::singles, b); }
+  std::uint64_t bdm_energy_rejected(std::uint32_t b) const { return bdm(PerBdm::energy_rejected, b); }
+  std::uint64_t bdm_late(std::uint32_t b) const { return bdm(PerBdm::late, b); }
+  std::uint64_t bdm_dead(std::uint32_t b) const { return bdm(PerBdm::dead, b); }
+  std::uint64_t bdm_ring_full(std::uint32_t b) const { return bdm(PerBdm::ring_full, b); }
+  std::uint64_t bdm_socket_kernel_drops(std::uint32_t b) const {
+    return bdm(PerBdm::socket_kernel_drops, b);
   }
 
  private:
+  std::size_t index(PerBdm k, std::uint32_t b) const {
+    return static_cast<std::size_t>(k) * bdm_count_ + b;
+  }
   std::array<std::atomic<std::uint64_t>, kCounterCount> values_{};
   std::uint32_t bdm_count_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_singles_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_energy_rejected_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_late_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_dead_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_ring_full_;
-  std::unique_ptr<std::atomic<std::uint64_t>[]> bdm_socket_kernel_drops_;
+  std::unique_ptr<std::atomic<std::uint64_t>[]> per_bdm_;  // [kind][bdm]
 };
 
 }  // namespace petdaq

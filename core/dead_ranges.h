@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "proto/host_device.h"
 
@@ -24,6 +25,37 @@ struct DeadRanges {
     for (std::uint32_t i = 0; i < count; ++i)
       if (t >= begin[i] && t < end[i]) return true;
     return false;
+  }
+
+  // The slicer's side. Adds [b, e): the ranges it meets or touches are merged into it, as
+  // one. With kMax ranges held and none met it is refused ({0, 0}), never merged with the
+  // time between. Returns the range held that covers [b, e).
+  std::pair<std::uint64_t, std::uint64_t> add(std::uint64_t b, std::uint64_t e) {
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (end[i] >= b && begin[i] <= e) {
+        b = b < begin[i] ? b : begin[i];
+        e = e > end[i] ? e : end[i];
+        continue;
+      }
+      begin[kept] = begin[i];
+      end[kept++] = end[i];
+    }
+    if (kept == kMax) return {0, 0};  // none met: the ranges are as they were
+    count = kept;
+    begin[count] = b;
+    end[count++] = e;
+    return {b, e};
+  }
+  // Forgets the ranges that end at or below `bound`.
+  void drop_ended(std::uint64_t bound) {
+    std::uint32_t kept = 0;
+    for (std::uint32_t i = 0; i < count; ++i)
+      if (end[i] > bound) {
+        begin[kept] = begin[i];
+        end[kept++] = end[i];
+      }
+    count = kept;
   }
 };
 

@@ -107,15 +107,7 @@ void Slicer::Impl::deliver_one() {
       if (r.bdm_dead[b]) counters.add_bdm_dead(b, r.bdm_dead[b]);
   // A slice that took every staged frame below its bound is done with the ranges that end
   // there (the slices after it have later bounds).
-  if (!r.split) {
-    std::uint32_t kept = 0;
-    for (std::uint32_t i = 0; i < dead.count; ++i)
-      if (dead.end[i] > r.bound) {
-        dead.begin[kept] = dead.begin[i];
-        dead.end[kept++] = dead.end[i];
-      }
-    dead.count = kept;
-  }
+  if (!r.split) dead.drop_ended(r.bound);
   sink.on_slice(runs.id(), r);
 }
 
@@ -415,30 +407,10 @@ bool Slicer::release_lagging_source() {
 
 std::pair<std::uint64_t, std::uint64_t> Slicer::add_dead_range(std::uint64_t begin,
                                                                 std::uint64_t end) {
-  DeadRanges& d = impl_->dead;
   // Below the published horizon the frames are in slices already.
   begin = std::max(begin, impl_->h.published);
   if (end <= begin) return {0, 0};
-  // Ranges it meets or touches are merged into it, as one.
-  std::uint32_t kept = 0;
-  for (std::uint32_t i = 0; i < d.count; ++i) {
-    if (d.end[i] >= begin && d.begin[i] <= end) {
-      begin = std::min(begin, d.begin[i]);
-      end = std::max(end, d.end[i]);
-      continue;
-    }
-    d.begin[kept] = d.begin[i];
-    d.end[kept++] = d.end[i];
-  }
-  if (kept == DeadRanges::kMax) {
-    // No room (losses come faster than slices take their time): the merged ranges stay as
-    // they were, and this one is refused rather than made dead with the time between.
-    return {0, 0};
-  }
-  d.count = kept;
-  d.begin[d.count] = begin;
-  d.end[d.count++] = end;
-  return {begin, end};
+  return impl_->dead.add(begin, end);
 }
 
 void Slicer::set_receiver_behind(std::uint32_t bdm, bool behind) {

@@ -24,6 +24,7 @@
 #include "daemon/preflight.h"
 #include "daemon/rate_limited_log.h"
 #include "daemon/sequence_tracker.h"
+#include "daemon/socket_losses.h"
 #include "daemon/source_filter.h"
 #include "proto/datagram.h"
 
@@ -61,21 +62,8 @@ struct Receiver::Lane {
     udp::socket socket;
     std::uint32_t last_overflow = 0;  // SO_RXQ_OVFL is cumulative per socket
     bool behind = false;  // its last full batch left a backlog (note_backlog)
-    // The boards whose datagrams came on this socket (by each datagram's first frame: a
-    // board's datagrams are its own), and its kernel drops not yet counted for them.
-    std::array<std::uint64_t, 4> boards{};
-    std::uint64_t kernel_drops_unattributed = 0;
-    // Datagrams lost since the last one taken (the kernel's drops, or a full ring), after
-    // frames up to `loss_from`: the next datagram taken records the loss in its chunk.
-    bool loss_pending = false;
-    std::uint64_t loss_from = 0;
-    void lost(std::uint64_t latest) {
-      if (!loss_pending) loss_from = latest;
-      loss_pending = true;
-    }
+    SocketLosses losses;  // what it lost, and for which boards
     explicit Socket(asio::io_context& io) : socket(io) {}
-    void saw_board(std::uint8_t b) { boards[b / 64] |= std::uint64_t{1} << (b % 64); }
-    bool seen(std::uint32_t b) const { return b < 256 && (boards[b / 64] >> (b % 64)) & 1; }
   };
 
   Lane(const InputSettings& in, const SourceRule& rule_, std::uint64_t max_span_ticks_,
@@ -171,13 +159,7 @@ struct Receiver::Lane {
     // The losses of some boards, per board (the rates document's bdm object).
     for (std::uint32_t b = 0; b < ring_full_frames.size(); ++b)
       if (ring_full_frames[b]) counters.add_bdm_ring_full(b, std::exchange(ring_full_frames[b], 0));
-    for (auto& sp : sockets) {
-      Socket& so = *sp;
-      if (so.kernel_drops_unattributed == 0) continue;
-      const std::uint64_t n = std::exchange(so.kernel_drops_unattributed, 0);
-      for (std::uint32_t b = 0; b < counters.bdm_count(); ++b)
-        if (so.seen(b)) counters.add_bdm_socket_kernel_drops(b, n);
-    }
+    for (auto& so : sockets) so->losses.attribute(counters);
     if (delta[Counter::rx_foreign_source])
       g_foreign_warning.warn_count(delta[Counter::rx_foreign_source],
                                    "datagrams from sources outside input.allowed_sources dropped");
@@ -270,9 +252,11 @@ struct Receiver::Lane {
         std::memcpy(&dropped, CMSG_DATA(c), sizeof dropped);
         const std::uint32_t lost = dropped - s.last_overflow;
         delta[Counter::rx_kernel_drops] += lost;
-        s.kernel_drops_unattributed += lost;
         s.last_overflow = dropped;
-        if (lost) s.lost(latest);
+        if (lost) {
+          s.losses.kernel_drops(lost);
+          s.losses.lost(latest);
+        }
       }
     }
     const sockaddr_in& from = sources[i];
@@ -303,10 +287,10 @@ struct Receiver::Lane {
       if (!fresh) return;
     }
     if (v.frame_count == 0) return;
-    s.saw_board(v.frames[frame_offset::bdm]);
+    s.losses.saw_board(v.frames[frame_offset::bdm]);
     if (!current) {
       ++delta[Counter::rx_ring_full];
-      s.lost(latest);
+      s.losses.lost(latest);
       for (std::size_t f = 0; f < v.frame_count; ++f) {
         const std::uint8_t b = v.frames[f * kFrameBytes + frame_offset::bdm];
         if (b < ring_full_frames.size()) ++ring_full_frames[b];
@@ -322,14 +306,13 @@ struct Receiver::Lane {
   void append(Socket& s, const DatagramView& v, Clock::time_point now) {
     Chunk& c = *current;
     const auto count = static_cast<std::uint32_t>(v.frame_count);
-    if (s.loss_pending) {
+    if (std::uint64_t from = 0; s.losses.take_loss(from)) {
       // The datagrams lost before this one: from the latest frame before them to this one's
       // earliest.
       std::uint64_t to = ~std::uint64_t{0};
       for (std::uint32_t f = 0; f < count; ++f)
         to = std::min(to, frame_time(v.frames + std::size_t{f} * kFrameBytes));
-      c.add_loss(s.loss_from, to);
-      s.loss_pending = false;
+      c.add_loss(from, to);
     }
     const std::size_t bytes = std::size_t{count} * kFrameBytes;
     std::uint8_t* const dest = c.h_bytes + c.used_bytes;
