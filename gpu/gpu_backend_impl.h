@@ -65,6 +65,14 @@ struct Work {
   DeadRanges dead;  // the request's (core/dead_ranges.h)
 };
 
+// The frames a slice's compute converts, as the host knows them when it queues the compute:
+// at most `bound` (the kernels' grids are sized for it), exactly `*device` where set (the
+// partition's count of the frames taken, which the kernels read on the device).
+struct FrameCount {
+  std::uint64_t bound = 0;
+  const unsigned long long* device = nullptr;
+};
+
 // A slice's records on the device and in pinned host memory, and its summary and per-BDM
 // counts (mapped: the one-thread summary kernel writes them directly).
 struct SlotRecords {
@@ -153,10 +161,10 @@ class GpuBackend final : public Backend {
   const GpuStageTimes& last_stage_times() const { return collected_.stage_times; }
 
  private:
-  void enqueue_compute(Slot& slot, const Work& work, std::size_t frame_count);
+  void enqueue_compute(Slot& slot, const Work& work, FrameCount frames);
   // enqueue_compute()'s steps on the compute stream, in this order (gpu/slice_compute.cu).
   void enqueue_begin(const Work& work);
-  std::uint64_t enqueue_convert(Slot& slot, const Work& request, std::size_t frame_count);
+  std::uint64_t enqueue_convert(Slot& slot, const Work& request, FrameCount frames);
   Single* enqueue_order(Slot& slot, const Work& work, std::size_t frame_count, std::uint64_t tiles,
                         std::uint64_t sort_count);
   void enqueue_windows(Slot& slot, const Work& work, Single* sorted, std::uint64_t sort_count);
@@ -165,8 +173,7 @@ class GpuBackend final : public Backend {
   void enqueue_partition(Slot& slot, std::uint64_t bound, bool drop);
   // The slice whose partition count is not yet on the host (at most one, the last
   // submitted): once its count is in (at once when `wait`, else only if it already is),
-  // the stage's count is exact and the slice's compute is queued. Returns whether none is
-  // left pending.
+  // the stage's count is exact again. Returns whether none is left pending.
   bool complete_partition(bool wait);
   void finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped);
   // histograms(), image() and their snapshots: the copy of device bins to their host set.

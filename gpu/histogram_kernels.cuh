@@ -36,8 +36,10 @@ struct AtomicIncrement {
 
 // Convert stage: every frame of the slice.
 __global__ void __launch_bounds__(HistogramPolicy::threads_per_block)
-    histogram_frames_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
+    histogram_frames_kernel(const uint4* frames, std::uint32_t frame_bound,
+                            const unsigned long long* frames_taken, ConvertTables tables,
                             HistogramLayout layout, std::uint8_t* bins) {
+  const std::uint32_t frame_count = frames_to_convert(frame_bound, frames_taken);
   for (std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < frame_count;
        i += gridDim.x * blockDim.x) {
     std::uint8_t f[16];

@@ -29,7 +29,8 @@ namespace petdaq::gpu {
 // singles in place (staging), where the key pass and the merge read them ----
 
 __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
-    convert_kernel(const uint4* frames, std::uint32_t frame_count, ConvertTables tables,
+    convert_kernel(const uint4* frames, std::uint32_t frame_bound,
+                   const unsigned long long* frames_taken, ConvertTables tables,
                    std::uint32_t* tile_accepted, SliceCounts* counts,
                    unsigned long long* bdm_singles, unsigned long long* bdm_rejected,
                    std::uint32_t bdm_count, Single* staging) {
@@ -50,7 +51,8 @@ __global__ void __launch_bounds__(ConvertPolicy::threads_per_block)
   if (threadIdx.x < kFrameStatusCount) status_tally[threadIdx.x] = 0;
 
   uint4 raw[ConvertPolicy::items_per_thread];
-  const int valid = load_tile(temp.load, frames, frame_count, raw);
+  const int valid =
+      load_tile(temp.load, frames, frames_to_convert(frame_bound, frames_taken), raw);
   __syncthreads();
 
   Single out[ConvertPolicy::items_per_thread];

@@ -34,13 +34,15 @@ std::uint64_t GpuBackend::count_taken(std::uint64_t bound) {
   return partition_.h_taken[0];
 }
 
-// One slice's kernels on the compute stream: begin, convert, order, windows, outputs. The
-// windows' passes and the outputs run over a range padded to the largest carry-over.
-void GpuBackend::enqueue_compute(Slot& slot, const Work& request, std::size_t frame_count) {
-  const std::uint64_t sort_count = std::max<std::uint64_t>(1, caps_.max_carry + frame_count);
+// One slice's kernels on the compute stream: begin, convert, order, windows, outputs. Every
+// kernel is sized for the bound on the slice's frames (the frames past their count add
+// padding keys to the sort, and nothing else); the windows' passes and the outputs run over
+// a range padded to the largest carry-over.
+void GpuBackend::enqueue_compute(Slot& slot, const Work& request, FrameCount frames) {
+  const std::uint64_t sort_count = std::max<std::uint64_t>(1, caps_.max_carry + frames.bound);
   enqueue_begin(request);
-  const std::uint64_t tiles = enqueue_convert(slot, request, frame_count);
-  Single* sorted = enqueue_order(slot, request, frame_count, tiles, sort_count);
+  const std::uint64_t tiles = enqueue_convert(slot, request, frames);
+  Single* sorted = enqueue_order(slot, request, frames.bound, tiles, sort_count);
   enqueue_windows(slot, request, sorted, sort_count);
   enqueue_outputs(slot, sorted, sort_count);
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.done.get(), streams_.compute.get()));
@@ -66,7 +68,8 @@ void GpuBackend::enqueue_begin(const Work& request) {
 // (make_keys_kernel), and the merge gathers the singles from there and from the carry-over
 // into the slice's ordered singles (d_singles_a), so that no pass copies them in between.
 // Returns the tiles.
-std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, std::size_t frame_count) {
+std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, FrameCount frames) {
+  const std::uint64_t frame_count = frames.bound;
   cudaStream_t stream = streams_.compute.get();
   gpu::DeviceWorkspace& ws = *ws_;
   SliceCounts* counts = ws.d_counts.get();
@@ -78,10 +81,10 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, std::
   tables.dead.bdm_frames =
       request.dead.count ? reinterpret_cast<std::uint64_t*>(bdm + 2 * std::size_t{caps_.bdm_count}) : nullptr;
   const std::uint64_t tiles = frame_count ? blocks_for(frame_count, ConvertPolicy::tile_frames) : 0;
-  const uint4* frames = reinterpret_cast<const uint4*>(slot.d_frames.get());
+  const uint4* input = reinterpret_cast<const uint4*>(slot.d_frames.get());
   if (tiles > 0) {
     gpu::convert_kernel<<<tiles, ConvertPolicy::threads_per_block, 0, stream>>>(
-        frames, static_cast<std::uint32_t>(frame_count), tables,
+        input, static_cast<std::uint32_t>(frame_count), frames.device, tables,
         ws.d_tile_accepted.get(), counts, bdm, bdm + caps_.bdm_count, caps_.bdm_count,
         ws.d_singles_b.get());
     PETDAQ_CUDA_CHECK_LAUNCH("convert_kernel");
@@ -95,7 +98,7 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, std::
                                          blocks_for(frame_count,
                                                     gpu::HistogramPolicy::threads_per_block))),
                                      gpu::HistogramPolicy::threads_per_block, 0, stream>>>(
-          frames, static_cast<std::uint32_t>(frame_count), tables,
+          input, static_cast<std::uint32_t>(frame_count), frames.device, tables,
           live_.histogram_layout, live_.d_histograms.get());
       PETDAQ_CUDA_CHECK_LAUNCH("histogram_frames_kernel");
     }
@@ -104,8 +107,8 @@ std::uint64_t GpuBackend::enqueue_convert(Slot& slot, const Work& request, std::
   return tiles;
 }
 
-// Order: 64-bit keys of the new singles with their positions, one radix sort over the
-// slice's frame count (a size the host knows: the new singles are at most that many,
+// Order: 64-bit keys of the new singles with their positions, one radix sort over the bound
+// on the slice's frames (a size the host knows: the new singles are at most that many,
 // padding keys after them), a merge with the carry-over (in order already) that writes
 // each single with its key, and the rare runs of equal keys put in energy order. Returns
 // the ordered singles.

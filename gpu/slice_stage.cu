@@ -1,8 +1,10 @@
 // The GPU backend's stage (DESIGN section 6, docs/gpu.md "One slice"): frames copied to the
 // device ahead of their slice, and submit(): which staged frames a slice takes (the partition,
-// the split), before the slice's compute is queued (slice_compute.cu). On the common path no
-// call here waits for the device: the count of frames a slice took comes back with the
-// partition and is read once it is there, at the latest at the next submit() or collect().
+// the split), then the slice's compute queued behind it (slice_compute.cu). On the common path
+// no call here waits for the device, and the compute does not wait for the host: its kernels
+// read the count of frames the slice took where the partition left it on the device; the
+// count also comes back to the host, which reads it once it is there (at the latest at the
+// next submit() or collect()) to keep the stage's count exact.
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
@@ -91,8 +93,8 @@ void GpuBackend::consolidate_stage() {
   stage_.arrivals_count = 0;
 }
 
-// The slice's counts are known: the stage's count is exact again, and the slice's compute
-// goes on the compute stream behind the partition.
+// The slice's counts are on the host: the stage's count is exact again. (The slice's compute
+// was queued at its submit, reading the count on the device.)
 void GpuBackend::finish_slot_partition(Slot& slot, std::uint64_t taken, std::uint64_t dropped) {
   if (taken + dropped > slot.take.partition_items || taken > caps_.max_slice_frames)
     throw std::logic_error("GpuBackend: the partition of slice " + std::to_string(slot.slice_id) +
@@ -102,8 +104,6 @@ void GpuBackend::finish_slot_partition(Slot& slot, std::uint64_t taken, std::uin
   stage_.kept_count = slot.take.partition_items - taken - dropped;
   slot.take.frames_taken = taken;
   slot.take.frames_dropped = dropped;
-  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute.get(), slot.events.copy_end.get(), 0));
-  enqueue_compute(slot, slot.work, taken);
 }
 
 bool GpuBackend::complete_partition(bool wait) {
@@ -200,6 +200,14 @@ void GpuBackend::submit(const SliceRequest& request) {
   key_width_.previous_bound = slot.work.final ? kNoBound : bound;
   if (slot.take.partition_items > 0) enqueue_partition(slot, bound, drop);
   PETDAQ_CUDA_CHECK(cudaEventRecord(slot.events.copy_end.get(), partition));
+  // The slice's compute goes on the compute stream behind the partition now, without its
+  // count: the kernels read the count the partition left on the device, and the host sizes
+  // them for every frame the partition read (counted: the exact count).
+  PETDAQ_CUDA_CHECK(cudaStreamWaitEvent(streams_.compute.get(), slot.events.copy_end.get(), 0));
+  enqueue_compute(slot, slot.work,
+                  FrameCount{counted ? taken : slot.take.partition_items,
+                             slot.take.partition_items > 0 ? slot.take.d_partition_counts.get()
+                                                           : nullptr});
   // The copies staged after this submit go to the other arrivals buffer, once the partition
   // that read it last (the slice before's) has run.
   PETDAQ_CUDA_CHECK(

@@ -22,14 +22,25 @@ __device__ inline void load_frame(const uint4& v, std::uint8_t (&bytes)[16]) {
 using FrameLoad = cub::BlockLoad<uint4, ConvertPolicy::threads_per_block,
                                  ConvertPolicy::items_per_thread, cub::BLOCK_LOAD_WARP_TRANSPOSE>;
 
+// The frames a slice's kernels convert: `bound`, the most the host sized their grids for,
+// or fewer where the partition left its count of the frames taken on the device (`taken`,
+// read by every thread).
+__device__ __forceinline__ std::uint32_t frames_to_convert(std::uint32_t bound,
+                                                           const unsigned long long* taken) {
+  return taken ? static_cast<std::uint32_t>(min_of<unsigned long long>(bound, *taken)) : bound;
+}
+
 // Loads this block's tile of frames (tile blockIdx.x) into each thread's raw[]; returns how
 // many frames of the tile are real (the last tile may be short).
 __device__ __forceinline__ int load_tile(FrameLoad::TempStorage& storage, const uint4* frames,
                                          std::uint32_t frame_count,
                                          uint4 (&raw)[ConvertPolicy::items_per_thread]) {
   const std::uint32_t tile_start = blockIdx.x * ConvertPolicy::tile_frames;
-  const int valid = static_cast<int>(
-      min_of<std::uint32_t>(ConvertPolicy::tile_frames, frame_count - tile_start));
+  // A tile past the frames (the grid is sized for a bound on them) loads none.
+  const int valid = frame_count > tile_start
+                        ? static_cast<int>(min_of<std::uint32_t>(ConvertPolicy::tile_frames,
+                                                                 frame_count - tile_start))
+                        : 0;
   FrameLoad(storage).Load(frames + tile_start, raw, valid);
   return valid;
 }

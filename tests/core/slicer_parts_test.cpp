@@ -1,11 +1,14 @@
 // The slicer's small parts on their own: HeldFrames (frames held for the next run),
 // StageAccount (what the backend holds, and when a cut is due), WarmupFrames (a run's first
-// time reference) and RunTrack (run and slice ids, the final slice).
+// time reference), RunTrack (run and slice ids, the final slice) and ChunkSummary (what the
+// slicer knows of a chunk without reading its frames).
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <vector>
 
+#include "core/chunk_summary.h"
 #include "core/held_frames.h"
 #include "core/run_track.h"
 #include "core/stage_account.h"
@@ -174,6 +177,80 @@ TEST(RunTrack, RunIds) {
   EXPECT_EQ(r.id(), 2u);
   EXPECT_FALSE(r.warm());
   EXPECT_FALSE(r.delivered());
+}
+
+// The summary frame by frame, the way core/frame_source.h defines a frame's source: the
+// reference ChunkSummary::add (runs, four frames at a time) must equal.
+ChunkSummary summary_by_frame(const std::vector<RawFrame>& frames, std::size_t group,
+                              const SourceRule& rule) {
+  ChunkSummary out;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    out.frames += i % group == 0 ? std::min(group, frames.size() - i) : 0;
+    const int src = rule.source_of(frames[i].bytes);
+    if (src < 0) {
+      ++out.sourceless;
+      continue;
+    }
+    const std::uint64_t t = frame_time(frames[i].bytes);
+    SourceSpan& s = out.sources[static_cast<std::size_t>(src)];
+    if (s.frames == 0) {
+      out.present[out.present_count++] = static_cast<std::uint8_t>(src);
+      s.min_time = s.max_time = t;
+      s.first_index = static_cast<std::uint32_t>(i);
+    }
+    s.min_time = std::min(s.min_time, t);
+    s.max_time = std::max(s.max_time, t);
+    ++s.frames;
+    out.min_time = std::min(out.min_time, t);
+    out.max_time = std::max(out.max_time, t);
+  }
+  return out;
+}
+
+TEST(ChunkSummary, RunsOfASourceGiveWhatEachFrameAloneGives) {
+  std::mt19937_64 rng(11);
+  for (const bool check_markers : {true, false}) {
+    SourceRule rule;
+    rule.check_markers = check_markers;
+    rule.bdm_count = 20;
+    for (int trial = 0; trial < 50; ++trial) {
+      // Runs of 1 to 70 frames of one BDM (some BDMs past the scanner's), a frame now and
+      // then with a bad head or tail marker, times in any order.
+      std::vector<RawFrame> frames;
+      const std::size_t n = 1 + rng() % 3000;
+      while (frames.size() < n) {
+        const auto bdm = static_cast<std::uint8_t>(rng() % 24);
+        const std::size_t run = 1 + rng() % 70;
+        for (std::size_t k = 0; k < run && frames.size() < n; ++k) {
+          RawFrame f = frame(bdm, 1'000'000 + rng() % 100'000);
+          if (rng() % 40 == 0) f.bytes[frame_offset::head_du] ^= 0x30;
+          if (rng() % 40 == 0) f.bytes[frame_offset::temp_frac_tail] ^= 0x06;
+          if (rng() % 40 == 0) f.bytes[frame_offset::temp_frac_tail] ^= 0x50;  // not a marker
+          frames.push_back(f);
+        }
+      }
+      const std::size_t group = 1 + rng() % 600;
+      ChunkSummary got;
+      for (std::size_t at = 0; at < n; at += group)
+        got.add(frames.data() + at, std::min(group, n - at), static_cast<std::uint32_t>(at), rule);
+      const ChunkSummary want = summary_by_frame(frames, group, rule);
+      ASSERT_EQ(got.frames, want.frames);
+      ASSERT_EQ(got.sourceless, want.sourceless);
+      ASSERT_EQ(got.min_time, want.min_time);
+      ASSERT_EQ(got.max_time, want.max_time);
+      ASSERT_EQ(got.present_count, want.present_count);
+      for (std::uint32_t p = 0; p < want.present_count; ++p) {
+        ASSERT_EQ(got.present[p], want.present[p]);
+        const SourceSpan& g = got.sources[got.present[p]];
+        const SourceSpan& w = want.sources[want.present[p]];
+        EXPECT_EQ(g.frames, w.frames);
+        EXPECT_EQ(g.min_time, w.min_time);
+        EXPECT_EQ(g.max_time, w.max_time);
+        EXPECT_EQ(g.first_index, w.first_index);
+      }
+      if (check_markers) EXPECT_GT(want.sourceless, 0u);  // bad markers and BDMs were there
+    }
+  }
 }
 
 }  // namespace
