@@ -367,6 +367,7 @@ int bench(const Options& o) {
     std::uint64_t slice_frames;
     double frames_per_s;
     double middle_frames_per_s;  // middle_rate()
+    double around_frames_per_s;  // the pool's copy just before and after the run, their mean
     GpuStageTimes stage;
     std::uint64_t slices;
   };
@@ -403,10 +404,15 @@ int bench(const Options& o) {
     // Throughput: the whole pool, slices overlapped, after one warm-up pass.
     const std::uint64_t slices = pool.count / slice_frames;
     run(*gpu, pool, slice_frames, std::min<std::uint64_t>(slices, 3), true, jitter_ticks);
+    // The copy the run is measured against, right before and right after it: a host's copy
+    // rate moves within a minute (docs/gpu.md).
+    const double around_before = measure_pool_copy_rate(pool);
     PhaseTimer waits;  // the host's waits on the device (docs/daemon.md, "Worker phases")
     gpu->set_phase_timer(&waits);
     const RunStats st = run(*gpu, pool, slice_frames, slices, true, jitter_ticks);
     gpu->set_phase_timer(nullptr);
+    const double around_after = measure_pool_copy_rate(pool);
+    const double around_fps = (around_before + around_after) / 2 / sizeof(RawFrame);
     const double fps = static_cast<double>(st.frames) / st.seconds;
     std::printf("gpu, %llu frames/slice: %llu slices, %llu frames in %.3f s = %.3f G frames/s; "
                 "%llu prompts, %llu delayed, records_overflow %llu, carry_overflow %llu\n",
@@ -433,7 +439,11 @@ int bench(const Options& o) {
                 100.0 * middle_fps / copy_frames_per_s,
                 100.0 * share_of_copy(middle_fps, pool_bytes_per_s),
                 100.0 * share_of_copy(fps, pool_bytes_per_s));
-    rows.push_back({slice_frames, fps, middle_fps, stage, slices});
+    std::printf("  the pool's copy right before and after the run: %.1f and %.1f GB/s; the whole "
+                "run %.1f %% of their mean, its middle %.1f %%\n",
+                around_before / 1e9, around_after / 1e9, 100.0 * fps / around_fps,
+                100.0 * middle_fps / around_fps);
+    rows.push_back({slice_frames, fps, middle_fps, around_fps, stage, slices});
   }
 
   // Latency of a slice holding stream.max_slice_ms of data at this rate, one at a time and
@@ -460,21 +470,23 @@ int bench(const Options& o) {
     latency_pipe_p99 = percentile(pipe.latency_ms, 0.99);
   }
 
-  std::printf("\n%-12s %10s %8s %8s %8s %7s %8s %8s %8s %9s %8s %9s %8s\n", "frames/slice",
-              "G frames/s", "vs copy", "middle", "vs 2.5G", "vs cpu", "in ms", "conv ms", "sort ms",
+  std::printf("\n%-12s %10s %8s %8s %8s %8s %7s %8s %8s %8s %9s %8s %9s %8s\n", "frames/slice",
+              "G frames/s", "vs copy", "middle", "around", "vs 2.5G", "vs cpu", "in ms", "conv ms", "sort ms",
               "coinc ms", "out ms", "slice ms", "kernels");
   for (const Row& r : rows) {
     const double kernels_ms = r.stage.convert_ms + r.stage.sort_ms + r.stage.coincidence_ms;
-    std::printf("%-12llu %10.3f %7.1f%% %7.1f%% %7.1f%% %6.0fx %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %7.2fx\n",
+    std::printf("%-12llu %10.3f %7.1f%% %7.1f%% %7.1f%% %7.1f%% %6.0fx %8.3f %8.3f %8.3f %9.3f %8.3f %9.3f %7.2fx\n",
                 static_cast<unsigned long long>(r.slice_frames), r.frames_per_s / 1e9,
                 100.0 * r.frames_per_s / copy_frames_per_s,
                 100.0 * r.middle_frames_per_s / copy_frames_per_s,
+                100.0 * r.frames_per_s / r.around_frames_per_s,
                 100.0 * r.frames_per_s / kTargetFramesPerSecond, r.frames_per_s / cpu_frames_per_s,
                 r.stage.copy_in_ms, r.stage.convert_ms, r.stage.sort_ms, r.stage.coincidence_ms,
                 r.stage.copy_out_ms, r.stage.slice_ms, kernels_ms / std::max(1e-9, static_cast<double>(r.stage.copy_in_ms)));
   }
   std::printf("(vs copy: share of the measured pinned copy rate, target >= %.0f%%; middle: the "
-              "same over the middle of the run, as its line above says; stage times: "
+              "same over the middle of the run, as its line above says; around: the whole run "
+              "against the pool's copy right before and after it; stage times: "
               "one slice alone, median; slice ms: copy-in start to last kernel end; kernels: "
               "convert+sort+coincidence time over copy-in time)\n",
               100 * kTargetCopyFraction);

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # petdaq-offline on a large simulated acquisition next to the rate at which the same machine
 # reads the file (docs/offline.md, "Large files"): the GPU backend and the CPU backend on 16
-# threads, three runs each, alternating, with the page cache's read rate (six and ten `dd`
-# streams at once) measured between every two runs; each GPU run against the faster read
-# around it; each .plm compared with the first after the header; where the page cache can be
-# dropped, the file's read rate from the disk and the GPU backend on it cold. Logs under
-# OUT_DIR.
+# threads, three runs each, alternating, with the page cache's read rate measured between
+# every two runs (one `dd` stream reading the file from start to end, and six and ten
+# streams reading a share each at once); each GPU run against the faster of each kind of
+# read around it; each .plm compared with the first after the header; where the page cache
+# can be dropped, the file's read rate from the disk and the GPU backend on it cold. Logs
+# under OUT_DIR.
 # Usage: offline_rate.sh BIN_DIR OUT_DIR [FRAMES] [WORK_DIR]   (FRAMES: 400000000)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,9 +25,11 @@ sync  # the simulation's writes reach the disk before the runs, not during them
 input=$work/acq/frames.bin
 size=$(stat -c %s "$input")
 
-# The page cache's read rate just before and after each GPU run: six and ten `dd` streams
-# reading a share each at once; a run's reference is the faster of the four reads around it
-# (the machine's read rate moves by a factor of up to two within minutes).
+# The page cache's read rate just before and after each GPU run: one `dd` stream (the file
+# read as a program reads it, from start to end), and six and ten streams reading a share
+# each at once (what the machine's memory allows readers side by side); a run's references
+# are the faster one-stream read and the fastest many-stream read around it (the machine's
+# read rate moves by a factor of up to two within minutes).
 read_rate() {  # streams -> M frames/s
   local n=$1 share=$(( size / $1 / 16777216 + 1 )) start end
   start=$(date +%s.%N)
@@ -37,12 +40,13 @@ read_rate() {  # streams -> M frames/s
   end=$(date +%s.%N)
   awk -v b="$size" -v s="$start" -v e="$end" 'BEGIN { printf "%.0f", b / 16 / (e - s) / 1e6 }'
 }
-reads() {  # prints "six ten" and leaves the faster in $best
+reads() {  # prints the three and leaves the one-stream rate in $one, the faster of the others in $best
   local a b
+  one=$(read_rate 1)
   a=$(read_rate 6)
   b=$(read_rate 10)
   best=$(( a > b ? a : b ))
-  echo "  page cache read: six streams $a, ten streams $b M frames/s"
+  echo "  page cache read: one stream $one, six streams $a, ten streams $b M frames/s"
 }
 
 echo "== read rate of $input ($size bytes), page cache"
@@ -65,17 +69,20 @@ same_as_first() {  # tag
 }
 reads
 before=$best
+before_one=$one
 for i in 1 2 3; do
   run gpu$i --backend gpu
   same_as_first gpu$i
   reads
-  awk -v r="$(rate_of gpu$i)" -v a="$before" -v b="$best" 'BEGIN {
+  awk -v r="$(rate_of gpu$i)" -v a="$before" -v b="$best" -v c="$before_one" -v d="$one" 'BEGIN {
     ref = a > b ? a : b
-    printf "  gpu%d: %.0f M frames/s = %.2f of the faster read around it (%d)\n", '"$i"', r, r / ref, ref }'
+    one = c > d ? c : d
+    printf "  gpu%d: %.0f M frames/s = %.2f of the faster one-stream read around it (%d), %.2f of the fastest many-stream read (%d)\n", '"$i"', r, r / one, one, r / ref, ref }'
   run cpu16_$i --backend cpu --threads 16
   same_as_first cpu16_$i
   reads
   before=$best
+  before_one=$one
 done
 
 # From the disk: where this machine lets the page cache be dropped (root), the file read
