@@ -16,6 +16,7 @@
 #include "core/crystal_health.h"
 #include "core/histograms.h"
 #include "daemon/file_names.h"
+#include "daemon/loss_conversion.h"
 #include "daemon/notify.h"
 #include "daemon/rate_limited_log.h"
 #include "daemon/worker_engine.h"
@@ -263,24 +264,16 @@ void Worker::note_run_dead_time(std::uint64_t until) {
 }
 
 void Worker::note_loss(const Chunk::Loss& loss) {
-  const std::uint64_t d = engine_->max_disorder_ticks;
-  const std::uint64_t to = loss.to;
-  const std::uint64_t from = loss.from != 0 ? std::min(loss.from, to) : to;
-  const std::uint64_t begin = from > d ? from - d : 0;
-  const std::uint64_t end = to > ~std::uint64_t{0} - d - 1 ? ~std::uint64_t{0} : to + d + 1;
   Slicer& slicer = *engine_->slicer;
-  // Within the budget (daemon/loss_budget.h), and while the slicer has room for the range.
-  loss_budget_.advance(slicer.latest_time());
-  const auto unconverted = [&] { counters_.add(Counter::stream_loss_unconverted); };
-  if (!loss_budget_.allows(end - begin)) return unconverted();
-  const auto [b, e] = slicer.add_dead_range(begin, end);
-  if (e <= b) return unconverted();
-  loss_budget_.spend(e - b);
-  if (overload_.dead->add_loss(b, e) == 0) return;
+  const LossConversion c =
+      convert_loss(loss_stretch(loss.from, loss.to, engine_->max_disorder_ticks),
+                   slicer.latest_time(), loss_budget_, slicer, *overload_.dead);
+  if (c.fate == LossFate::unconverted) return counters_.add(Counter::stream_loss_unconverted);
+  if (c.fate == LossFate::dead_already) return;
   g_socket_loss_warning.warn(
       "a receiving socket lost datagrams: {:.3f} ms of acquisition time made dead for every "
       "board (stream.loss_intervals; bdm.socket_kernel_drops and bdm.ring_full name the boards)",
-      static_cast<double>(e - b) * engine_->settings.scanner.tick_ps * 1e-9);
+      static_cast<double>(c.held.end - c.held.begin) * engine_->settings.scanner.tick_ps * 1e-9);
   publish_dead_intervals();
 }
 

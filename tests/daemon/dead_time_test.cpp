@@ -4,6 +4,7 @@
 // the low mark after the latest time it dropped, and keeps dropping its late arrivals.
 #include "daemon/dead_time.h"
 #include "daemon/loss_budget.h"
+#include "daemon/loss_conversion.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 
 #include "core/chunk_summary.h"
 #include "core/test_scanner.h"
+#include "support/slicer_rig.h"
 
 namespace petdaq::daemon {
 namespace {
@@ -298,6 +300,73 @@ TEST(LossBudget, AShareOfTheAcquisitionTimeUpToOneSecondsShare) {
   LossBudget off(0, tick_ps);
   off.advance(1);
   EXPECT_FALSE(off.allows(0));
+}
+
+// Worker::note_loss's rule on its own: a loss's stretch with the disorder margin, made dead in
+// the slicer and as intervals within the budget; past the budget, or with the slicer full, the
+// socket's boards keep the loss.
+TEST(LossConversion, AStretchWithinTheBudgetAndTheSlicersRoomBecomesDeadForEveryBoard) {
+  // The stretch: [from − d, to + d + 1), `from` 0 taken as `to`, held within the clock.
+  EXPECT_EQ(loss_stretch(1000, 1200, 50).begin, 950u);
+  EXPECT_EQ(loss_stretch(1000, 1200, 50).end, 1251u);
+  EXPECT_EQ(loss_stretch(0, 1200, 50).begin, 1150u);
+  EXPECT_EQ(loss_stretch(1300, 1200, 50).begin, 1150u);  // a from past to: from to
+  EXPECT_EQ(loss_stretch(20, 30, 50).begin, 0u);
+  EXPECT_EQ(loss_stretch(5, ~std::uint64_t{0} - 10, 50).end, ~std::uint64_t{0});
+
+  test::TestScanner sc;
+  const SourceRule rule = make_source_rule(sc.settings);
+  test::SlicerRig rig(sc.settings, sc.calibration);
+  Counters counters(4);
+  DeadTime dead(0.5, 0.25, 8, rule, counters);
+  // A budget of 1 % of the time, capped at a second's share: 1e10 ps / tick_ps ticks.
+  LossBudget budget(0.01, sc.settings.scanner.tick_ps);
+  const auto cap = static_cast<std::uint64_t>(budget.ticks());
+  ASSERT_GT(cap, 1000u);
+
+  const LossConversion a = convert_loss({1000, 1100}, 500, budget, rig.slicer, dead);
+  EXPECT_EQ(a.fate, LossFate::dead);
+  EXPECT_EQ(a.held.begin, 1000u);
+  EXPECT_EQ(a.held.end, 1100u);
+  EXPECT_DOUBLE_EQ(budget.ticks(), static_cast<double>(cap - 100));
+  DeadInterval d;
+  ASSERT_TRUE(dead.take_closed(d));
+  EXPECT_EQ(d.t_begin, 1000u);
+  EXPECT_EQ(d.t_end, 1100u);
+  EXPECT_EQ(counters.get(Counter::stream_loss_intervals), 1u);
+
+  // Across the first: the slicer's range grows to [1000, 1150), the budget pays for it all,
+  // and only [1100, 1150) is a new interval.
+  const LossConversion b = convert_loss({1050, 1150}, 500, budget, rig.slicer, dead);
+  EXPECT_EQ(b.fate, LossFate::dead);
+  EXPECT_EQ(b.held.begin, 1000u);
+  EXPECT_EQ(b.held.end, 1150u);
+  ASSERT_TRUE(dead.take_closed(d));
+  EXPECT_EQ(d.t_begin, 1100u);
+  EXPECT_EQ(d.t_end, 1150u);
+  EXPECT_DOUBLE_EQ(budget.ticks(), static_cast<double>(cap - 250));
+  // Inside what is dead: held, nothing new.
+  EXPECT_EQ(convert_loss({1010, 1020}, 500, budget, rig.slicer, dead).fate, LossFate::dead_already);
+  EXPECT_FALSE(dead.take_closed(d));
+
+  // Past the budget: left to the socket's boards, nothing held, nothing spent.
+  const double left = budget.ticks();
+  const auto big = static_cast<std::uint64_t>(left) + 1;
+  EXPECT_EQ(convert_loss({100'000, 100'000 + big}, 500, budget, rig.slicer, dead).fate,
+            LossFate::unconverted);
+  EXPECT_DOUBLE_EQ(budget.ticks(), left);
+  EXPECT_FALSE(dead.take_closed(d));
+
+  // The slicer's ranges full (it holds DeadRanges::kMax): refused, nothing spent.
+  for (std::uint64_t k = 1; k < DeadRanges::kMax; ++k)
+    EXPECT_EQ(convert_loss({10'000 * k, 10'000 * k + 10}, 500, budget, rig.slicer, dead).fate,
+              LossFate::dead);
+  const double before_full = budget.ticks();
+  EXPECT_EQ(convert_loss({900'000, 900'010}, 500, budget, rig.slicer, dead).fate,
+            LossFate::unconverted);
+  EXPECT_DOUBLE_EQ(budget.ticks(), before_full);
+  EXPECT_EQ(counters.get(Counter::stream_loss_intervals), 2u + (DeadRanges::kMax - 1));
+  rig.slicer.finish();
 }
 
 }  // namespace
