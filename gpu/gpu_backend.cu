@@ -186,19 +186,18 @@ const Set* GpuBackend::copy_live(Set& host, const std::uint8_t* device, std::siz
   return &host;
 }
 
-// The bins of every slice submitted so far: the copy is queued behind them.
+// The bins of every slice submitted so far (each slice's compute is queued at its submit):
+// the copy is queued behind them.
 const HistogramSet* GpuBackend::histograms() {
   if (!live_.d_histograms) return nullptr;
-  complete_partition(true);  // every submitted slice's compute queued
   return copy_live(*live_.h_histograms, live_.d_histograms.get(), live_.histogram_layout.bytes,
                    live_.histograms_copy, true);
 }
 
-// The bins of the slices whose compute is queued (a slice whose partition count is not in
-// yet comes in the next snapshot).
+// The bins of every slice submitted before the copy was queued, once that copy is in (null
+// until then; never blocks).
 const HistogramSet* GpuBackend::histograms_snapshot() {
   if (!live_.d_histograms) return nullptr;
-  complete_partition(false);
   return copy_live(*live_.h_histograms, live_.d_histograms.get(), live_.histogram_layout.bytes,
                    live_.histograms_copy, false);
 }
@@ -219,8 +218,8 @@ const ImageSet* GpuBackend::image_snapshot() {
 const SliceResult& GpuBackend::collect() {
   if (in_flight() == 0) throw std::logic_error("GpuBackend::collect: no slice submitted");
   Slot& slot = ring_.slots[ring_.next_collect % kSlicesInFlight];
-  // The slice's compute is queued once its partition's count is in (slice_stage.cu); until
-  // then this waits for that count.
+  // The result says how many staged frames the slice took: its partition's count must be on
+  // the host (slice_stage.cu), which this waits for if no call found it in yet.
   if (partition_.pending && partition_.pending_slice == ring_.next_collect)
     complete_partition(true);
   {
