@@ -30,6 +30,15 @@ struct Case {
 // A calibration for `s` with labels past the DU's crystals and NaN, negative and huge gains
 // here and there, and a stream in runs of one BDM (1 to 600 frames), each frame good or bad
 // in one of the ways a frame can be.
+// Settings of a scanner shape with an energy window (keV).
+Settings scanner_settings(const ScannerSettings& scanner, double low_keV, double high_keV) {
+  Settings s;
+  s.scanner = scanner;
+  s.energy_window.low_keV = low_keV;
+  s.energy_window.high_keV = high_keV;
+  return s;
+}
+
 Case make_case(const Settings& s, bool with_offsets, std::uint64_t seed) {
   Case c;
   c.settings = s;
@@ -153,10 +162,7 @@ void expect_every_status(const Case& c) {
 }
 
 TEST(ConvertFrames, RunsOfOneSourceWithEveryKindOfBadFrame) {
-  Settings s;
-  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
-  s.energy_window.low_keV = 300;
-  s.energy_window.high_keV = 700;
+  const Settings s = scanner_settings(test::scanner_shape(3, 2, 2, 2, 4, 3, 8), 300, 700);
   for (const bool offsets : {true, false}) {
     const Case c = make_case(s, offsets, offsets ? 11 : 12);
     expect_every_status(c);
@@ -171,10 +177,7 @@ TEST(ConvertFrames, RunsOfOneSourceWithEveryKindOfBadFrame) {
 // frames convert as they would without the ranges, and a bad frame in a range keeps its own
 // reason.
 TEST(ConvertFrames, FramesInDeadRangesAreDroppedAndCountedPerBdm) {
-  Settings s;
-  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
-  s.energy_window.low_keV = 300;
-  s.energy_window.high_keV = 700;
+  const Settings s = scanner_settings(test::scanner_shape(3, 2, 2, 2, 4, 3, 8), 300, 700);
   const Case c = make_case(s, true, 21);
   const Geometry g = Geometry::from(s.scanner);
   const ConvertTables plain = make_convert_tables(c.settings, c.cal);
@@ -230,22 +233,16 @@ TEST(ConvertFrames, FramesInDeadRangesAreDroppedAndCountedPerBdm) {
 }
 
 TEST(ConvertFrames, MarkersNotChecked) {
-  Settings s;
-  s.scanner = test::scanner_shape(3, 2, 2, 2, 4, 3, 8);
+  Settings s = scanner_settings(test::scanner_shape(3, 2, 2, 2, 4, 3, 8), 100, 900);
   s.frame.check_markers = false;
-  s.energy_window.low_keV = 100;
-  s.energy_window.high_keV = 900;
   const Case c = make_case(s, true, 13);
   expect_frame_by_frame(c, c.frames.size());
 }
 
 TEST(ConvertFrames, OtherMarkers) {
-  Settings s;
-  s.scanner = test::scanner_shape(2, 2, 1, 3, 5, 2, 16);
+  Settings s = scanner_settings(test::scanner_shape(2, 2, 1, 3, 5, 2, 16), 200, 800);
   s.frame.head_marker = 0x0;
   s.frame.tail_marker = 0xF;
-  s.energy_window.low_keV = 200;
-  s.energy_window.high_keV = 800;
   const Case c = make_case(s, true, 14);
   expect_every_status(c);
   expect_frame_by_frame(c, c.frames.size());
@@ -256,10 +253,7 @@ TEST(ConvertFrames, OtherMarkers) {
 TEST(ConvertFrames, ScannersAtTheFieldLimits) {
   for (const ScannerSettings& sc : {test::scanner_shape(64, 4, 4, 4, 2, 2, 8), test::scanner_shape(4, 1, 2, 2, 16, 17, 256),
                                     test::scanner_shape(1, 1, 1, 1, 1, 1, 1)}) {
-    Settings s;
-    s.scanner = sc;
-    s.energy_window.low_keV = 250;
-    s.energy_window.high_keV = 750;
+    const Settings s = scanner_settings(sc, 250, 750);
     const Case c = make_case(s, true, 15);
     expect_frame_by_frame(c, c.frames.size());
   }
@@ -268,10 +262,7 @@ TEST(ConvertFrames, ScannersAtTheFieldLimits) {
 // A scanner no configuration passes (20 DUs per BDM, more than the DU nibble names) takes
 // convert_frames()'s frame-by-frame path: the same result.
 TEST(ConvertFrames, MoreDusThanTheNibbleHolds) {
-  Settings s;
-  s.scanner = test::scanner_shape(16, 16, 5, 4, 2, 2, 4);
-  s.energy_window.low_keV = 250;
-  s.energy_window.high_keV = 750;
+  const Settings s = scanner_settings(test::scanner_shape(16, 16, 5, 4, 2, 2, 4), 250, 750);
   const Case c = make_case(s, true, 16);
   expect_frame_by_frame(c, c.frames.size());
 }
