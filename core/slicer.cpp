@@ -432,12 +432,7 @@ bool Slicer::source_lagging(std::uint32_t bdm) const {
 void Slicer::skip_dead(std::span<const std::uint64_t> reached) {
   Impl& m = *impl_;
   if (!m.runs.warm()) return;
-  auto& sources = m.clocks.all();
-  for (std::size_t b = 0; b < sources.size() && b < reached.size(); ++b) {
-    auto& s = sources[b];
-    if (reached[b] > 0 && s.sent && !s.reset && !s.lagging)
-      s.latest = std::max(s.latest, reached[b] - 1);
-  }
+  m.clocks.skip_dead(reached);
   m.update_horizon();
   m.counts.flush(m.counters);
 }

@@ -64,6 +64,14 @@ std::uint64_t SourceClocks::latest_time() const {
   return t;
 }
 
+void SourceClocks::skip_dead(std::span<const std::uint64_t> reached) {
+  for (std::size_t b = 0; b < sources_.size() && b < reached.size(); ++b) {
+    Source& s = sources_[b];
+    if (reached[b] > 0 && s.sent && !s.reset && !s.lagging)
+      s.latest = std::max(s.latest, reached[b] - 1);
+  }
+}
+
 std::uint64_t SourceClocks::leaders_time() {
   std::size_t n = 0;
   for (const Source& s : sources_)

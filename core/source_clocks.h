@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace petdaq {
@@ -81,6 +82,10 @@ class SourceClocks {
   std::uint64_t horizon(std::uint64_t max_disorder_ticks) const;
   // The latest raw time taken in this run (0: none).
   std::uint64_t latest_time() const;
+  // Frames were shed as dead time before the slicer: `reached[b]` is one past the latest
+  // time of source b's frames dropped (0: none). Each such source that is sending, not reset
+  // and not lagging goes on from there; the others keep their clocks.
+  void skip_dead(std::span<const std::uint64_t> reached);
 
   // ---- lagging sources ----
   static bool live(const Source& s) { return s.sent && !s.idle && !s.reset; }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <chrono>
 
 namespace petdaq {
@@ -26,6 +27,28 @@ TEST(SourceClocks, HorizonIsTheSlowestLiveSourceLessTheDisorder) {
   EXPECT_EQ(c.horizon(100), 4900u) << "a lagging source does not hold the horizon";
   c[0].idle = true;
   EXPECT_EQ(c.horizon(100), 5001u) << "nothing holds it: everything received is complete";
+}
+
+TEST(SourceClocks, SkippingDeadTimeMovesOnlySendingOnTimeSources) {
+  SourceClocks c(5);
+  c.took(0, 1000, t0);
+  c.took(1, 1000, t0);
+  c.took(2, 1000, t0);
+  c.took(3, 1000, t0);
+  c[2].lagging = true;
+  c[3].reset = true;
+  // Source 4 has not sent; source 1 dropped nothing; source 0's drop ends before its clock.
+  const std::array<std::uint64_t, 5> reached = {900, 0, 3000, 3000, 3000};
+  c.skip_dead(reached);
+  EXPECT_EQ(c[0].latest, 1000u) << "a clock never goes back";
+  EXPECT_EQ(c[1].latest, 1000u);
+  EXPECT_EQ(c[2].latest, 1000u) << "a lagging source keeps its clock";
+  EXPECT_EQ(c[3].latest, 1000u) << "a reset source keeps its clock";
+  EXPECT_EQ(c[4].latest, 0u) << "a source that has not sent keeps no clock";
+  const std::array<std::uint64_t, 2> more = {2501, 2001};
+  c.skip_dead(more);
+  EXPECT_EQ(c[0].latest, 2500u) << "one past the latest dropped";
+  EXPECT_EQ(c[1].latest, 2000u);
 }
 
 TEST(SourceClocks, TookKeepsTheLatestTimeAndWakesTheSource) {
