@@ -32,6 +32,7 @@ class SocketLosses {
     if (!pending_) from_ = latest;
     pending_ = true;
   }
+  bool pending() const { return pending_; }
   // The loss since the last datagram taken, if any: true and its `from`, and it is taken.
   bool take_loss(std::uint64_t& from) {
     if (!pending_) return false;

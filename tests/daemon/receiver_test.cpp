@@ -223,9 +223,17 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   }));
   drain();
   EXPECT_TRUE(losses.empty()) << "the datagrams queued before the drops carry none";
-  // The drops show on the first datagram queued after them, whose chunk records the loss:
-  // up to that datagram's earliest frame.
-  for (int i = 0; i < 3; ++i) send(frames_bytes(3, 1));
+  // The drops show on the first datagram queued after them; the chunk of the first one with
+  // a frame that has a source records the loss, up to that datagram's earliest such frame.
+  // Frames without one (BDM 201, routed to the odd socket) have no time to trust: here time 0.
+  std::vector<std::uint8_t> sourceless(kFrameBytes, 0);
+  sourceless[frame_offset::bdm] = 201;
+  send(sourceless);
+  std::vector<std::uint8_t> mixed = sourceless;
+  const std::vector<std::uint8_t> board3 = frames_bytes(3, 1);
+  mixed.insert(mixed.end(), board3.begin(), board3.end());
+  send(mixed);
+  for (int i = 0; i < 3; ++i) send(board3);
   EXPECT_TRUE(test::wait_until([&] {
     drain();
     return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
@@ -238,7 +246,7 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
     std::memset(f.bytes, 3, kFrameBytes);
     return f;
   }();
-  EXPECT_EQ(losses[0].to, frame_time(after.bytes));
+  EXPECT_EQ(losses[0].to, frame_time(after.bytes)) << "not the time of a frame without a source";
   EXPECT_GT(losses[0].from, 0u) << "the odd socket's lane had taken frames before";
   const std::uint64_t drops = counters.get(Counter::rx_kernel_drops);
   ASSERT_GT(drops, 0u);
