@@ -211,6 +211,8 @@ const HistogramSet* CpuBackend::histograms() {
 
 const ImageSet* CpuBackend::image() { return impl_->stages.image(); }
 
+void CpuBackend::set_result_memory(ResultMemory* memory) { impl_->stages.set_result_memory(memory); }
+
 unsigned CpuBackend::threads() const { return impl_->engine ? impl_->engine->threads() : 1; }
 
 ParallelStats CpuBackend::parallel_stats() const {

@@ -51,6 +51,10 @@ class CpuBackend final : public Backend {
   std::size_t in_flight() const override;
   const HistogramSet* histograms() override;
   const ImageSet* image() override;
+  // The records and singles of each slice go to pieces `memory` lends (copied there from the
+  // stages' buffers by the backend's threads), or stay in the backend's own buffers where it
+  // lends none: the caller passes them on without a copy of its own.
+  void set_result_memory(ResultMemory* memory) override;
 
   // Cumulative time spent in each stage, for benchmarks (a few clock reads per slice).
   struct StageSeconds {
@@ -62,7 +66,7 @@ class CpuBackend final : public Backend {
   const StageSeconds& stage_seconds() const;
   unsigned threads() const;
   // By default stage() copies a block to the store at once, on the calling thread (or, from
-  // 64 Ki frames, on the backend's threads). Deferred: stage() only notes the block; the
+  // 16 Ki frames, on the backend's threads). Deferred: stage() only notes the block; the
   // next submitted slice's take reads the noted blocks where they lie, on the backend's
   // threads (or copies them to the store first when it holds more than a slice), and
   // wait_staged() copies them at once; until then staged() says no and the caller keeps the

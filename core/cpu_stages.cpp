@@ -167,9 +167,9 @@ void SliceStages::run(const SliceRequest& req, SliceTake& take, SliceResult& res
   RecordBuffer& prompts = records_.prompts;
   RecordBuffer& delayed = records_.delayed;
   add_coincidence_counts(delta, counts, prompts.overflow + delayed.overflow);
-  result.prompts = prompts.data;
+  result.prompts = static_cast<const CoincRecord*>(deliver(prompts.data, prompts.size, sizeof(CoincRecord)));
   result.prompt_count = prompts.size;
-  result.delayed = delayed.data;
+  result.delayed = static_cast<const CoincRecord*>(deliver(delayed.data, delayed.size, sizeof(CoincRecord)));
   result.delayed_count = delayed.size;
   result.carry_count = singles_.carry();
   result.bdm_singles = records_.bdm_singles.data();
@@ -242,10 +242,25 @@ void SliceStages::add_outputs(std::size_t resolved, SliceResult& result) {
     image_->add_records(d.data, d.size, true);
   }
   if (resolved_) {
-    std::memcpy(resolved_.get(), singles_.singles(), resolved * sizeof(Single));
-    result.singles = resolved_.get();
+    const void* lent = deliver(singles_.singles(), resolved, sizeof(Single));
+    if (lent == singles_.singles()) {  // none lent: a copy of its own, before the carry moves
+      std::memcpy(resolved_.get(), singles_.singles(), resolved * sizeof(Single));
+      lent = resolved_.get();
+    }
+    result.singles = static_cast<const Single*>(lent);
     result.single_count = resolved;
   }
+}
+
+const void* SliceStages::deliver(const void* from, std::size_t count, std::size_t bytes_each) {
+  const std::size_t bytes = count * bytes_each;
+  void* const to = memory_ && count > 0 ? memory_->lend(bytes) : nullptr;
+  if (!to) return from;
+  if (engine_ && engine_->splits_copy(bytes / sizeof(RawFrame)))
+    engine_->copy_bytes(to, from, bytes);
+  else
+    std::memcpy(to, from, bytes);
+  return to;
 }
 
 }  // namespace petdaq

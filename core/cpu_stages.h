@@ -81,6 +81,9 @@ class SliceStages {
   // piece inside the convert stage) and fills `result`.
   void run(const SliceRequest& req, SliceTake& take, SliceResult& result);
 
+  // Memory the slices' records and singles are delivered in (null: the stages' buffers).
+  void set_result_memory(ResultMemory* memory) { memory_ = memory; }
+
   HistogramSet* histograms() { return histograms_.get(); }
   const ImageSet* image() const { return image_.get(); }
   CpuBackend::StageSeconds& seconds() { return seconds_; }
@@ -93,6 +96,9 @@ class SliceStages {
   std::size_t find(const Single* s, std::size_t n, std::uint64_t horizon, bool resolve_all,
                    CoincidenceCounts& counts);
   void add_outputs(std::size_t resolved, SliceResult& result);
+  // `count` items of `bytes_each` at `from`, in a piece memory_ lends when it does (copied on
+  // the threads when they are many), else where they are.
+  const void* deliver(const void* from, std::size_t count, std::size_t bytes_each);
 
   const ConvertTables& tables_;
   ConvertTables slice_tables_;  // tables_ with the slice's dead ranges (run())
@@ -106,6 +112,7 @@ class SliceStages {
   std::unique_ptr<HistogramSet> histograms_;  // output.histograms.enabled
   std::unique_ptr<ImageSet> image_;           // output.image.enabled
   std::unique_ptr<Single[]> resolved_;        // output.singles.enabled
+  ResultMemory* memory_ = nullptr;
   CpuBackend::StageSeconds seconds_;
 };
 

@@ -36,7 +36,7 @@ std::uint64_t StagedStore::stage(const RawFrame* frames, std::size_t count) {
     return ++tickets_;
   }
   RawFrame* const to = frames_.get() + count_;
-  if (engine_ && engine_->splits(count)) {
+  if (engine_ && engine_->splits_copy(count)) {
     engine_->copy_frames(to, frames, count);
   } else if (count > 0) {
     std::memcpy(to, frames, count * sizeof(RawFrame));
@@ -56,7 +56,7 @@ void StagedStore::copy_deferred() {
   if (deferred_.empty()) return;
   RawFrame* const to = frames_.get() + count_;
   const std::size_t n = deferred_count_;
-  if (engine_->splits(n)) {
+  if (engine_->splits_copy(n)) {
     const std::size_t pieces = engine_->pieces();
     engine_->pool().run(pieces, [&](std::size_t j) {
       std::size_t at = piece_begin(n, pieces, j);

@@ -138,11 +138,15 @@ ParallelStats ParallelEngine::stats() const {
   return s;
 }
 
-void ParallelEngine::copy_frames(RawFrame* to, const RawFrame* from, std::size_t n) {
+void ParallelEngine::copy_bytes(void* to, const void* from, std::size_t bytes) {
   const std::size_t pieces = pieces_;
+  auto* const dst = static_cast<std::uint8_t*>(to);
+  const auto* const src = static_cast<const std::uint8_t*>(from);
   pool_.run(pieces, [&](std::size_t j) {
-    const std::size_t a = piece_begin(n, pieces, j), b = piece_begin(n, pieces, j + 1);
-    std::memcpy(to + a, from + a, (b - a) * sizeof(RawFrame));
+    // Piece edges on 64-byte lines, so that no two threads write one line.
+    const std::size_t a = std::min(bytes, piece_begin(bytes / 64, pieces, j) * 64);
+    const std::size_t b = j + 1 == pieces ? bytes : std::min(bytes, piece_begin(bytes / 64, pieces, j + 1) * 64);
+    std::memcpy(dst + a, src + a, b - a);
   });
 }
 

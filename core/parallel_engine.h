@@ -11,6 +11,7 @@
 // Every buffer is sized at construction.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,6 +78,13 @@ class ParallelEngine {
   std::size_t pieces() const { return pieces_; }
   // Does a stage with `count` items go to several threads?
   bool splits(std::size_t count) const { return threads_ > 1 && count >= min_parallel_; }
+  // Does a copy of `count` frames go to several threads? A copy is cheaper per frame than a
+  // stage, so a smaller one pays for the hand-over: a receiver's ring chunk (up to 64 Ki
+  // frames) that the daemon stages is copied by the pool, not by the worker alone.
+  static constexpr std::size_t kMinParallelCopy = 16 * 1024;
+  bool splits_copy(std::size_t count) const {
+    return threads_ > 1 && count >= std::min(min_parallel_, kMinParallelCopy);
+  }
 
   // convert_frames() on pieces() pieces of the frames: piece j's accepted singles go to
   // staging[first frame of j ...]; counters and per-BDM counts are added to the caller's.
@@ -115,8 +123,11 @@ class ParallelEngine {
   void reset_histograms();
 
   ParallelStats stats() const;
-  // memcpy of n frames, a piece per thread.
-  void copy_frames(RawFrame* to, const RawFrame* from, std::size_t n);
+  // memcpy of n frames (or bytes), in pieces() pieces.
+  void copy_frames(RawFrame* to, const RawFrame* from, std::size_t n) {
+    copy_bytes(to, from, n * sizeof(RawFrame));
+  }
+  void copy_bytes(void* to, const void* from, std::size_t bytes);
   // The pool, for the backend's own per-piece work (taking a slice's frames).
   ThreadPool& pool() { return pool_; }
 

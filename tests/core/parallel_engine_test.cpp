@@ -341,6 +341,29 @@ struct BackendRun {
   std::vector<Snapshot> slices;
   std::vector<std::uint8_t> histogram_bins;
   ParallelStats stats;
+  std::size_t outputs_lent = 0;  // slices' prompts, delayed and singles found in lent memory
+};
+
+// Lends pieces of one buffer of `room` bytes (none at all for 0), taken back once a slice is
+// delivered, as petdaqd's message arena and the offline writer do.
+class TestLender final : public ResultMemory {
+ public:
+  explicit TestLender(std::size_t room) : buffer_(room) {}
+  void* lend(std::size_t bytes) override {
+    if (bytes > buffer_.size() - used_) return nullptr;
+    void* piece = buffer_.data() + used_;
+    used_ += bytes;
+    return piece;
+  }
+  bool holds(const void* p, std::size_t bytes) const {
+    const auto* b = static_cast<const std::uint8_t*>(p);
+    return bytes > 0 && b >= buffer_.data() && b + bytes <= buffer_.data() + used_;
+  }
+  void take_back() { used_ = 0; }
+
+ private:
+  std::vector<std::uint8_t> buffer_;
+  std::size_t used_ = 0;
 };
 
 // Stages the frames (in arrival order) in chunks and cuts a slice after each at a bound a
@@ -351,11 +374,12 @@ struct BackendRun {
 BackendRun run_backend(const Settings& settings, const Calibration& calibration,
                 const std::vector<RawFrame>& frames, std::size_t chunks, std::uint64_t lag_ticks,
                 std::size_t min_parallel, bool deferred = false, std::size_t blocks = 1,
-                bool early = false) {
+                bool early = false, TestLender* lender = nullptr) {
   CpuBackendOptions options;
   options.min_parallel_frames = min_parallel;
   CpuBackend backend(settings, calibration, options);
   backend.defer_staging(deferred);
+  backend.set_result_memory(lender);
   const std::uint32_t bdm_count = Geometry::from(settings.scanner).bdm_count();
   BackendRun run;
   std::uint64_t latest = 0;
@@ -391,7 +415,14 @@ BackendRun run_backend(const Settings& settings, const Calibration& calibration,
     }
     // The slice's take has read every staged block once it is collected (on several
     // threads the convert stage runs it, piece by piece).
-    run.slices.emplace_back(backend.collect(), bdm_count);
+    const SliceResult& result = backend.collect();
+    run.slices.emplace_back(result, bdm_count);
+    if (lender) {
+      run.outputs_lent += lender->holds(result.prompts, result.prompt_count * sizeof(CoincRecord)) +
+                          lender->holds(result.delayed, result.delayed_count * sizeof(CoincRecord)) +
+                          lender->holds(result.singles, result.single_count * sizeof(Single));
+      lender->take_back();
+    }
     EXPECT_TRUE(backend.staged(ticket));
   }
   if (const HistogramSet* h = backend.histograms())
@@ -511,6 +542,43 @@ TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
         expect_same(one, run_backend(s, scanner.calibration, frames, 9, c.lag_ticks,
                                      c.min_parallel, deferred, 3, true));
       }
+  }
+}
+
+// With memory lent for its outputs (petdaqd's message arena, the offline writer's memory),
+// each slice's prompts, delayed and singles lie in a lent piece and are those of the
+// backend's own buffers; where nothing is lent they stay in its own. On one thread and on
+// several (where the threads copy them).
+TEST(ParallelEngine, OutputsGoToLentMemoryUnchanged) {
+  TestScanner scanner;
+  std::mt19937_64 rng(41);
+  test::AcquisitionOptions o;
+  o.events = 6000;
+  o.mean_gap_ticks = 120;
+  const std::vector<RawFrame> frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+  Settings s = scanner.settings;
+  s.stream.max_slice_frames = frames.size();
+  s.stream.max_pending_frames = frames.size();
+  s.coincidence.delayed.enabled = true;
+  s.output.histograms.enabled = true;
+  s.output.singles.enabled = true;
+  s.backend_threads = 1;
+  const BackendRun own = run_backend(s, scanner.calibration, frames, 9, 4000, 1);
+  std::size_t outputs = 0;
+  for (const Snapshot& x : own.slices)
+    outputs += !x.prompts.empty() + !x.delayed.empty() + !x.singles.empty();
+  ASSERT_GT(outputs, 20u);
+  for (const unsigned t : {1u, 3u}) {
+    SCOPED_TRACE(std::to_string(t) + " threads");
+    s.backend_threads = t;
+    TestLender lender(64u << 20);
+    const BackendRun lent = run_backend(s, scanner.calibration, frames, 9, 4000, 1, false, 1, false, &lender);
+    expect_same(own, lent);
+    EXPECT_EQ(lent.outputs_lent, outputs);
+    TestLender none(0);
+    const BackendRun refused = run_backend(s, scanner.calibration, frames, 9, 4000, 1, false, 1, false, &none);
+    expect_same(own, refused);
+    EXPECT_EQ(refused.outputs_lent, 0u);
   }
 }
 
