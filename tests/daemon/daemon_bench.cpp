@@ -75,6 +75,9 @@ struct Trial {
   std::uint64_t skipped_passes = 0;  // passes a sender skipped between trials (0: one clock)
   std::uint64_t sender_waits = 0;    // 50 us waits of senders ahead of the slowest
   double sender_behind_ms = 0;       // the furthest a sender was behind its schedule
+  double sender_call_ms = 0;         // the longest sendmmsg call of a sender
+  double sender_runq_ms = 0;         // the most a sender thread waited for a CPU in all (schedstat)
+  double daemon_cores = 0;           // petdaqd's CPU time over the sending, in cores
   double steal = 0, steal_cpu_max = 0;  // the host's steal time while sending (steal_shares)
   std::uint64_t dead = 0;     // stream.dead_frames: shed as dead time
   std::uint64_t pending_full = 0;
@@ -246,22 +249,54 @@ class Source {
   std::uint64_t span_ticks_ = 0;
 };
 
+// The senders' nice value (--sender-nice); kKeepNice: this process's own.
+constexpr int kKeepNice = 1000;
+int g_sender_nice = kKeepNice;
+
+// This thread's time waiting on a run queue for a CPU, ns (/proc/thread-self/schedstat's
+// second field; 0 where the kernel does not keep it).
+std::uint64_t run_queue_wait_ns() {
+  std::ifstream in("/proc/thread-self/schedstat");
+  std::uint64_t on_cpu = 0, waited = 0;
+  in >> on_cpu >> waited;
+  return in ? waited : 0;
+}
+// petdaqd's CPU time (user + system) so far, seconds (/proc/PID/stat).
+double process_cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // Runs `senders` threads; thread k calls send(k) until the deadline and returns the frames
-// all of them sent.
+// all of them sent. `runq_max_ns` (if given) gets the most any of them waited for a CPU.
 template <class Send>
-std::uint64_t run_senders(std::uint32_t senders, double seconds, Send send) {
+std::uint64_t run_senders(std::uint32_t senders, double seconds, Send send,
+                          std::uint64_t* runq_max_ns = nullptr) {
   const auto until = std::chrono::steady_clock::now() +
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(seconds));
-  std::vector<std::uint64_t> sent(senders, 0);
+  std::vector<std::uint64_t> sent(senders, 0), waited(senders, 0);
   std::vector<std::thread> threads;
   for (std::uint32_t k = 0; k < senders; ++k)
     threads.emplace_back([&, k] {
+      if (g_sender_nice != kKeepNice) setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), g_sender_nice);
+      const std::uint64_t wait0 = run_queue_wait_ns();
       while (std::chrono::steady_clock::now() < until) sent[k] += send(k);
+      waited[k] = run_queue_wait_ns() - wait0;
     });
   for (auto& t : threads) t.join();
   std::uint64_t total = 0;
   for (auto n : sent) total += n;
+  if (runq_max_ns) *runq_max_ns = *std::max_element(waited.begin(), waited.end());
   return total;
 }
 
@@ -467,6 +502,14 @@ int main(int argc, char** argv) {
       ->expected(2)
       ->delimiter(',')
       ->type_name("HIGH,LOW");
+  int sender_nice = kKeepNice;
+  app.add_option("--sender-nice", sender_nice,
+                 "the senders' nice value while the daemon runs (default: this benchmark's "
+                 "own, below the daemon's -10). Detector boards, and the kernel's receive path "
+                 "whose work the senders do on loopback, do not wait for the daemon's threads: "
+                 "-11 keeps the senders on their schedule on a machine the daemon fills")
+      ->type_name("N")
+      ->check(CLI::Range(-20, 19));
   app.add_option("--recovery-s", recovery_s, "seconds of the recovery phase (0: none)")
       ->type_name("S")
       ->check(CLI::NonNegativeNumber);
@@ -583,6 +626,19 @@ int main(int argc, char** argv) {
                 "benchmark's priority\n",
                 kUnitNice, std::strerror(errno));
   if (pin_threads) std::printf("petdaqd threads: %s\n", thread_placement(d.pid()).c_str());
+  if (sender_nice != kKeepNice) {
+    // Tried here once, on this thread, so that a refusal is reported; the senders then take
+    // it each (the loopback ceiling above ran at the benchmark's own).
+    const int own = getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), sender_nice) == 0) {
+      setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), own);
+      g_sender_nice = sender_nice;
+      std::printf("senders at nice %d\n", sender_nice);
+    } else {
+      std::printf("senders could not be given nice %d (%s): they run at this benchmark's "
+                  "priority\n", sender_nice, std::strerror(errno));
+    }
+  }
   std::vector<UdpSender> tx(senders);
   std::printf("petdaqd pid %d, %s backend, %u receiver thread(s), %u sender(s), %zu-frame datagrams "
               "(%zu bytes), %.1f s per trial\n",
@@ -623,8 +679,13 @@ int main(int argc, char** argv) {
     // the slower ones finish up to the furthest pass, so that every board's scanner time goes
     // on without a gap, as a scanner's boards share one clock. Where the senders cannot keep
     // the schedule they send less than asked: the trial is void (it measured the senders).
-    for (auto& sender : tx) sender.take_max_behind();
+    for (auto& sender : tx) {
+      sender.take_max_behind();
+      sender.take_max_call();
+    }
     const host_probe::CpuTimes cpu_before = host_probe::cpu_times();
+    const double daemon_cpu_before = process_cpu_seconds(d.pid());
+    std::uint64_t runq_max_ns = 0;
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
     std::vector<std::atomic<std::uint64_t>> done(senders);
     std::vector<std::uint64_t> waits(senders, 0);
@@ -650,7 +711,7 @@ int main(int argc, char** argv) {
       }
       if (std::chrono::steady_clock::now() >= trial_end) return std::uint64_t{0};
       return send_pass(k, true);
-    });
+    }, &runq_max_ns);
     std::uint64_t furthest = 0;
     for (const auto& d : done) furthest = std::max<std::uint64_t>(furthest, d.load());
     for (std::size_t k = 0; k < senders; ++k)
@@ -659,9 +720,14 @@ int main(int argc, char** argv) {
     t.skipped_passes = source.align();  // 0: the senders ended on one pass
     for (auto n : waits) t.sender_waits += n;
     std::tie(t.steal, t.steal_cpu_max) = host_probe::steal_shares(cpu_before, host_probe::cpu_times());
-    for (auto& sender : tx)
+    t.daemon_cores = (process_cpu_seconds(d.pid()) - daemon_cpu_before) / t.seconds;
+    t.sender_runq_ms = static_cast<double>(runq_max_ns) / 1e6;
+    for (auto& sender : tx) {
       t.sender_behind_ms = std::max(t.sender_behind_ms,
                                     std::chrono::duration<double, std::milli>(sender.take_max_behind()).count());
+      t.sender_call_ms = std::max(t.sender_call_ms,
+                                  std::chrono::duration<double, std::milli>(sender.take_max_call()).count());
+    }
     t.achieved_fps = static_cast<double>(t.sent_frames) / t.seconds;
     const std::uint64_t send_end_ns = unix_ns();
     const std::size_t dead_before_recovery = dead_sub.messages().size();
@@ -764,7 +830,7 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  senders up to %.1f ms behind  steal %.1f %% (CPU max %.1f %%)  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  senders up to %.1f ms behind (longest sendmmsg %.1f ms, waited for a CPU %.1f ms in all)  petdaqd on %.1f cores  steal %.1f %% (CPU max %.1f %%)  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
@@ -773,7 +839,8 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(t.jumps),
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.exact),
-                static_cast<unsigned long long>(t.skipped_passes), t.sender_behind_ms, 100 * t.steal, 100 * t.steal_cpu_max, t.p50_ms, t.p99_ms,
+                static_cast<unsigned long long>(t.skipped_passes), t.sender_behind_ms, t.sender_call_ms,
+                t.sender_runq_ms, t.daemon_cores, 100 * t.steal, 100 * t.steal_cpu_max, t.p50_ms, t.p99_ms,
                 t.rss_kib / 1024.0);
     print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
@@ -836,7 +903,8 @@ int main(int argc, char** argv) {
           {"pending_full", t.pending_full}, {"p50_ms", t.p50_ms},
           {"p99_ms", t.p99_ms},             {"skipped_passes", t.skipped_passes},
           {"void", t.void_trial()},         {"sender_waits", t.sender_waits},
-          {"sender_behind_ms", t.sender_behind_ms}, {"lossless", t.lossless()},
+          {"sender_behind_ms", t.sender_behind_ms}, {"sender_call_ms", t.sender_call_ms},
+          {"sender_runq_ms", t.sender_runq_ms}, {"daemon_cores", t.daemon_cores}, {"lossless", t.lossless()},
           {"steal", t.steal},               {"steal_cpu_max", t.steal_cpu_max},
           {"recovery_ms", t.recovery_ms},   {"recovery_lost_after_1s", t.recovery_lost},
           {"ceiling_fps", ceiling_fps}};

@@ -318,7 +318,10 @@ void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
       msgs[i].msg_hdr.msg_iov = &iovs[i];
       msgs[i].msg_hdr.msg_iovlen = 1;
     }
+    const auto called = std::chrono::steady_clock::now();
     const int r = sendmmsg(fd_, msgs.data(), static_cast<unsigned>(n), 0);
+    max_call_ = std::max(max_call_, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now() - called));
     if (r < 0) {
       if (errno == EINTR || errno == ENOBUFS || errno == EAGAIN) continue;
       throw std::runtime_error(std::string("sendmmsg: ") + std::strerror(errno));

@@ -140,10 +140,14 @@ class UdpSender {
   // time between a batch's due time and its sending): a sender that falls behind and
   // catches up sends a burst, and holds the horizon back for every other sender's boards.
   std::chrono::nanoseconds take_max_behind() { return std::exchange(max_behind_, {}); }
+  // The longest single sendmmsg call since the last call (the kernel's loopback delivery runs
+  // inside it).
+  std::chrono::nanoseconds take_max_call() { return std::exchange(max_call_, {}); }
 
  private:
   int fd_ = -1;
   std::chrono::nanoseconds max_behind_{0};
+  std::chrono::nanoseconds max_call_{0};
 };
 
 // The coincidence records of one kind, in publication order, with the checks every
