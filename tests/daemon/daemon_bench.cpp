@@ -76,6 +76,8 @@ struct Trial {
   std::uint64_t sender_waits = 0;    // 50 us waits of senders ahead of the slowest
   double sender_behind_ms = 0;       // the furthest a sender was behind its schedule
   double sender_call_ms = 0;         // the longest sendmmsg call of a sender
+  double sender_shift_ms = 0;        // the longest shift of a sender's pass to the next
+  double sender_sync_ms = 0;         // the longest wait of a sender for the slowest's pass
   double sender_runq_ms = 0;         // the most a sender thread waited for a CPU in all (schedstat)
   double daemon_cores = 0;           // petdaqd's CPU time over the sending, in cores
   double steal = 0, steal_cpu_max = 0;  // the host's steal time while sending (steal_shares)
@@ -185,10 +187,12 @@ std::uint64_t unix_ns() {
 
 // The acquisition is replayed whole in a loop, by several senders: sender k sends the
 // datagrams of the BDMs b with b % senders == k. Each pass is shifted in time just past
-// the previous one so the stream keeps going forward without gaps. A sender that finished
-// fewer passes than the others in a trial is moved on to them before the next one (align()):
-// the boards of a scanner share one clock, and a sender left a pass behind would stay a
-// whole pass of scanner time behind the others in every later trial.
+// the previous one so the stream keeps going forward without gaps. A datagram is shifted
+// to its sender's pass right before it is sent (prepare()), so that no sender stops between
+// passes to shift them all, as a board never stops. A sender that finished fewer passes than
+// the others in a trial is moved on to them before the next one (align()): the boards of a
+// scanner share one clock, and a sender left a pass behind would stay a whole pass of
+// scanner time behind the others in every later trial.
 class Source {
  public:
   Source(const TestScanner& sc, std::size_t frames, std::uint32_t senders) : parts_(senders) {
@@ -203,23 +207,43 @@ class Source {
       Part& p = parts_[frame_bdm(d.data()) % kBdmGroups % senders];
       p.frames += d.size() / kFrameBytes;
       p.datagrams.push_back(std::move(d));
+      p.shifted.push_back(0);
     }
   }
   static constexpr std::uint32_t kBdmGroups = 4;  // datagrams hold the frames of bdm % 4
-  // Shifts every frame time of sender k's datagrams by one pass.
-  void advance(std::size_t k) { shift(k, 1); }
+  // Sender k's next pass (its datagrams are shifted as they are sent).
+  void advance(std::size_t k) { ++parts_[k].passes; }
   // Brings every sender to the pass the furthest one reached, without sending; returns the
   // passes skipped.
   std::uint64_t align() {
     std::uint64_t furthest = 0, skipped = 0;
     for (const Part& p : parts_) furthest = std::max(furthest, p.passes);
-    for (std::size_t k = 0; k < parts_.size(); ++k) {
-      skipped += furthest - parts_[k].passes;
-      shift(k, furthest - parts_[k].passes);
+    for (Part& p : parts_) {
+      skipped += furthest - p.passes;
+      p.passes = furthest;
     }
     return skipped;
   }
   const std::vector<Datagram>& datagrams(std::size_t k) const { return parts_[k].datagrams; }
+  // Shifts sender k's datagrams [first, first + n) to its current pass: UdpSender::send calls
+  // it before each batch.
+  void prepare(std::size_t k, std::size_t first, std::size_t n) {
+    Part& p = parts_[k];
+    for (std::size_t i = first; i < first + n; ++i) {
+      const std::uint64_t by = (p.passes - p.shifted[i]) * span_ticks_;
+      if (by == 0) continue;
+      Datagram& d = p.datagrams[i];
+      for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
+        std::uint8_t* t = d.data() + at + frame_offset::time;
+        bytes::store_be64(t, bytes::load_be64(t) + by);
+      }
+      p.shifted[i] = p.passes;
+    }
+  }
+  // The hook for UdpSender::send that prepares sender k's batches.
+  UdpSender::BeforeBatch before_batch(std::size_t k) {
+    return [this, k](std::size_t first, std::size_t n) { prepare(k, first, n); };
+  }
   // Scanner time one pass covers, ticks.
   std::uint64_t span_ticks() const { return span_ticks_; }
   std::uint64_t frames(std::size_t k) const { return parts_[k].frames; }
@@ -230,18 +254,9 @@ class Source {
   }
 
  private:
-  void shift(std::size_t k, std::uint64_t passes) {
-    if (passes == 0) return;
-    for (auto& d : parts_[k].datagrams)
-      for (std::size_t at = 0; at < d.size(); at += kFrameBytes) {
-        std::uint8_t* t = d.data() + at + frame_offset::time;
-        bytes::store_be64(t, bytes::load_be64(t) + passes * span_ticks_);
-      }
-    parts_[k].passes += passes;
-  }
-
   struct Part {
     std::vector<Datagram> datagrams;
+    std::vector<std::uint64_t> shifted;  // the pass each datagram's times are at
     std::uint64_t frames = 0;
     std::uint64_t passes = 0;  // passes sent or skipped
   };
@@ -689,19 +704,24 @@ int main(int argc, char** argv) {
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
     std::vector<std::atomic<std::uint64_t>> done(senders);
     std::vector<std::uint64_t> waits(senders, 0);
+    std::vector<double> shift_ms(senders, 0), sync_ms(senders, 0);
     const auto trial_end = start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                        std::chrono::duration<double>(seconds));
     auto send_pass = [&](std::size_t k, bool paced) {
       const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
       tx[k].send(source.datagrams(k), dc.udp_port, paced ? datagrams_per_s * share : 0, start,
-                 datagrams_sent[k]);
+                 datagrams_sent[k], source.before_batch(k));
       datagrams_sent[k] += source.datagrams(k).size();
+      const auto shifting = std::chrono::steady_clock::now();
       source.advance(k);
+      shift_ms[k] = std::max(shift_ms[k], std::chrono::duration<double, std::milli>(
+                                              std::chrono::steady_clock::now() - shifting).count());
       done[k].fetch_add(1, std::memory_order_release);
       return source.frames(k);
     };
     t.sent_frames = run_senders(senders, seconds, [&](std::size_t k) {
       const std::uint64_t mine = done[k].load(std::memory_order_relaxed);
+      const auto syncing = std::chrono::steady_clock::now();
       for (;;) {
         std::uint64_t least = mine;
         for (const auto& d : done) least = std::min(least, d.load(std::memory_order_acquire));
@@ -709,6 +729,8 @@ int main(int argc, char** argv) {
         ++waits[k];
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
+      sync_ms[k] = std::max(sync_ms[k], std::chrono::duration<double, std::milli>(
+                                            std::chrono::steady_clock::now() - syncing).count());
       if (std::chrono::steady_clock::now() >= trial_end) return std::uint64_t{0};
       return send_pass(k, true);
     }, &runq_max_ns);
@@ -719,6 +741,8 @@ int main(int argc, char** argv) {
     t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     t.skipped_passes = source.align();  // 0: the senders ended on one pass
     for (auto n : waits) t.sender_waits += n;
+    t.sender_shift_ms = *std::max_element(shift_ms.begin(), shift_ms.end());
+    t.sender_sync_ms = *std::max_element(sync_ms.begin(), sync_ms.end());
     std::tie(t.steal, t.steal_cpu_max) = host_probe::steal_shares(cpu_before, host_probe::cpu_times());
     t.daemon_cores = (process_cpu_seconds(d.pid()) - daemon_cpu_before) / t.seconds;
     t.sender_runq_ms = static_cast<double>(runq_max_ns) / 1e6;
@@ -742,7 +766,7 @@ int main(int argc, char** argv) {
         t.sent_frames += run_senders(senders, recovery_s, [&](std::size_t k) {
           const double share = static_cast<double>(source.frames(k)) / static_cast<double>(source.frames());
           tx[k].send(source.datagrams(k), dc.udp_port, recovery_mfps * 1e6 / kFramesPerDatagram * share,
-                     from, sent[k]);
+                     from, sent[k], source.before_batch(k));
           sent[k] += source.datagrams(k).size();
           source.advance(k);
           return source.frames(k);
@@ -830,7 +854,7 @@ int main(int argc, char** argv) {
     }
     t.rss_kib = vm_rss_kib(d.pid());
     std::printf("  asked %6.2f M frames/s, sent %6.2f M/s: %s  sent %llu received %llu  kernel_drops %llu "
-                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  senders up to %.1f ms behind (longest sendmmsg %.1f ms, waited for a CPU %.1f ms in all)  petdaqd on %.1f cores  steal %.1f %% (CPU max %.1f %%)  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
+                "ring_full %llu late %llu time_jump %llu refused %llu  slices %llu split %llu exact_chunks %llu  passes skipped %llu  senders up to %.1f ms behind (longest sendmmsg %.1f ms, pass shift %.1f ms, wait for the slowest %.1f ms; waited for a CPU %.1f ms in all)  petdaqd on %.1f cores  steal %.1f %% (CPU max %.1f %%)  latency p50 %.2f ms p99 %.2f ms  VmRSS %.1f MiB\n",
                 rate_fps / 1e6, t.achieved_fps / 1e6, t.lossless() ? "zero loss" : "LOSS     ",
                 static_cast<unsigned long long>(t.sent_frames),
                 static_cast<unsigned long long>(t.received_frames),
@@ -840,7 +864,7 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(t.refused), static_cast<unsigned long long>(t.slices),
                 static_cast<unsigned long long>(t.splits), static_cast<unsigned long long>(t.exact),
                 static_cast<unsigned long long>(t.skipped_passes), t.sender_behind_ms, t.sender_call_ms,
-                t.sender_runq_ms, t.daemon_cores, 100 * t.steal, 100 * t.steal_cpu_max, t.p50_ms, t.p99_ms,
+                t.sender_shift_ms, t.sender_sync_ms, t.sender_runq_ms, t.daemon_cores, 100 * t.steal, 100 * t.steal_cpu_max, t.p50_ms, t.p99_ms,
                 t.rss_kib / 1024.0);
     print_phases(phases_from, phases_to, phases_between);
     std::fflush(stdout);
@@ -851,7 +875,8 @@ int main(int argc, char** argv) {
   // sent, so senders that start at different times would make the first trial's first
   // frames late; and the backend's first slices pay for its start-up.
   run_senders(senders, 0.5, [&](std::size_t k) {
-    tx[k].send(source.datagrams(k), dc.udp_port, 20e6 / kFramesPerDatagram / senders);
+    tx[k].send(source.datagrams(k), dc.udp_port, 20e6 / kFramesPerDatagram / senders, std::nullopt, 0,
+               source.before_batch(k));
     source.advance(k);
     return source.frames(k);
   });
@@ -904,6 +929,7 @@ int main(int argc, char** argv) {
           {"p99_ms", t.p99_ms},             {"skipped_passes", t.skipped_passes},
           {"void", t.void_trial()},         {"sender_waits", t.sender_waits},
           {"sender_behind_ms", t.sender_behind_ms}, {"sender_call_ms", t.sender_call_ms},
+          {"sender_shift_ms", t.sender_shift_ms}, {"sender_sync_ms", t.sender_sync_ms},
           {"sender_runq_ms", t.sender_runq_ms}, {"daemon_cores", t.daemon_cores}, {"lossless", t.lossless()},
           {"steal", t.steal},               {"steal_cpu_max", t.steal_cpu_max},
           {"recovery_ms", t.recovery_ms},   {"recovery_lost_after_1s", t.recovery_lost},

@@ -289,7 +289,7 @@ UdpSender::~UdpSender() { close(fd_); }
 void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
                      double datagrams_per_s,
                      std::optional<std::chrono::steady_clock::time_point> paced_from,
-                     std::uint64_t paced_before) {
+                     std::uint64_t paced_before, const BeforeBatch& before_batch) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_port = htons(port);
@@ -309,6 +309,7 @@ void UdpSender::send(const std::vector<Datagram>& datagrams, std::uint16_t port,
                                               std::chrono::steady_clock::now() - due));
     }
     const std::size_t n = std::min(kBatch, datagrams.size() - sent);
+    if (before_batch) before_batch(sent, n);
     for (std::size_t i = 0; i < n; ++i) {
       const Datagram& d = datagrams[sent + i];
       iovs[i] = {const_cast<std::uint8_t*>(d.data()), d.size()};

@@ -132,9 +132,12 @@ class UdpSender {
   // send that continues an earlier one keeps its schedule: `paced_from` is when the first of
   // them began and `paced_before` the datagrams they sent, so time spent between calls is
   // caught up instead of lost.
+  // `before_batch(first, n)`, if given, is called right before datagrams [first, first + n)
+  // are sent (the caller may still change their contents).
+  using BeforeBatch = std::function<void(std::size_t first, std::size_t n)>;
   void send(const std::vector<Datagram>& datagrams, std::uint16_t port, double datagrams_per_s = 0,
             std::optional<std::chrono::steady_clock::time_point> paced_from = std::nullopt,
-            std::uint64_t paced_before = 0);
+            std::uint64_t paced_before = 0, const BeforeBatch& before_batch = {});
   void send_one(const Datagram& d, std::uint16_t port);
   // How far behind its schedule a paced send has been at most since the last call (the
   // time between a batch's due time and its sending): a sender that falls behind and
