@@ -441,14 +441,21 @@ void expect_same(const BackendRun& one, const BackendRun& many) {
   EXPECT_TRUE(same_bytes(one.histogram_bins, many.histogram_bins)) << "histograms";
 }
 
-TEST(ParallelEngine, BackendStreamingEqualsOneThreadForEveryPolicyAndMode) {
-  TestScanner scanner;
-  std::mt19937_64 rng(11);
+// A random acquisition of 6 000 events in arrival order (up to 3 000 ticks out of order), as
+// the backend tests below stream it.
+std::vector<RawFrame> streamed_acquisition(const TestScanner& scanner, std::uint64_t seed,
+                                           double triple_fraction = test::AcquisitionOptions{}.triple_fraction) {
+  std::mt19937_64 rng(seed);
   test::AcquisitionOptions o;
   o.events = 6000;
   o.mean_gap_ticks = 120;
-  o.triple_fraction = 0.15;
-  const std::vector<RawFrame> frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+  o.triple_fraction = triple_fraction;
+  return test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+}
+
+TEST(ParallelEngine, BackendStreamingEqualsOneThreadForEveryPolicyAndMode) {
+  TestScanner scanner;
+  const std::vector<RawFrame> frames = streamed_acquisition(scanner, 11, 0.15);
   Settings s = scanner.settings;
   s.stream.max_slice_frames = frames.size();
   s.stream.max_pending_frames = frames.size();
@@ -494,11 +501,7 @@ TEST(ParallelEngine, BackendStreamingEqualsOneThreadForEveryPolicyAndMode) {
 // and histograms are those of one thread.
 TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
   TestScanner scanner;
-  std::mt19937_64 rng(31);
-  test::AcquisitionOptions o;
-  o.events = 6000;
-  o.mean_gap_ticks = 120;
-  const std::vector<RawFrame> frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+  const std::vector<RawFrame> frames = streamed_acquisition(scanner, 31);
   Settings s = scanner.settings;
   s.stream.max_pending_frames = frames.size();
   s.output.histograms.enabled = true;
@@ -551,11 +554,7 @@ TEST(ParallelEngine, TheTakeEqualsOneThreadWhateverTheStoreHolds) {
 // several (where the threads copy them).
 TEST(ParallelEngine, OutputsGoToLentMemoryUnchanged) {
   TestScanner scanner;
-  std::mt19937_64 rng(41);
-  test::AcquisitionOptions o;
-  o.events = 6000;
-  o.mean_gap_ticks = 120;
-  const std::vector<RawFrame> frames = test::arrival_order(test::random_acquisition(scanner, rng, o), 3000, rng);
+  const std::vector<RawFrame> frames = streamed_acquisition(scanner, 41);
   Settings s = scanner.settings;
   s.stream.max_slice_frames = frames.size();
   s.stream.max_pending_frames = frames.size();
