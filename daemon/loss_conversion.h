@@ -14,17 +14,21 @@
 
 namespace petdaq::daemon {
 
-// [begin, end) in raw ticks.
+// [begin, end) in raw ticks; `known` false: where the stretch begins is not known.
 struct TimeStretch {
   std::uint64_t begin = 0;
   std::uint64_t end = 0;
+  bool known = true;
 };
 
 // A loss's frames lie between the receiver's latest frame time before them (`from`; 0: none
 // known, then `to`) and the earliest of the datagram that showed the loss (`to`), each give or
 // take the disorder margin `disorder` (stream.max_disorder_ps in ticks): [from − disorder,
-// to + disorder + 1), held within the clock's range.
+// to + disorder + 1), held within the clock's range. A `from` past `to` by more than the
+// margin (the receiver's latest time was a wild time stamp) says nothing of where the lost
+// frames begin: the stretch is not known.
 inline TimeStretch loss_stretch(std::uint64_t from, std::uint64_t to, std::uint64_t disorder) {
+  if (from > to && from - to > disorder) return {0, 0, false};
   const std::uint64_t first = from != 0 ? std::min(from, to) : to;
   const std::uint64_t top = ~std::uint64_t{0};
   return {first > disorder ? first - disorder : 0,
@@ -46,12 +50,12 @@ struct LossConversion {
 // allows becomes a dead range of the slicer (frames of it already staged are dropped as the
 // backends convert them) and the parts of that range not dead yet become dead intervals
 // (frames of it that come later are dropped). The budget pays for the range the slicer holds,
-// which may be wider where it met another. A stretch past the budget, or one the slicer
-// refuses (no room, or all of it below the published horizon), is left as it is.
+// which may be wider where it met another. A stretch not known, one past the budget, or one
+// the slicer refuses (no room, or all of it below the published horizon), is left as it is.
 inline LossConversion convert_loss(TimeStretch stretch, std::uint64_t now, LossBudget& budget,
                                    Slicer& slicer, DeadTime& dead) {
   budget.advance(now);
-  if (!budget.allows(stretch.end - stretch.begin)) return {};
+  if (!stretch.known || !budget.allows(stretch.end - stretch.begin)) return {};
   const auto [begin, end] = slicer.add_dead_range(stretch.begin, stretch.end);
   if (end <= begin) return {};
   budget.spend(end - begin);

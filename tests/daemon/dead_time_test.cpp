@@ -310,7 +310,11 @@ TEST(LossConversion, AStretchWithinTheBudgetAndTheSlicersRoomBecomesDeadForEvery
   EXPECT_EQ(loss_stretch(1000, 1200, 50).begin, 950u);
   EXPECT_EQ(loss_stretch(1000, 1200, 50).end, 1251u);
   EXPECT_EQ(loss_stretch(0, 1200, 50).begin, 1150u);
-  EXPECT_EQ(loss_stretch(1300, 1200, 50).begin, 1150u);  // a from past to: from to
+  EXPECT_EQ(loss_stretch(1240, 1200, 50).begin, 1150u);  // a from past to, within the margin
+  EXPECT_TRUE(loss_stretch(1250, 1200, 50).known);
+  // Past it (the receiver's latest time was wild): where the loss begins is not known.
+  EXPECT_FALSE(loss_stretch(1251, 1200, 50).known);
+  EXPECT_FALSE(loss_stretch(~std::uint64_t{0}, 1200, 50).known);
   EXPECT_EQ(loss_stretch(20, 30, 50).begin, 0u);
   EXPECT_EQ(loss_stretch(5, ~std::uint64_t{0} - 10, 50).end, ~std::uint64_t{0});
 
@@ -353,6 +357,11 @@ TEST(LossConversion, AStretchWithinTheBudgetAndTheSlicersRoomBecomesDeadForEvery
   const double left = budget.ticks();
   const auto big = static_cast<std::uint64_t>(left) + 1;
   EXPECT_EQ(convert_loss({100'000, 100'000 + big}, 500, budget, rig.slicer, dead).fate,
+            LossFate::unconverted);
+  EXPECT_DOUBLE_EQ(budget.ticks(), left);
+  EXPECT_FALSE(dead.take_closed(d));
+  // A stretch whose beginning is not known: left to the socket's boards, nothing spent.
+  EXPECT_EQ(convert_loss(loss_stretch(~std::uint64_t{0} / 2, 2000, 50), 500, budget, rig.slicer, dead).fate,
             LossFate::unconverted);
   EXPECT_DOUBLE_EQ(budget.ticks(), left);
   EXPECT_FALSE(dead.take_closed(d));
