@@ -57,7 +57,9 @@ struct ChunkSummary {
   // source (a datagram is one BDM's): a run's span is kept in registers and filed once. A
   // run goes on while the frames' markers and BDM bytes are the same as its first frame's
   // (one compare of their bytes, four frames at a time), which a source's frames share.
-  void add(const RawFrame* f, std::size_t n, std::uint32_t first, const SourceRule& rule) {
+  // Returns the latest time of these frames that have a source (0: none has one).
+  std::uint64_t add(const RawFrame* f, std::size_t n, std::uint32_t first, const SourceRule& rule) {
+    std::uint64_t latest = 0;
     const std::uint32_t mask = rule.check_markers ? kRunKeyMarkersMask : kRunKeyBdmMask;
     std::size_t i = 0;
     while (i < n) {
@@ -102,9 +104,11 @@ struct ChunkSummary {
       s.frames += static_cast<std::uint32_t>(j - i);
       min_time = lo < min_time ? lo : min_time;
       max_time = hi > max_time ? hi : max_time;
+      latest = hi > latest ? hi : latest;
       i = j;
     }
     frames += n;
+    return latest;
   }
 
  private:

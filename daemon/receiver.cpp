@@ -103,7 +103,8 @@ struct Receiver::Lane {
   CounterDelta delta;
   // Per board, the frames of its datagrams dropped for a full ring, not yet counted.
   std::vector<std::uint64_t> ring_full_frames;
-  // The latest frame time (of a frame with a source) this lane put in a chunk.
+  // The latest frame time (of a frame with a source) of the last datagram this lane put in a
+  // chunk that had one.
   std::uint64_t latest = 0;
 
   std::array<mmsghdr, kRecvBatch> msgs{};
@@ -322,11 +323,13 @@ struct Receiver::Lane {
     std::uint8_t* const dest = c.h_bytes + c.used_bytes;
     if (dest != v.frames) std::memmove(dest, v.frames, bytes);
     if (c.frame_count == 0) c.first_rx = now;
-    c.summary.add(reinterpret_cast<const RawFrame*>(dest), count,
-                  static_cast<std::uint32_t>(c.frame_count), rule);
+    const std::uint64_t datagram_latest = c.summary.add(reinterpret_cast<const RawFrame*>(dest), count,
+                                                        static_cast<std::uint32_t>(c.frame_count), rule);
     c.frame_count += count;
     c.used_bytes += bytes;
-    latest = std::max(latest, c.summary.max_time);
+    // The last datagram's, not the largest seen: a wild time stamp then misleads the next
+    // loss at most, not every loss after it.
+    if (datagram_latest != 0) latest = datagram_latest;
     delta[Counter::rx_frames] += count;
   }
 };

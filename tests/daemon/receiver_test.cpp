@@ -257,6 +257,47 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   for (std::uint32_t b = 0; b < 4; ++b) EXPECT_EQ(counters.bdm_ring_full(b), 0u);
 }
 
+// The loss's beginning is the latest time of the last datagram taken before it, not the
+// largest time the receiver ever took: a wild time stamp earlier on (here far in the future)
+// does not hide where a later loss begins (DESIGN section 6, "Losses at a socket").
+TEST_F(ReceiverTest, AWildTimeStampEarlierDoesNotSetWhereALaterLossBegins) {
+  receive_buffer_bytes = 32 << 10;
+  in.ring_chunk_bytes = 1 << 16;
+  in.ring_chunks = 64;
+  own_ring = true;
+  start(Framing::raw, "127.0.0.1/32", 1, false);
+  std::vector<std::uint8_t> wild = frames_bytes(1, 1);  // board 1
+  std::memset(wild.data() + frame_offset::time, 0xEE, 8);
+  send(wild);
+  for (int i = 0; i < 400; ++i) send(frames_bytes(0, 3));  // boards 0-2: the socket overflows
+  rx->start();
+  std::vector<Chunk::Loss> losses;
+  auto drain = [&] {
+    while (Chunk* c = ring->wait_sealed(20ms)) {
+      for (std::uint32_t i = 0; i < c->loss_count; ++i) losses.push_back(c->losses[i]);
+      ring->release(c);
+    }
+  };
+  EXPECT_TRUE(test::wait_until([&] {
+    drain();
+    return counters.get(Counter::rx_datagrams) > 2;
+  }));
+  drain();
+  ASSERT_TRUE(losses.empty());
+  send(frames_bytes(3, 1));  // after the drops
+  EXPECT_TRUE(test::wait_until([&] {
+    drain();
+    return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
+  }));
+  rx->stop();
+  drain();
+  ASSERT_EQ(losses.size(), 1u);
+  const std::vector<std::uint8_t> kept = frames_bytes(0, 3), after = frames_bytes(3, 1);
+  const std::uint64_t before = frame_time(kept.data() + 2 * kFrameBytes);  // board 2, the latest
+  EXPECT_EQ(losses[0].from, before) << "not the wild time " << frame_time(wild.data());
+  EXPECT_EQ(losses[0].to, frame_time(after.data()));
+}
+
 // A socket the receiver finds with a backlog (a quarter of its receive buffer still queued
 // after a full batch) makes it behind: the chunks it fills are flagged and counted
 // (rx.backlog_chunks), so that its boards are not taken for lagging ones (DESIGN section 6).
