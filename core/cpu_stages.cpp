@@ -256,7 +256,7 @@ const void* SliceStages::deliver(const void* from, std::size_t count, std::size_
   const std::size_t bytes = count * bytes_each;
   void* const to = memory_ && count > 0 ? memory_->lend(bytes) : nullptr;
   if (!to) return from;
-  if (engine_ && engine_->splits_copy(bytes / sizeof(RawFrame)))
+  if (engine_ && engine_->splits_copy(bytes / sizeof(RawFrame)))  // its size in frames' worth
     engine_->copy_bytes(to, from, bytes);
   else
     std::memcpy(to, from, bytes);
