@@ -144,7 +144,7 @@ void ParallelEngine::copy_bytes(void* to, const void* from, std::size_t bytes) {
   const auto* const src = static_cast<const std::uint8_t*>(from);
   pool_.run(pieces, [&](std::size_t j) {
     // Piece edges a multiple of 64 bytes from the start: on cache lines where the
-    // destination starts on one (the backends' buffers do), so no two threads write a line.
+    // destination starts on one, so that no two threads then write one line.
     const std::size_t a = std::min(bytes, piece_begin(bytes / 64, pieces, j) * 64);
     const std::size_t b = j + 1 == pieces ? bytes : std::min(bytes, piece_begin(bytes / 64, pieces, j + 1) * 64);
     std::memcpy(dst + a, src + a, b - a);
