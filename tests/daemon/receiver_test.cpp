@@ -85,6 +85,25 @@ class ReceiverTest : public ::testing::Test {
     }
     return out;
   }
+  // A receive buffer small enough to overflow before the receiver starts, a ring with room
+  // to spare; the receiver made, not started.
+  void make_with_small_buffer(std::uint32_t threads) {
+    receive_buffer_bytes = 32 << 10;
+    in.ring_chunk_bytes = 1 << 16;
+    in.ring_chunks = 64;
+    own_ring = true;
+    start(Framing::raw, "127.0.0.1/32", threads, false);
+  }
+  // Releases every chunk sealed so far, keeping the losses they carry (DESIGN section 6,
+  // "Losses at a socket") in `losses`.
+  void drain_losses() {
+    while (Chunk* c = ring->wait_sealed(20ms)) {
+      for (std::uint32_t i = 0; i < c->loss_count; ++i) losses.push_back(c->losses[i]);
+      ring->release(c);
+    }
+  }
+  std::vector<Chunk::Loss> losses;
+
   static std::vector<std::uint8_t> frames_bytes(std::uint8_t first, std::size_t n) {
     std::vector<std::uint8_t> d(n * kFrameBytes);
     for (std::size_t i = 0; i < d.size(); ++i) d[i] = static_cast<std::uint8_t>(first + i / kFrameBytes);
@@ -200,28 +219,16 @@ TEST_F(ReceiverTest, NoFreeChunkDropsAndCountsWithoutBlocking) {
 // the even and the odd boards (by each datagram's first frame); the odd boards' socket, its
 // buffer small, overflows before the receiver starts.
 TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
-  receive_buffer_bytes = 32 << 10;
-  in.ring_chunk_bytes = 1 << 16;
-  in.ring_chunks = 64;
-  own_ring = true;
-  start(Framing::raw, "127.0.0.1/32", 2, false);
+  make_with_small_buffer(2);
   for (int i = 0; i < 4; ++i) send(frames_bytes(0, 2));  // boards 0, 1: the even socket
   for (int i = 0; i < 4; ++i) send(frames_bytes(2, 2));  // boards 2, 3: the even socket
   for (int i = 0; i < 400; ++i) send(frames_bytes(1, 64));  // the odd socket overflows
   rx->start();
-  // The losses the chunks carry (DESIGN section 6, "Losses at a socket").
-  std::vector<Chunk::Loss> losses;
-  auto drain = [&] {
-    while (Chunk* c = ring->wait_sealed(20ms)) {
-      for (std::uint32_t i = 0; i < c->loss_count; ++i) losses.push_back(c->losses[i]);
-      ring->release(c);
-    }
-  };
   EXPECT_TRUE(test::wait_until([&] {
-    drain();
+    drain_losses();
     return counters.get(Counter::rx_datagrams) > 8;
   }));
-  drain();
+  drain_losses();
   EXPECT_TRUE(losses.empty()) << "the datagrams queued before the drops carry none";
   // The drops show on the first datagram queued after them; the chunk of the first one with
   // a frame that has a source records the loss, up to that datagram's earliest such frame.
@@ -235,11 +242,11 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   send(mixed);
   for (int i = 0; i < 3; ++i) send(board3);
   EXPECT_TRUE(test::wait_until([&] {
-    drain();
+    drain_losses();
     return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
   }));
   rx->stop();
-  drain();
+  drain_losses();
   ASSERT_EQ(losses.size(), 1u);
   const RawFrame after = [] {
     RawFrame f;
@@ -261,36 +268,25 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
 // largest time the receiver ever took: a wild time stamp earlier on (here far in the future)
 // does not hide where a later loss begins (DESIGN section 6, "Losses at a socket").
 TEST_F(ReceiverTest, AWildTimeStampEarlierDoesNotSetWhereALaterLossBegins) {
-  receive_buffer_bytes = 32 << 10;
-  in.ring_chunk_bytes = 1 << 16;
-  in.ring_chunks = 64;
-  own_ring = true;
-  start(Framing::raw, "127.0.0.1/32", 1, false);
+  make_with_small_buffer(1);
   std::vector<std::uint8_t> wild = frames_bytes(1, 1);  // board 1
   std::memset(wild.data() + frame_offset::time, 0xEE, 8);
   send(wild);
   for (int i = 0; i < 400; ++i) send(frames_bytes(0, 3));  // boards 0-2: the socket overflows
   rx->start();
-  std::vector<Chunk::Loss> losses;
-  auto drain = [&] {
-    while (Chunk* c = ring->wait_sealed(20ms)) {
-      for (std::uint32_t i = 0; i < c->loss_count; ++i) losses.push_back(c->losses[i]);
-      ring->release(c);
-    }
-  };
   EXPECT_TRUE(test::wait_until([&] {
-    drain();
+    drain_losses();
     return counters.get(Counter::rx_datagrams) > 2;
   }));
-  drain();
+  drain_losses();
   ASSERT_TRUE(losses.empty());
   send(frames_bytes(3, 1));  // after the drops
   EXPECT_TRUE(test::wait_until([&] {
-    drain();
+    drain_losses();
     return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
   }));
   rx->stop();
-  drain();
+  drain_losses();
   ASSERT_EQ(losses.size(), 1u);
   const std::vector<std::uint8_t> kept = frames_bytes(0, 3), after = frames_bytes(3, 1);
   const std::uint64_t before = frame_time(kept.data() + 2 * kFrameBytes);  // board 2, the latest
