@@ -103,6 +103,17 @@ class ReceiverTest : public ::testing::Test {
     }
   }
   std::vector<Chunk::Loss> losses;
+  // Waits until the kernel's drops show and a chunk recorded a loss, then stops the receiver
+  // and keeps every loss sealed (true: exactly one).
+  bool stop_after_the_loss() {
+    EXPECT_TRUE(test::wait_until([&] {
+      drain_losses();
+      return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
+    }));
+    rx->stop();
+    drain_losses();
+    return losses.size() == 1;
+  }
 
   static std::vector<std::uint8_t> frames_bytes(std::uint8_t first, std::size_t n) {
     std::vector<std::uint8_t> d(n * kFrameBytes);
@@ -241,13 +252,7 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   mixed.insert(mixed.end(), board3.begin(), board3.end());
   send(mixed);
   for (int i = 0; i < 3; ++i) send(board3);
-  EXPECT_TRUE(test::wait_until([&] {
-    drain_losses();
-    return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
-  }));
-  rx->stop();
-  drain_losses();
-  ASSERT_EQ(losses.size(), 1u);
+  ASSERT_TRUE(stop_after_the_loss()) << losses.size() << " losses";
   const RawFrame after = [] {
     RawFrame f;
     std::memset(f.bytes, 3, kFrameBytes);
@@ -281,13 +286,7 @@ TEST_F(ReceiverTest, AWildTimeStampEarlierDoesNotSetWhereALaterLossBegins) {
   drain_losses();
   ASSERT_TRUE(losses.empty());
   send(frames_bytes(3, 1));  // after the drops
-  EXPECT_TRUE(test::wait_until([&] {
-    drain_losses();
-    return counters.get(Counter::rx_kernel_drops) > 0 && !losses.empty();
-  }));
-  rx->stop();
-  drain_losses();
-  ASSERT_EQ(losses.size(), 1u);
+  ASSERT_TRUE(stop_after_the_loss()) << losses.size() << " losses";
   const std::vector<std::uint8_t> kept = frames_bytes(0, 3), after = frames_bytes(3, 1);
   const std::uint64_t before = frame_time(kept.data() + 2 * kFrameBytes);  // board 2, the latest
   EXPECT_EQ(losses[0].from, before) << "not the wild time " << frame_time(wild.data());
