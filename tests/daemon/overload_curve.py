@@ -143,6 +143,22 @@ def report(a, capacity, trials, recovery):
               f"{100 * t['lost_fraction']:.2f} | {100 * excess:.2f} | "
               f"{100 * t['dead'] / max(1, t['sent']):.2f} | {t['live_fraction_run']:.3f} | "
               f"{t['ring_full']} | {t['kernel_drops']} | {t['p99_ms']:.1f} | {verdict} |")
+    # Above the capacity (void trials left out): how close to it the daemon stayed, and the lost
+    # fraction against the excess, over the capacity and over the most it took (a capacity
+    # found in trials without loss can be below what the daemon takes when it always has work).
+    over = [t for t in trials if not t["void"] and t["sent_fps"] / 1e6 > capacity]
+    if over:
+        taken = [t["taken_fps"] / 1e6 for t in over]
+        most = max(taken)
+
+        def within(c):
+            return sum(1 for t in over
+                       if abs(t["lost_fraction"] - max(0.0, 1.0 - c / (t["sent_fps"] / 1e6))) <= 0.02)
+
+        print(f"\nAbove the capacity, {len(over)} trials: taken {min(taken) / capacity:.2f}-"
+              f"{most / capacity:.2f} x the capacity ({sum(1 for x in taken if x >= 0.95 * capacity)} "
+              f"at >= 0.95 x); lost = the excess within 2 points in {within(capacity)}, and in "
+              f"{within(most)} against the most taken ({most:.2f} M frames/s)")
     for t in recovery:
         print(f"\nRecovery: {t['asked_fps'] / 1e6:.2f} M frames/s ({t['asked_fps'] / 1e6 / capacity:.2f} x) "
               f"for {t['seconds']:.1f} s, then {0.5 * capacity:.2f} M/s for {t['recovery_seconds']:.1f} s: "
