@@ -241,15 +241,13 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
   }));
   drain_losses();
   EXPECT_TRUE(losses.empty()) << "the datagrams queued before the drops carry none";
-  // The drops show on the first datagram queued after them; the chunk of the first one with
-  // a frame that has a source records the loss, up to that datagram's earliest such frame.
-  // Frames without one (BDM 201, routed to the odd socket) have no time to trust: here time 0.
-  std::vector<std::uint8_t> sourceless(kFrameBytes, 0);
-  sourceless[frame_offset::bdm] = 201;
-  send(sourceless);
-  std::vector<std::uint8_t> mixed = sourceless;
+  // The drops show on the first datagram queued after them, whose chunk records the loss: up
+  // to that datagram's earliest frame with a source. A frame without one (BDM 201) has no
+  // time to trust: here time 0, after board 3's frame.
   const std::vector<std::uint8_t> board3 = frames_bytes(3, 1);
-  mixed.insert(mixed.end(), board3.begin(), board3.end());
+  std::vector<std::uint8_t> mixed = board3;
+  mixed.resize(2 * kFrameBytes, 0);
+  mixed[kFrameBytes + frame_offset::bdm] = 201;
   send(mixed);
   for (int i = 0; i < 3; ++i) send(board3);
   ASSERT_TRUE(stop_after_the_loss()) << losses.size() << " losses";
@@ -271,7 +269,8 @@ TEST_F(ReceiverTest, KernelDropsAreCountedForTheBoardsOfTheirSocket) {
 
 // The loss's beginning is the latest time of the last datagram taken before it, not the
 // largest time the receiver ever took: a wild time stamp earlier on (here far in the future)
-// does not hide where a later loss begins (DESIGN section 6, "Losses at a socket").
+// does not hide where a later loss begins; and its end is the earliest time of the first
+// datagram after it with a frame that has a source (DESIGN section 6, "Losses at a socket").
 TEST_F(ReceiverTest, AWildTimeStampEarlierDoesNotSetWhereALaterLossBegins) {
   make_with_small_buffer(1);
   std::vector<std::uint8_t> wild = frames_bytes(1, 1);  // board 1
@@ -285,7 +284,12 @@ TEST_F(ReceiverTest, AWildTimeStampEarlierDoesNotSetWhereALaterLossBegins) {
   }));
   drain_losses();
   ASSERT_TRUE(losses.empty());
-  send(frames_bytes(3, 1));  // after the drops
+  // After the drops: a datagram of frames without a source (no time to trust) leaves the loss
+  // to the next datagram that has one.
+  std::vector<std::uint8_t> sourceless(kFrameBytes, 0);
+  sourceless[frame_offset::bdm] = 201;
+  send(sourceless);
+  send(frames_bytes(3, 1));
   ASSERT_TRUE(stop_after_the_loss()) << losses.size() << " losses";
   const std::vector<std::uint8_t> kept = frames_bytes(0, 3), after = frames_bytes(3, 1);
   const std::uint64_t before = frame_time(kept.data() + 2 * kFrameBytes);  // board 2, the latest
