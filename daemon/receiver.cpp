@@ -307,18 +307,10 @@ struct Receiver::Lane {
   void append(Socket& s, const DatagramView& v, Clock::time_point now) {
     Chunk& c = *current;
     const auto count = static_cast<std::uint32_t>(v.frame_count);
-    if (s.losses.pending()) {
-      // The datagrams lost before this one: from the latest frame before them to this one's
-      // earliest with a source (a frame without one has no time to trust). A datagram with
-      // none leaves the loss to the next.
-      std::uint64_t to = ~std::uint64_t{0};
-      for (std::uint32_t f = 0; f < count; ++f) {
-        const std::uint8_t* frame = v.frames + std::size_t{f} * kFrameBytes;
-        if (rule.source_of(frame) >= 0) to = std::min(to, frame_time(frame));
-      }
-      if (std::uint64_t from = 0; to != ~std::uint64_t{0} && s.losses.take_loss(from))
-        c.add_loss(from, to);
-    }
+    // The datagrams lost before this one: from the latest frame before them to this one's
+    // earliest (SocketLosses::take_loss).
+    if (std::uint64_t from = 0, to = 0; s.losses.take_loss(v.frames, count, rule, from, to))
+      c.add_loss(from, to);
     const std::size_t bytes = std::size_t{count} * kFrameBytes;
     std::uint8_t* const dest = c.h_bytes + c.used_bytes;
     if (dest != v.frames) std::memmove(dest, v.frames, bytes);

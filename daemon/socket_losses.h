@@ -4,11 +4,15 @@
 // and a loss the next datagram taken records in its chunk.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 
 #include "core/counters.h"
+#include "core/frame_source.h"
+#include "proto/frame.h"
 
 namespace petdaq::daemon {
 
@@ -32,12 +36,22 @@ class SocketLosses {
     if (!pending_) from_ = latest;
     pending_ = true;
   }
-  bool pending() const { return pending_; }
-  // The loss since the last datagram taken, if any: true and its `from`, and it is taken.
-  bool take_loss(std::uint64_t& from) {
+  // The loss since the last datagram taken, if any, ended by the datagram of `n` frames taken
+  // now: true, and its `from` and `to` (that datagram's earliest frame time with a source: a
+  // frame without one has no time to trust), and it is taken. A datagram with no frame that
+  // has a source leaves the loss to the next.
+  bool take_loss(const std::uint8_t* frames, std::size_t n, const SourceRule& rule,
+                 std::uint64_t& from, std::uint64_t& to) {
     if (!pending_) return false;
+    std::uint64_t earliest = ~std::uint64_t{0};
+    for (std::size_t f = 0; f < n; ++f) {
+      const std::uint8_t* frame = frames + f * kFrameBytes;
+      if (rule.source_of(frame) >= 0) earliest = std::min(earliest, frame_time(frame));
+    }
+    if (earliest == ~std::uint64_t{0}) return false;
     pending_ = false;
     from = from_;
+    to = earliest;
     return true;
   }
 
