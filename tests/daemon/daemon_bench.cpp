@@ -268,29 +268,6 @@ class Source {
 constexpr int kKeepNice = 1000;
 int g_sender_nice = kKeepNice;
 
-// This thread's time waiting on a run queue for a CPU, ns (/proc/thread-self/schedstat's
-// second field; 0 where the kernel does not keep it).
-std::uint64_t run_queue_wait_ns() {
-  std::ifstream in("/proc/thread-self/schedstat");
-  std::uint64_t on_cpu = 0, waited = 0;
-  in >> on_cpu >> waited;
-  return in ? waited : 0;
-}
-// petdaqd's CPU time (user + system) so far, seconds (/proc/PID/stat).
-double process_cpu_seconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const std::size_t close = line.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream fields(line.substr(close + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i)
-    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
-  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 // Runs `senders` threads; thread k calls send(k) until the deadline and returns the frames
 // all of them sent. `runq_max_ns` (if given) gets the most any of them waited for a CPU.
 template <class Send>
@@ -304,9 +281,9 @@ std::uint64_t run_senders(std::uint32_t senders, double seconds, Send send,
   for (std::uint32_t k = 0; k < senders; ++k)
     threads.emplace_back([&, k] {
       if (g_sender_nice != kKeepNice) setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), g_sender_nice);
-      const std::uint64_t wait0 = run_queue_wait_ns();
+      const std::uint64_t wait0 = host_probe::run_queue_wait_ns();
       while (std::chrono::steady_clock::now() < until) sent[k] += send(k);
-      waited[k] = run_queue_wait_ns() - wait0;
+      waited[k] = host_probe::run_queue_wait_ns() - wait0;
     });
   for (auto& t : threads) t.join();
   std::uint64_t total = 0;
@@ -699,7 +676,7 @@ int main(int argc, char** argv) {
       sender.take_max_call();
     }
     const host_probe::CpuTimes cpu_before = host_probe::cpu_times();
-    const double daemon_cpu_before = process_cpu_seconds(d.pid());
+    const double daemon_cpu_before = host_probe::process_cpu_seconds(d.pid());
     std::uint64_t runq_max_ns = 0;
     std::vector<std::uint64_t> datagrams_sent(senders, 0);
     std::vector<std::atomic<std::uint64_t>> done(senders);
@@ -744,7 +721,7 @@ int main(int argc, char** argv) {
     t.sender_shift_ms = *std::max_element(shift_ms.begin(), shift_ms.end());
     t.sender_sync_ms = *std::max_element(sync_ms.begin(), sync_ms.end());
     std::tie(t.steal, t.steal_cpu_max) = host_probe::steal_shares(cpu_before, host_probe::cpu_times());
-    t.daemon_cores = (process_cpu_seconds(d.pid()) - daemon_cpu_before) / t.seconds;
+    t.daemon_cores = (host_probe::process_cpu_seconds(d.pid()) - daemon_cpu_before) / t.seconds;
     t.sender_runq_ms = static_cast<double>(runq_max_ns) / 1e6;
     for (auto& sender : tx) {
       t.sender_behind_ms = std::max(t.sender_behind_ms,

@@ -1,7 +1,8 @@
 // What sets a host's pace, for benchmarks that compare hosts (petdaq-bench-engine,
 // petdaqd_bench): steal time from /proc/stat (time a virtual machine's CPU was ready to run
 // while its host ran something else), the memory's copy rate, the cores' clock as the kernel
-// reports it and whether transparent huge pages are on. Header-only; Linux.
+// reports it and whether transparent huge pages are on; and what a thread waited for a CPU
+// and a process's CPU time. Header-only; Linux.
 #pragma once
 
 #include <algorithm>
@@ -17,7 +18,33 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 namespace petdaq::host_probe {
+
+// This thread's time waiting on a run queue for a CPU so far, ns (/proc/thread-self/
+// schedstat's second field; 0 where the kernel does not keep it).
+inline std::uint64_t run_queue_wait_ns() {
+  std::ifstream in("/proc/thread-self/schedstat");
+  std::uint64_t on_cpu = 0, waited = 0;
+  in >> on_cpu >> waited;
+  return in ? waited : 0;
+}
+
+// A process's CPU time (user + system, all its threads) so far, seconds (/proc/PID/stat).
+inline double process_cpu_seconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const std::size_t close = line.rfind(')');  // the command name may hold spaces
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(line.substr(close + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i)
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 // Time the machine's CPUs spent, from /proc/stat, in USER_HZ ticks: per CPU, all and "steal".
 // A run whose threads stall for milliseconds while steal time grows stalled because of the
